@@ -1,0 +1,335 @@
+"""The Monitor: three lines in a training loop record every vital sign of the run.
+
+The training thread does O(1) Python work per step: it stamps values and appends them to a pending
+list. Device tensors (loss, norms) cross to the host once per flush (`log_every` steps or half the
+flush interval), then go to the writer thread's queue. Nothing here blocks on I/O.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from stethoscope import records as R
+from stethoscope.capture.control import Control
+from stethoscope.capture.dist import rank_and_world
+from stethoscope.capture.runinfo import start_info
+from stethoscope.capture.system import DeviceMemory, GcPauses, HostStats, default_device_memory, device_metrics
+from stethoscope.capture.throughput import detect_peak_flops, flops_per_token
+from stethoscope.config import MonitorConfig
+from stethoscope.errors import InternalError
+from stethoscope.record.writer import Recorder
+from stethoscope.store.db import RunStore, rank_path
+from stethoscope.store.schema import RUN_META_FILE
+
+log = logging.getLogger(__name__)
+
+
+class Monitor:
+    """Records a training run into `run_dir` (one SQLite file per rank).
+
+    Pass the model and optimizer to capture gradient/parameter norms, LR and data-wait time without
+    further code; `tokens_per_step` (this rank's tokens per optimizer step) enables tokens/s and MFU.
+    `config` is your training config, stored as run metadata. Options of `MonitorConfig` may be
+    given as keywords (`flush_interval=0.5`, `grad_norms="layers"`, …) or as `settings=`.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str], model: Any = None, optimizer: Any = None, *,
+                 tokens_per_step: int | None = None, samples_per_step: int | None = None,
+                 seq_len: int | None = None, config: Any = None, scaler: Any = None,
+                 max_grad_norm: float | None = None, peak_flops: float | None = None,
+                 rank: int | None = None, world_size: int | None = None,
+                 settings: MonitorConfig | None = None, device_memory: DeviceMemory | None = None,
+                 **options: Any) -> None:
+        self.settings = settings or MonitorConfig(**options)
+        self.run_dir = Path(run_dir)
+        self.control = Control()
+        self.errors = 0
+        self._closed = False
+        auto_rank, auto_world = rank_and_world()
+        self.rank = auto_rank if rank is None else rank
+        self.world_size = auto_world if world_size is None else world_size
+        self._model, self._opt, self._scaler = model, optimizer, scaler
+        self._tokens_per_step, self._samples_per_step = tokens_per_step, samples_per_step
+        self._max_grad_norm = max_grad_norm
+        self._pending: list[tuple[int, float, dict[str, Any]]] = []
+        self._pending_batches: list[tuple[int, Any]] = []
+        self._last_call: float | None = None
+        self._compute_start: float | None = None
+        self._last_flush = time.perf_counter()
+        self._last_system = 0.0
+        self._user_grad_norm = False
+        self.last_step: int | None = None
+        self.steps = 0
+
+        store = RunStore(rank_path(self.run_dir, self.rank))
+        self._recorder = Recorder(store, self.settings.flush_interval, self.settings.max_queue, self.settings.strict)
+        self._info = start_info(self.rank, self.world_size, config)
+        self._recorder.call("set_meta", self._info)
+        self._write_run_json()
+        self._attach_detectors()
+        self._host = HostStats()
+        self._gc = GcPauses()
+        self._device_memory = device_memory if device_memory is not None else default_device_memory()
+        self._flops_per_token = flops_per_token(model, seq_len) if model is not None else None
+        self._peak_flops = peak_flops or detect_peak_flops()
+        self._grads = self._hook_optimizer(model, optimizer)
+        self._forward_hook = model.register_forward_pre_hook(self._on_forward) if model is not None else None
+        atexit.register(self._atexit)
+
+    # -- setup ---------------------------------------------------------------------------------
+    def _hook_optimizer(self, model: Any, optimizer: Any) -> Any:
+        if optimizer is None or self.settings.grad_norms == "off":
+            return None
+        from stethoscope.capture.torch_hooks import GradStats
+
+        names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
+        s = self.settings
+        return GradStats(optimizer, names, s.grad_norms, s.layers_every, s.details_every,
+                         int(s.update_ratio_max_mib * (1 << 20)))
+
+    def _attach_detectors(self) -> None:
+        if not self.settings.detect:
+            return
+        try:
+            from stethoscope.detect.live import LiveDetection
+        except ImportError:  # detectors not installed in this build
+            return
+        self._recorder.observers.append(LiveDetection())
+
+    def _on_forward(self, *_: Any) -> None:
+        if self._compute_start is None:
+            self._compute_start = time.perf_counter()
+
+    # -- the training loop's calls -------------------------------------------------------------
+    def step(self, step: int, loss: Any = None, *, grad_norm: Any = None, batch_ids: Any = None,
+             tokens: int | None = None, samples: int | None = None, **metrics: Any) -> Control:
+        """Record one optimizer step. Cheap: no host sync, no I/O. Returns the Control to act on."""
+        try:
+            self._step(step, loss, grad_norm, batch_ids, tokens, samples, metrics)
+        except Exception as exc:  # noqa: BLE001 - never crash the run
+            self._fail(exc)
+        return self.control
+
+    def eval(self, step: int, eval_loss: Any = None, **metrics: Any) -> None:
+        """Record evaluation results at `step` (eval_loss → eval/loss, other keys → eval/<key>)."""
+        values = {f"eval/{k}" if "/" not in k else k: v for k, v in metrics.items()}
+        if eval_loss is not None:
+            values[R.EVAL_LOSS] = eval_loss
+        self.log(values, step)
+
+    def log(self, values: Mapping[str, Any], step: int | None = None) -> None:
+        """Record arbitrary named values (floats or tensors) at `step` (default: the last step)."""
+        try:
+            step = (self.last_step or 0) if step is None else step
+            if all(type(v) is float or type(v) is int for v in values.values()):
+                self._recorder.put_many(values, step, time.time())
+            else:
+                self._pending.append((step, time.time(), {k: _detach(v) for k, v in values.items()}))
+                self._flush_pending()
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc)
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Make everything recorded so far durable in the store (blocks up to `timeout` seconds)."""
+        try:
+            self._flush_pending()
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc)
+        return self._recorder.flush(timeout)
+
+    def close(self, status: str = "completed") -> None:
+        """Flush, stamp the end of the run and stop the writer. Idempotent."""
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        atexit.unregister(self._atexit)
+        try:
+            self._flush_pending()
+            self._info.update(status=status, end_time=time.time(), steps=self.steps, last_step=self.last_step,
+                              dropped_points=self._recorder.queue.dropped, internal_errors=self.errors)
+            self._recorder.call("set_meta", {k: self._info[k] for k in
+                                             ("status", "end_time", "steps", "last_step", "dropped_points",
+                                              "internal_errors")})
+            self._write_run_json()
+        finally:
+            self._detach()
+            self._recorder.close()
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, _tb: Any) -> None:
+        self.close("completed" if exc_type is None else f"failed: {exc_type.__name__}: {exc}")
+
+    # -- internals -----------------------------------------------------------------------------
+    def _step(self, step: int, loss: Any, grad_norm: Any, batch_ids: Any, tokens: int | None,
+              samples: int | None, metrics: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        values: dict[str, Any] = {k: _detach(v) for k, v in metrics.items()}
+        if loss is not None:
+            values[R.LOSS] = _detach(loss)
+        self._capture_grads(values, grad_norm)
+        self._capture_lr(values)
+        self._capture_timing(values, now, tokens, samples if samples is not None else _length(batch_ids))
+        values.update(self._gc.take())
+        self._pending.append((step, time.time(), values))
+        if batch_ids is not None:
+            self._pending_batches.append((step, batch_ids))
+        self.last_step, self.steps = step, self.steps + 1
+        s = self.settings
+        if len(self._pending) >= s.log_every or now - self._last_flush >= s.flush_interval / 2:
+            self._flush_pending()
+        self._last_call, self._compute_start = time.perf_counter(), None
+
+    def _capture_grads(self, values: dict[str, Any], grad_norm: Any) -> None:
+        hooked = self._grads.take() if self._grads is not None else {}
+        if grad_norm is not None:
+            if not self._user_grad_norm and self._grads is not None:
+                self._grads.skip_global = True  # reuse the user's clip_grad_norm_ result from now on
+            self._user_grad_norm = True
+            hooked[R.GRAD_NORM] = _detach(grad_norm)
+        values.update(hooked)
+
+    def _capture_lr(self, values: dict[str, Any]) -> None:
+        if self._opt is None:
+            return
+        for i, group in enumerate(self._opt.param_groups):
+            lr = group.get("lr")
+            if lr is not None:
+                values[R.LR if i == 0 else f"{R.LR}/group{i}"] = _detach(lr)
+
+    def _capture_timing(self, values: dict[str, Any], now: float, tokens: int | None, samples: int | None) -> None:
+        if self._last_call is None:
+            return
+        dt = now - self._last_call
+        values[R.STEP_TIME] = dt
+        if self._compute_start is not None:
+            values[R.DATA_WAIT] = max(0.0, self._compute_start - self._last_call)
+        tokens = tokens if tokens is not None else self._tokens_per_step
+        samples = samples if samples is not None else self._samples_per_step
+        if dt <= 0:
+            return
+        if samples:
+            values[R.SAMPLES_PER_S] = samples / dt
+        if tokens:
+            tps = tokens / dt
+            values[R.TOKENS_PER_S] = tps
+            if self._flops_per_token:
+                values[R.TFLOPS] = tps * self._flops_per_token / 1e12
+                if self._peak_flops:
+                    values[R.MFU] = tps * self._flops_per_token / self._peak_flops
+
+    def _flush_pending(self) -> None:
+        self._last_flush = time.perf_counter()
+        pending, self._pending = self._pending, []
+        if pending:
+            self._put_values(pending)
+        if self._pending_batches:
+            batches, self._pending_batches = self._pending_batches, []
+            self._recorder.call("write_batches", [(s, _to_list(ids)) for s, ids in batches])
+        if self._last_flush - self._last_system >= self.settings.system_every:
+            self._last_system = self._last_flush
+            self._sample_system()
+
+    def _put_values(self, pending: list[tuple[int, float, dict[str, Any]]]) -> None:
+        rows: list[tuple[str, int, float, float]] = []
+        tensors: list[Any] = []
+        slots: list[int] = []
+        for step, wall, values in pending:
+            for name, v in values.items():
+                if type(v) is not float and type(v) is not int:
+                    tensors.append(v)
+                    slots.append(len(rows))
+                rows.append((name, step, v, wall))
+        for slot, v in zip(slots, _to_host(tensors) if tensors else ()):
+            name, step, _, wall = rows[slot]
+            rows[slot] = (name, step, v, wall)
+        put = self._recorder.put_point
+        for name, step, v, wall in rows:
+            put(name, step, float(v), wall)
+            if name == R.GRAD_NORM and self._max_grad_norm:
+                put(R.GRAD_CLIP_COEF, step, min(1.0, self._max_grad_norm / (float(v) + 1e-6)), wall)
+
+    def _sample_system(self) -> None:
+        step = self.last_step or 0
+        values = self._host.sample()
+        if self._device_memory is not None:
+            values.update(device_metrics(self._device_memory))
+        if self._scaler is not None and self._scaler.is_enabled():
+            values[R.LOSS_SCALE] = float(self._scaler.get_scale())  # host sync: once per system sample
+        self._recorder.put_many(values, step, time.time())
+
+    def _write_run_json(self) -> None:
+        if self.rank != 0:
+            return
+        path = self.run_dir / RUN_META_FILE
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(R.json_safe(self._info), indent=1, default=str))
+        os.replace(tmp, path)
+
+    def _detach(self) -> None:
+        for obj in (self._grads, self._gc):
+            if obj is not None:
+                obj.remove()
+        if self._forward_hook is not None:
+            self._forward_hook.remove()
+
+    def _fail(self, exc: Exception) -> None:
+        self.errors += 1
+        if self.errors == 1:
+            log.exception("stethoscope failed inside the training loop (further failures are only counted)")
+        if self.settings.strict:
+            raise InternalError(f"stethoscope failed: {exc!r}") from exc
+
+    def _atexit(self) -> None:
+        self.close("interpreter exit")
+
+
+def _is_tensor(v: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(v, torch.Tensor)
+
+
+def _detach(v: Any) -> Any:
+    """Floats pass through; tensors are detached (no copy, no sync)."""
+    if type(v) is float or type(v) is int:
+        return v
+    if _is_tensor(v):
+        return v.detach()
+    return float(v)
+
+
+def _to_host(tensors: list[Any]) -> list[float]:
+    """All values to the host, one transfer per device."""
+    import torch
+
+    by_device: dict[Any, list[int]] = {}
+    for i, t in enumerate(tensors):
+        by_device.setdefault(t.device, []).append(i)
+    out = [0.0] * len(tensors)
+    for idx in by_device.values():
+        stacked = torch.stack([tensors[i].reshape(()).float() for i in idx])
+        for i, v in zip(idx, stacked.tolist()):  # host sync: one per device per flush
+            out[i] = v
+    return out
+
+
+def _length(ids: Any) -> int | None:
+    if ids is None:
+        return None
+    try:
+        return len(ids)
+    except TypeError:
+        return None
+
+
+def _to_list(ids: Any) -> list[Any]:
+    return ids.tolist() if _is_tensor(ids) else list(ids)

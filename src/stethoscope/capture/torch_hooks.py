@@ -1,0 +1,95 @@
+"""Gradient, parameter and update statistics, captured by optimizer step hooks.
+
+Everything stays on the device as 0-dim tensors; the Monitor moves them to the host once per flush.
+One fused `torch._foreach_norm` call gives every per-tensor norm at once; the global norm is the
+norm of that vector. Never `p.grad.norm().item()` per parameter (one host sync per tensor on a GPU).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stethoscope.records import GRAD_NORM, GRAD_ZERO_FRAC, PARAM_NORM, UPDATE_RATIO
+
+
+class GradStats:
+    """Hooks one optimizer; `take()` returns the device-side values captured since the last call."""
+
+    def __init__(self, optimizer: Any, names: dict[int, str], mode: str = "global",
+                 layers_every: int = 50, details_every: int = 10, update_max_bytes: int = 256 << 20) -> None:
+        import torch  # lazy: the core imports without torch
+
+        self._torch = torch
+        self._opt = optimizer
+        self._names = names
+        self._mode = mode
+        self._layers_every = layers_every
+        self._details_every = details_every
+        self._update_max_bytes = update_max_bytes
+        self.step = 0
+        self.skip_global = False  # set once the user hands us the norm clip_grad_norm_ returned
+        self._values: dict[str, Any] = {}
+        self._snapshot: tuple[list[Any], list[Any]] | None = None
+        self._handles = [optimizer.register_step_pre_hook(self._pre), optimizer.register_step_post_hook(self._post)]
+
+    def take(self) -> dict[str, Any]:
+        values, self._values = self._values, {}
+        return values
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    # -- hooks ---------------------------------------------------------------------------------
+    def _params(self) -> list[Any]:
+        return [p for g in self._opt.param_groups for p in g["params"] if p.grad is not None]
+
+    def _pre(self, *_: Any) -> None:
+        params = self._params()
+        if not params:
+            return
+        grads = [p.grad for p in params]
+        details = self.step % self._details_every == 0
+        layers = self._mode == "layers" and self.step % self._layers_every == 0
+        if not self.skip_global or layers:
+            norms = self._torch._foreach_norm(grads)
+            self._values[GRAD_NORM] = self._torch.linalg.vector_norm(self._torch.stack(norms))
+            if layers:
+                self._record_layers(params, norms)
+        if details:
+            self._record_details(params, grads)
+
+    def _record_layers(self, params: list[Any], norms: list[Any]) -> None:
+        for p, n in zip(params, norms):
+            self._values[f"grad/norm/{self._names.get(id(p), f'param{id(p)}')}"] = n
+
+    def _record_details(self, params: list[Any], grads: list[Any]) -> None:
+        torch = self._torch
+        zeros = sum((g == 0).sum() for g in grads)
+        total = sum(g.numel() for g in grads)
+        self._values[GRAD_ZERO_FRAC] = zeros / total
+        self._values[PARAM_NORM] = torch.linalg.vector_norm(torch.stack(torch._foreach_norm([p.detach() for p in params])))
+        budget, sample = self._update_max_bytes, []
+        for p in params:
+            size = p.numel() * p.element_size()
+            if size > budget:
+                continue
+            budget -= size
+            sample.append(p)
+        if sample:
+            # Copy of at most update_max_bytes: the update is measured on this sample of tensors.
+            self._snapshot = (sample, [p.detach().clone() for p in sample])
+
+    def _post(self, *_: Any) -> None:
+        self.step += 1
+        if self._snapshot is None:
+            return
+        torch = self._torch
+        sample, before = self._snapshot
+        self._snapshot = None
+        after = [p.detach() for p in sample]
+        delta = torch._foreach_sub(after, before)
+        upd = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(delta)))
+        par = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(before)))
+        self._values[UPDATE_RATIO] = upd / par.clamp_min(1e-12)

@@ -1,0 +1,75 @@
+"""Typed configuration of the live Monitor, and the one place that reads environment variables.
+
+Imports nothing from the package.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+GRAD_NORM_MODES = ("global", "layers", "off")
+
+
+@dataclass
+class MonitorConfig:
+    """How much the Monitor captures and how often it writes."""
+
+    flush_interval: float = 1.0
+    """Seconds: every metric is durable in the store at most this long after `step()` returned."""
+
+    log_every: int = 10
+    """Steps between host transfers of device-side values (loss, norms); a flush also happens when
+    `flush_interval / 2` seconds have passed, whichever comes first."""
+
+    grad_norms: str = "global"
+    """"global": one fused global grad norm per step; "layers": plus per-tensor norms every
+    `layers_every` steps; "off": no gradient statistics."""
+
+    layers_every: int = 50
+    """Steps between per-layer gradient norms when grad_norms="layers"."""
+
+    details_every: int = 10
+    """Steps between the costlier statistics: parameter norm, update/weight ratio, zero-grad fraction."""
+
+    update_ratio_max_mib: float = 256.0
+    """Parameters copied (at most this many MiB) to measure the update/weight ratio on a sampled step."""
+
+    system_every: float = 1.0
+    """Seconds between host/device memory and CPU samples."""
+
+    max_queue: int = 1_000_000
+    """Points waiting for the writer; beyond this `put` drops and counts (never blocks)."""
+
+    detect: bool = True
+    """Run the streaming detectors on the writer thread and record findings live."""
+
+    strict: bool = False
+    """Re-raise stethoscope's own failures (tests); by default they are counted and logged only."""
+
+    def __post_init__(self) -> None:
+        if self.flush_interval <= 0:
+            raise ValueError(f"flush_interval must be > 0 seconds, got {self.flush_interval}")
+        for name in ("log_every", "layers_every", "details_every", "max_queue"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.grad_norms not in GRAD_NORM_MODES:
+            raise ValueError(f"grad_norms must be one of {GRAD_NORM_MODES}, got {self.grad_norms!r}")
+        if self.update_ratio_max_mib < 0 or self.system_every <= 0:
+            raise ValueError("update_ratio_max_mib must be >= 0 and system_every > 0")
+
+
+def env_rank() -> tuple[int, int]:
+    """(rank, world size) from the launcher's environment (torchrun, SLURM), or (0, 1)."""
+    for rank_key, world_key in (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS")):
+        if rank_key in os.environ:
+            try:
+                return int(os.environ[rank_key]), int(os.environ.get(world_key, "1"))
+            except ValueError:
+                continue
+    return 0, 1
+
+
+def env_runs_dir() -> str:
+    """Where `stethoscope runs` looks by default: $STETHOSCOPE_RUNS or ./runs."""
+    return os.environ.get("STETHOSCOPE_RUNS", "runs")

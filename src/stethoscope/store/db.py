@@ -1,0 +1,130 @@
+"""The write side of one rank's store. Used by exactly one thread (the record writer or an importer)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from stethoscope.errors import InputError
+from stethoscope.records import UNITS, Finding, json_safe
+from stethoscope.store.schema import PRAGMAS, RANK_FILE_FORMAT, SCHEMA_VERSION, TABLES, VIEWS
+
+# A point as the writer carries it: (name, step, value, unix time or None).
+RawPoint = tuple[str, int, float, "float | None"]
+
+
+def rank_path(run_dir: str | os.PathLike[str], rank: int) -> Path:
+    return Path(run_dir) / RANK_FILE_FORMAT.format(rank=rank)
+
+
+class RunStore:
+    """One rank's SQLite file, open for writing. Not thread-safe: one writer thread owns it."""
+
+    def __init__(self, path: str | os.PathLike[str], t0: float | None = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = connect_writable(self.path)
+        self._series: dict[str, int] = {}
+        self._max_step: dict[int, int] = {}
+        self.t0 = self._init_t0(t0)
+
+    # -- setup ---------------------------------------------------------------------------------
+    def _init_t0(self, t0: float | None) -> float:
+        row = self._conn.execute("SELECT value FROM run WHERE key = 't0'").fetchone()
+        if row is not None and row[0] is not None:
+            return float(row[0])
+        t0 = time.time() if t0 is None else t0
+        with self._conn:
+            self._conn.execute("INSERT OR REPLACE INTO run VALUES ('t0', ?)", (repr(t0),))
+            self._conn.execute("INSERT OR REPLACE INTO run VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        return t0
+
+    def series_id(self, name: str) -> int:
+        sid = self._series.get(name)
+        if sid is not None:
+            return sid
+        row = self._conn.execute("SELECT id FROM series WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            cur = self._conn.execute("INSERT INTO series (name, unit) VALUES (?, ?)", (name, UNITS.get(name, "")))
+            sid = int(cur.lastrowid)
+        else:
+            sid = int(row[0])
+        top = self._conn.execute("SELECT MAX(step) FROM points WHERE series_id = ?", (sid,)).fetchone()[0]
+        self._max_step[sid] = -(2**62) if top is None else int(top)
+        self._series[name] = sid
+        return sid
+
+    # -- writes (each call is one transaction: readers never see half of it) --------------------
+    def write_points(self, points: Iterable[RawPoint]) -> int:
+        """Write a batch in one transaction; a re-recorded (series, step) archives the old value."""
+        fresh: list[tuple[int, int, int | None, float]] = []
+        again: list[tuple[int, int, int | None, float]] = []
+        t0 = self.t0
+        max_step = self._max_step
+        with self._conn:
+            for name, step, value, t in points:
+                sid = self._series.get(name)
+                if sid is None:
+                    sid = self.series_id(name)
+                row = (sid, step, None if t is None else int((t - t0) * 1000.0), value)
+                if step > max_step[sid]:
+                    max_step[sid] = step
+                    fresh.append(row)
+                else:
+                    again.append(row)
+            self._conn.executemany("INSERT INTO points VALUES (?, ?, ?, ?)", fresh)
+            if again:
+                self._rewrite(again)
+        return len(fresh) + len(again)
+
+    def _rewrite(self, rows: Sequence[tuple[int, int, int | None, float]]) -> None:
+        now_ms = int((time.time() - self.t0) * 1000.0)
+        for sid, step, t_ms, value in rows:
+            self._conn.execute(
+                "INSERT INTO points_superseded SELECT series_id, step, time_ms, value, ? "
+                "FROM points WHERE series_id = ? AND step = ?", (now_ms, sid, step))
+            self._conn.execute("INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?)", (sid, step, t_ms, value))
+
+    def write_events(self, events: Iterable[tuple[int | None, float | None, str, str, str, str, Any]]) -> None:
+        """Each event: (step, time, kind, severity, source, message, data)."""
+        rows = [(s, t, k, sev, src, msg, None if data is None else json.dumps(json_safe(data)))
+                for s, t, k, sev, src, msg, data in events]
+        with self._conn:
+            self._conn.executemany(
+                "INSERT INTO events (step, time, kind, severity, source, message, data) VALUES (?,?,?,?,?,?,?)", rows)
+
+    def write_findings(self, findings: Iterable[Finding], time_s: float | None = None) -> None:
+        self.write_events(
+            (f.step, time_s, f.type, f.severity, f.source, f.message, f.to_dict()) for f in findings)
+
+    def write_batches(self, batches: Iterable[tuple[int, Sequence[Any]]]) -> None:
+        rows = [(step, json.dumps(list(ids))) for step, ids in batches]
+        with self._conn:
+            self._conn.executemany("INSERT OR REPLACE INTO batches VALUES (?, ?)", rows)
+
+    def set_meta(self, items: Mapping[str, Any]) -> None:
+        rows = [(k, v if isinstance(v, str) else json.dumps(json_safe(v), default=str)) for k, v in items.items()]
+        with self._conn:
+            self._conn.executemany("INSERT OR REPLACE INTO run VALUES (?, ?)", rows)
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
+def connect_writable(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) a rank file with the schema, views and WAL pragmas applied."""
+    try:
+        conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level="DEFERRED")
+        for pragma in PRAGMAS:
+            conn.execute(pragma)
+        conn.executescript(TABLES + VIEWS)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(path, f"not a stethoscope store ({exc})") from None
+    return conn
