@@ -1,5 +1,7 @@
 """The read side: every rank file of a run behind one read-only connection.
 
+SQLite has no NaN: a NaN value is stored as NULL (a point row exists only when a value was
+recorded, so a NULL value always means NaN); `series()` gives it back as float('nan').
 Views `metrics`, `findings`, `alerts`, `events`, … are presented with a `rank` column over all rank
 files. User SQL runs under an authorizer that allows reading only: writes, ATTACH, pragmas and
 schema changes are refused with `QueryRefused`.
@@ -21,6 +23,7 @@ _RANK_RE = re.compile(r"rank-(\d+)\.sqlite$")
 # SQLite caps ATTACH at 10 databases unless compiled otherwise.
 MAX_ATTACHED = 10
 
+_NAN = float("nan")
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 
 
@@ -71,7 +74,7 @@ class RunReader:
         """Steps and values of one metric (rank 0, or the lowest rank present, by default)."""
         rank = self.ranks[0] if rank is None else rank
         _, rows = self.query("SELECT step, value FROM metrics WHERE rank = ? AND name = ? ORDER BY step", (rank, name))
-        return [r[0] for r in rows], [r[1] for r in rows]
+        return [r[0] for r in rows], [_NAN if r[1] is None else r[1] for r in rows]
 
     def meta(self, rank: int | None = None) -> dict[str, str]:
         rank = self.ranks[0] if rank is None else rank

@@ -1,0 +1,224 @@
+"""The Monitor on a real tiny torch model (CPU), with asserted values."""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from stethoscope import Monitor  # noqa: E402
+from stethoscope import records as R  # noqa: E402
+from stethoscope.errors import InternalError  # noqa: E402
+from stethoscope.store.query import open_run  # noqa: E402
+from stethoscope.testing import FakeDeviceMemory  # noqa: E402
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+
+
+def _batch(i):
+    g = torch.Generator().manual_seed(i)
+    x = torch.randn(32, 8, generator=g)
+    return x, x.sum(1, keepdim=True)
+
+
+def _loss(model, i):
+    x, y = _batch(i)
+    return ((model(x) - y) ** 2).mean()
+
+
+def test_grad_norm_equals_total_norm_of_the_same_grads(tmp_path):
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    expected = {}
+    with Monitor(tmp_path, model=model, optimizer=opt, strict=True) as mon:
+        for i in range(12):
+            loss = _loss(model, i)
+            loss.backward()
+            opt.step()
+            expected[i] = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]).item()
+            opt.zero_grad()
+            mon.step(i, loss=loss)
+    with open_run(tmp_path) as r:
+        steps, norms = r.series(R.GRAD_NORM)
+        assert steps == list(range(12))
+        assert norms == pytest.approx([expected[i] for i in steps], rel=1e-5)
+        _, losses = r.series(R.LOSS)
+        assert losses[0] == pytest.approx(_loss(_model(), 0).item(), rel=1e-6)
+
+
+def test_lr_of_every_group_details_and_layer_norms(tmp_path):
+    model = _model()
+    opt = torch.optim.AdamW([{"params": model[0].parameters(), "lr": 1e-3},
+                             {"params": model[2].parameters(), "lr": 5e-4}])
+    with Monitor(tmp_path, model=model, optimizer=opt, strict=True, grad_norms="layers", layers_every=5,
+                 details_every=5) as mon:
+        for i in range(11):
+            loss = _loss(model, i)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            mon.step(i, loss=loss)
+    with open_run(tmp_path) as r:
+        assert r.series(R.LR)[1] == pytest.approx([1e-3] * 11)
+        assert r.series(f"{R.LR}/group1")[1] == pytest.approx([5e-4] * 11)
+        assert r.series("grad/norm/0.weight")[0] == [0, 5, 10]
+        assert r.series("grad/norm/2.bias")[0] == [0, 5, 10]
+        steps, ratios = r.series(R.UPDATE_RATIO)
+        assert steps == [0, 5, 10] and all(0 < x < 0.1 for x in ratios)
+        assert r.series(R.PARAM_NORM)[0] == [0, 5, 10]
+        zero_steps, zero_frac = r.series(R.GRAD_ZERO_FRAC)
+        assert zero_steps == [0, 5, 10] and all(0 <= z < 1 for z in zero_frac)
+
+
+def test_user_grad_norm_is_reused_and_clip_coefficient_recorded(tmp_path):
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    returned = []
+    with Monitor(tmp_path, model=model, optimizer=opt, max_grad_norm=0.5, strict=True) as mon:
+        for i in range(6):
+            loss = _loss(model, i)
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            returned.append(norm.item())
+            opt.step()
+            opt.zero_grad()
+            mon.step(i, loss=loss, grad_norm=norm)
+        assert mon._grads.skip_global  # the hook stopped computing its own norm
+    with open_run(tmp_path) as r:
+        assert r.series(R.GRAD_NORM)[1] == pytest.approx(returned)
+        coef = r.series(R.GRAD_CLIP_COEF)[1]
+        assert coef == pytest.approx([min(1.0, 0.5 / (n + 1e-6)) for n in returned])
+        assert min(coef) < 1.0
+
+
+def test_timing_tokens_and_data_wait(tmp_path):
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    t_start = time.perf_counter()
+    with Monitor(tmp_path, model=model, optimizer=opt, tokens_per_step=4096, samples_per_step=32,
+                 strict=True) as mon:
+        for i in range(10):
+            time.sleep(0.02)  # the "data loader"
+            loss = _loss(model, i)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            mon.step(i, loss=loss)
+    wall = time.perf_counter() - t_start
+    with open_run(tmp_path) as r:
+        steps, dt = r.series(R.STEP_TIME)
+        _, tps = r.series(R.TOKENS_PER_S)
+        _, sps = r.series(R.SAMPLES_PER_S)
+        _, wait = r.series(R.DATA_WAIT)
+        assert steps == list(range(1, 10))
+        assert tps == pytest.approx([4096 / d for d in dt])
+        assert sps == pytest.approx([32 / d for d in dt])
+        assert sum(dt) <= wall and sum(dt) >= 9 * 0.02
+        assert all(0.018 <= w <= d for w, d in zip(wait, dt))
+        # tokens/s is consistent with the steps and the wall time
+        assert 9 * 4096 / sum(dt) == pytest.approx(9 / sum(1 / x for x in tps), rel=1e-6)
+        assert r.series(R.TFLOPS)[0] == steps  # the model's FLOPs per token are known (6N)
+
+
+def test_mfu_with_fake_gpu_memory_loss_scale_and_gc(tmp_path):
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    fake = FakeDeviceMemory(grow_per_sample=1 << 20)
+    n = sum(p.numel() for p in model.parameters())
+    with Monitor(tmp_path, model=model, optimizer=opt, tokens_per_step=1000, scaler=scaler, peak_flops=1e12,
+                 device_memory=fake, system_every=0.001, log_every=1, strict=True) as mon:
+        for i in range(5):
+            loss = _loss(model, i)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+            if i == 3:
+                gc.collect()
+            mon.step(i, loss=loss)
+            time.sleep(0.002)
+    with open_run(tmp_path) as r:
+        _, tps = r.series(R.TOKENS_PER_S)
+        _, mfu = r.series(R.MFU)
+        assert mfu == pytest.approx([t * 6 * n / 1e12 for t in tps])
+        assert r.series(R.CUDA_TOTAL)[1][0] == pytest.approx(80.0)
+        alloc = r.series(R.CUDA_ALLOCATED)[1]
+        assert alloc[0] > 2.0 and alloc == sorted(alloc) and len(alloc) >= 3
+        assert r.series(f"{R.CUDA_RESERVED}/cuda0")[1][0] == pytest.approx(3.0)
+        assert r.series(R.LOSS_SCALE)[1][-1] == scaler.get_scale()
+        steps, pauses = r.series(R.GC_PAUSE)
+        assert pauses[steps.index(3)] > 0
+        assert r.series(R.RSS)[1][0] > 0.01
+
+
+def test_nan_loss_and_batch_ids_are_recorded(tmp_path):
+    with Monitor(tmp_path, strict=True) as mon:
+        for i in range(5):
+            loss = torch.tensor(float("nan") if i == 3 else 1.0 / (i + 1))
+            mon.step(i, loss=loss, batch_ids=torch.arange(4 * i, 4 * i + 4))
+    with open_run(tmp_path) as r:
+        losses = r.series(R.LOSS)[1]
+        assert math.isnan(losses[3]) and losses[4] == pytest.approx(0.2)
+        assert json.loads(r.query("SELECT ids FROM batches WHERE step = 3")[1][0][0]) == [12, 13, 14, 15]
+
+
+def test_run_metadata_and_exit_status(tmp_path):
+    cfg = {"lr": 3e-4, "layers": 2}
+    with pytest.raises(ValueError):
+        with Monitor(tmp_path, config=cfg) as mon:
+            mon.step(0, loss=1.0)
+            raise ValueError("boom in training")
+    with open_run(tmp_path) as r:
+        meta = r.meta()
+    assert json.loads(meta["config"]) == cfg
+    assert meta["status"] == "failed: ValueError: boom in training"
+    for key in ("argv", "host", "python", "torch", "world_size", "rank", "start_time", "end_time", "stethoscope"):
+        assert key in meta, key
+    run_json = json.loads((tmp_path / "run.json").read_text())
+    assert run_json["status"].startswith("failed") and run_json["config"] == cfg
+
+
+def test_rank_from_environment_writes_its_own_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with Monitor(tmp_path) as mon:
+        mon.step(0, loss=2.0)
+    assert (tmp_path / "rank-00003.sqlite").exists()
+    assert not (tmp_path / "run.json").exists()  # run.json is rank 0's
+    with open_run(tmp_path) as r:
+        assert r.ranks == [3]
+        assert r.meta()["world_size"] == "4"
+
+
+def test_a_failure_inside_stethoscope_never_crashes_the_run(tmp_path, caplog):
+    mon = Monitor(tmp_path)
+    mon.step(0, loss="not a number")  # float("not a number") fails inside
+    mon.step(1, loss=1.0)
+    assert mon.errors == 1
+    mon.close()
+    with open_run(tmp_path) as r:
+        assert r.series(R.LOSS) == ([1], [1.0])
+    strict = Monitor(tmp_path / "strict", strict=True)
+    with pytest.raises(InternalError):
+        strict.step(0, loss="not a number")
+    strict.close()
+
+
+def test_close_is_idempotent_and_flush_is_durable(tmp_path):
+    mon = Monitor(tmp_path, flush_interval=30.0, log_every=1000)
+    for i in range(50):
+        mon.step(i, loss=float(i))
+    assert mon.flush()
+    with open_run(tmp_path) as r:
+        assert len(r.series(R.LOSS)[0]) == 50
+    mon.close()
+    mon.close()
