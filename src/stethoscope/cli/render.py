@@ -6,6 +6,8 @@ import csv
 import io
 import json
 import math
+import os
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +19,10 @@ from stethoscope.records import json_safe
 
 
 def console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A rich console; when piped, wide enough that tables are not cut at 80 columns."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else int(os.environ.get("COLUMNS", "200"))
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
 
 
 def fmt(value: Any) -> str:

@@ -128,7 +128,7 @@ def _authorize(action: int, *_: object) -> int:
 
 def _refusal(sql: str, exc: sqlite3.DatabaseError) -> Exception:
     text = str(exc)
-    if "not authorized" in text or "readonly" in text or "query_only" in text:
+    if any(k in text for k in ("not authorized", "readonly", "query_only", "cannot modify")):
         return QueryRefused(f"query refused: only reading is allowed (no writes, ATTACH, pragmas or schema "
                             f"changes): {sql.strip()[:80]!r}")
     return QueryRefused(f"query failed: {text}")

@@ -1,0 +1,246 @@
+"""Learning-rate schedule: warm-up end, decay start, jumps, restarts on resume, LR stuck at 0.
+
+`LrTracker` is the O(1) schedule model other detectors consult ("LR still in warm-up and
+rising", "spike right after warm-up ended", "loss jump at a schedule restart"); `LrDetector` turns
+its events into `lr_schedule` findings. Schedule milestones and deliberate resets are `info`: they
+are facts, not faults. Only an LR stuck at 0 (nothing learns) is a warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.stats import is_finite
+from stethoscope.records import LR, Finding, StepRecord
+
+_FLAT_RECORDS = 5  # records at the peak before a flat LR counts as "warm-up over" / WSD stable phase
+_JUMP_VS_SLOPE = 10.0  # a jump moves the LR this many times further than the schedule's recent slope
+_RESTART_FRACTION = 0.5  # an upward jump of half the peak LR or more starts a new schedule
+
+
+@dataclass(slots=True)
+class LrEvent:
+    kind: str  # warmup_end | decay_start | jump | restart | resume | zero_stuck
+    step: int
+    before: float | None
+    after: float | None
+
+
+class LrTracker:
+    """A running model of the LR schedule. `update` returns the schedule events a record completes."""
+
+    def __init__(self, config: DetectConfig) -> None:
+        self.config = config
+        self.prev_step: int | None = None
+        self.prev_lr: float | None = None
+        self.peak = 0.0
+        self.peak_step: int | None = None
+        self.start_lr: float | None = None
+        self.rises = 0
+        self.flat = 0
+        self.rising = False
+        self.warmup_end_step: int | None = None
+        self.decay_step: int | None = None
+        self.slope = 0.0  # EMA of |dLR| per step, the schedule's own pace
+        self.n = 0
+        self.zero_run = 0
+        self.zero_abrupt = False
+        self.ever_positive = False
+        self.zero_reported = False
+        self.last_restart_step: int | None = None
+        self.last_resume_step: int | None = None
+
+    def note_step(self, step: int) -> bool:
+        """Track steps of records without an LR; True when the steps went backwards (a resume)."""
+        resumed = self.prev_step is not None and step <= self.prev_step
+        if resumed:
+            self.last_resume_step = step
+        return resumed
+
+    def update(self, step: int, lr: float) -> list[LrEvent]:
+        events: list[LrEvent] = []
+        if self.prev_step is not None and step <= self.prev_step:
+            self.last_resume_step = step
+            events.append(LrEvent("resume", step, self.prev_lr, lr))
+            self._new_session(step, lr)
+            self.prev_step, self.prev_lr = step, lr
+            return events
+        p = self.prev_lr
+        self.n += 1
+        if p is None:
+            self._new_session(step, lr)
+        else:
+            events.extend(self._compare(step, p, lr))
+        self._track_zero(step, p, lr, events)
+        self.prev_step, self.prev_lr = step, lr
+        return events
+
+    def in_warmup(self, step: int) -> bool:
+        """True while the LR is still rising in warm-up (or before a configured warm-up length)."""
+        if self.config.warmup_steps is not None:
+            return step < self.config.warmup_steps
+        return self.rising and self.warmup_end_step is None
+
+    def since_warmup_end(self, step: int) -> int | None:
+        if self.warmup_end_step is None:
+            return None
+        return step - self.warmup_end_step
+
+    def recent_reset(self, step: int) -> int | None:
+        """The step of a resume or schedule restart within restart_grace_steps before `step`."""
+        grace = self.config.restart_grace_steps
+        for s in (self.last_restart_step, self.last_resume_step):
+            if s is not None and 0 <= step - s <= grace:
+                return s
+        return None
+
+    # -- internals --------------------------------------------------------------------------------
+    def _new_session(self, step: int, lr: float) -> None:
+        self.peak = lr
+        self.peak_step = step
+        self.start_lr = lr
+        self.rises = 0
+        self.flat = 0
+        self.rising = False
+        self.warmup_end_step = None
+        self.decay_step = None
+
+    def _compare(self, step: int, p: float, c: float) -> list[LrEvent]:
+        gap = max(step - (self.prev_step or step), 1)
+        delta = c - p
+        peak = max(self.peak, p, c)
+        expected = self.slope * gap
+        is_jump = (
+            self.n >= 3
+            and abs(delta) >= self.config.lr_jump_rel * peak
+            and abs(delta) > _JUMP_VS_SLOPE * expected
+        )
+        if is_jump and delta >= _RESTART_FRACTION * peak and (self.ever_positive or p > 0):
+            start = self.prev_step if p == 0 and self.prev_step is not None else step
+            self.last_restart_step = start
+            self._new_session(step, c)
+            self.slope = 0.0
+            return [LrEvent("restart", start, p, c)]
+        events = [LrEvent("jump", step, p, c)] if is_jump else []
+        if not is_jump:
+            self.slope = abs(delta) / gap if self.n <= 2 else 0.8 * self.slope + 0.2 * abs(delta) / gap
+        events.extend(self._phase(step, p, c, is_jump))
+        return events
+
+    def _phase(self, step: int, p: float, c: float, is_jump: bool) -> list[LrEvent]:
+        events: list[LrEvent] = []
+        if c > p:
+            if not is_jump:
+                self.rises += 1
+                self.rising = True
+            self.flat = 0
+            if c >= self.peak:
+                self.peak, self.peak_step = c, step
+            return events
+        self.rising = False
+        if c == p:
+            self.flat += 1
+            if self.rises and self.warmup_end_step is None and self.flat >= _FLAT_RECORDS:
+                events.append(self._warmup_end())
+            return events
+        if self.rises and self.warmup_end_step is None:
+            events.append(self._warmup_end())
+        if self.decay_step is None and self.flat >= _FLAT_RECORDS and p >= self.peak and not is_jump:
+            self.decay_step = self.prev_step
+            events.append(LrEvent("decay_start", self.prev_step or step, p, c))
+        self.flat = 0
+        return events
+
+    def _warmup_end(self) -> LrEvent:
+        self.warmup_end_step = self.peak_step
+        return LrEvent("warmup_end", self.peak_step or 0, self.start_lr, self.peak)
+
+    def _track_zero(self, step: int, p: float | None, c: float, events: list[LrEvent]) -> None:
+        if c != 0.0:
+            self.ever_positive = True
+            self.zero_run = 0
+            self.zero_reported = False
+            return
+        if self.zero_run == 0:
+            self.zero_abrupt = p is not None and p > 0 and p >= self.config.lr_jump_rel * self.peak
+        self.zero_run += 1
+        long_enough = self.zero_run >= self.config.lr_zero_records and self.zero_run >= 0.1 * self.n
+        if long_enough and not self.zero_reported and (not self.ever_positive or self.zero_abrupt):
+            self.zero_reported = True
+            events.append(LrEvent("zero_stuck", step - 0, p, c))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in _TRACKER_FIELDS}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for k in _TRACKER_FIELDS:
+            if k in state:
+                setattr(self, k, state[k])
+
+
+_TRACKER_FIELDS = (
+    "prev_step", "prev_lr", "peak", "peak_step", "start_lr", "rises", "flat", "rising",
+    "warmup_end_step", "decay_step", "slope", "n", "zero_run", "zero_abrupt", "ever_positive",
+    "zero_reported", "last_restart_step", "last_resume_step",
+)
+
+
+class LrDetector:
+    """LR schedule findings: warm-up end, decay start, jumps, restarts, LR stuck at 0."""
+
+    name = "lr"
+
+    def __init__(self, config: DetectConfig | None = None) -> None:
+        self.config = config or DetectConfig()
+        self.tracker = LrTracker(self.config)
+        self._zero_start: int | None = None
+
+    def update(self, record: StepRecord) -> list[Finding]:
+        lr = record.values.get(LR)
+        if lr is None or not is_finite(lr):
+            self.tracker.note_step(record.step)
+            return []
+        if lr == 0.0 and self.tracker.zero_run == 0:
+            self._zero_start = record.step
+        return [self._finding(e) for e in self.tracker.update(record.step, lr)]
+
+    def _finding(self, e: LrEvent) -> Finding:
+        before, after = e.before, e.after
+        ev: dict[str, Any] = {"lr_before": before, "lr_after": after}
+        if e.kind == "warmup_end":
+            ev = {"lr_start": before, "lr_peak": after}
+            return self._make(e.step, "info", f"LR warm-up ended at step {e.step} (peak LR {_fmt(after)})", ev)
+        if e.kind == "decay_start":
+            return self._make(e.step, "info", f"LR decay started after step {e.step} ({_fmt(before)} -> {_fmt(after)})", ev)
+        if e.kind == "restart":
+            msg = (f"LR schedule restarted at step {e.step} ({_fmt(before)} -> {_fmt(after)}): "
+                   "a resume with a fresh schedule; loss jumps right after it are expected")
+            return self._make(e.step, "info", msg, ev)
+        if e.kind == "resume":
+            return self._make(e.step, "info", f"steps went back to {e.step}: the run was resumed", ev)
+        if e.kind == "jump":
+            rel = (after - before) / before if before else float("inf")
+            ev["relative_change"] = rel
+            msg = (f"LR jumped {_fmt(before)} -> {_fmt(after)} ({rel:+.1%}) at step {e.step}, off the "
+                   "schedule's slope: an LR override or scheduler change on resume?")
+            return self._make(e.step, "info", msg, ev)
+        ev = {"zero_since": self._zero_start, "records_at_zero": self.tracker.zero_run}
+        msg = f"LR has been exactly 0 since step {self._zero_start}: the weights are not being updated"
+        return self._make(self._zero_start if self._zero_start is not None else e.step, "warning", msg, ev, e.step)
+
+    def _make(self, step: int, severity: str, message: str, evidence: dict[str, Any],
+              end_step: int | None = None) -> Finding:
+        return Finding("lr_schedule", severity, step, message, end_step=end_step, evidence=evidence, source=self.name)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"tracker": self.tracker.state_dict(), "zero_start": self._zero_start}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.tracker.load_state_dict(state["tracker"])
+        self._zero_start = state.get("zero_start")
+
+
+def _fmt(x: float | None) -> str:
+    return "?" if x is None else f"{x:.4g}"
