@@ -114,8 +114,13 @@ class RunStore:
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        if conn is None:
+            return
+        try:  # fold the WAL into the main file so a finished run is one self-contained file
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.DatabaseError:
+            pass  # a reader holds it: the WAL stays and is folded in by the next writer or reader
+        conn.close()
 
 
 def connect_writable(path: Path) -> sqlite3.Connection:

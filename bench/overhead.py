@@ -1,0 +1,133 @@
+"""Step-time overhead of monitoring a tiny GPT, measured side by side (interleaved rounds, medians).
+
+Variants: no monitoring; the Monitor with defaults; with detectors off; with per-layer norms; the
+per-parameter `p.grad.norm().item()` callback tutorials show; TensorBoard's SummaryWriter logging
+the same scalars. Prints each variant's step-time ratio against no monitoring.
+
+    python bench/overhead.py [--rounds 7] [--steps 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from stethoscope import Monitor  # noqa: E402
+from stethoscope.demo.data import CharData, stdlib_text  # noqa: E402
+from stethoscope.demo.gpt import GPTConfig, TinyGPT  # noqa: E402
+
+B, T = 16, 64
+
+
+class Variant:
+    def __init__(self, name: str, tmp: Path, data: CharData) -> None:
+        torch.manual_seed(0)
+        self.name = name
+        self.data = data
+        self.model = TinyGPT(GPTConfig(block_size=T, n_layer=2, n_embd=128))
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        self.step_no = 0
+        self.mon = self.tb = None
+        self.last = time.perf_counter()
+        if name.startswith("monitor"):
+            opts = {"detect": name != "monitor, no detectors", "grad_norms": "layers" if "layer" in name else "global"}
+            self.mon = Monitor(tmp / name.replace(" ", "_").replace(",", ""), model=self.model, optimizer=self.opt,
+                               tokens_per_step=B * T, **opts)
+        elif name == "tensorboard":
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(str(tmp / "tb"))
+
+    def step(self) -> None:
+        x, y, ids = self.data.batch(B)
+        _, loss = self.model(x, y)
+        loss.backward()
+        self.opt.step()
+        s = self.step_no
+        if self.mon is not None:
+            self.mon.step(s, loss=loss, batch_ids=ids)
+        elif self.name == "per-parameter callback":
+            norms = {n: p.grad.norm().item() for n, p in self.model.named_parameters()}  # the tutorial way
+            total = sum(v * v for v in norms.values()) ** 0.5
+            self.logged = (loss.item(), total)
+        elif self.tb is not None:
+            now = time.perf_counter()
+            norm = torch.nn.utils.get_total_norm([p.grad for p in self.model.parameters()])
+            self.tb.add_scalar("train/loss", loss.item(), s)
+            self.tb.add_scalar("grad/norm", norm.item(), s)
+            self.tb.add_scalar("opt/lr", self.opt.param_groups[0]["lr"], s)
+            self.tb.add_scalar("perf/step_time_s", now - self.last, s)
+            self.tb.add_scalar("perf/tokens_per_s", B * T / max(now - self.last, 1e-9), s)
+            self.last = now
+        self.opt.zero_grad(set_to_none=True)
+        self.step_no += 1
+
+    def close(self) -> None:
+        if self.mon is not None:
+            self.mon.close()
+        if self.tb is not None:
+            self.tb.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--steps", type=int, default=30)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    names = ["none", "monitor (defaults)", "monitor, no detectors", "monitor + layer norms",
+             "per-parameter callback", "tensorboard"]
+    data = CharData(stdlib_text(), T)
+    with tempfile.TemporaryDirectory() as tmp:
+        variants = {n: Variant(n, Path(tmp), data) for n in names}
+        for v in variants.values():  # warm-up
+            for _ in range(5):
+                v.step()
+        medians: dict[str, list[float]] = {n: [] for n in names}
+        rng = random.Random(0)
+        for _ in range(args.rounds):
+            order = names[:]
+            rng.shuffle(order)
+            for n in order:
+                times = []
+                for _ in range(args.steps):
+                    t0 = time.perf_counter()
+                    variants[n].step()
+                    times.append(time.perf_counter() - t0)
+                medians[n].append(statistics.median(times))
+        for v in variants.values():
+            v.close()
+    report(names, medians)
+
+
+def report(names: list[str], medians: dict[str, list[float]]) -> None:
+    base = medians["none"]
+    ratio = {n: statistics.median(m / b for m, b in zip(medians[n], base)) for n in names}
+    print(f"bench model: tiny GPT (2 layers, d=128), batch {B}x{T}; median step "
+          f"{statistics.median(base) * 1e3:.1f} ms without monitoring; {len(base)} interleaved rounds")
+    print(f"{'variant':28s} {'median step ms':>15s} {'ratio vs none':>14s}")
+    for n in names:
+        print(f"{n:28s} {statistics.median(medians[n]) * 1e3:15.2f} {ratio[n]:14.4f}")
+    ours = ratio["monitor (defaults)"] - 1
+    theirs = ratio["per-parameter callback"] - 1
+    print(f"\nMonitor defaults: {ratio['monitor (defaults)']:.4f}x (target <= 1.02x)")
+    print(f"detectors' share: {ratio['monitor (defaults)'] / ratio['monitor, no detectors'] - 1:+.2%} "
+          f"(target <= +0.5%)")
+    print(f"vs TensorBoard variant: {ratio['monitor (defaults)'] / ratio['tensorboard']:.4f} (target <= 1)")
+    if ours > 0:
+        print(f"per-parameter callback's extra cost / ours: {theirs / ours:.1f}x (target >= 5x)")
+    else:
+        print(f"per-parameter callback's extra cost: {theirs:+.2%}; ours is within noise ({ours:+.2%})")
+
+
+if __name__ == "__main__":
+    main()
