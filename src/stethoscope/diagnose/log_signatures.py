@@ -80,7 +80,7 @@ _TEXT_RANK = re.compile(r"\[(?:[^\]]*\s)?Rank (\d+)\]")
 
 
 def _gib(number: str, unit: str) -> float:
-    return round(float(number) * _PER_GIB[unit.lower()], 4)
+    return round(float(number) * _PER_GIB[unit.lower()], 6)
 
 
 def _size(text: str, *patterns: re.Pattern[str]) -> float | None:
@@ -98,7 +98,8 @@ def _hit_rank(hit: Hit) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _ranks(hits: list[Hit]) -> list[int]:
+def ranks_of(hits: list[Hit]) -> list[int]:
+    """The ranks the hits came from (a line prefix or an NCCL "[Rank N]" tag), sorted."""
     return sorted({r for r in map(_hit_rank, hits) if r is not None})
 
 
@@ -138,9 +139,9 @@ def _oom_numbers(text: str) -> dict[str, float]:
     unallocated = _size(text, _OOM_UNALLOC)
     reserved = _size(text, *_OOM_RESERVED)
     if unallocated is not None and allocated is not None:
-        reserved = round(allocated + unallocated, 4)
+        reserved = round(allocated + unallocated, 6)
     elif reserved is not None and allocated is not None:
-        unallocated = round(max(reserved - allocated, 0.0), 4)
+        unallocated = round(max(reserved - allocated, 0.0), 6)
     found = {"tried_gib": tried, "total_gib": _size(text, *_OOM_TOTAL), "free_gib": _size(text, *_OOM_FREE),
              "allocated_gib": allocated, "reserved_gib": reserved, "reserved_unallocated_gib": unallocated,
              "process_gib": _size(text, _OOM_PROCESS)}
@@ -164,6 +165,8 @@ def _oom_summary(n: dict[str, float]) -> str:
         parts.append(f"{_fmt_gib(n['free_gib'])} free of {_fmt_gib(n['total_gib'])}")
     if "allocated_gib" in n and "reserved_gib" in n:
         parts.append(f"PyTorch allocated {_fmt_gib(n['allocated_gib'])}, reserved {_fmt_gib(n['reserved_gib'])}")
+    if is_fragmented(n):
+        parts.append(f"{_fmt_gib(n['reserved_unallocated_gib'])} reserved but unallocated (fragmentation)")
     return "; ".join(parts)
 
 
@@ -214,7 +217,7 @@ def _parse_nccl_timeout(hits: list[Hit], lines: Sequence[Line]) -> Detail:
         ops.add(m.group(2))
         timeout_ms = max(timeout_ms, int(m.group(5) or 0))
         ran_ms = max(ran_ms, int(m.group(6) or 0))
-    evidence: dict[str, Any] = {"ranks": _ranks(hits), "op_types": sorted(ops),
+    evidence: dict[str, Any] = {"ranks": ranks_of(hits), "op_types": sorted(ops),
                                 "seq_nums": {r: sorted(s) for r, s in sorted(seqs.items())}}
     if timeout_ms:
         evidence["timeout_s"] = timeout_ms / 1000
@@ -256,7 +259,7 @@ _NCCL_KIND_CAUSE = {
 def _parse_nccl_error(hits: list[Hit], lines: Sequence[Line]) -> Detail:
     kinds = sorted({m.group(1) for h in hits if (m := _NCCL_KIND.search(h.line.text))})
     version = _first_group(hits, _NCCL_VERSION)
-    evidence: dict[str, Any] = {"errors": kinds, "ranks": _ranks(hits)}
+    evidence: dict[str, Any] = {"errors": kinds}
     if version:
         evidence["nccl_version"] = version.group(1)
     flat = " ".join(kinds).lower().replace(" ", "")
@@ -266,7 +269,7 @@ def _parse_nccl_error(hits: list[Hit], lines: Sequence[Line]) -> Detail:
 
 # -- parsers: GPU hardware ----------------------------------------------------------------------
 
-_XID = re.compile(r"\bXid\b[^:\n]*(?:\([^)]*\))?:\s*(\d+)")
+_XID = re.compile(r"\bXid\b(?:\s*\([^)]*\))?\s*:?\s*(\d+)", re.IGNORECASE)
 _PCI = re.compile(r"PCI:([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?)")
 # NVIDIA Xid codes that mean the hardware (or its firmware) failed; the rest are usually software.
 XID_MEANING = {
@@ -289,7 +292,7 @@ XID_MEANING = {
     140: "unrecovered ECC error",
 }
 HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
-_ECC = re.compile(r"ECC|fallen off the bus|GPU is lost", re.IGNORECASE)
+_ECC = re.compile(r"\bECC\b|fallen off the bus|GPU is lost")
 
 
 def _parse_gpu_fault(hits: list[Hit], lines: Sequence[Line]) -> Detail:
@@ -322,7 +325,7 @@ _SEQ_TOO_LONG = re.compile(r"sequence length is longer than the specified maximu
 
 def _parse_assert(hits: list[Hit], lines: Sequence[Line]) -> Detail:
     m = _first_group(hits, _ASSERT)
-    evidence: dict[str, Any] = {"ranks": _ranks(hits)}
+    evidence: dict[str, Any] = {}
     summary = ""
     if m:
         evidence.update(kernel_file=f"{m.group(1)}:{m.group(2)}", kernel=m.group(3), assertion=m.group(6))
@@ -560,19 +563,20 @@ def _parse_state_dict(hits: list[Hit], lines: Sequence[Line]) -> Detail:
     if m:
         return Detail(evidence={"parameter": m.group(1), "checkpoint_shape": m.group(2), "model_shape": m.group(3)},
                       summary=f"{m.group(1)}: checkpoint [{m.group(2)}] vs model [{m.group(3)}]")
-    m = _first_group(hits, _KEYS)
-    if not m:
+    keys = [m for h in hits if (m := _KEYS.search(h.line.text))]
+    if not keys:
         return Detail()
-    key = m.group(2)
-    causes: tuple[str, ...] = ()
-    if key.startswith(("module.", "_orig_mod.")):
-        prefix = key.split(".")[0] + "."
-        wrapper = "DistributedDataParallel/DataParallel" if prefix == "module." else "torch.compile"
-        causes = (f"the keys carry the {prefix!r} prefix that {wrapper} adds: the state dict was saved from "
-                  "the wrapped model and loaded into the bare one (or the reverse)",)
-    return Detail(evidence={"kind": m.group(1).lower(), "first_key": key}, summary=f"{m.group(1).lower()} {key}",
-                  causes=causes, fixes=("strip or add the prefix: {k.removeprefix('module.'): v for k, v in "
-                                        "sd.items()}, or save model.module.state_dict()",) if causes else ())
+    evidence = {"kind": keys[0].group(1).lower(), "first_key": keys[0].group(2)}
+    prefixed = next((m.group(2) for m in keys if m.group(2).startswith(("module.", "_orig_mod."))), None)
+    if prefixed is None:
+        return Detail(evidence=evidence, summary=f"{evidence['kind']} {evidence['first_key']}")
+    prefix = prefixed.split(".")[0] + "."
+    wrapper = "DistributedDataParallel/DataParallel" if prefix == "module." else "torch.compile"
+    return Detail(evidence=dict(evidence, prefix=prefix), summary=f"keys differ by the {prefix!r} prefix",
+                  causes=(f"the keys carry the {prefix!r} prefix that {wrapper} adds: the state dict was saved "
+                          "from the wrapped model and loaded into the bare one (or the reverse)",),
+                  fixes=(f"strip or add the prefix ({{k.removeprefix({prefix!r}): v for k, v in sd.items()}}), or "
+                         "save the unwrapped model's state_dict()",))
 
 
 # -- the signature table ------------------------------------------------------------------------
@@ -582,7 +586,7 @@ _RESUME = "resume from the last verified checkpoint"
 
 SIGNATURES: tuple[Signature, ...] = (
     Signature(
-        "gpu_hardware", _rx(r"uncorrectable ECC error", r"cudaErrorECCUncorrectable", r"\bXid\b.*?:\s*\d+",
+        "gpu_hardware", _rx(r"uncorrectable ECC error", r"cudaErrorECCUncorrectable", r"(?i:\bXid\b)(?:\s*\([^)]*\))?\s*:?\s*\d+",
                             r"fallen off the bus", r"GPU is lost", r"row remapp?ing failure",
                             r"double[- ]bit ECC"),
         "crash", "critical", "GPU hardware failure",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from stethoscope.diagnose.log_signatures import SIGNATURES, Detail, Hit, Line, Signature
+from stethoscope.diagnose.log_signatures import SIGNATURES, Detail, Hit, Line, Signature, ranks_of
 from stethoscope.records import Finding, severity_rank
 
 # -- reading the text: rank prefixes, step markers, tracebacks ---------------------------------
@@ -184,11 +184,12 @@ def _match(lines: Sequence[Line]) -> dict[str, list[Hit]]:
             m = next((m for p in sig.patterns if (m := p.search(line.text))), None)
             if m:
                 hits.setdefault(sig.id, []).append(Hit(line, m))
-    for sig in SIGNATURES:
-        if sig.id in hits:
-            for other in sig.supersedes:
-                hits.pop(other, None)
     return hits
+
+
+def _drop_superseded(hits: dict[str, list[Hit]]) -> dict[str, list[Hit]]:
+    dropped = {other for sig in SIGNATURES if sig.id in hits for other in sig.supersedes}
+    return {k: v for k, v in hits.items() if k not in dropped}
 
 
 # -- building findings --------------------------------------------------------------------------
@@ -209,10 +210,10 @@ def _base_evidence(hits: list[Hit], tracebacks: list[_Traceback], sig_id: str) -
     first = hits[0]
     evidence: dict[str, Any] = {"signature": sig_id, "count": len(hits), "line": first.line.index + 1,
                                 "text": _excerpt(first), "lines": [h.line.index + 1 for h in hits[:_MAX_LINES]]}
-    ranks = _ranks(hits)
+    ranks = ranks_of(hits)
     if ranks:
         evidence["ranks"] = ranks
-    tb = _traceback_at(tracebacks, first.line)
+    tb = next((tb for h in hits if (tb := _traceback_at(tracebacks, h.line))), None)
     frame = _user_frame(tb) if tb else None
     if frame:
         evidence["frame"] = frame
@@ -224,8 +225,9 @@ def _message(title: str, summary: str, evidence: dict[str, Any]) -> str:
     tags = []
     if evidence.get("count", 1) > 1:
         tags.append(f"{evidence['count']} lines")
-    if evidence.get("ranks"):
-        tags.append("ranks " + ", ".join(map(str, evidence["ranks"])))
+    ranks = evidence.get("ranks") or []
+    if ranks:
+        tags.append(("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks)))
     return f"{message} [{'; '.join(tags)}]" if tags else message
 
 
@@ -265,6 +267,7 @@ _EXCEPTION_HINTS = {
 
 def _generic_findings(tracebacks: list[_Traceback], hits: dict[str, list[Hit]], markers: list[StepMarker],
                       source: str) -> list[_Ranked]:
+    # `hits` still holds superseded signatures: a line any signature explains is not "unknown".
     covered = {(h.line.rank, h.line.index) for group in hits.values() for h in group}
     groups: dict[tuple[str, str], list[_Traceback]] = {}
     for chain in _chains(tracebacks):
@@ -339,10 +342,11 @@ def explain_text(text: str, source: str = "<stdin>") -> list[Finding]:
     innermost frame in the user's own code.
     """
     lines = _split(text)
-    hits = _match(lines)
+    all_hits = _match(lines)
+    hits = _drop_superseded(all_hits)
     markers = _step_markers(lines)
     tracebacks = _tracebacks(lines)
     items = [_signature_finding(sig, hits[sig.id], lines, markers, tracebacks, source)
              for sig in SIGNATURES if sig.id in hits]
-    items += _generic_findings(tracebacks, hits, markers, source)
+    items += _generic_findings(tracebacks, all_hits, markers, source)
     return _rank(items)
