@@ -162,7 +162,8 @@ def _user_frame(tb: _Traceback) -> str | None:
 
 def _traceback_at(tracebacks: list[_Traceback], line: Line) -> _Traceback | None:
     for tb in tracebacks:
-        if tb.rank == line.rank and tb.start <= line.index <= tb.end + _COVER_AFTER:
+        # Kernel assert lines are printed just before the traceback they cause, hence the slack.
+        if tb.rank == line.rank and tb.start - _COVER_AFTER <= line.index <= tb.end + _COVER_AFTER:
             return tb
     return None
 
