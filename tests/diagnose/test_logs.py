@@ -4,15 +4,15 @@ these tests in the shape the real tools print; none is copied from a real log.""
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from stethoscope.diagnose.log_signatures import SIGNATURES, is_fragmented
 from stethoscope.diagnose.logs import explain_text
 from stethoscope.records import FINDING_TYPES, SEVERITIES, Finding
+from tests.conftest import realruns_dir
 
-REALRUNS = Path(__file__).resolve().parents[3] / "shared" / "realruns"
+REALRUNS = realruns_dir()
 
 
 def log(text: str) -> str:
@@ -656,7 +656,7 @@ def test_large_log_is_fast() -> None:
 
 # -- real public logs (read in place, skipped when the folder is absent) ------------------------
 
-needs_realruns = pytest.mark.skipif(not REALRUNS.is_dir(), reason=f"{REALRUNS} not present")
+needs_realruns = pytest.mark.skipif(REALRUNS is None, reason="../shared/realruns not present")
 
 
 @needs_realruns
