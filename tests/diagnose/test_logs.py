@@ -432,6 +432,32 @@ def test_torchrun_sigkill_is_host_oom() -> None:
     assert wrapper.evidence["signals"] == ["SIGKILL"] and "out-of-memory killer" in wrapper.causes[0]
 
 
+def test_workers_stopped_by_torchrun_are_not_an_interrupt() -> None:
+    text = log("""
+        [rank2]:RuntimeError: CUDA error: an illegal memory access was encountered
+        torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+        train.py FAILED
+        Failures:
+        [1]:
+          rank      : 1 (local_rank: 1)
+          exitcode  : -15 (pid: 701)
+          traceback : Signal 15 (SIGTERM) received by PID 701
+        Root Cause (first observed failure):
+        [0]:
+          rank      : 2 (local_rank: 2)
+          exitcode  : 1 (pid: 702)
+    """)
+    findings = explain_text(text)
+    assert signatures(findings) == ["illegal_memory_access", "child_failed"]
+    wrapper = findings[1].evidence
+    assert wrapper["exit_codes"] == [-15, 1] and wrapper["failed_ranks"] == [1, 2]
+    assert (wrapper["root_cause_rank"], wrapper["root_cause_exit_code"]) == (2, 1)
+    assert "root cause rank 2, exit code 1" in findings[1].message
+    assert findings[1].causes[0].startswith("a Python exception on that rank")
+    preempted = "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4100 got signal: 15"
+    assert signatures(explain_text(preempted)) == ["interrupted"]
+
+
 def test_segfault() -> None:
     text = "Fatal Python error: Segmentation fault\n\nThread 0x00007f1c (most recent call first):\n  File \"/app/data.py\", line 12 in decode"
     f = only(explain_text(text), "segfault")

@@ -430,6 +430,7 @@ def _parse_nan(hits: list[Hit], lines: Sequence[Line]) -> Detail:
 _EXITCODE = re.compile(r"exitcode\s*:?\s*(-?\d+)")
 _LOCAL_RANK = re.compile(r"\brank\s*:\s*(\d+)|local_rank:\s*(\d+)")
 _SIGNAL = re.compile(r"Signal (\d+) \((SIG\w+)\)")
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\)")
 EXIT_MEANING = {
     -9: "SIGKILL: killed from outside, most often by the host's out-of-memory killer",
     -6: "SIGABRT: a C++ abort (NCCL watchdog tearing the process down, an uncaught c10::Error)",
@@ -441,13 +442,23 @@ EXIT_MEANING = {
 
 
 def _parse_child_failed(hits: list[Hit], lines: Sequence[Line]) -> Detail:
-    window = [line.text for h in hits for line in _after(h, lines, 40)]
-    codes = sorted({int(m.group(1)) for text in window if (m := _EXITCODE.search(text))})
-    signals = sorted({m.group(2) for text in window if (m := _SIGNAL.search(text))})
-    ranks = sorted({int(m.group(1) or m.group(2)) for text in window if (m := _LOCAL_RANK.search(text))})
-    causes = tuple(EXIT_MEANING[c] for c in codes if c in EXIT_MEANING)
-    evidence = {"exit_codes": codes, "signals": signals, "failed_ranks": ranks}
-    summary = ", ".join([f"exit code {c}" for c in codes] + signals)
+    window = list(dict.fromkeys(line for h in hits for line in _after(h, lines, 40)))
+    texts = [line.text for line in window]
+    codes = sorted({int(m.group(1)) for text in texts if (m := _EXITCODE.search(text))})
+    signals = sorted({m.group(2) for text in texts if (m := _SIGNAL.search(text))})
+    ranks = sorted({int(m.group(1) or m.group(2)) for text in texts if (m := _LOCAL_RANK.search(text))})
+    evidence: dict[str, Any] = {"exit_codes": codes, "signals": signals, "failed_ranks": ranks}
+    root = next((i for i, text in enumerate(texts) if _ROOT_CAUSE.search(text)), None)
+    root_rank = root_code = None
+    if root is not None:
+        block = texts[root : root + 8]
+        root_rank = next((int(m.group(1) or m.group(2)) for t in block if (m := _LOCAL_RANK.search(t))), None)
+        root_code = next((int(m.group(1)) for t in block if (m := _EXITCODE.search(t))), None)
+        evidence.update(root_cause_rank=root_rank, root_cause_exit_code=root_code)
+    ordered = ([root_code] if root_code is not None else []) + [c for c in codes if c != root_code]
+    causes = tuple(EXIT_MEANING[c] for c in ordered if c in EXIT_MEANING)
+    summary = f"root cause rank {root_rank}, exit code {root_code}" if root_code is not None \
+        else ", ".join([f"exit code {c}" for c in codes] + signals)
     return Detail(evidence=evidence, summary=summary, causes=causes)
 
 
@@ -962,8 +973,10 @@ SIGNATURES: tuple[Signature, ...] = (
         ("read the thread stacks dumped right after this line: the main thread's innermost frame is where "
          "it waited",)),
     Signature(
-        "interrupted", _rx(r"^KeyboardInterrupt", r"Signal 15 \(SIGTERM\) received", r"received SIGTERM",
-                           r"CANCELLED AT .* DUE TO", r"exitcode\s*:\s*-15\b"),
+        # Not torchrun's "Signal 15 (SIGTERM) received by PID": that is how it stops the other workers
+        # after one failed; SignalException is torchrun itself receiving the signal.
+        "interrupted", _rx(r"^KeyboardInterrupt", r"received SIGTERM", r"SignalException: Process \d+ got signal",
+                           r"CANCELLED AT .* DUE TO"),
         "crash", "warning", "Run stopped by a signal (interrupt, time limit, preemption)",
         ("the job was stopped from outside: Ctrl-C, the scheduler's time limit or a preemption",),
         ("save a checkpoint when SIGTERM arrives (a handler sets a flag; the loop saves at the next step)",
