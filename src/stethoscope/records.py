@@ -33,6 +33,7 @@ CUDA_ALLOCATED = "memory/cuda_allocated_gib"
 CUDA_RESERVED = "memory/cuda_reserved_gib"
 CUDA_PEAK = "memory/cuda_max_allocated_gib"
 CUDA_TOTAL = "memory/cuda_total_gib"
+BATCH_SIZE = "train/batch_size"  # global batch (samples); step times are compared per sample
 SKIPPED = "train/skipped_iterations"
 NAN_ITERS = "train/nan_iterations"
 QUEUE_DROPS = "stethoscope/dropped_points"
@@ -62,7 +63,7 @@ FINDING_TYPES = (
     "nan", "loss_spike", "grad_spike", "grad_explosion", "grad_vanishing", "divergence",
     "loss_scale_collapse", "clipping", "overfitting", "eval_sparse", "underfitting", "plateau",
     "frozen_loss", "label_masking", "throughput_drop", "periodic_stall", "memory_leak",
-    "memory_pressure", "lr_schedule", "hang", "crash", "straggler", "healthy",
+    "memory_pressure", "lr_schedule", "update_ratio", "hang", "crash", "straggler", "healthy",
 )
 
 

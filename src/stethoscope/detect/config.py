@@ -51,6 +51,8 @@ class DetectConfig:
     """Loss jumps this soon after a resume or LR-schedule restart are expected, not spikes."""
     post_warmup_steps: int = 500
     """A spike within this many steps after warm-up ends is blamed on the peak LR."""
+    gap_reset_steps: int = 1000
+    """Records further apart than this are not compared (an excerpt with a gap): baselines restart."""
     warmup_steps: int | None = None
     """Known warm-up length; None infers it from a rising LR (grad spikes in warm-up are info)."""
 
@@ -65,6 +67,8 @@ class DetectConfig:
     """A sustained rise of the smoothed loss this far above its best is a divergence..."""
     divergence_min_records: int = 3
     """...when it spans at least this many records (and divergence_min_steps steps)."""
+    runaway_rise_rel: float = 0.5
+    """A loss rising on 3 records in a row by this fraction in all is a runaway divergence at once."""
     plateau_min_records: int = 20
     """A plateau needs at least this many records..."""
     plateau_min_steps: int = 200

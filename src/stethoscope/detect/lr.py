@@ -17,7 +17,7 @@ from stethoscope.records import LR, Finding, StepRecord
 
 _FLAT_RECORDS = 5  # records at the peak before a flat LR counts as "warm-up over" / WSD stable phase
 _JUMP_VS_SLOPE = 10.0  # a jump moves the LR this many times further than the schedule's recent slope
-_RESTART_FRACTION = 0.5  # an upward jump of half the peak LR or more starts a new schedule
+_RESTART_FACTOR = 2.0  # an off-slope upward jump that at least doubles the LR starts a new schedule
 
 
 @dataclass(slots=True)
@@ -38,6 +38,7 @@ class LrTracker:
         self.peak = 0.0
         self.peak_step: int | None = None
         self.start_lr: float | None = None
+        self.session_n = 0
         self.rises = 0
         self.flat = 0
         self.rising = False
@@ -69,6 +70,7 @@ class LrTracker:
             return events
         p = self.prev_lr
         self.n += 1
+        self.session_n += 1
         if p is None:
             self._new_session(step, lr)
         else:
@@ -101,6 +103,7 @@ class LrTracker:
         self.peak = lr
         self.peak_step = step
         self.start_lr = lr
+        self.session_n = 0
         self.rises = 0
         self.flat = 0
         self.rising = False
@@ -113,11 +116,11 @@ class LrTracker:
         peak = max(self.peak, p, c)
         expected = self.slope * gap
         is_jump = (
-            self.n >= 3
+            self.session_n >= 3
             and abs(delta) >= self.config.lr_jump_rel * peak
             and abs(delta) > _JUMP_VS_SLOPE * expected
         )
-        if is_jump and delta >= _RESTART_FRACTION * peak and (self.ever_positive or p > 0):
+        if is_jump and delta > 0 and c >= _RESTART_FACTOR * p and self.ever_positive:
             start = self.prev_step if p == 0 and self.prev_step is not None else step
             self.last_restart_step = start
             self._new_session(step, c)
@@ -125,7 +128,8 @@ class LrTracker:
             return [LrEvent("restart", start, p, c)]
         events = [LrEvent("jump", step, p, c)] if is_jump else []
         if not is_jump:
-            self.slope = abs(delta) / gap if self.n <= 2 else 0.8 * self.slope + 0.2 * abs(delta) / gap
+            pace = abs(delta) / gap
+            self.slope = pace if self.session_n <= 2 else 0.8 * self.slope + 0.2 * pace
         events.extend(self._phase(step, p, c, is_jump))
         return events
 
@@ -147,7 +151,7 @@ class LrTracker:
             return events
         if self.rises and self.warmup_end_step is None:
             events.append(self._warmup_end())
-        if self.decay_step is None and self.flat >= _FLAT_RECORDS and p >= self.peak and not is_jump:
+        if self.rises and self.decay_step is None and self.flat >= _FLAT_RECORDS and p >= self.peak and not is_jump:
             self.decay_step = self.prev_step
             events.append(LrEvent("decay_start", self.prev_step or step, p, c))
         self.flat = 0
@@ -181,7 +185,7 @@ class LrTracker:
 
 
 _TRACKER_FIELDS = (
-    "prev_step", "prev_lr", "peak", "peak_step", "start_lr", "rises", "flat", "rising",
+    "prev_step", "prev_lr", "peak", "peak_step", "start_lr", "session_n", "rises", "flat", "rising",
     "warmup_end_step", "decay_step", "slope", "n", "zero_run", "zero_abrupt", "ever_positive",
     "zero_reported", "last_restart_step", "last_resume_step",
 )

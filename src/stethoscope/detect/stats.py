@@ -109,9 +109,10 @@ class Window:
 
     def last(self, n: int) -> list[float]:
         """The newest `n` values, oldest first."""
-        if n >= len(self._values):
-            return list(self._values)
-        return list(self._values)[-n:]
+        vals = self._values
+        if n >= len(vals):
+            return list(vals)
+        return [vals[i] for i in range(-n, 0)]
 
     def mean(self) -> float:
         return self._sum / len(self._values) if self._values else math.nan

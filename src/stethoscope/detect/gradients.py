@@ -1,0 +1,238 @@
+"""Gradient health beyond single spikes: ceiling/slow growth, vanishing/dead, clipping, update ratio.
+
+* grad_explosion - the grad norm over an absolute ceiling (when configured), or its recent median
+  `grad_growth_ratio` times its post-warm-up baseline (a slow climb that no single step shows).
+* grad_vanishing - the grad norm a `vanishing_ratio` fraction of its baseline, or exactly 0 after
+  having been positive, or every gradient element zero (`grad/zero_frac` ~ 1), for several records.
+  A norm that is exactly 0 from the first record on is a logging artefact (old Megatron-DeepSpeed
+  prints `grad norm: 0.000` under pipeline parallelism), not a dead model.
+* clipping - clipping engaged (`grad/clip_coef` < 1) on most recent records: the LR is probably high.
+* update/weight ratio - `update/ratio` above `update_ratio_high` (healthy ~1e-3) warns that the LR
+  is too high before the loss moves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any
+
+from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.lr import LrTracker
+from stethoscope.detect.stats import Window, median
+from stethoscope.records import GRAD_CLIP_COEF, GRAD_NORM, GRAD_ZERO_FRAC, LR, UPDATE_RATIO, Finding, StepRecord
+
+_BASELINE_SKIP = 16  # early records (after warm-up) left out of the baseline: norms settle first
+_BASELINE_N = 16
+_LEVEL_N = 8
+_GROWTH_EVERY = 4  # the O(level) growth check runs on every 4th record
+
+
+class GradientDetector:
+    """Slow grad growth, absolute ceiling, vanishing/dead gradients, clipping, update/weight ratio."""
+
+    name = "gradients"
+
+    def __init__(self, config: DetectConfig | None = None) -> None:
+        self.config = config or DetectConfig()
+        self.lr = LrTracker(self.config)
+        self.level = Window(_LEVEL_N)
+        self.clips: deque[int] = deque(maxlen=self.config.clip_window)
+        self._s: dict[str, Any] = {
+            "seen": 0, "baseline": [], "base": None, "ever_positive": False, "low_run": 0, "low_start": None,
+            "zero_run": 0, "zero_start": None, "ratio_run": 0, "ratio_start": None, "clipped": 0,
+            "open": {},  # kind -> incident dict
+        }
+
+    def update(self, record: StepRecord) -> list[Finding]:
+        values = record.values
+        step = record.step
+        lr = values.get(LR)
+        if lr is not None and math.isfinite(lr):
+            self.lr.update(step, lr)
+        else:
+            self.lr.note_step(step)
+        out: list[Finding] = []
+        self._check_reset(step, out)
+        g = values.get(GRAD_NORM)
+        if g is not None and math.isfinite(g):
+            self._on_norm(step, g, out)
+        c = values.get(GRAD_CLIP_COEF)
+        if c is not None and math.isfinite(c):
+            self._on_clip(step, c, out)
+        z = values.get(GRAD_ZERO_FRAC)
+        if z is not None and math.isfinite(z):
+            self._on_zero_frac(step, z, out)
+        r = values.get(UPDATE_RATIO)
+        if r is not None and math.isfinite(r):
+            self._on_update_ratio(step, r, values.get(LR), out)
+        return out
+
+    def finish(self) -> list[Finding]:
+        out = []
+        for inc in self._s["open"].values():
+            f = self._finding(inc)
+            f.end_step = inc["last_step"]
+            f.message += "; still so at the last record"
+            out.append(f)
+        return out
+
+    def _check_reset(self, step: int, out: list[Finding]) -> None:
+        reset = self.lr.recent_reset(step)
+        s = self._s
+        if reset is None or reset == s.get("last_reset"):
+            return
+        s["last_reset"] = reset
+        s.update(seen=0, baseline=[], base=None, low_run=0, zero_run=0, ratio_run=0)
+        self.level.clear()
+        for kind in ("growth", "low"):
+            inc = s["open"].pop(kind, None)
+            if inc is not None:
+                f = self._finding(inc)
+                f.end_step = inc["last_step"]
+                f.message += f"; ended by a resume/restart at step {reset}"
+                out.append(f)
+
+    # -- grad norm --------------------------------------------------------------------------------
+    def _on_norm(self, step: int, g: float, out: list[Finding]) -> None:
+        s = self._s
+        s["seen"] += 1
+        if g > 0:
+            s["ever_positive"] = True
+        self.level.push(g)
+        self._baseline(step, g)
+        ceiling = self.config.grad_norm_ceiling
+        if ceiling is not None:
+            self._incident("ceiling", step, g > ceiling, out, value=g, limit=ceiling)
+        base = s["base"]
+        if base and (s["seen"] % _GROWTH_EVERY == 0 or "growth" in s["open"]):
+            lvl = self.level.median()
+            grown = len(self.level) >= _LEVEL_N and lvl >= self.config.grad_growth_ratio * base
+            self._incident("growth", step, grown, out, value=lvl, limit=base)
+        low = g == 0.0 and s["ever_positive"] or (base is not None and g <= self.config.vanishing_ratio * base)
+        if low or s["low_run"]:
+            self._run("low", step, low, out, value=g, limit=base)
+
+    def _baseline(self, step: int, g: float) -> None:
+        s = self._s
+        if s["base"] is not None or self.lr.in_warmup(step) or g <= 0:
+            return
+        if s["seen"] <= _BASELINE_SKIP:
+            return
+        s["baseline"].append(g)
+        if len(s["baseline"]) >= _BASELINE_N:
+            s["base"] = median(s["baseline"])
+            s["baseline"] = []
+
+    def _run(self, kind: str, step: int, cond: bool, out: list[Finding], **ev: Any) -> None:
+        s = self._s
+        key = f"{kind}_run"
+        if not cond:
+            s[key] = 0
+            self._incident(kind, step, False, out, **ev)
+            return
+        if s[key] == 0:
+            s[f"{kind}_start"] = step
+        s[key] += 1
+        if s[key] >= self.config.vanishing_records:
+            self._incident(kind, step, True, out, start=s[f"{kind}_start"], **ev)
+
+    # -- clipping, zero fraction, update ratio ----------------------------------------------------
+    def _on_clip(self, step: int, coef: float, out: list[Finding]) -> None:
+        s = self._s
+        if len(self.clips) == self.clips.maxlen:
+            s["clipped"] -= self.clips[0]
+        hit = 1 if coef < 1.0 else 0
+        self.clips.append(hit)
+        s["clipped"] += hit
+        n = len(self.clips)
+        if n < self.config.clip_window // 2 or (not s["clipped"] and "clipping" not in s["open"]):
+            return
+        frac = s["clipped"] / n
+        is_open = "clipping" in self._s["open"]
+        cond = frac > self.config.clip_fraction if not is_open else frac > 0.5 * self.config.clip_fraction
+        self._incident("clipping", step, cond, out, value=frac, limit=self.config.clip_fraction)
+
+    def _on_zero_frac(self, step: int, z: float, out: list[Finding]) -> None:
+        if z >= 0.999 or self._s["zero_run"]:
+            self._run("zero", step, z >= 0.999, out, value=z, limit=0.999)
+
+    def _on_update_ratio(self, step: int, r: float, lr: float | None, out: list[Finding]) -> None:
+        s = self._s
+        high = r > self.config.update_ratio_high
+        if not high:
+            if s["ratio_run"] or "update_ratio" in s["open"]:
+                s["ratio_run"] = 0
+                self._incident("update_ratio", step, False, out)
+            return
+        if s["ratio_run"] == 0:
+            s["ratio_start"] = step
+        s["ratio_run"] += 1
+        if s["ratio_run"] >= self.config.update_ratio_records:
+            self._incident("update_ratio", step, True, out, start=s["ratio_start"], value=r,
+                           limit=self.config.update_ratio_high, lr=lr)
+
+    # -- incidents --------------------------------------------------------------------------------
+    def _incident(self, kind: str, step: int, cond: bool, out: list[Finding], start: int | None = None,
+                  **ev: Any) -> None:
+        opened = self._s["open"]
+        inc = opened.get(kind)
+        if inc is None:
+            if cond:
+                inc = {"kind": kind, "start": start if start is not None else step, "last_step": step,
+                       "peak": ev.get("value"), **ev}
+                opened[kind] = inc
+                out.append(self._finding(inc))
+            return
+        if cond:
+            inc["last_step"] = step
+            v = ev.get("value")
+            if v is not None and inc.get("peak") is not None and v > inc["peak"]:
+                inc["peak"] = v
+            return
+        del opened[kind]
+        f = self._finding(inc)
+        f.end_step = inc["last_step"]
+        f.message += f"; back to normal at step {step}"
+        out.append(f)
+
+    def _finding(self, inc: dict[str, Any]) -> Finding:
+        kind = inc["kind"]
+        ev = {k: v for k, v in inc.items() if k not in ("kind", "start", "last_step")}
+        t, sev, msg = _DESCRIBE[kind](inc)
+        return Finding(t, sev, inc["start"], msg, evidence=ev, source=self.name)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"lr": self.lr.state_dict(), "level": self.level.state_dict(), "clips": list(self.clips),
+                "s": self._s}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.lr.load_state_dict(state["lr"])
+        self.level.load_state_dict(state["level"])
+        self.clips = deque(state["clips"], maxlen=self.config.clip_window)
+        self._s = state["s"]
+
+
+def _g(x: Any) -> str:
+    return "?" if x is None else f"{x:.3g}"
+
+
+_DESCRIBE = {
+    "ceiling": lambda i: ("grad_explosion", "error",
+                          f"grad norm {_g(i['peak'])} over the ceiling {_g(i['limit'])} from step {i['start']}"),
+    "growth": lambda i: ("grad_explosion", "warning",
+                         f"grad norm has grown to {_g(i['peak'])}, x{i['peak'] / i['limit']:.3g} its post-warm-up "
+                         f"baseline {_g(i['limit'])} (a slow climb, no single spike)"),
+    "low": lambda i: ("grad_vanishing", "warning",
+                      f"grad norm fell to {_g(i['value'])} from step {i['start']}"
+                      + (f" ({_g(i['limit'])} before)" if i.get("limit") else "")
+                      + ": gradients vanish or the model is frozen"),
+    "zero": lambda i: ("grad_vanishing", "warning",
+                       f"all gradient elements are zero from step {i['start']}: no trainable parameters reached?"),
+    "clipping": lambda i: ("clipping", "warning",
+                           f"gradient clipping engaged on {i['peak']:.0%} of recent steps (from step {i['start']}):"
+                           " the LR is probably too high"),
+    "update_ratio": lambda i: ("update_ratio", "warning",
+                               f"update/weight ratio {_g(i['peak'])} from step {i['start']} (healthy ~1e-3): "
+                               "LR too high - expect the loss to spike or diverge"),
+}

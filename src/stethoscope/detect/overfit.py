@@ -1,0 +1,165 @@
+"""Overfitting: eval loss rising above its best while the train loss keeps falling.
+
+Raised at the `overfit_patience`-th eval after the best one (all of them worse than the best), so
+at most `patience` evals after the eval minimum, and it names the best step: the checkpoint to keep.
+A rise beyond `overfit_sigma` eval-noise sigmas is a warning; a rise inside the eval noise is an
+info ("possible"). A later new best withdraws it (same key, info). At the end of the run it reports
+evals too sparse to see overfitting at all.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.stats import StepEma, Window, shrunk_sigma
+from stethoscope.records import EVAL_LOSS, LOSS, Finding, StepRecord
+
+_EVAL_WINDOW = 32
+
+
+class OverfitDetector:
+    """Eval loss vs train loss: overfitting with the best step to keep; eval too sparse."""
+
+    name = "overfit"
+
+    def __init__(self, config: DetectConfig | None = None) -> None:
+        self.config = config or DetectConfig()
+        self.train = StepEma(self.config.trend_halflife_steps)
+        self.evals = Window(_EVAL_WINDOW)
+        self._best: dict[str, Any] | None = None
+        self._since_best: list[list[float]] = []  # [step, value] of evals after the best, bounded
+        self._open: dict[str, Any] | None = None
+        self._n_evals = 0
+        self._first_step: int | None = None
+        self._last_step: int | None = None
+        self._last_eval_step: int | None = None
+        self._min_train: float | None = None
+
+    def update(self, record: StepRecord) -> list[Finding]:
+        step = record.step
+        if self._first_step is None:
+            self._first_step = step
+        self._last_step = step
+        t = record.values.get(LOSS)
+        if t is not None and math.isfinite(t):
+            self.train.update(step, t)
+            self._min_train = t if self._min_train is None else min(self._min_train, t)
+        v = record.values.get(EVAL_LOSS)
+        if v is None or not math.isfinite(v):
+            return []
+        return self._on_eval(step, v)
+
+    def finish(self) -> list[Finding]:
+        out: list[Finding] = []
+        if self._open is not None:
+            f = self._finding(self._open)
+            f.end_step = self._last_eval_step
+            out.append(f)
+        sparse = self._sparse_finding()
+        if sparse is not None:
+            out.append(sparse)
+        return out
+
+    # -- evals ------------------------------------------------------------------------------------
+    def _on_eval(self, step: int, v: float) -> list[Finding]:
+        self._n_evals += 1
+        self._last_eval_step = step
+        self.evals.push(v)
+        best = self._best
+        if best is None or v < best["value"]:
+            return self._new_best(step, v)
+        self._since_best.append([step, v])
+        del self._since_best[: -self.config.overfit_patience * 4]
+        if self._open is not None:
+            self._open.update(last_step=step, last=v, worst=max(self._open["worst"], v))
+            return []
+        if len(self._since_best) < self.config.overfit_patience or best.get("reported"):
+            return []
+        return self._maybe_raise(best, step, v)
+
+    def _new_best(self, step: int, v: float) -> list[Finding]:
+        out: list[Finding] = []
+        inc = self._open
+        if inc is not None:
+            self._open = None
+            f = self._finding(inc)
+            f.severity = "info"
+            f.end_step = step
+            f.message += f"; withdrawn: eval loss reached a new best {v:.4g} at step {step}"
+            f.evidence["withdrawn"] = True
+            out.append(f)
+        self._best = {"value": v, "step": step, "train": self.train.value}
+        self._since_best = []
+        return out
+
+    def _maybe_raise(self, best: dict[str, Any], step: int, v: float) -> list[Finding]:
+        cfg = self.config
+        train_now = self.train.value
+        if best["train"] is not None and train_now is not None and train_now >= best["train"]:
+            return []  # train loss not falling: not the overfitting signature
+        scale = abs(best["value"]) or 1e-12
+        rise = min(x[1] for x in self._since_best) - best["value"]
+        if rise < cfg.overfit_min_rel * scale and v - best["value"] < cfg.overfit_min_rel * scale:
+            return []
+        n = len(self.evals)
+        sigma = shrunk_sigma(self.evals.diff_sigma(), n, cfg.eval_prior_rel_noise * scale, cfg.prior_weight)
+        worst = max(x[1] for x in self._since_best)
+        significant = v - best["value"] > cfg.overfit_sigma * sigma and rise > 0.5 * cfg.overfit_sigma * sigma
+        best["reported"] = True
+        self._open = {
+            "best_step": best["step"], "best": best["value"], "train_best": best["train"], "train_now": train_now,
+            "first_step": step, "last_step": step, "last": v, "worst": worst, "evals": len(self._since_best),
+            "sigma": sigma, "severity": "warning" if significant else "info",
+        }
+        return [self._finding(self._open)]
+
+    def _finding(self, inc: dict[str, Any]) -> Finding:
+        rel = (inc["last"] - inc["best"]) / (abs(inc["best"]) or 1e-12)
+        msg = (f"eval loss rose from its best {inc['best']:.4g} (step {inc['best_step']}) to {inc['last']:.4g} "
+               f"(+{rel:.1%}) over {inc['evals']} evals")
+        if inc["train_best"] is not None and inc["train_now"] is not None:
+            msg += f" while the train loss fell {inc['train_best']:.4g} -> {inc['train_now']:.4g}"
+        msg += f": keep the checkpoint of step {inc['best_step']}"
+        if inc["severity"] == "info":
+            msg += " (the rise is within the eval noise: possible overfitting)"
+        ev = {
+            "best_step": inc["best_step"], "best_eval_loss": inc["best"], "eval_loss": inc["last"],
+            "worst_eval_loss": inc["worst"], "evals_since_best": inc["evals"], "rise": rel,
+            "eval_noise_sigma": inc["sigma"], "train_loss_at_best": inc["train_best"], "train_loss": inc["train_now"],
+        }
+        return Finding("overfitting", inc["severity"], inc["best_step"], msg, evidence=ev, source=self.name)
+
+    def _sparse_finding(self) -> Finding | None:
+        cfg = self.config
+        if self._first_step is None or self._last_step is None:
+            return None
+        span = self._last_step - self._first_step
+        if span < cfg.eval_sparse_min_steps or self._n_evals >= cfg.eval_min_count:
+            return None
+        msg = f"only {self._n_evals} eval(s) in {span} steps: too few to see overfitting"
+        if self._min_train is not None and self._min_train < 0.05:
+            msg += f" (the train loss fell to {self._min_train:.3g}: the model may be memorising)"
+        ev = {"evals": self._n_evals, "steps": span, "min_train_loss": self._min_train}
+        return Finding("eval_sparse", "info", self._first_step, msg, end_step=self._last_step,
+                       evidence=ev, source=self.name)
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "train": self.train.state_dict(), "evals": self.evals.state_dict(),
+            "scalars": {k: getattr(self, k) for k in _STATE},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.train.load_state_dict(state["train"])
+        self.evals.load_state_dict(state["evals"])
+        for k, value in state["scalars"].items():
+            if k in _STATE:
+                setattr(self, k, value)
+
+
+_STATE = (
+    "_best", "_since_best", "_open", "_n_evals", "_first_step", "_last_step", "_last_eval_step", "_min_train",
+)

@@ -1,0 +1,403 @@
+"""Loss spikes and grad-norm spikes: robust, upward only, warm-up aware, followed up.
+
+A value is a spike when it lies more than `spike_sigma` noise sigmas above the recent level (the
+median of the last `level_window` clean values) and at least a minimum fraction above it. The noise
+is the robust spread of step-to-step differences (trends do not inflate it), shrunk towards a prior
+when the series is short: an excerpt of three lines cannot tell its own noise, so only a jump that
+would be extreme under ordinary noise counts there.
+
+A spike opens an incident; values inside it never enter the baseline. The incident's follow-ups
+(same source, type and step) say "recovered after N steps", "not recovered", and a loss spike
+that has not come back after `divergence_min_steps` steps is reported once as a `divergence`.
+A grad-norm incident that keeps rising, or that the loss follows, becomes a `grad_explosion`;
+a one-step blip that recovers stays an `info` grad_spike. The loss-spike finding names its cause
+where the data allows: the grad norm rising N steps earlier (BLOOM-176B: 2-3 steps), LR still in
+warm-up, right after warm-up, or no lead-up at all (a single bad batch).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.lr import LrTracker
+from stethoscope.detect.stats import StepSeries, Window, median, shrunk_sigma
+from stethoscope.records import GRAD_NORM, LOSS, LR, Finding, StepRecord
+
+_SIGMA_REFRESH = 16  # recompute the O(window) noise estimate every this many pushes
+_RECENT = 16  # raw (step, value) pairs kept for look-backs
+
+
+class _Track:
+    """One series: clean baseline window, raw recent values, cached noise, open incident."""
+
+    def __init__(self, config: DetectConfig) -> None:
+        self.window = Window(config.spike_window)
+        self.recent = StepSeries(_RECENT)
+        self.level_n = config.level_window
+        self.sigma = 0.0
+        self.sigma_age = 0
+        self.incident: dict[str, Any] | None = None
+
+    def level(self) -> float:
+        return median(self.window.last(self.level_n))
+
+    def data_sigma(self) -> float:
+        if self.sigma_age <= 0 or len(self.window) < 4 * _SIGMA_REFRESH:
+            self.sigma = self.window.diff_sigma()
+            self.sigma_age = _SIGMA_REFRESH
+        return self.sigma
+
+    def push(self, value: float) -> None:
+        self.window.push(value)
+        self.sigma_age -= 1
+
+    def reset(self) -> None:
+        self.window.clear()
+        self.sigma_age = 0
+        self.incident = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"window": self.window.state_dict(), "recent": self.recent.state_dict(), "incident": self.incident}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.window.load_state_dict(state["window"])
+        self.recent.load_state_dict(state["recent"])
+        self.incident = state.get("incident")
+        self.sigma_age = 0
+
+
+class SpikeDetector:
+    """Loss spikes (loss_spike, escalating to divergence) and grad-norm spikes (grad_spike/grad_explosion)."""
+
+    name = "spike"
+
+    def __init__(self, config: DetectConfig | None = None) -> None:
+        self.config = config or DetectConfig()
+        self.lr = LrTracker(self.config)
+        self.loss = _Track(self.config)
+        self.grad = _Track(self.config)
+        self._last_step: int | None = None
+        self._last_reset: int | None = None
+
+    # -- entry points -----------------------------------------------------------------------------
+    def update(self, record: StepRecord) -> list[Finding]:
+        values = record.values
+        step = record.step
+        out: list[Finding] = []
+        self._track_schedule(step, values.get(LR), out)
+        g = values.get(GRAD_NORM)
+        if g is not None and math.isfinite(g):
+            self._on_grad(step, g, out)
+        v = values.get(LOSS)
+        if v is not None and math.isfinite(v):
+            self._on_loss(step, v, values, out)
+        self._last_step = step
+        return out
+
+    def finish(self) -> list[Finding]:
+        out: list[Finding] = []
+        step = self._last_step
+        if step is None:
+            return out
+        inc = self.loss.incident
+        if inc is not None:
+            out.extend(self._loss_unrecovered(inc, step))
+        ginc = self.grad.incident
+        if ginc is not None:
+            f = self._grad_finding(ginc)
+            f.message += f"; not back to its level by the last record (step {step})"
+            f.evidence["recovered"] = False
+            out.append(f)
+        return out
+
+    # -- schedule context -------------------------------------------------------------------------
+    def _track_schedule(self, step: int, lr: float | None, out: list[Finding]) -> None:
+        if lr is not None and math.isfinite(lr):
+            self.lr.update(step, lr)
+        else:
+            self.lr.note_step(step)
+        reset = self.lr.recent_reset(step)
+        if reset is None or reset == self._last_reset:
+            return
+        self._last_reset = reset
+        for track, kind in ((self.loss, "loss"), (self.grad, "grad")):
+            inc = track.incident
+            if inc is not None and inc["start"] >= reset - self.config.restart_grace_steps:
+                out.append(self._expected_jump(inc, kind, reset))
+            track.reset()
+
+    def _expected_jump(self, inc: dict[str, Any], kind: str, reset: int) -> Finding:
+        f = self._loss_finding(inc) if kind == "loss" else self._grad_finding(inc)
+        f.severity = "info"
+        f.message += (f"; at a resume/LR-schedule restart (step {reset}): expected when the data or "
+                      "schedule starts over, not an instability")
+        f.causes = [f"resume or schedule restart at step {reset} (new data or a fresh schedule)"]
+        f.evidence["expected"] = True
+        return f
+
+    def _gap_check(self, t: _Track, step: int, kind: str, out: list[Finding]) -> None:
+        """A record far from the previous one (an excerpt's gap) is not compared with it."""
+        last = t.recent.last()
+        if last is None or step - last[0] <= self.config.gap_reset_steps:
+            return
+        if t.incident is not None:
+            out.extend(self._loss_unrecovered(t.incident, last[0]) if kind == "loss"
+                       else [self._grad_gap_close(t.incident, last[0])])
+        t.reset()
+        t.recent.clear()
+
+    def _grad_gap_close(self, inc: dict[str, Any], last_step: int) -> Finding:
+        f = self._grad_finding(inc)
+        f.end_step = last_step
+        f.message += f"; the log skips ahead after step {last_step}"
+        return f
+
+    # -- grad norm --------------------------------------------------------------------------------
+    def _on_grad(self, step: int, g: float, out: list[Finding]) -> None:
+        t = self.grad
+        self._gap_check(t, step, "grad", out)
+        t.recent.push(step, g)
+        inc = t.incident
+        if inc is not None:
+            self._grad_incident(inc, step, g, out)
+            return
+        n = len(t.window)
+        if n == 0:
+            t.push(g)
+            return
+        level = t.level()
+        if level <= 0 or g < level * self.config.grad_spike_min_ratio:
+            t.push(g)
+            return
+        sigma = shrunk_sigma(t.data_sigma(), n, self.config.grad_prior_rel_noise * level, self.config.prior_weight)
+        if g <= level + self.config.spike_sigma * sigma:
+            t.push(g)
+            return
+        t.incident = {
+            "start": step, "level": level, "sigma": sigma, "first": g, "peak": g, "peak_step": step,
+            "last": g, "rising": 1, "elevated": 1, "escalated": False, "loss_followed": False,
+            "warmup": self.lr.in_warmup(step), "n": n,
+        }
+        out.append(self._grad_finding(t.incident))
+
+    def _grad_incident(self, inc: dict[str, Any], step: int, g: float, out: list[Finding]) -> None:
+        cfg = self.config
+        if g <= inc["level"] * cfg.grad_recover_ratio:
+            self.grad.incident = None
+            self.grad.push(g)
+            f = self._grad_finding(inc)
+            f.end_step = step
+            f.message += f"; back to its level after {step - inc['start']} steps"
+            f.evidence["recovered"] = True
+            f.evidence["recovered_step"] = step
+            out.append(f)
+            return
+        inc["rising"] = inc["rising"] + 1 if g > inc["last"] else 1
+        inc["elevated"] += 1
+        inc["last"] = g
+        if g > inc["peak"]:
+            inc["peak"], inc["peak_step"] = g, step
+        huge = inc["peak"] >= cfg.grad_explosion_ratio * inc["level"] and (inc["elevated"] >= 2 or inc["loss_followed"])
+        climbing = inc["rising"] >= cfg.explosion_rising_records and not inc["warmup"]
+        if not inc["escalated"] and (climbing or huge):
+            inc["escalated"] = True
+            out.append(self._grad_finding(inc))
+
+    def _grad_finding(self, inc: dict[str, Any]) -> Finding:
+        ratio = inc["peak"] / inc["level"]
+        ev = {
+            "level": inc["level"], "first": inc["first"], "peak": inc["peak"], "peak_step": inc["peak_step"],
+            "ratio": ratio, "sigma": inc["sigma"], "history": inc["n"],
+        }
+        if inc["escalated"]:
+            sev = "error" if inc["loss_followed"] else "warning"
+            why = "and the loss followed" if inc["loss_followed"] else f"and kept rising over {inc['elevated']} records"
+            msg = (f"grad norm exploded from {_g(inc['level'])} to {_g(inc['peak'])} (x{ratio:.3g}) "
+                   f"starting at step {inc['start']}, {why}")
+            return Finding("grad_explosion", sev, inc["start"], msg, evidence=ev, source=self.name)
+        msg = f"grad norm spiked to {_g(inc['first'])}, x{inc['first'] / inc['level']:.3g} its level {_g(inc['level'])}"
+        if inc["warmup"]:
+            msg += " (LR still in warm-up: grad norms are high and jumpy there)"
+        return Finding("grad_spike", "info", inc["start"], msg, evidence=ev, source=self.name)
+
+    # -- loss -------------------------------------------------------------------------------------
+    def _on_loss(self, step: int, v: float, values: dict[str, float], out: list[Finding]) -> None:
+        t = self.loss
+        self._gap_check(t, step, "loss", out)
+        t.recent.push(step, v)
+        inc = t.incident
+        if inc is not None:
+            self._loss_incident(inc, step, v, out)
+            return
+        n = len(t.window)
+        if n == 0:
+            t.push(v)
+            return
+        level = t.level()
+        scale = abs(level) if level != 0 else 1e-12
+        if v < level + self.config.loss_spike_min_rel * scale:
+            t.push(v)
+            return
+        sigma = shrunk_sigma(t.data_sigma(), n, self.config.loss_prior_rel_noise * scale, self.config.prior_weight)
+        if v <= level + self.config.spike_sigma * sigma:
+            t.push(v)
+            return
+        t.incident = self._open_loss(step, v, level, sigma, n, values)
+        out.append(self._loss_finding(t.incident))
+        ginc = self.grad.incident
+        if ginc is not None and step - ginc["start"] <= self.config.lead_steps:
+            ginc["loss_followed"] = True
+            if ginc["escalated"] or ginc["peak"] >= self.config.grad_explosion_ratio * ginc["level"]:
+                ginc["escalated"] = True  # an order of magnitude, and the loss went with it
+                out.append(self._grad_finding(ginc))
+
+    def _open_loss(self, step: int, v: float, level: float, sigma: float, n: int,
+                   values: dict[str, float]) -> dict[str, Any]:
+        rel = (v - level) / (abs(level) or 1e-12)
+        inc = {
+            "start": step, "level": level, "sigma": sigma, "data_sigma": self.loss.sigma, "first": v,
+            "peak": v, "peak_step": step, "last": v, "last_step": step, "rel": rel, "n": n,
+            "respikes": 0, "diverged": False, "dipped": False,
+            "severity": "warning" if rel >= self.config.loss_spike_warn_rel else "info",
+            "causes": self._causes(step, values), "lr": values.get(LR),
+        }
+        return inc
+
+    def _causes(self, step: int, values: dict[str, float]) -> list[str]:
+        causes: list[str] = []
+        lead = self._grad_lead(step, values.get(GRAD_NORM))
+        if lead:
+            causes.append(lead)
+        lr = values.get(LR)
+        if self.lr.in_warmup(step):
+            causes.append(f"LR still in warm-up and rising (LR {_g(lr)} at step {step})")
+        since = self.lr.since_warmup_end(step)
+        if since is not None and 0 <= since <= self.config.post_warmup_steps:
+            causes.append(f"spike {since} steps after LR warm-up ended (peak LR {_g(self.lr.peak)}): peak LR too high?")
+        if not lead and self.grad.window and values.get(GRAD_NORM) is not None:
+            causes.append(f"no lead-up: single bad batch at step {step} (look up the batch ids of step {step})")
+        elif not lead and not causes:
+            causes.append(f"no grad norm logged; a bad batch at step {step} is the usual suspect")
+        return causes
+
+    def _grad_lead(self, step: int, g_now: float | None) -> str | None:
+        ginc = self.grad.incident
+        if ginc is not None and step - ginc["start"] <= self.config.lead_steps:
+            lead = step - ginc["start"]
+            rise = f"{_g(ginc['level'])} -> {_g(ginc['first'])}"
+            if lead == 0:
+                return f"grad norm jumped at the same step ({rise})"
+            return f"grad norm rose {lead} step{'s' if lead > 1 else ''} before the loss ({rise}, peak {_g(ginc['peak'])})"
+        if g_now is not None and math.isfinite(g_now) and self.grad.window:
+            level = self.grad.level()
+            if level > 0 and g_now >= 1.5 * level:
+                return f"grad norm rose at the same step (x{g_now / level:.2g}: {_g(level)} -> {_g(g_now)})"
+        return None
+
+    def _loss_incident(self, inc: dict[str, Any], step: int, v: float, out: list[Finding]) -> None:
+        cfg = self.config
+        scale = abs(inc["level"]) or 1e-12
+        tol = max(2.0 * inc["data_sigma"], cfg.recover_rel * scale)
+        if v <= inc["level"] + tol:
+            self.loss.incident = None
+            self.loss.push(v)
+            out.extend(self._loss_recovered(inc, step))
+            return
+        threshold = inc["level"] + max(cfg.spike_sigma * inc["sigma"], cfg.loss_spike_min_rel * scale)
+        if v <= threshold:
+            inc["dipped"] = True
+        elif inc["dipped"]:
+            inc["respikes"] += 1  # a further spike inside the open incident: folded, not re-reported
+            inc["dipped"] = False
+        if v > inc["peak"]:
+            inc["peak"], inc["peak_step"] = v, step
+        inc["last"], inc["last_step"] = v, step
+        if not inc["diverged"] and step - inc["start"] >= cfg.divergence_min_steps:
+            inc["diverged"] = True
+            inc["diverged_at"] = step
+            out.append(self._divergence(inc, step))
+
+    def _loss_recovered(self, inc: dict[str, Any], step: int) -> list[Finding]:
+        out = []
+        f = self._loss_finding(inc)
+        f.end_step = step
+        f.message += f"; recovered after {step - inc['start']} steps"
+        f.evidence.update(recovered="fully", recovered_step=step)
+        out.append(f)
+        if inc["diverged"]:
+            d = self._divergence(inc, step)
+            d.end_step = step
+            d.message += f"; recovered fully at step {step}"
+            d.evidence["recovered"] = "fully"
+            out.append(d)
+        return out
+
+    def _loss_unrecovered(self, inc: dict[str, Any], step: int) -> list[Finding]:
+        frac = _recovered_fraction(inc)
+        how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the jump)"
+        f = self._loss_finding(inc)
+        f.end_step = inc["last_step"]
+        f.message += f"; {how} by the last record (step {step}, loss {_g(inc['last'])})"
+        f.evidence.update(recovered="not" if frac < 0.25 else "partly", recovered_fraction=frac)
+        out = [f]
+        if inc["diverged"]:
+            d = self._divergence(inc, inc["last_step"])
+            d.end_step = inc["last_step"]
+            d.message += f"; {how} by the last record"
+            d.evidence["recovered"] = "not" if frac < 0.25 else "partly"
+            out.append(d)
+        return out
+
+    def _loss_finding(self, inc: dict[str, Any]) -> Finding:
+        ratio = inc["first"] / inc["level"] if inc["level"] else math.inf
+        ev = {
+            "level": inc["level"], "value": inc["first"], "ratio": ratio, "rise": inc["rel"],
+            "sigma": inc["sigma"], "z": (inc["first"] - inc["level"]) / inc["sigma"] if inc["sigma"] else math.inf,
+            "peak": inc["peak"], "peak_step": inc["peak_step"], "history": inc["n"], "lr": inc["lr"],
+        }
+        if inc["respikes"]:
+            ev["further_spikes_folded"] = inc["respikes"]
+        msg = (f"loss spiked to {_g(inc['first'])} at step {inc['start']}, x{ratio:.3g} its recent level "
+               f"{_g(inc['level'])} ({ev['z']:.3g} sigma)")
+        return Finding("loss_spike", inc["severity"], inc["start"], msg, evidence=ev,
+                       causes=list(inc["causes"]), source=self.name)
+
+    def _divergence(self, inc: dict[str, Any], step: int) -> Finding:
+        frac = _recovered_fraction(inc)
+        ev = {
+            "level_before": inc["level"], "peak": inc["peak"], "peak_step": inc["peak_step"],
+            "last": inc["last"], "last_step": inc["last_step"], "recovered_fraction": frac,
+            "spike_step": inc["start"], "further_spikes_folded": inc["respikes"],
+            "detected_step": inc.get("diverged_at"),
+        }
+        msg = (f"loss jumped at step {inc['start']} ({_g(inc['level'])} -> {_g(inc['first'])}) and had not come "
+               f"back {step - inc['start']} steps later (loss {_g(inc['last'])} at step {inc['last_step']})")
+        return Finding("divergence", "error", inc["start"], msg, evidence=ev,
+                       causes=list(inc["causes"]), source=self.name)
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "lr": self.lr.state_dict(), "loss": self.loss.state_dict(), "grad": self.grad.state_dict(),
+            "last_step": self._last_step, "last_reset": self._last_reset,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.lr.load_state_dict(state["lr"])
+        self.loss.load_state_dict(state["loss"])
+        self.grad.load_state_dict(state["grad"])
+        self._last_step = state.get("last_step")
+        self._last_reset = state.get("last_reset")
+
+
+def _recovered_fraction(inc: dict[str, Any]) -> float:
+    excess = inc["peak"] - inc["level"]
+    if excess <= 0:
+        return 1.0
+    return max(0.0, min(1.0, (inc["peak"] - inc["last"]) / excess))
+
+
+def _g(x: float | None) -> str:
+    return "?" if x is None else f"{x:.4g}"

@@ -1,0 +1,217 @@
+"""Throughput: persistent slowdowns (a slow GPU, a regression) and periodic stalls (GC, eval, I/O).
+
+Watches the step time, or the inverse of the first throughput series the run logs (tokens/s,
+samples/s, TFLOP/s, MFU). A record is slow when it is `dip_min_rel` (dips) or `drop_min_rel`
+(persistent) above the recent level and far outside the noise. `drop_records` slow records in a
+row are a persistent `throughput_drop` (warning): BLOOM-176B's one slow GPU cost 5%. A slow
+record followed by a normal one is a dip; dips are summed into ONE `periodic_stall` finding (info,
+a warning once there are `periodic_min_dips` of them and they cost `periodic_warn_cost` of the run
+time). A single slow step (an eval, a checkpoint save) stays info.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.stats import Window, shrunk_sigma
+from stethoscope.records import BATCH_SIZE, MFU, SAMPLES_PER_S, STEP_TIME, TFLOPS, TOKENS_PER_S, Finding, StepRecord
+
+SERIES = (STEP_TIME, TOKENS_PER_S, SAMPLES_PER_S, TFLOPS, MFU)  # first present wins; rates are inverted
+_LEVEL_N = 16
+_REFRESH = 8  # records between recomputations of the O(window) level and noise
+_PRIOR_RATE, _PRIOR_RECORDS = 0.01, 10.0  # slow records expected before the run shows its own rate
+_ALPHA = 0.01  # chance of a streak this long anywhere in the run, under the run's own slow-record rate
+_MAX_STREAK = 20
+
+
+class ThroughputDetector:
+    """Step-time regressions and periodic dips."""
+
+    name = "throughput"
+
+    def __init__(self, config: DetectConfig | None = None) -> None:
+        self.config = config or DetectConfig()
+        self.window = Window(64)
+        self._cache: list[float] | None = None
+        self._s: dict[str, Any] = {
+            "series": None, "slow": [], "drop": None, "dips": None, "total": 0.0, "records": 0,
+            "last_step": None,
+        }
+
+    def update(self, record: StepRecord) -> list[Finding]:
+        t = self._time_like(record.values)
+        if t is None:
+            return []
+        s = self._s
+        if s["last_step"] is not None and record.step - s["last_step"] > self.config.gap_reset_steps:
+            self.window.clear()  # an excerpt that skips ahead: the old level says nothing about the new one
+            self._cache = None
+            s["slow"] = []
+        s["total"] += t
+        s["records"] += 1
+        s["last_step"] = record.step
+        if s["drop"] is not None:
+            return self._in_drop(record.step, t)
+        return self._check(record.step, t)
+
+    def finish(self) -> list[Finding]:
+        out: list[Finding] = []
+        s = self._s
+        if s["drop"] is not None:
+            f = self._drop_finding(s["drop"])
+            f.end_step = s["drop"]["last_step"]
+            f.message += "; still slow at the last record"
+            out.append(f)
+        if s["dips"] is not None and s["dips"]["count"] > 0:
+            out.append(self._dip_finding(s["dips"]))
+        return out
+
+    def _time_like(self, values: dict[str, float]) -> float | None:
+        s = self._s
+        name = s["series"]
+        if name is None:
+            name = next((n for n in SERIES if n in values), None)
+            if name is None:
+                return None
+            s["series"] = name
+        v = values.get(name)
+        if v is None or not math.isfinite(v) or v <= 0:
+            return None
+        if name != STEP_TIME:
+            return 1.0 / v
+        batch = values.get(BATCH_SIZE)  # batch-size ramp-up: compare the time per sample
+        return v / batch if batch is not None and math.isfinite(batch) and batch > 0 else v
+
+    # -- detection --------------------------------------------------------------------------------
+    def _check(self, step: int, t: float) -> list[Finding]:
+        s = self._s
+        n = len(self.window)
+        if n == 0:
+            self._push(t)
+            return []
+        cfg = self.config
+        level, data_sigma = self._stats(n)
+        persistent = dip = False
+        if t >= level * (1 + cfg.drop_min_rel):
+            persistent = t > level + cfg.drop_sigma * data_sigma
+            sigma = shrunk_sigma(data_sigma, n, cfg.step_time_prior_rel_noise * level, cfg.prior_weight)
+            dip = t >= level * (1 + cfg.dip_min_rel) and t > level + cfg.spike_sigma * sigma
+        out: list[Finding] = []
+        slow = s["slow"]
+        if persistent or dip:
+            s["exceed"] = s.get("exceed", 0) + 1
+            slow.append([step, t, level, dip])
+            if len(slow) >= self._streak_needed():
+                s["drop"] = {"start": slow[0][0], "level": level, "values": [x[1] for x in slow],
+                             "last_step": step, "peak": max(x[1] for x in slow)}
+                s["slow"] = []
+                out.append(self._drop_finding(s["drop"]))
+            return out
+        if len(slow) == 1 and slow[0][3]:
+            out.extend(self._on_dip(slow[0]))
+        s["slow"] = []
+        self._push(t)
+        return out
+
+    def _streak_needed(self) -> int:
+        """Slow records in a row that make a slowdown persistent: at least `drop_records`, more when
+        this run's own slow records are common (a jittery dense log), so that a streak that long
+        would happen by chance with probability below 1% over the whole run."""
+        s = self._s
+        streak = len(s["slow"])  # the rate is the run's before this streak
+        n = s["records"] - streak
+        rate = (s.get("exceed", 0) - streak + _PRIOR_RATE * _PRIOR_RECORDS) / (n + _PRIOR_RECORDS)
+        need = math.ceil(math.log(_ALPHA / max(n, 1)) / math.log(rate)) if rate < 1 else _MAX_STREAK
+        return max(self.config.drop_records, min(need, _MAX_STREAK))
+
+    def _stats(self, n: int) -> tuple[float, float]:
+        """Recent level and data noise (floored at 1%), recomputed every few records: O(window)."""
+        c = self._cache
+        if c is None or c[2] <= 0 or n < _LEVEL_N:
+            level = self.window.median() if n <= _LEVEL_N else _median_last(self.window, _LEVEL_N)
+            sigma = max(self.window.diff_sigma() if n >= 3 else 0.0, 0.01 * level)
+            c = self._cache = [level, sigma, _REFRESH]
+        return c[0], c[1]
+
+    def _push(self, t: float) -> None:
+        self.window.push(t)
+        if self._cache is not None:
+            self._cache[2] -= 1
+
+    def _in_drop(self, step: int, t: float) -> list[Finding]:
+        d = self._s["drop"]
+        if t <= d["level"] * (1 + 0.5 * self.config.drop_min_rel):
+            self._s["drop"] = None
+            self._push(t)
+            f = self._drop_finding(d)
+            f.end_step = d["last_step"]
+            f.message += f"; back to normal at step {step}"
+            return [f]
+        d["last_step"] = step
+        if len(d["values"]) < 64:
+            d["values"].append(t)
+        return []
+
+    def _on_dip(self, dip: list[Any]) -> list[Finding]:
+        s = self._s
+        step, t, level = dip[0], dip[1], dip[2]
+        d = s["dips"]
+        if d is None:
+            d = s["dips"] = {"first": step, "steps": [], "count": 0, "excess": 0.0, "worst": 0.0, "level": level}
+        d["count"] += 1
+        d["excess"] += t - level
+        d["worst"] = max(d["worst"], t / level)
+        d["steps"] = (d["steps"] + [step])[-32:]
+        d["level"] = level
+        if d["count"] <= self.config.periodic_min_dips or self._dip_severity(d) != d.get("reported"):
+            return [self._dip_finding(d)]
+        return []
+
+    def _dip_severity(self, d: dict[str, Any]) -> str:
+        cost = d["excess"] / self._s["total"] if self._s["total"] else 0.0
+        many = d["count"] >= self.config.periodic_min_dips
+        return "warning" if many and cost >= self.config.periodic_warn_cost else "info"
+
+    # -- findings ---------------------------------------------------------------------------------
+    def _drop_finding(self, d: dict[str, Any]) -> Finding:
+        now = sum(d["values"]) / len(d["values"])
+        rel = now / d["level"] - 1
+        what = "step time" if self._s["series"] == STEP_TIME else f"{self._s['series']} (inverted)"
+        msg = (f"throughput dropped from step {d['start']}: {what} up {rel:.1%} ({d['level']:.4g} -> {now:.4g}) "
+               "and staying there")
+        ev = {"series": self._s["series"], "level": d["level"], "slow_level": now, "slowdown": rel}
+        return Finding("throughput_drop", "warning", d["start"], msg, evidence=ev, source=self.name)
+
+    def _dip_finding(self, d: dict[str, Any]) -> Finding:
+        sev = self._dip_severity(d)
+        d["reported"] = sev
+        cost = d["excess"] / self._s["total"] if self._s["total"] else 0.0
+        steps = d["steps"]
+        gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
+        period = gaps[len(gaps) // 2] if gaps else None
+        if d["count"] == 1:
+            msg = (f"one slow step at {d['first']} (x{d['worst']:.3g} the usual time): an eval, a checkpoint "
+                   "save or a GC pause; harmless once")
+        else:
+            every = f", about every {period} steps" if period else ""
+            msg = (f"{d['count']} slow steps since step {d['first']}{every} (up to x{d['worst']:.3g} the usual "
+                   f"time), costing {cost:.1%} of the run time: periodic stalls (GC pauses, evals, I/O)")
+        ev = {"dips": d["count"], "dip_steps": list(steps), "worst_ratio": d["worst"], "time_cost": cost,
+              "period_steps": period}
+        return Finding("periodic_stall", sev, d["first"], msg, evidence=ev, source=self.name)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"window": self.window.state_dict(), "s": self._s}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.window.load_state_dict(state["window"])
+        self._s = state["s"]
+        self._cache = None
+
+
+def _median_last(window: Window, n: int) -> float:
+    vals = sorted(window.last(n))
+    m = len(vals) // 2
+    return vals[m] if len(vals) % 2 else 0.5 * (vals[m - 1] + vals[m])

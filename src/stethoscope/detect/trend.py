@@ -1,0 +1,359 @@
+"""Slow loss dynamics: divergence (sustained or runaway rise), plateau, frozen loss, masked labels.
+
+* divergence - the loss level (median of the last 8 records) stays `divergence_rise_rel` (and 3
+  noise sigmas) above its best for `divergence_min_steps` steps, or the raw loss rises on 3 records
+  in a row by `runaway_rise_rel` (and 6 sigmas).
+  ONE event: a start (where the rise began), an end (when the loss came back, or the last record)
+  and how far it came back (fully / partly / not).
+* plateau - the loss has not improved by `plateau_max_progress` since the first records, over
+  `plateau_min_records` records and `plateau_min_steps` steps (no learning).
+* frozen_loss - exactly the same loss value on consecutive records (the data or the model is not
+  changing); label_masking when that value is exactly 0 (every label masked out).
+Resumes and LR-schedule restarts reset the baselines: a fresh session is compared with itself.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.lr import LrTracker
+from stethoscope.detect.stats import Window, median
+from stethoscope.records import LOSS, LR, Finding, StepRecord
+
+_EDGE = 8  # records whose median is "the start" / "now" of the loss curve
+_PLATEAU_EVERY = 4  # the O(edge) plateau check runs on every 4th record
+_NOISE_N = 32  # raw losses behind the noise estimate of the divergence checks
+_NOISE_REFRESH = 8
+_TREND_SIGMA = 3.0  # a sustained rise lifts the median of 8 losses this many raw sigmas over its best
+_PRIOR_REL_NOISE = 0.05  # raw-loss noise assumed (relative) before the noise window has filled
+
+
+class TrendDetector:
+    """Divergence as one event, plateau (no learning), frozen loss and all-labels-masked loss."""
+
+    name = "trend"
+
+    def __init__(self, config: DetectConfig | None = None) -> None:
+        self.config = config or DetectConfig()
+        self.lr = LrTracker(self.config)
+        self.recent = Window(_EDGE)
+        self.noise = Window(_NOISE_N)
+        self._last_reset: int | None = None
+        self._last_step: int | None = None
+        self._fresh()
+        self._frozen: dict[str, Any] | None = None
+        self._frozen_reported = False
+
+    def _fresh(self) -> None:
+        self.recent.clear()
+        self.noise.clear()
+        self._noise_age = 0
+        self._sigma = 0.0
+        self._best: list[float] | None = None  # [lowest median-of-8 loss, its step, raw sigma then]
+        self._above_since: int | None = None
+        self._above_records = 0
+        self._runup: dict[str, Any] | None = None
+        self._div: dict[str, Any] | None = None
+        self._first: list[float] = []
+        self._first_step: int | None = None
+        self._n = 0
+        self._best_level: float | None = None
+        self._plateau: dict[str, Any] | None = None
+        self._plateau_done = False
+
+    # -- entry points -----------------------------------------------------------------------------
+    def update(self, record: StepRecord) -> list[Finding]:
+        out: list[Finding] = []
+        step = record.step
+        lr = record.values.get(LR)
+        if lr is not None and math.isfinite(lr):
+            self.lr.update(step, lr)
+        else:
+            self.lr.note_step(step)
+        self._check_reset(step, out)
+        v = record.values.get(LOSS)
+        if v is None or not math.isfinite(v):
+            return out
+        self._last_step = step
+        out.extend(self._frozen_check(step, v))
+        self._n += 1
+        if self._first_step is None:
+            self._first_step = step
+        if len(self._first) < _EDGE:
+            self._first.append(v)
+        self.recent.push(v)
+        self.noise.push(v)
+        self._noise_age -= 1
+        level = self.recent.median()
+        out.extend(self._divergence_check(step, v, level))
+        if self._n % _PLATEAU_EVERY == 0:
+            out.extend(self._plateau_check(step, level))
+        return out
+
+    def finish(self) -> list[Finding]:
+        out: list[Finding] = []
+        if self._div is not None:
+            out.append(self._div_final(self._div))
+        if self._plateau is not None and self._last_step is not None:
+            f = self._plateau_finding(self._plateau)
+            f.end_step = self._last_step
+            f.message += f"; still flat at the last record (step {self._last_step})"
+            out.append(f)
+        if self._frozen is not None and self._frozen_reported:
+            out.append(self._frozen_finding(self._frozen))
+        return out
+
+    # -- resets -----------------------------------------------------------------------------------
+    def _check_reset(self, step: int, out: list[Finding]) -> None:
+        reset = self.lr.recent_reset(step)
+        if reset is None or reset == self._last_reset:
+            return
+        self._last_reset = reset
+        div = self._div
+        if div is not None:
+            f = self._div_finding(div)
+            f.end_step = div["last_step"]
+            if div["start"] >= reset - self.config.restart_grace_steps:
+                f.severity = "info"
+                f.message += f"; at a resume/LR-schedule restart (step {reset}): expected, not a divergence"
+                f.evidence["expected"] = True
+            else:
+                f.message += f"; ended by a resume/restart at step {reset}"
+            out.append(f)
+        if self._plateau is not None:
+            f = self._plateau_finding(self._plateau)
+            f.end_step = self._last_step
+            f.message += f"; ended by a resume/restart at step {reset}"
+            out.append(f)
+        self._fresh()
+
+    # -- divergence -------------------------------------------------------------------------------
+    def _divergence_check(self, step: int, v: float, level: float) -> list[Finding]:
+        cfg = self.config
+        runaway = self._runup_check(step, v)
+        best = self._best
+        if best is None or level < best[0]:
+            sigma = self._raw_sigma() if len(self.noise) >= _EDGE else _PRIOR_REL_NOISE * abs(level)
+            self._best = best = [level, step, sigma]
+        margin = max(cfg.divergence_rise_rel * abs(best[0]), _TREND_SIGMA * best[2])
+        above = level > best[0] + margin and v > best[0] + margin
+        div = self._div
+        if div is not None:
+            return self._div_progress(div, step, v, level, margin)
+        if above:
+            if self._above_since is None:
+                self._above_since = step
+                self._above_records = 0
+            self._above_records += 1
+        else:
+            self._above_since = None
+        sustained = (
+            self._above_since is not None
+            and self._above_records >= cfg.divergence_min_records
+            and step - self._above_since >= cfg.divergence_min_steps
+        )
+        if runaway is not None:
+            self._div = self._open_div(runaway["start"], runaway["value"], step, v, "runaway")
+        elif sustained:
+            self._div = self._open_div(int(best[1]), float(best[0]), step, v, "sustained")
+        else:
+            return []
+        return [self._div_finding(self._div)]
+
+    def _raw_sigma(self) -> float:
+        """Robust spread of the recent raw losses (MAD): slow wiggles count as noise, not as a rise."""
+        if self._noise_age <= 0:
+            self._sigma = self.noise.robust_sigma()
+            self._noise_age = _NOISE_REFRESH
+        return self._sigma
+
+    def _runup_check(self, step: int, v: float) -> dict[str, Any] | None:
+        r = self._runup
+        if r is None or v <= r["prev"]:
+            self._runup = {"start": step, "value": v, "prev": v, "rises": 0, "biggest": 0.0}
+            return None
+        r["rises"] += 1
+        r["biggest"] = max(r["biggest"], v - r["prev"])
+        r["prev"] = v
+        if r["rises"] < 3:
+            return None
+        total = v - r["value"]
+        noise = self._raw_sigma() if len(self.noise) >= _EDGE else 0.0
+        # a climb, not one jump at the end of some wiggles (that is a spike's business)
+        if total >= max(self.config.runaway_rise_rel * abs(r["value"]), 6 * noise) and r["biggest"] <= 2 / 3 * total:
+            return r
+        return None
+
+    def _open_div(self, start: int, base: float, step: int, v: float, kind: str) -> dict[str, Any]:
+        return {
+            "start": start, "base": base, "kind": kind, "peak": v, "peak_step": step,
+            "last": v, "last_step": step, "detected": step,
+        }
+
+    def _div_progress(self, div: dict[str, Any], step: int, v: float, level: float, margin: float) -> list[Finding]:
+        div["last"], div["last_step"] = v, step
+        if v > div["peak"]:
+            div["peak"], div["peak_step"] = v, step
+        if level > div["base"] + 0.5 * margin or v > div["base"] + margin:
+            return []
+        self._div = None
+        self._above_since = None
+        self._best = None
+        f = self._div_finding(div)
+        f.end_step = step
+        f.message += f"; recovered fully at step {step}"
+        f.evidence["recovered"] = "fully"
+        return [f]
+
+    def _div_final(self, div: dict[str, Any]) -> Finding:
+        f = self._div_finding(div)
+        f.end_step = div["last_step"]
+        excess = div["peak"] - div["base"]
+        frac = 1.0 if excess <= 0 else max(0.0, min(1.0, (div["peak"] - div["last"]) / excess))
+        how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the rise)"
+        f.message += f"; {how} by the last record (step {div['last_step']}, loss {div['last']:.4g})"
+        f.evidence.update(recovered="not" if frac < 0.25 else "partly", recovered_fraction=frac)
+        return f
+
+    def _div_finding(self, div: dict[str, Any]) -> Finding:
+        what = ("the loss rose on consecutive records" if div["kind"] == "runaway"
+                else "the loss level stayed well above its best")
+        msg = (f"loss diverged from step {div['start']}: {what} ({div['base']:.4g} -> {div['peak']:.4g} "
+               f"at step {div['peak_step']})")
+        ev = {
+            "base": div["base"], "peak": div["peak"], "peak_step": div["peak_step"], "last": div["last"],
+            "last_step": div["last_step"], "detected_step": div["detected"], "kind": div["kind"],
+        }
+        return Finding("divergence", "error", div["start"], msg, evidence=ev, source=self.name)
+
+    # -- plateau ----------------------------------------------------------------------------------
+    def _plateau_check(self, step: int, now: float) -> list[Finding]:
+        cfg = self.config
+        first_step = self._first_step if self._first_step is not None else step
+        if self._best_level is None or now < self._best_level:
+            self._best_level = now
+        start = median(self._first)
+        progress = (start - self._best_level) / (abs(start) or 1e-12)
+        p = self._plateau
+        if p is not None:
+            if progress < 2 * cfg.plateau_max_progress:
+                p["last_step"], p["level"] = step, now
+                return []
+            self._plateau = None
+            f = self._plateau_finding(p)
+            f.end_step = step
+            f.severity = "info"
+            f.message += f"; the loss started improving by step {step} ({now:.4g})"
+            return [f]
+        if self._plateau_done or self._div is not None or self._frozen_reported:
+            return []
+        if self._n < cfg.plateau_min_records or step - first_step < cfg.plateau_min_steps:
+            return []
+        if progress >= cfg.plateau_max_progress:
+            self._plateau_done = True  # it learned; a late flat stretch is convergence, not a plateau
+            return []
+        self._plateau = {"start": first_step, "start_level": start, "level": now, "last_step": step,
+                         "records": self._n, "progress": progress}
+        self._plateau_done = True
+        return [self._plateau_finding(self._plateau)]
+
+    def _plateau_finding(self, p: dict[str, Any]) -> Finding:
+        span = p["last_step"] - p["start"]
+        msg = (f"loss has not improved since step {p['start']}: {p['start_level']:.4g} -> {p['level']:.4g} "
+               f"over {span} steps ({max(p['progress'], 0):.1%} better at best)")
+        uniform = _uniform_note(p["level"], self.config.vocab_size) if self.config.vocab_size else None
+        if uniform:
+            msg += f"; {uniform}"
+        ev = {"start_level": p["start_level"], "level": p["level"], "progress": p["progress"], "steps": span}
+        return Finding("plateau", "warning", p["start"], msg, evidence=ev, source=self.name)
+
+    # -- frozen loss / masked labels --------------------------------------------------------------
+    def _frozen_check(self, step: int, v: float) -> list[Finding]:
+        fz = self._frozen
+        if fz is None or v != fz["value"]:
+            if fz is not None and self._frozen_reported:
+                self._frozen_reported = False
+                f = self._frozen_finding(fz)
+                f.message += f"; the loss changed again at step {step}"
+                return [f]
+            prev = fz["value"] if fz is not None else None
+            # exactly 0 right from the start, or straight after a real loss: masked labels, not rounding
+            abrupt = prev is None or abs(prev) >= 0.01
+            self._frozen = {"value": v, "start": step, "last": step, "records": 1, "abrupt": abrupt}
+            return []
+        fz["last"] = step
+        fz["records"] += 1
+        if self._frozen_reported:
+            return []
+        cfg = self.config
+        if v == 0.0:
+            trigger = fz["records"] >= 2 and fz["abrupt"]
+        else:
+            digits = _sig_digits(v)  # '0.0003' repeating is rounding of a tiny loss, not a frozen one
+            long_run = fz["records"] >= cfg.frozen_min_records and digits >= 3
+            far_apart = fz["last"] - fz["start"] >= cfg.frozen_min_steps and digits >= 4
+            trigger = long_run or far_apart
+        if not trigger:
+            return []
+        self._frozen_reported = True
+        return [self._frozen_finding(fz)]
+
+    def _frozen_finding(self, fz: dict[str, Any]) -> Finding:
+        v = fz["value"]
+        ev = {"value": v, "records": fz["records"], "steps": fz["last"] - fz["start"]}
+        where = f"from step {fz['start']} to {fz['last']} ({fz['records']} records)"
+        if v == 0.0:
+            msg = f"loss is exactly 0 {where}: every label is masked out (or the loss is not computed)"
+            return Finding("label_masking", "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=self.name)
+        msg = f"loss is identical ({v!r}) {where}: nothing is learning"
+        uniform = _uniform_note(v, self.config.vocab_size)
+        if uniform:
+            msg += f"; {uniform}"
+        return Finding("frozen_loss", "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=self.name)
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "lr": self.lr.state_dict(), "recent": self.recent.state_dict(),
+            "noise": self.noise.state_dict(),
+            "scalars": {k: getattr(self, k) for k in _STATE},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.lr.load_state_dict(state["lr"])
+        self.recent.load_state_dict(state["recent"])
+        self.noise.load_state_dict(state["noise"])
+        self._noise_age = 0
+        for k, value in state["scalars"].items():
+            if k in _STATE:
+                setattr(self, k, value)
+
+
+_STATE = (
+    "_last_reset", "_last_step", "_best", "_above_since", "_above_records", "_runup", "_div", "_first",
+    "_first_step", "_n", "_best_level", "_plateau", "_plateau_done", "_frozen", "_frozen_reported",
+)
+
+
+def _sig_digits(v: float) -> int:
+    """Significant digits in the shortest repr of `v` (11.0666 -> 6): how unlikely an exact repeat is."""
+    text = repr(abs(v)).lower()
+    if "e" in text:
+        text = text.split("e")[0]
+    digits = text.replace(".", "").lstrip("0")
+    return len(digits.rstrip("0")) if "." not in text else len(digits)
+
+
+def _uniform_note(level: float, vocab_size: int | None) -> str | None:
+    """'equals ln(V)': the loss of a model that predicts uniformly over the vocabulary."""
+    if vocab_size is not None:
+        ln_v = math.log(vocab_size)
+        if abs(level - ln_v) <= 0.05 * ln_v:
+            return f"that is ln(vocab={vocab_size}) = {ln_v:.4g}: uniform predictions, the model outputs nothing learned"
+        return None
+    if 6.9 <= level <= 12.5:  # ln(1k) .. ln(270k): the range of real vocabularies
+        return (f"that equals ln({math.exp(level):,.0f}): the loss of a uniform guess over a vocabulary of "
+                "that size, i.e. no learning at all")
+    return None

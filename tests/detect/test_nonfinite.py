@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import json
+
+from stethoscope.detect.nonfinite import NonFiniteDetector
+from stethoscope.records import StepRecord
+
+from .conftest import make_records, of_type, replay
+
+NAN = float("nan")
+
+
+def test_nan_at_the_exact_step_once_per_incident():
+    steps = list(range(2900, 3070, 10))
+    loss = [4.0] * 11 + [NAN] * 6
+    found = replay(NonFiniteDetector(), make_records(steps, LOSS=loss))
+    (f,) = of_type(found, "nan")
+    assert f.step == 3010 and f.severity == "critical"
+    assert f.evidence["count"] == 6
+    assert "still non-finite at the last record" in f.message
+
+
+def test_live_emits_once_then_one_follow_up():
+    det = NonFiniteDetector()
+    out = []
+    for s in range(200):
+        out += det.update(StepRecord(s, {"train/loss": NAN if 10 <= s < 20 else 1.0}))
+    assert [f.step for f in out] == [10, 10]  # the opening and, 100 quiet steps later, its follow-up
+    assert out[-1].end_step == 19 and out[-1].evidence["recovered"] is True
+
+
+def test_grad_norm_only_and_transient_is_a_warning():
+    steps = list(range(1, 300))
+    grad = [NAN if s in (201, 202, 204, 251) else 1.0 for s in steps]
+    found = replay(NonFiniteDetector(), make_records(steps, LOSS=[1.0] * len(steps), GRAD_NORM=grad))
+    (f,) = of_type(found, "nan")
+    assert f.step == 201 and f.end_step == 251 and f.severity == "warning"
+    assert "loss scaler" in f.message
+
+
+def test_eval_loss_and_megatron_nan_counter():
+    found = replay(NonFiniteDetector(), make_records([1, 2, 3], EVAL_LOSS=[1.0, float("inf"), None]))
+    assert of_type(found, "nan")[0].step == 2
+    found = replay(NonFiniteDetector(), make_records([10, 20, 30], NAN_ITERS=[0.0, 0.0, 3.0]))
+    assert of_type(found, "nan")[0].step == 30
+
+
+def test_state_roundtrip_does_not_refire():
+    det = NonFiniteDetector()
+    assert det.update(StepRecord(5, {"train/loss": NAN}))
+    det2 = NonFiniteDetector()
+    det2.load_state_dict(json.loads(json.dumps(det.state_dict())))
+    assert det2.update(StepRecord(6, {"train/loss": NAN})) == []

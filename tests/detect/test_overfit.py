@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.overfit import OverfitDetector
+
+from .conftest import make_records, of_type, replay
+
+
+def _run(evals, patience=3):
+    steps = list(range(100, 100 * (len(evals) + 1), 100))
+    train = [2.0 * 0.97 ** i for i in range(len(evals))]
+    return replay(OverfitDetector(DetectConfig(overfit_patience=patience)),
+                  make_records(steps, LOSS=train, EVAL_LOSS=evals))
+
+
+def test_raised_within_patience_of_the_minimum_and_names_the_best_step():
+    evals = [1.0, 0.8, 0.7, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0]
+    det = OverfitDetector()
+    steps = list(range(100, 1000, 100))
+    raised_at = None
+    for r in make_records(steps, LOSS=[2.0 * 0.97 ** i for i in range(9)], EVAL_LOSS=evals):
+        if of_type(det.update(r), "overfitting") and raised_at is None:
+            raised_at = r.step
+    assert raised_at == 700, "raised at the 3rd eval after the minimum (step 400)"
+    (f,) = of_type(_run(evals), "overfitting")
+    assert f.step == 400 and f.severity == "warning"
+    assert "keep the checkpoint of step 400" in f.message
+
+
+def test_noise_sized_rise_is_info_and_a_new_best_withdraws_it():
+    evals = [1.0, 0.95, 0.9, 0.85, 0.86, 0.865, 0.862, 0.84]
+    (f,) = of_type(_run(evals), "overfitting")
+    assert f.severity == "info" and f.evidence.get("withdrawn")
+
+
+def test_train_loss_rising_too_is_not_overfitting():
+    steps = list(range(100, 900, 100))
+    found = replay(OverfitDetector(), make_records(steps, LOSS=[1.0 + 0.1 * i for i in range(8)],
+                                                   EVAL_LOSS=[1.0, 0.9, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3]))
+    assert not of_type(found, "overfitting")
+
+
+def test_eval_too_sparse():
+    steps = list(range(0, 5000, 10))
+    evals = [None] * len(steps)
+    evals[-1] = 1.0
+    (f,) = of_type(replay(OverfitDetector(), make_records(steps, LOSS=[1.0] * len(steps), EVAL_LOSS=evals)),
+                   "eval_sparse")
+    assert f.severity == "info"

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import random
+
+from stethoscope.detect.trend import TrendDetector
+
+from .conftest import load_curve, make_records, of_type, replay, replay_set, serious
+
+
+def _records(name):
+    curve = load_curve(name)
+    return make_records([s for s, _ in curve], LOSS=[v for _, v in curve])
+
+
+def test_divergence_is_one_event_not_dozens_of_spikes():
+    found = replay_set(_records("divergence_climb.txt"))
+    divs = of_type(found, "divergence")
+    assert len(divs) == 1, [f.message for f in divs]
+    d = divs[0]
+    assert 1300 <= d.step <= 1900 and d.severity == "error"
+    assert d.end_step == 2990 and d.evidence.get("recovered") in ("not", "partly")
+    spikes_after = [f for f in of_type(found, "loss_spike") if f.step > d.evidence["detected_step"]]
+    assert not spikes_after, "spikes inside an open divergence are folded into it"
+    assert len(of_type(found, "loss_spike")) <= 4
+
+
+def test_divergence_that_recovers_gets_an_end():
+    steps = list(range(0, 3000, 10))
+    loss = [3.0 + (0.01 * (s - 1000) if 1000 < s <= 1500 else 0) + (5.0 - 0.01 * (s - 1500) if 1500 < s <= 2000 else 0)
+            for s in steps]
+    (d,) = of_type(replay(TrendDetector(), make_records(steps, LOSS=loss)), "divergence")
+    assert d.evidence["recovered"] == "fully" and 1500 < d.end_step <= 2100
+
+
+def test_noisy_low_loss_multi_epoch_is_not_a_divergence():
+    rng = random.Random(1)
+    steps = list(range(100, 15000, 100))
+    loss = [max(0.003, (0.02 + 0.2 * 0.9995 ** s) * (1 + 0.9 * rng.random() * (1 if (s // 800) % 2 else 2))) for s in steps]
+    assert not of_type(replay(TrendDetector(), make_records(steps, LOSS=loss)), "divergence")
+
+
+def test_plateau_from_the_start():
+    found = replay(TrendDetector(), _records("plateau_unigram.txt"))
+    (p,) = of_type(found, "plateau")
+    assert p.step == 50 and p.severity == "warning"
+
+
+def test_learning_run_has_no_plateau_even_when_it_converges():
+    steps = list(range(0, 5000, 10))
+    loss = [3.0 + 7.0 * 0.998 ** s for s in steps]
+    assert not of_type(replay(TrendDetector(), make_records(steps, LOSS=loss)), "plateau")
+
+
+def test_frozen_loss_two_records_far_apart():
+    found = replay(TrendDetector(), make_records([1, 400], LOSS=[11.0666, 11.0666]))
+    (f,) = of_type(found, "frozen_loss")
+    assert f.step == 1 and f.end_step == 400
+    assert "uniform guess" in f.message
+
+
+def test_rounded_tiny_loss_is_not_frozen():
+    steps = list(range(4000, 4400, 25))
+    assert not of_type(replay(TrendDetector(), make_records(steps, LOSS=[0.0003] * len(steps))), "frozen_loss")
+
+
+def test_all_labels_masked_signature():
+    found = replay(TrendDetector(), make_records([1, 2, 3, 4], LOSS=[0.0, 0.0, 0.0, 0.0]))
+    (f,) = of_type(found, "label_masking")
+    assert f.step == 1 and f.severity == "error"
+
+
+def test_resume_with_new_data_is_not_a_divergence():
+    steps = list(range(1, 200))
+    lr, loss = [], []
+    for s in steps:
+        k = (s - 1) % 50
+        lr.append(0.0 if k == 0 else 1e-4 * (1 - k / 50))
+        loss.append(3.0 * 0.9 ** k + 0.01)
+    found = replay_set(make_records(steps, LOSS=loss, LR=lr))
+    assert not serious(of_type(found, "divergence", "loss_spike")), [f.message for f in serious(found)]
