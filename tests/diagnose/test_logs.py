@@ -654,8 +654,9 @@ def test_step_extraction(progress: str, step: int | None) -> None:
 
 def test_tqdm_carriage_returns_take_the_latest_update() -> None:
     bar = "\r".join(f"Epoch 0:  1%| | {i}/9000 [00:0{i % 10}<1:00:00, 2.1it/s]" for i in range(10, 16))
-    text = bar + "\nRuntimeError: CUDA error: an illegal memory access was encountered"
-    assert explain_text(text)[0].step == 15
+    text = bar + "\r\nRuntimeError: CUDA error: an illegal memory access was encountered\r\n"
+    f = explain_text(text)[0]
+    assert f.step == 15 and f.evidence["line"] == 2  # "\r" rewrites a line; only "\n" ends one
 
 
 def test_messages_from_logs_are_kept_as_plain_text() -> None:

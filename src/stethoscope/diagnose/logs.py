@@ -31,7 +31,9 @@ _PREFIXES = (re.compile(r"^(?:[\w.\-]+:\s)?\[(?:default|rank)(\d+)\]:\s?"),
 
 def _split(text: str) -> list[Line]:
     lines = []
-    for i, raw in enumerate(text.splitlines()):
+    # Only "\n" ends a line (as for grep -n); a bare "\r" is a progress-bar rewrite within a line.
+    for i, raw in enumerate(text.removesuffix("\n").split("\n")):
+        raw = raw.removesuffix("\r")
         rank = None
         for prefix in _PREFIXES:
             m = prefix.match(raw)
