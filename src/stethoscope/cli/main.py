@@ -89,6 +89,75 @@ def query(run: str, sql: str, as_json: bool, as_csv: bool) -> None:
         render.console().print(render.rows_table(cols, rows))
 
 
+# -- diagnosis ---------------------------------------------------------------------------------
+_FAIL_ON = click.Choice(["never", "info", "warning", "error", "critical"])
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per input (a list for several).")
+@click.option("--fail-on", type=_FAIL_ON, default="never", show_default=True,
+              help="Exit 1 when a finding is at or above this severity.")
+@click.option("--rank", type=int, default=None, help="Which rank of a multi-rank run (default: the lowest).")
+@click.pass_context
+def diagnose(ctx: click.Context, paths: tuple[str, ...], as_json: bool, fail_on: str, rank: int | None) -> None:
+    """What went wrong in a run or a log, at which step, why, and what to do.
+
+    PATHS: stethoscope runs, or logs other tools wrote (HF trainer_state.json, TensorBoard event files,
+    Lightning metrics.csv, W&B/generic CSV, JSONL, Megatron/NeMo/nanoGPT/llm.c/fairseq/NeoX/litgpt logs),
+    files or directories.
+    """
+    from stethoscope.cli.diagnosis import diagnose_paths
+
+    ctx.exit(diagnose_paths(paths, as_json, fail_on, rank))
+
+
+@cli.command()
+@click.argument("logfile", type=click.Path(allow_dash=True))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--fail-on", type=_FAIL_ON, default="never", show_default=True)
+@click.pass_context
+def explain(ctx: click.Context, logfile: str, as_json: bool, fail_on: str) -> None:
+    """Name the failure in a crash log or traceback (LOGFILE, or - for stdin), with cause and fix."""
+    from stethoscope.cli.diagnosis import explain_source
+
+    ctx.exit(explain_source(logfile, as_json, fail_on))
+
+
+@cli.command("import")
+@click.argument("path", type=click.Path())
+@click.option("--into", "into", required=True, type=click.Path(file_okay=False), help="Run directory to create.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def import_(path: str, into: str, as_json: bool) -> None:
+    """Read a foreign log into a stethoscope run store (then show/query/diagnose/report it)."""
+    from stethoscope.cli.diagnosis import import_source
+
+    import_source(path, into, as_json)
+
+
+@cli.command()
+@click.argument("path", type=click.Path())
+@click.option("-o", "--out", default="report.html", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--rank", type=int, default=None, help="Which rank of a multi-rank run (default: the lowest).")
+def report(path: str, out: str, rank: int | None) -> None:
+    """One self-contained HTML report (curves, findings marked on them, causes and fixes, metadata)."""
+    from stethoscope.cli.diagnosis import write_report
+
+    click.echo(f"report written to {write_report(path, out, rank)}")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("-o", "--out", default="compare.html", show_default=True, type=click.Path(dir_okay=False))
+def compare(paths: tuple[str, ...], out: str) -> None:
+    """Side by side: the config keys that differ, outcomes, and overlaid curves (HTML)."""
+    from stethoscope.cli.diagnosis import print_compare, write_compare
+
+    target, inputs = write_compare(paths, out)
+    print_compare(inputs)
+    click.echo(f"comparison written to {target}")
+
+
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="stethoscope")
 

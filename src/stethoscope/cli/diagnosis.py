@@ -1,0 +1,159 @@
+"""`stethoscope diagnose`, `explain`, `import`, `report` and `compare`."""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from stethoscope.cli import render
+from stethoscope.cli.findings_view import fails, print_findings
+from stethoscope.errors import InputError, UsageError
+from stethoscope.importers.base import ImportedRun
+
+BIG_INPUT_BYTES = 20 << 20
+
+
+def _status(path: str, what: str) -> Any:
+    """A spinner on stderr for inputs big enough to take a while; a no-op context otherwise."""
+    import contextlib
+
+    p = Path(path)
+    size = p.stat().st_size if p.is_file() else 0
+    if size < BIG_INPUT_BYTES or not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    return render.console(stderr=True).status(f"{what} {p.name} ({size / 2**20:,.0f} MiB)…")
+
+
+def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: int | None) -> int:
+    from stethoscope.diagnose.engine import diagnose_run
+    from stethoscope.diagnose.sources import load
+
+    results = []
+    for path in paths:
+        with _status(path, "reading"):
+            runs = load(path, rank)
+        for run in runs:
+            with _status(path, "diagnosing"):
+                results.append(diagnose_run(run))
+    if as_json:
+        dicts = [d.to_dict() for d in results]
+        click.echo(render.to_json(dicts[0] if len(dicts) == 1 else dicts))
+    else:
+        con = render.console()
+        for d in results:
+            con.print(f"[bold]{d.path}[/]  ({d.format}, {d.steps:,} steps)  "
+                      f"curve: [bold]{_classification_text(d.classification)}[/]")
+            print_findings(con, d.findings)
+    return 1 if any(fails(d.findings, fail_on) for d in results) else 0
+
+
+def _classification_text(c: Any) -> str:
+    if isinstance(c, dict):
+        return str(c.get("label") or c.get("class") or c.get("type") or c)
+    return str(c)
+
+
+def explain_source(source: str, as_json: bool, fail_on: str) -> int:
+    from stethoscope.diagnose.logs import explain_text
+
+    if source == "-":
+        text, name = sys.stdin.read(), "<stdin>"
+    else:
+        p = Path(source)
+        if not p.is_file():
+            raise InputError(p, "no such file" if not p.exists() else "not a file")
+        text, name = p.read_text(encoding="utf-8", errors="replace"), str(p)
+    findings = explain_text(text, name)
+    if as_json:
+        click.echo(render.to_json({"path": name, "findings": [f.to_dict() for f in findings]}))
+    else:
+        con = render.console()
+        con.print(f"[bold]{name}[/]")
+        if findings:
+            print_findings(con, findings)
+        else:
+            con.print("  no known failure signature found (the text has no traceback or error we recognise)")
+    return 1 if fails(findings, fail_on) else 0
+
+
+def import_source(source: str, into: str, as_json: bool) -> None:
+    from stethoscope.diagnose.sources import import_into
+
+    done = import_into(source, into)
+    if as_json:
+        click.echo(render.to_json([{"run": str(t), "path": r.path, "format": r.format, "points": len(r.points),
+                                    "steps": r.steps, "warnings": r.warnings} for t, r in done]))
+        return
+    con = render.console()
+    for target, run in done:
+        con.print(f"imported [bold]{run.path}[/] ({run.format}): {len(run.points):,} points over {run.steps:,} "
+                  f"steps → [bold]{target}[/]")
+        for w in run.warnings[:10]:
+            con.print(f"  warning: {w}", markup=False)
+
+
+def report_input(run: ImportedRun, findings: list[Any]) -> Any:
+    from stethoscope.diagnose.report import ReportInput
+
+    series: dict[str, tuple[list[int], list[float]]] = defaultdict(lambda: ([], []))
+    for p in run.points:
+        steps, values = series[p.name]
+        steps.append(p.step)
+        values.append(p.value)
+    title = Path(run.path).name if Path(run.path).name not in ("trainer_state.json", "metrics.csv", "train.log") \
+        else f"{Path(run.path).parent.name}/{Path(run.path).name}"
+    meta = {"format": run.format, "path": run.path, **run.meta}
+    return ReportInput(title=title, series=dict(series), findings=findings, meta=meta)
+
+
+def write_report(path: str, out: str, rank: int | None) -> Path:
+    from stethoscope.diagnose.engine import diagnose_run
+    from stethoscope.diagnose.report import render_report
+    from stethoscope.diagnose.sources import load
+
+    runs = load(path, rank)
+    if len(runs) > 1:
+        raise UsageError(f"{path}: holds {len(runs)} logs; give one file (or `stethoscope import` them first)")
+    run = runs[0]
+    html = render_report(report_input(run, diagnose_run(run).findings))
+    target = Path(out)
+    target.write_text(html, encoding="utf-8")
+    return target
+
+
+def write_compare(paths: tuple[str, ...], out: str) -> tuple[Path, list[Any]]:
+    from stethoscope.diagnose.engine import diagnose_run
+    from stethoscope.diagnose.report import render_compare
+    from stethoscope.diagnose.sources import load
+
+    inputs = []
+    for path in paths:
+        for run in load(path):
+            inputs.append(report_input(run, diagnose_run(run).findings))
+    if len(inputs) < 2:
+        raise UsageError("compare needs at least two runs")
+    target = Path(out)
+    target.write_text(render_compare(inputs), encoding="utf-8")
+    return target, inputs
+
+
+def print_compare(inputs: list[Any]) -> None:
+    from stethoscope.diagnose.report import flatten
+    from stethoscope.records import EVAL_LOSS, LOSS, TOKENS_PER_S
+
+    flat = [flatten(i.meta.get("config") or {}) for i in inputs]
+    keys = sorted({k for f in flat for k in f})
+    differ = [k for k in keys if len({f.get(k) for f in flat}) > 1]
+    cols = ["", *[i.title for i in inputs]]
+    rows = [[k, *[f.get(k, "-") for f in flat]] for k in differ]
+    for label, name, agg in (("last loss", LOSS, lambda v: v[-1]), ("min eval loss", EVAL_LOSS, min),
+                             ("median tokens/s", TOKENS_PER_S, lambda v: sorted(v)[len(v) // 2])):
+        rows.append([label, *[agg(i.series[name][1]) if name in i.series and i.series[name][1] else None
+                              for i in inputs]])
+    rows.append(["steps", *[len(i.series.get(LOSS, ([], []))[0]) for i in inputs]])
+    rows.append(["findings ≥ warning", *[sum(f.severity != "info" for f in i.findings) for i in inputs]])
+    render.console().print(render.rows_table(cols, rows, title="config that differs, and outcomes"))

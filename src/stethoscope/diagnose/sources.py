@@ -1,0 +1,83 @@
+"""Anything a person points the CLI at — a stethoscope run or a foreign log — as `ImportedRun`s,
+and foreign logs written into a run store (`stethoscope import`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from stethoscope.errors import InputError, UsageError
+from stethoscope.importers.base import ImportedRun, LogLine
+from stethoscope.importers.registry import read_any
+from stethoscope.records import Point
+from stethoscope.store.db import RunStore, rank_path
+from stethoscope.store.query import RunReader, is_run, open_run
+
+RUN_FORMAT = "stethoscope"
+LOG_LINE_EVENT = "log_line"
+
+
+def load(path: str | os.PathLike[str], rank: int | None = None) -> list[ImportedRun]:
+    """A run directory (ours) or any foreign log file/directory, read into ImportedRuns."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "no such file or directory")
+    if is_run(p):
+        with open_run(p) as reader:
+            return [from_store(reader, rank)]
+    return read_any(p)
+
+
+def from_store(reader: RunReader, rank: int | None = None) -> ImportedRun:
+    """One rank of a stethoscope run (the lowest by default) in the importers' shape."""
+    rank = reader.ranks[0] if rank is None else rank
+    if rank not in reader.ranks:
+        raise UsageError(f"{reader.path}: no rank {rank} (ranks: {reader.ranks})")
+    _, rows = reader.query("SELECT name, step, value, time FROM metrics WHERE rank = ? ORDER BY step", (rank,))
+    nan = float("nan")
+    points = [Point(n, s, nan if v is None else v, t) for n, s, v, t in rows]
+    meta: dict[str, Any] = {}
+    for key, value in reader.meta(rank).items():
+        try:
+            meta[key] = json.loads(value)
+        except (TypeError, ValueError):
+            meta[key] = value
+    _, lines = reader.query("SELECT step, time, message, data FROM events WHERE rank = ? AND kind = ? ORDER BY id",
+                            (rank, LOG_LINE_EVENT))
+    log_lines = [LogLine(json.loads(d).get("line", 0) if d else 0, m, s, t) for s, t, m, d in lines]
+    fmt = meta.get("source_format") or RUN_FORMAT
+    return ImportedRun(str(reader.path), str(fmt), points, meta, [], log_lines)
+
+
+def import_into(source: str | os.PathLike[str], run_dir: str | os.PathLike[str]) -> list[tuple[Path, ImportedRun]]:
+    """Write every log found at `source` into a run store: `run_dir` for one, `run_dir/<name>` for several."""
+    runs = read_any(Path(source))
+    targets = [Path(run_dir)] if len(runs) == 1 else [Path(run_dir) / _slug(r.path, i) for i, r in enumerate(runs)]
+    for target, run in zip(targets, runs):
+        if is_run(target):
+            raise UsageError(f"{target}: already holds a run; import into a new directory")
+        write_store(run, target)
+    return list(zip(targets, runs))
+
+
+def write_store(run: ImportedRun, target: Path) -> None:
+    times = [p.time for p in run.points if p.time is not None]
+    store = RunStore(rank_path(target, 0), t0=min(times) if times else time.time())
+    try:
+        batch = [(p.name, p.step, p.value, p.time) for p in run.points]
+        for k in range(0, len(batch), 100_000):
+            store.write_points(batch[k:k + 100_000])
+        store.write_events((ln.step, ln.time, LOG_LINE_EVENT, "info", "import", ln.text, {"line": ln.line})
+                           for ln in run.lines)
+        store.set_meta({**run.meta, "source_path": run.path, "source_format": run.format,
+                        "imported_at": time.time(), "import_warnings": run.warnings, "status": "imported"})
+    finally:
+        store.close()
+
+
+def _slug(path: str, i: int) -> str:
+    name = Path(path).parent.name if Path(path).name in ("trainer_state.json", "metrics.csv") else Path(path).stem
+    return f"{i:02d}-{''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)[:60]}"
