@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import random
+
+from stethoscope.detect.amp import LossScaleDetector
+from stethoscope.detect.memory import MemoryDetector
+from stethoscope.detect.throughput import ThroughputDetector
+
+from .conftest import make_records, of_type, replay
+
+
+def test_loss_scale_collapse_below_one():
+    scales = [0.5, 0.25, 0.125, 0.0625, 0.03125]
+    (f,) = of_type(replay(LossScaleDetector(), make_records([10198] * 1 + [10199, 10200, 10201, 10202], LOSS_SCALE=scales)),
+                   "loss_scale_collapse")
+    assert f.step == 10198 and f.severity == "error"
+
+
+def test_overflow_storm_and_routine_halvings():
+    scales = [2.0 ** 20, 2.0 ** 20, 2.0 ** 19, 2.0 ** 18, 2.0 ** 17, 2.0 ** 17, 2.0 ** 16, 2.0 ** 15]
+    (f,) = of_type(replay(LossScaleDetector(), make_records(range(17061, 17069), LOSS_SCALE=scales)),
+                   "loss_scale_collapse")
+    assert f.step == 17063 and f.severity == "warning" and f.evidence["halvings"] >= 4
+    routine = [65536.0 if (s // 1000) % 2 else 32768.0 for s in range(5000)]
+    assert not replay(LossScaleDetector(), make_records(range(5000), LOSS_SCALE=routine))
+
+
+def test_persistent_slowdown_vs_one_slow_step():
+    times = [105.16, 105.17, 106.25, 110.17, 111.14]
+    (f,) = of_type(replay(ThroughputDetector(), make_records(range(42780, 42785), STEP_TIME=times)), "throughput_drop")
+    assert f.step == 42783 and f.severity == "warning"
+    times = [1.097] * 10 + [35.4] + [1.02] * 5
+    found = replay(ThroughputDetector(), make_records(range(2900, 3060, 10), STEP_TIME=times))
+    assert [f.severity for f in found] == ["info"], "an eval + checkpoint step is harmless once"
+
+
+def test_periodic_gc_pauses_are_one_finding():
+    dt = [0.683, 0.681, 1.350, 0.667, 0.688, 1.356, 0.683, 0.680, 1.349, 0.690]
+    found = replay(ThroughputDetector(), make_records(range(18, 28), STEP_TIME=dt))
+    (f,) = of_type(found, "periodic_stall")
+    assert f.step == 20 and f.evidence["dips"] == 3 and f.evidence["period_steps"] == 3
+    assert f.severity == "warning"
+
+
+def test_jittery_dense_step_times_are_silent():
+    rng = random.Random(0)
+    times = [0.02 * (1 + abs(rng.gauss(0, 0.03))) for _ in range(5000)]
+    found = replay(ThroughputDetector(), make_records(range(5000), STEP_TIME=times))
+    assert all(f.severity == "info" for f in found)
+
+
+def test_rates_are_inverted_and_batch_ramp_up_is_normalised():
+    tps = [1000.0] * 20 + [700.0] * 20
+    (f,) = of_type(replay(ThroughputDetector(), make_records(range(40), TOKENS_PER_S=tps)), "throughput_drop")
+    assert f.step == 20
+    times = [31.0] * 10 + [62.0] * 10
+    batch = [80.0] * 10 + [160.0] * 10
+    assert not replay(ThroughputDetector(), make_records(range(20), STEP_TIME=times, BATCH_SIZE=batch))
+
+
+def test_memory_leak_and_pressure():
+    steps = list(range(0, 1000, 10))
+    alloc = [10.0 + 0.02 * i for i in range(len(steps))]
+    (leak,) = of_type(replay(MemoryDetector(), make_records(steps, CUDA_ALLOCATED=alloc)), "memory_leak")
+    assert leak.severity == "warning" and leak.evidence["gib_per_1000_steps"] > 1
+    saw = [10.0 + (i % 5) for i in range(len(steps))]
+    assert not replay(MemoryDetector(), make_records(steps, CUDA_ALLOCATED=saw))
+    peak = [70.0] * 50 + [78.5] * 50
+    (p,) = of_type(replay(MemoryDetector(), make_records(steps, CUDA_PEAK=peak, CUDA_TOTAL=[80.0] * 100)),
+                   "memory_pressure")
+    assert p.step == 500

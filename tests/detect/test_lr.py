@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from stethoscope.detect.lr import LrDetector
+
+from .conftest import make_records, of_type, replay
+
+
+def _lr(found, word):
+    return [f for f in of_type(found, "lr_schedule") if word in f.message]
+
+
+def test_warm_up_end_and_no_alarm_on_a_normal_schedule():
+    steps = list(range(0, 2000, 10))
+    lr = [3e-4 * min(1.0, (s + 10) / 500) * (1 - s / 2000) for s in steps]
+    found = replay(LrDetector(), make_records(steps, LR=lr))
+    (end,) = _lr(found, "warm-up ended")
+    assert end.step == 490 and end.severity == "info"
+    assert all(f.severity == "info" for f in found)
+
+
+def test_lr_decaying_to_zero_at_the_end_is_fine_but_stuck_at_zero_is_not():
+    steps = list(range(1000))
+    decay = [1e-3 * (1 - s / 900) if s < 900 else 0.0 for s in steps]
+    assert not [f for f in replay(LrDetector(), make_records(steps, LR=decay)) if f.severity != "info"]
+    (f,) = [f for f in replay(LrDetector(), make_records(range(100), LR=[0.0] * 100)) if f.severity == "warning"]
+    assert f.step == 0 and "exactly 0" in f.message
+
+
+def test_lr_jump_on_resume_and_restart():
+    found = replay(LrDetector(), make_records([6502, 6503, 6504, 8600, 12000, 12001],
+                                              LR=[5.997e-5, 6.0e-5, 6.0e-5, 6.0e-5, 5.999e-5, 5.842e-5]))
+    assert [f.step for f in _lr(found, "warm-up ended")] == [6503]
+    (jump,) = _lr(found, "jumped")
+    assert jump.step == 12001 and jump.severity == "info"
+    steps = list(range(1, 61))
+    lr = [1e-4 * (1 - (s - 1) / 30) if s <= 30 else 1e-4 * (1 - (s - 31) / 30) for s in steps]
+    lr[30] = 0.0
+    (restart,) = _lr(replay(LrDetector(), make_records(steps, LR=lr)), "restarted")
+    assert restart.step == 31
+
+
+def test_steps_going_back_are_a_resume():
+    found = replay(LrDetector(), make_records([1, 2, 3, 2, 3], LR=[1e-4] * 5))
+    assert [f.step for f in _lr(found, "resumed")] == [2]
