@@ -49,6 +49,85 @@ def test_empty_and_healthy_text_give_nothing() -> None:
     assert explain_text(healthy) == []
 
 
+# One short line per signature, in the shape the tool prints it; a new signature needs a new line here.
+ONE_LINERS = {
+    "gpu_hardware": "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+    "cuda_oom": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB.",
+    "nccl_timeout": "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=BROADCAST, "
+                    "Timeout(ms)=600000) ran for 600100 milliseconds before timing out.",
+    "nccl_bootstrap": "gpu1:77:77 [0] NCCL WARN Bootstrap : no socket interface found",
+    "nccl_nvls": "gpu1:77:90 [0] transport/nvls.cc:598 NCCL WARN Cuda failure 1 'invalid argument'",
+    "device_assert_index": "Indexing.cu:1422: indexSelectSmallIndex: block: [0,0,0], thread: [3,0,0] "
+                           "Assertion `srcIndex < srcSelectDimSize` failed.",
+    "device_assert_label": "Loss.cu:242: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [9,0,0] "
+                           "Assertion `t >= 0 && t < n_classes` failed.",
+    "device_assert_bce": "Loss.cu:92: operator(): block: [0,0,0], thread: [1,0,0] Assertion "
+                         "`input_val >= zero && input_val <= one` failed.",
+    "device_assert": "RuntimeError: CUDA error: device-side assert triggered",
+    "illegal_memory_access": "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "cudnn_cublas": "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( handle)`",
+    "cuda_setup": "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
+    "fp16_loss_scale_min": "FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding.",
+    "nan_loss": "iter 3010: loss nan, time 312.55ms, mfu 31.02%",
+    "fp16_overflow": "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0",
+    "dataloader_killed": "RuntimeError: DataLoader worker (pid 901) is killed by signal: Killed.",
+    "shm_exhausted": "RuntimeError: DataLoader worker (pid 902) is killed by signal: Bus error.",
+    "host_oom": "slurmstepd: error: Detected 1 oom_kill event in StepId=4411.0. Some of the step tasks have been OOM Killed.",
+    "dataloader_exited": "RuntimeError: DataLoader worker (pid(s) 903, 904) exited unexpectedly",
+    "disk_full": "OSError: [Errno 122] Disk quota exceeded",
+    "address_in_use": "OSError: [Errno 98] Address already in use",
+    "rendezvous_timeout": "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError",
+    "duplicate_gpu": "Duplicate GPU detected : rank 3 and rank 2 both on CUDA device 41000",
+    "nccl_error": "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1333, unhandled system "
+                  "error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3",
+    "ddp_unused_parameters": "RuntimeError: Expected to have finished reduction in the prior iteration before "
+                             "starting a new one.",
+    "no_grad": "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn",
+    "inplace_autograd": "RuntimeError: Trying to backward through the graph a second time",
+    "device_mismatch": "RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) "
+                       "should be the same",
+    "shape_mismatch": "RuntimeError: shape '[8, -1, 64]' is invalid for input of size 1000",
+    "state_dict_mismatch": 'RuntimeError: Unexpected key(s) in state_dict: "_orig_mod.wte.weight".',
+    "checkpoint_corrupt": "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
+    "weights_only_load": "_pickle.UnpicklingError: Weights only load failed. Re-running `torch.load` with "
+                         "`weights_only` set to `False` will likely succeed",
+    "module_not_found": "ImportError: cannot import name 'LlamaFlashAttention2' from 'transformers.models.llama'",
+    "native_abi": "OSError: libcudart.so.12: cannot open shared object file: No such file or directory",
+    "segfault": "Segmentation fault (core dumped)",
+    "compile_failed": "torch._dynamo.exc.Unsupported: call_function UserDefinedObjectVariable",
+    "faulthandler_timeout": "Timeout (0:05:00)!",
+    "interrupted": "KeyboardInterrupt",
+    "cuda_error": "RuntimeError: CUDA error: unspecified launch failure",
+    "child_failed": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+}
+
+
+def test_every_signature_has_a_one_liner() -> None:
+    assert set(ONE_LINERS) == {s.id for s in SIGNATURES}
+
+
+@pytest.mark.parametrize("signature", sorted(ONE_LINERS))
+def test_one_liner_names_its_signature(signature: str) -> None:
+    findings = explain_text(ONE_LINERS[signature])
+    assert signatures(findings)[0] == signature
+    f = findings[0]
+    assert f.message and f.causes and f.fixes and f.evidence["line"] == 1
+    assert f.evidence["text"] == ONE_LINERS[signature]
+
+
+def test_parsed_details_of_a_few_one_liners() -> None:
+    assert only(explain_text(ONE_LINERS["cudnn_cublas"]), "cudnn_cublas").evidence["status"] == \
+        ["CUBLAS_STATUS_EXECUTION_FAILED"]
+    assert only(explain_text(ONE_LINERS["fp16_overflow"]), "fp16_overflow").evidence["min_loss_scale"] == 32768
+    assert only(explain_text(ONE_LINERS["nccl_error"]), "nccl_error").evidence["errors"] == ["unhandled system error"]
+    state = only(explain_text(ONE_LINERS["state_dict_mismatch"]), "state_dict_mismatch")
+    assert state.evidence["prefix"] == "_orig_mod." and "torch.compile" in state.causes[0]
+    module = only(explain_text(ONE_LINERS["module_not_found"]), "module_not_found")
+    assert module.evidence == {**module.evidence, "name": "LlamaFlashAttention2", "module": "transformers.models.llama"}
+    ddp = ONE_LINERS["ddp_unused_parameters"] + "\nParameter indices which did not receive grad for rank 2: 17 18 40"
+    assert only(explain_text(ddp), "ddp_unused_parameters").evidence["parameter_indices"] == [17, 18, 40]
+
+
 # -- CUDA out of memory -------------------------------------------------------------------------
 
 OOM_NEW_FRAGMENTED = log("""
