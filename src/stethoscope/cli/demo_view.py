@@ -8,7 +8,8 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from stethoscope.cli import render
-from stethoscope.cli.listing import summary_table
+from stethoscope.cli.findings_view import print_findings
+from stethoscope.cli.listing import live_findings, summary_table
 from stethoscope.errors import UsageError
 
 
@@ -46,6 +47,10 @@ def run_demo(steps: int, out: str | None, inject: str | None, seed: int) -> Path
         progress.update(task, completed=steps)
     with open_run(run_dir) as reader:
         con.print(summary_table(summarize(reader)))
+        findings = live_findings(reader)
+    if findings:
+        con.print("[bold]what stethoscope noticed while it trained:[/]")
+        print_findings(con, findings[:10])
     con.print(f"run stored in [bold]{run_dir}[/]  — try: stethoscope query {run_dir} "
               "\"SELECT name, COUNT(*), MIN(value), MAX(value) FROM metrics GROUP BY name\"")
     return run_dir

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,9 @@ import click
 from stethoscope.cli import render
 from stethoscope.config import env_runs_dir
 from stethoscope.errors import NotARunError, UsageError
-from stethoscope.store.query import is_run, open_run
+from stethoscope.cli.findings_view import print_findings
+from stethoscope.records import Finding, severity_rank
+from stethoscope.store.query import RunReader, is_run, open_run
 from stethoscope.store.summary import summarize
 
 
@@ -53,10 +56,30 @@ def list_runs(directory: str | None, as_json: bool) -> None:
 def show_run(run: str, as_json: bool) -> None:
     with open_run(run) as reader:
         summary = summarize(reader)
+        findings = live_findings(reader)
     if as_json:
-        click.echo(render.to_json(summary))
+        click.echo(render.to_json({**summary, "findings_list": [f.to_dict() for f in findings]}))
         return
-    render.console().print(summary_table(summary))
+    con = render.console()
+    con.print(summary_table(summary))
+    if findings:
+        con.print("[bold]findings recorded live[/] (most severe first; `stethoscope diagnose` for causes and fixes)")
+        print_findings(con, findings[:20])
+
+
+def live_findings(reader: RunReader) -> list[Finding]:
+    """The findings the live detectors recorded, follow-ups merged, most severe first."""
+    from stethoscope.detect.registry import merge_findings
+
+    _, rows = reader.query("SELECT data FROM findings WHERE data IS NOT NULL ORDER BY id")
+    found = []
+    for (data,) in rows:
+        try:
+            found.append(Finding.from_dict(json.loads(data)))
+        except (ValueError, TypeError, KeyError):
+            continue  # an event that is not a finding (written by a later version, say)
+    merged = merge_findings(found)
+    return sorted(merged, key=lambda f: (-severity_rank(f.severity), f.step if f.step is not None else -1))
 
 
 def summary_table(s: dict[str, Any]) -> Any:
