@@ -33,7 +33,14 @@ def _steps(f: Finding) -> str:
 
 def _evidence(evidence: dict[str, Any], limit: int = 8) -> str:
     items = [(k, v) for k, v in evidence.items() if not isinstance(v, (dict, list)) or k == "batch_ids"]
-    return ", ".join(f"{k}={fmt(v) if not isinstance(v, list) else v[:8]}" for k, v in items[:limit])
+    return ", ".join(f"{k}={_short(v)}" for k, v in items[:limit])
+
+
+def _short(v: Any, width: int = 100) -> str:
+    if isinstance(v, list):
+        return str(v[:8])
+    text = fmt(v)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def print_findings(con: Console, findings: Sequence[Finding], indent: str = "  ") -> None:
