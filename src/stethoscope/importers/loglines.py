@@ -1,0 +1,109 @@
+"""The lines of a text log that carry no metrics but matter: errors, tracebacks, timestamped notes.
+
+`LineKeeper` keeps them within a bound: every alert line (errors, tracebacks, NCCL/CUDA/ECC
+trouble) up to ALERT_HEAD first + ALERT_TAIL last, and the last CONTEXT_TAIL other notable lines.
+Naive timestamps are read as UTC (logs do not say their zone; UTC at least reads the same everywhere).
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections import deque
+
+from stethoscope.importers.base import LogLine
+
+ALERT_HEAD = 500
+ALERT_TAIL = 2000
+CONTEXT_TAIL = 2000
+
+_ALERT = re.compile(
+    r"Traceback|Error\b|ERROR|Exception|error:|CUDA error|out of memory|cudaError|NCCL(?! INFO)|"
+    r"uncorrectable ECC|ECC error|\bOOM\b|Killed|SIG(?:TERM|KILL|ABRT|SEGV|BUS|INT|HUP)\b|Segmentation fault|"
+    r"core dumped|Watchdog|[Tt]imed out|[Tt]imeout\b|FAILED|[Ff]atal|terminate called|what\(\):|^frame #\d+|"
+    r"OVERFLOW|[Oo]verflow|\b[Hh]ung\b|\b[Hh]ang(?:s|ing)?\b")
+_WARNING = re.compile(r"WARN|[Ww]arning")
+_TIMESTAMP = re.compile(
+    r"^\[?(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?\s?(Z|[+-]\d{2}:?\d{2})?\]?")
+# Launcher prefixes in front of every line: torchrun `[default7]:` / `[rank0]:`, mpirun `[1,0]<stdout>:`.
+RANK_PREFIX = re.compile(r"^\s*(?:\[(?:default|rank)?\d+\]:|\[\d+,\d+\]<std(?:out|err)>:) ?")
+
+
+def parse_timestamp(text: str) -> tuple[float | None, int]:
+    """(unix seconds, length of the timestamp) for a line that starts with one, else (None, 0)."""
+    m = _TIMESTAMP.match(text)
+    if m is None:
+        return None, 0
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 61):
+        return None, 0
+    seconds = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
+    fraction = float("0." + m.group(7)) if m.group(7) else 0.0
+    return seconds + fraction - _offset_s(m.group(8)), m.end()
+
+
+def _offset_s(zone: str | None) -> float:
+    if not zone or zone == "Z":
+        return 0.0
+    digits = zone[1:].replace(":", "")
+    sign = -1 if zone[0] == "-" else 1
+    return sign * (int(digits[:2]) * 3600 + int(digits[2:4]) * 60)
+
+
+def strip_rank(text: str) -> str:
+    """`text` without a launcher's rank prefix."""
+    m = RANK_PREFIX.match(text)
+    return text[m.end():] if m else text
+
+
+def is_alert(text: str) -> bool:
+    """A line that reports trouble (error, traceback, NCCL/CUDA/ECC, overflow, timeout, hang …)."""
+    return _ALERT.search(text) is not None
+
+
+class LineKeeper:
+    """Collects notable lines of one log, bounded; `lines()` returns them in file order."""
+
+    def __init__(self) -> None:
+        self._alert_head: list[LogLine] = []
+        self._alert_tail: deque[LogLine] = deque(maxlen=ALERT_TAIL)
+        self._context: deque[LogLine] = deque(maxlen=CONTEXT_TAIL)
+        self._in_traceback = False
+        self.alerts = 0
+
+    def offer(self, line: int, text: str, step: int | None) -> bool:
+        """Keep `text` if it matters (alert, traceback body, warning, timestamped); True when kept."""
+        text = text.rstrip()
+        body = strip_rank(text)
+        time, _ = parse_timestamp(body)
+        alert = self._traceback_part(body) or is_alert(body)
+        if not (alert or time is not None or _WARNING.search(body)):
+            return False
+        self.keep(LogLine(line, text, step, time), alert)
+        return True
+
+    def keep(self, entry: LogLine, alert: bool) -> None:
+        """Keep `entry` unconditionally, as an alert or as context."""
+        if not alert:
+            self._context.append(entry)
+            return
+        self.alerts += 1
+        if len(self._alert_head) < ALERT_HEAD:
+            self._alert_head.append(entry)
+        else:
+            self._alert_tail.append(entry)
+
+    def _traceback_part(self, body: str) -> bool:
+        if body.startswith("Traceback (most recent call last)"):
+            self._in_traceback = True
+            return True
+        if self._in_traceback:
+            # The indented frames belong to the traceback; the first unindented line is its message.
+            self._in_traceback = body[:1] in (" ", "\t")
+            return True
+        return False
+
+    def lines(self) -> list[LogLine]:
+        """Everything kept, in file order."""
+        merged = {entry.line: entry for entry in (*self._context, *self._alert_head, *self._alert_tail)}
+        return [merged[k] for k in sorted(merged)]

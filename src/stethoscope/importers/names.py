@@ -1,0 +1,81 @@
+"""Foreign metric names (CSV columns, TensorBoard tags, JSON keys) → the stethoscope vocabulary.
+
+Known spellings map onto `stethoscope.records` names; `train_x`/`x/train` become `train/x`,
+`val_x`/`eval_x`/`valid_x`/`x/val` become `eval/x`, `test_x` becomes `test/x`; anything else keeps
+its own name (surrounding blanks trimmed, inner blanks turned into `_`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from stethoscope.records import (
+    EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, PARAM_NORM, SAMPLES_PER_S, STEP_TIME, TFLOPS, TOKENS_PER_S,
+)
+
+EPOCH = "train/epoch"
+
+# Keys are normalized: lower case, blanks and dashes as underscores.
+_ALIASES = {
+    **dict.fromkeys(("loss", "train/loss", "train_loss", "training_loss", "loss/train", "lm_loss", "train/lm_loss",
+                     "reduced_train_loss", "trl"), LOSS),
+    **dict.fromkeys(("eval/loss", "eval_loss", "val/loss", "val_loss", "valid/loss", "valid_loss",
+                     "validation/loss", "validation_loss", "loss/val", "loss/valid", "loss/validation",
+                     "loss/eval", "val_loss_epoch", "lm_loss_validation", "tel"), EVAL_LOSS),
+    **dict.fromkeys(("lr", "learning_rate", "train/learning_rate", "train/lr", "opt/lr", "lr/train"), LR),
+    **dict.fromkeys(("grad_norm", "gradient_norm", "grad/norm", "train/grad_norm", "gnorm", "train/gnorm",
+                     "grad_norm/total"), GRAD_NORM),
+    **dict.fromkeys(("loss_scale", "amp/loss_scale", "train/loss_scale", "scaler/scale", "grad_scale"), LOSS_SCALE),
+    **dict.fromkeys(("iteration_time", "step_time_s", "perf/step_time_s", "train/step_time_s"), STEP_TIME),
+    **dict.fromkeys(("tokens_per_s", "tokens_per_sec", "tokens_per_second", "tok/s", "perf/tokens_per_s"),
+                    TOKENS_PER_S),
+    **dict.fromkeys(("samples_per_s", "samples_per_sec", "samples_per_second", "samples/sec",
+                     "perf/samples_per_s"), SAMPLES_PER_S),
+    **dict.fromkeys(("tflops", "perf/tflops"), TFLOPS),
+    **dict.fromkeys(("params_norm", "param_norm", "param/norm"), PARAM_NORM),
+    **dict.fromkeys(("epoch", "train/epoch"), EPOCH),
+    "lm_loss_validation_ppl": "eval/ppl",
+    "batch_size": "train/batch_size",
+    "num_zeros": "grad/num_zeros",
+    "eval_runtime": "eval/runtime_s",
+    "eval_samples_per_second": "eval/samples_per_s",
+    "eval_steps_per_second": "eval/steps_per_s",
+}
+
+_NAMESPACES = {"train": "train", "training": "train", "val": "eval", "valid": "eval", "validation": "eval",
+               "eval": "eval", "evaluation": "eval", "test": "test"}
+_PREFIX = re.compile(r"^(train|training|val|valid|validation|eval|evaluation|test)[_/](.+)$", re.IGNORECASE)
+_SUFFIX = re.compile(r"^([^/]+)/(train|training|val|valid|validation|eval|evaluation|test)$", re.IGNORECASE)
+# Lightning's LearningRateMonitor: lr-AdamW, lr-AdamW/pg1, lr-SGD-1 …
+_LR_MONITOR = re.compile(r"^lr[-_][A-Za-z][\w-]*?(?:/pg(\d+))?$")
+
+
+def normalize(raw: str) -> str:
+    """The lookup form of a name: trimmed, lower case, blanks and dashes as underscores."""
+    return "_".join(raw.strip().lower().replace("-", "_").split())
+
+
+def metric_name(raw: str, namespace: str | None = None) -> str:
+    """Our name for the foreign metric `raw`; `namespace` ("train"/"eval"/"test") applies to bare names."""
+    key = normalize(raw)
+    if namespace and f"{namespace}/{key}" in _ALIASES:
+        return _ALIASES[f"{namespace}/{key}"]
+    if key in _ALIASES:
+        return _ALIASES[key]
+    lr = _LR_MONITOR.match(raw.strip())
+    if lr:
+        return lr_group(int(lr.group(1) or 1) - 1)
+    clean = "_".join(raw.split())
+    split = _PREFIX.match(clean) or _SUFFIX.match(clean)
+    if split:
+        ns, rest = (split.group(1), split.group(2)) if split.re is _PREFIX else (split.group(2), split.group(1))
+        name = f"{_NAMESPACES[ns.lower()]}/{rest}"
+        return _ALIASES.get(normalize(name), name)
+    if namespace and "/" not in clean:
+        return f"{namespace}/{clean}"
+    return clean
+
+
+def lr_group(index: int) -> str:
+    """The LR series of parameter group `index` (0 is the plain `opt/lr`)."""
+    return LR if index <= 0 else f"{LR}/group{index}"
