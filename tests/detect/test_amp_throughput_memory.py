@@ -55,7 +55,7 @@ def test_rates_are_inverted_and_batch_ramp_up_is_normalised():
     assert f.step == 20
     times = [31.0] * 10 + [62.0] * 10
     batch = [80.0] * 10 + [160.0] * 10
-    assert not replay(ThroughputDetector(), make_records(range(20), STEP_TIME=times, BATCH_SIZE=batch))
+    assert not replay(ThroughputDetector(), make_records(range(20), STEP_TIME=times, GLOBAL_BATCH_SIZE=batch))
 
 
 def test_memory_leak_and_pressure():

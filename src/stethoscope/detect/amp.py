@@ -1,10 +1,10 @@
-"""fp16 dynamic loss scale: collapse (scale at or below `min_loss_scale`) and overflow storms.
+"""fp16 dynamic loss scale: collapse (scale fallen to `min_loss_scale` or below it) and overflow storms.
 
 A scaler halves the scale on every overflowing step and doubles it after a quiet window, so an
 occasional halving is routine. `loss_scale_storm_halvings` halvings within
 `loss_scale_storm_steps` steps are an overflow storm (warning: the gradients overflow step after
-step); a scale at or below `min_loss_scale` (default 1) has collapsed (error: every step is being
-skipped; OPT-175B restarted from a checkpoint whose scale was still >= 1). One incident per storm;
+step); a scale below `min_loss_scale` (default 1), or fallen to it, has collapsed (error: every step is
+being skipped; a scale that sits at 1.0 from the first record is bf16/fp32 printing a unit scale; OPT-175B restarted from a checkpoint whose scale was still >= 1). One incident per storm;
 it ends when the scale has doubled back above where the storm took it.
 """
 
@@ -57,7 +57,7 @@ class LossScaleDetector:
         cfg = self.config
         window = [(s, h) for s, h in self._drops if step - s < cfg.loss_scale_storm_steps]
         halvings = sum(h for _, h in window)
-        collapsed = scale <= cfg.min_loss_scale
+        collapsed = scale < cfg.min_loss_scale or (scale == cfg.min_loss_scale and halvings > 0)
         if not collapsed and halvings < cfg.loss_scale_storm_halvings - 1e-9:
             return []
         start = window[0][0] if window else step
@@ -74,7 +74,7 @@ class LossScaleDetector:
         if scale < inc["low"]:
             inc["halvings"] += math.log2(inc["low"] / scale) if scale > 0 else 64.0
             inc["low"] = scale
-            if scale <= self.config.min_loss_scale and not inc["collapsed"]:
+            if scale <= self.config.min_loss_scale and not inc["collapsed"]:  # it fell there
                 inc["collapsed"] = True
                 out.append(self._finding(inc))
             return out

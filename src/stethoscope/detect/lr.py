@@ -221,9 +221,9 @@ class LrDetector:
         if e.kind == "restart":
             msg = (f"LR schedule restarted at step {e.step} ({_fmt(before)} -> {_fmt(after)}): "
                    "a resume with a fresh schedule; loss jumps right after it are expected")
-            return self._make(e.step, "info", msg, ev)
+            return self._make(e.step, "info", msg, {**ev, "reset": True})
         if e.kind == "resume":
-            return self._make(e.step, "info", f"steps went back to {e.step}: the run was resumed", ev)
+            return self._make(e.step, "info", f"steps went back to {e.step}: the run was resumed", {**ev, "reset": True})
         if e.kind == "jump":
             rel = (after - before) / before if before else float("inf")
             ev["relative_change"] = rel

@@ -209,7 +209,7 @@ class SpikeDetector:
         ratio = inc["peak"] / inc["level"]
         ev = {
             "level": inc["level"], "first": inc["first"], "peak": inc["peak"], "peak_step": inc["peak_step"],
-            "ratio": ratio, "sigma": inc["sigma"], "history": inc["n"],
+            "ratio": ratio, "sigma": inc["sigma"], "history": inc["n"], "records": inc["elevated"],
         }
         if inc["escalated"]:
             sev = "error" if inc["loss_followed"] else "warning"

@@ -16,7 +16,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.stats import Window, shrunk_sigma
-from stethoscope.records import BATCH_SIZE, MFU, SAMPLES_PER_S, STEP_TIME, TFLOPS, TOKENS_PER_S, Finding, StepRecord
+from stethoscope.records import GLOBAL_BATCH_SIZE, MFU, SAMPLES_PER_S, STEP_TIME, TFLOPS, TOKENS_PER_S, Finding, StepRecord
 
 SERIES = (STEP_TIME, TOKENS_PER_S, SAMPLES_PER_S, TFLOPS, MFU)  # first present wins; rates are inverted
 _LEVEL_N = 16
@@ -81,8 +81,11 @@ class ThroughputDetector:
             return None
         if name != STEP_TIME:
             return 1.0 / v
-        batch = values.get(BATCH_SIZE)  # batch-size ramp-up: compare the time per sample
-        return v / batch if batch is not None and math.isfinite(batch) and batch > 0 else v
+        batch = values.get(GLOBAL_BATCH_SIZE)  # batch-size ramp-up: compare the time per sample
+        if batch is not None and math.isfinite(batch) and batch > 0:
+            s["batch"] = batch  # logs may give it only when it changes: it holds until the next one
+        batch = s.get("batch")
+        return v / batch if batch else v
 
     # -- detection --------------------------------------------------------------------------------
     def _check(self, step: int, t: float) -> list[Finding]:
