@@ -1,4 +1,5 @@
-"""The lines of a text log that carry no metrics but matter: errors, tracebacks, timestamped notes.
+"""The lines of a text log that carry no metrics but matter: errors, tracebacks, timestamped notes,
+warnings, checkpoints, restarts, GC pauses.
 
 `LineKeeper` keeps them within a bound: every alert line (errors, tracebacks, NCCL/CUDA/ECC
 trouble) up to ALERT_HEAD first + ALERT_TAIL last, and the last CONTEXT_TAIL other notable lines.
@@ -22,7 +23,10 @@ _ALERT = re.compile(
     r"uncorrectable ECC|ECC error|\bOOM\b|Killed|SIG(?:TERM|KILL|ABRT|SEGV|BUS|INT|HUP)\b|Segmentation fault|"
     r"core dumped|Watchdog|[Tt]imed out|[Tt]imeout\b|FAILED|[Ff]atal|terminate called|what\(\):|^frame #\d+|"
     r"OVERFLOW|[Oo]verflow|\b[Hh]ung\b|\b[Hh]ang(?:s|ing)?\b")
-_WARNING = re.compile(r"WARN|[Ww]arning")
+# Not trouble by themselves, but what a diagnosis wants next to the metrics: warnings, checkpoints,
+# restarts, GC pauses, skips, stalls.
+_CONTEXT = re.compile(r"WARN|[Ww]arning|[Cc]heckpoint|[Ss]aving|[Ss]aved|[Rr]esum|[Rr]estart|\bGC\b|[Gg]arbage|"
+                      r"collected \d+ objects|[Ss]kipp|[Ss]tall|[Ss]traggl|[Pp]reempt|[Ee]xiting|[Tt]erminat")
 _TIMESTAMP = re.compile(
     r"^\[?(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?\s?(Z|[+-]\d{2}:?\d{2})?\]?")
 # Launcher prefixes in front of every line: torchrun `[default7]:` / `[rank0]:`, mpirun `[1,0]<stdout>:`.
@@ -77,7 +81,7 @@ class LineKeeper:
         body = strip_rank(text)
         time, _ = parse_timestamp(body)
         alert = self._traceback_part(body) or is_alert(body)
-        if not (alert or time is not None or _WARNING.search(body)):
+        if not (alert or time is not None or _CONTEXT.search(body)):
             return False
         self.keep(LogLine(line, text, step, time), alert)
         return True

@@ -38,7 +38,7 @@ from stethoscope.importers.loglines import LineKeeper, parse_timestamp, strip_ra
 from stethoscope.importers.names import normalize
 from stethoscope.errors import InputError
 from stethoscope.importers.source import check_file, is_text
-from stethoscope.importers.table import Layout, PointTable, gc_paused
+from stethoscope.importers.table import Layout, PointTable, describe, gc_paused
 from stethoscope.records import (
     CUDA_ALLOCATED, CUDA_PEAK, CUDA_RESERVED, DATA_WAIT, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, NAN_ITERS,
     PARAM_NORM, SAMPLES_PER_S, SKIPPED, STEP_TIME, TFLOPS,
@@ -379,7 +379,7 @@ class _Reader:
                                             "shows a non-zero grad norm (old Megatron-DeepSpeed under pipeline "
                                             "parallelism printed 0), so they are not real zeros")
         points, rejected = self.table.build(rename)
-        self.warnings += [f"{self.path}:{r.origin}: {r.name} value {r.raw!r} is not a number" for r in rejected]
+        self.warnings += describe(rejected, lambda line: f"{self.path}:{line}")
         if any(key in self.fields_seen for key in ("lm_loss", "samples/sec")):
             self.meta["dialect"] = "gpt-neox"
         self.meta["fields"] = list(self.fields_seen)

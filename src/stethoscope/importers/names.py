@@ -1,7 +1,7 @@
 """Foreign metric names (CSV columns, TensorBoard tags, JSON keys) → the stethoscope vocabulary.
 
 Known spellings map onto `stethoscope.records` names; `train_x`/`x/train` become `train/x`,
-`val_x`/`eval_x`/`valid_x`/`x/val` become `eval/x`, `test_x` becomes `test/x`; anything else keeps
+`val_x`/`eval_x`/`valid_x`/`x/val` become `eval/x`, `test_x`/`predict_x` become `test/x`; anything else keeps
 its own name (surrounding blanks trimmed, inner blanks turned into `_`).
 """
 
@@ -35,16 +35,17 @@ _ALIASES = {
     **dict.fromkeys(("params_norm", "param_norm", "param/norm"), PARAM_NORM),
     **dict.fromkeys(("epoch", "train/epoch"), EPOCH),
     "lm_loss_validation_ppl": "eval/ppl",
+    "consumed_samples": "train/consumed_samples",
     "batch_size": "train/batch_size",
     "num_zeros": "grad/num_zeros",
-    "eval_runtime": "eval/runtime_s",
-    "eval_samples_per_second": "eval/samples_per_s",
-    "eval_steps_per_second": "eval/steps_per_s",
 }
+# Units spelled out where the source left them implicit (HF: eval_runtime, eval_samples_per_second …).
+_UNITS = {"runtime": "runtime_s", "samples_per_second": "samples_per_s", "steps_per_second": "steps_per_s"}
 
 _NAMESPACES = {"train": "train", "training": "train", "val": "eval", "valid": "eval", "validation": "eval",
-               "eval": "eval", "evaluation": "eval", "test": "test"}
-_PREFIX = re.compile(r"^(train|training|val|valid|validation|eval|evaluation|test)[_/](.+)$", re.IGNORECASE)
+               "eval": "eval", "evaluation": "eval", "test": "test", "predict": "test"}
+_PREFIX = re.compile(r"^(train|training|val|valid|validation|eval|evaluation|test|predict)[_/](.+)$",
+                     re.IGNORECASE)
 _SUFFIX = re.compile(r"^([^/]+)/(train|training|val|valid|validation|eval|evaluation|test)$", re.IGNORECASE)
 # Lightning's LearningRateMonitor: lr-AdamW, lr-AdamW/pg1, lr-SGD-1 …
 _LR_MONITOR = re.compile(r"^lr[-_][A-Za-z][\w-]*?(?:/pg(\d+))?$")
@@ -69,7 +70,7 @@ def metric_name(raw: str, namespace: str | None = None) -> str:
     split = _PREFIX.match(clean) or _SUFFIX.match(clean)
     if split:
         ns, rest = (split.group(1), split.group(2)) if split.re is _PREFIX else (split.group(2), split.group(1))
-        name = f"{_NAMESPACES[ns.lower()]}/{rest}"
+        name = f"{_NAMESPACES[ns.lower()]}/{_UNITS.get(rest.lower(), rest)}"
         return _ALIASES.get(normalize(name), name)
     if namespace and "/" not in clean:
         return f"{namespace}/{clean}"

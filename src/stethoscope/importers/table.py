@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain, compress, repeat
 from operator import is_not, itemgetter, mul
@@ -129,6 +129,20 @@ class PointTable:
             if number is None:
                 rejected.append(Rejected(origin, name, item))
         return values, keep
+
+
+def describe(rejected: list[Rejected], where: Callable[[int], str]) -> list[str]:
+    """One warning per metric name for values that were not numbers: the first place and a count."""
+    first: dict[str, Rejected] = {}
+    counts: dict[str, int] = {}
+    for r in rejected:
+        first.setdefault(r.name, r)
+        counts[r.name] = counts.get(r.name, 0) + 1
+    out = []
+    for name, r in first.items():
+        more = f" (and {counts[name] - 1} more)" if counts[name] > 1 else ""
+        out.append(f"{where(r.origin)}: {name} value {r.raw!r} is not a number; left out{more}")
+    return out
 
 
 def to_float(item: object) -> float | None:

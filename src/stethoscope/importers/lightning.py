@@ -1,0 +1,112 @@
+"""PyTorch Lightning CSVLogger `metrics.csv` (+ the `hparams.yaml` beside it, into meta).
+
+CSVLogger writes one wide, sparse table: a row per logging call, empty cells for the metrics that
+call did not log. `x_step` columns are the per-step values (named `x`), `x_epoch` columns the epoch
+aggregates (kept as `x_epoch`); `lr-AdamW[/pgN]` is the LearningRateMonitor. Steps are the `step`
+column (Lightning's global step, from 0).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+from stethoscope.errors import InputError
+from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.names import EPOCH, metric_name
+from stethoscope.importers.source import is_text, read_text
+from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
+
+NAME = "lightning_csv"
+_HPARAM = re.compile(r"^([A-Za-z_][\w.-]*):\s*(.*?)\s*$")
+
+
+class LightningCSVImporter:
+    """`metrics.csv` written by Lightning's CSVLogger."""
+
+    name = NAME
+
+    def sniff(self, path: Path, head: str) -> bool:
+        if not is_text(head) or not path.name.endswith("metrics.csv"):
+            return False
+        header = next(csv.reader(io.StringIO(head.partition("\n")[0])), [])
+        return "step" in header
+
+    def read(self, path: Path) -> ImportedRun:
+        rows = csv.reader(io.StringIO(read_text(path)))
+        header = next(rows, None)
+        if not header or "step" not in header:
+            raise InputError(path, "expected a CSVLogger header with a `step` column", line=1)
+        with gc_paused():
+            table, warnings = _read_rows(path, header, rows)
+            points, rejected = table.build()
+        warnings += describe(rejected, lambda line: f"{path}:{line}")
+        meta: dict[str, Any] = {"columns": header}
+        hparams = read_hparams(path.parent / "hparams.yaml")
+        if hparams:
+            meta["hparams"] = hparams
+        return ImportedRun(str(path), NAME, points, meta, warnings)
+
+
+def _read_rows(path: Path, header: list[str], rows: Any) -> tuple[PointTable, list[str]]:
+    table = PointTable()
+    step_at = header.index("step")
+    columns = [(i, column_name(c)) for i, c in enumerate(header) if i != step_at]
+    warnings: list[str] = []
+    last_epoch: tuple[int, float] | None = None
+    for line, row in enumerate(rows, 2):
+        step = _int(row[step_at]) if len(row) > step_at else None
+        if step is None:
+            if any(cell.strip() for cell in row):
+                warnings.append(f"{path}:{line}: no integer `step`; row left out")
+            continue
+        values = {name: row[i] for i, name in columns if i < len(row) and row[i] != ""}
+        epoch = to_float(values.get(EPOCH))
+        if epoch is not None and (step, epoch) == last_epoch:
+            del values[EPOCH]  # Lightning repeats the epoch on every row of a step
+        last_epoch = (step, epoch) if epoch is not None else last_epoch
+        table.add_values(line, step, None, values)
+    return table, warnings
+
+
+def column_name(column: str) -> str:
+    """Our name for a CSVLogger column (`train_loss_step` → train/loss, `val_loss` → eval/loss …)."""
+    if column.endswith("_step") and column != "_step":
+        column = column[: -len("_step")]
+    return metric_name(column)
+
+
+def _int(cell: str) -> int | None:
+    number = to_float(cell)
+    return int(number) if number is not None and number.is_integer() else None
+
+
+def read_hparams(path: Path) -> dict[str, Any]:
+    """The top-level `key: value` lines of a simple YAML file (no PyYAML needed); {} when absent."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return {}
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        m = _HPARAM.match(line)
+        if m and m.group(2) not in ("", "|", ">"):
+            out[m.group(1)] = _scalar(m.group(2))
+    return out
+
+
+def _scalar(text: str) -> Any:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("null", "~", "none"):
+        return None
+    number = to_float(text)
+    if number is None:
+        return text
+    return int(number) if number.is_integer() and "." not in text and "e" not in lowered else number

@@ -1,0 +1,135 @@
+"""Which importer reads a file, and reading every known log under a path.
+
+The order of `default_importers()` is the sniffing order: formats recognised by name or by an
+unmistakable structure first, the text dialects (whose regexes could match a stray line) last.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from stethoscope.errors import InputError
+from stethoscope.importers.base import ImportedRun, Importer, iter_names
+from stethoscope.importers.fairseq import FairseqImporter
+from stethoscope.importers.hf import HFTrainerStateImporter
+from stethoscope.importers.lightning import LightningCSVImporter
+from stethoscope.importers.megatron import MegatronImporter
+from stethoscope.importers.source import HEAD_BYTES, check_file, read_head
+from stethoscope.importers.tabular import CSVImporter, JSONLImporter
+from stethoscope.importers.tensorboard import TensorBoardImporter
+from stethoscope.importers.textlog import TextLogImporter
+
+logger = logging.getLogger(__name__)
+
+# A second, longer look for text logs whose first metric line comes after a long preamble.
+LONG_HEAD_BYTES = 8 * 1024 * 1024
+MAX_FILES = 10_000
+MAX_DEPTH = 8
+_SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", ".git", ".venv", "venv", ".ipynb_checkpoints"}
+_CANDIDATE = re.compile(r"^(?:trainer_state\.json|.*metrics\.csv|events\.out\.tfevents\..*|"
+                        r".*\.(?:log|txt|jsonl|ndjson|csv|tsv|out|err))$", re.IGNORECASE)
+_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
+
+
+def default_importers() -> list[Importer]:
+    """Fresh instances of every importer, in sniffing order."""
+    return [HFTrainerStateImporter(), TensorBoardImporter(), LightningCSVImporter(), CSVImporter(),
+            JSONLImporter(), MegatronImporter(), FairseqImporter(), TextLogImporter()]
+
+
+def sniff_format(path: Path, importers: Sequence[Importer] | None = None) -> Importer:
+    """The importer that reads `path`; InputError naming the formats tried when none does."""
+    importers = default_importers() if importers is None else importers
+    check_file(path)
+    if path.stat().st_size == 0:
+        raise InputError(path, "empty file: nothing to import")
+    head = read_head(path)
+    found = _first(path, head, importers)
+    if found is None and path.stat().st_size > HEAD_BYTES:
+        found = _first(path, read_head(path, LONG_HEAD_BYTES), importers)
+    if found is None:
+        raise InputError(path, f"no known log format (tried: {', '.join(iter_names(importers))})")
+    return found
+
+
+def _first(path: Path, head: str, importers: Sequence[Importer]) -> Importer | None:
+    return next((imp for imp in importers if imp.sniff(path, head)), None)
+
+
+def read_any(path: Path, importers: Sequence[Importer] | None = None) -> list[ImportedRun]:
+    """Every run read from `path`: one for a file; for a directory, one per known log file found in it
+    (recursively), in path order. InputError when nothing there can be read."""
+    path = Path(path)
+    importers = default_importers() if importers is None else importers
+    if not path.is_dir():
+        return [sniff_format(path, importers).read(path)]
+    runs: list[ImportedRun] = []
+    tried: list[str] = []
+    for candidate in log_files(path):
+        try:
+            importer = sniff_format(candidate, importers)
+        except InputError as exc:
+            tried.append(f"{candidate.relative_to(path)} ({exc.problem})")
+            continue
+        runs.append(_read_one(importer, candidate))
+    if not runs:
+        looked = "; ".join(tried[:20]) if tried else "no candidate files (trainer_state.json, metrics.csv, " \
+                                                    "events.out.tfevents.*, *.log, *.txt, *.jsonl, *.csv)"
+        raise InputError(path, f"no known log found in this directory: {looked}")
+    return runs
+
+
+def _read_one(importer: Importer, path: Path) -> ImportedRun:
+    # One unreadable file must not hide the others: it comes back as an empty run that says why.
+    try:
+        return importer.read(path)
+    except InputError as exc:
+        logger.warning("%s", exc)
+        return ImportedRun(str(path), importer.name, warnings=[str(exc)])
+
+
+def log_files(root: Path) -> list[Path]:
+    """Candidate log files under `root`, sorted; hidden and tool folders are skipped, and of an HF output
+    folder's trainer_state.json snapshots only the newest is kept."""
+    found = sorted(_walk(root))
+    return _drop_checkpoint_snapshots(found)
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    count = 0
+    for folder, dirs, files in os.walk(root):
+        depth = len(Path(folder).relative_to(root).parts)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS and depth < MAX_DEPTH)
+        for name in sorted(files):
+            if _CANDIDATE.match(name):
+                count += 1
+                if count > MAX_FILES:
+                    logger.warning("%s: more than %d candidate files; the rest are not read", root, MAX_FILES)
+                    return
+                yield Path(folder) / name
+
+
+def _drop_checkpoint_snapshots(paths: list[Path]) -> list[Path]:
+    """HF saves trainer_state.json into every checkpoint-N/ as a prefix of the final one: keep the
+    folder's own file if it has one, else the highest N."""
+    states = [p for p in paths if p.name == "trainer_state.json"]
+    keep: dict[Path, Path] = {}
+    for state in states:
+        m = _CHECKPOINT_DIR.match(state.parent.name)
+        owner = state.parent.parent if m else state.parent
+        current = keep.get(owner)
+        if current is None or _rank(state) > _rank(current):
+            keep[owner] = state
+    dropped = set(states) - set(keep.values())
+    if dropped:
+        logger.info("skipping %d checkpoint snapshots of trainer_state.json", len(dropped))
+    return [p for p in paths if p not in dropped]
+
+
+def _rank(state: Path) -> float:
+    m = _CHECKPOINT_DIR.match(state.parent.name)
+    return float(m.group(1)) if m else float("inf")

@@ -1,0 +1,224 @@
+"""Generic tables of metrics: CSV (W&B history exports included) and JSON lines.
+
+CSV: the step is the first of `_step`/`step`/`Step`/`global_step`/`iteration`/`iter`/`num_updates`
+columns, else the row index (from 0, noted in meta); `_timestamp`/`timestamp`/`wall_time` is the time.
+W&B's `_runtime` becomes `perf/elapsed_s`; its panel exports (`run - metric`, `metric__MIN/__MAX`
+columns) keep the metric and leave out the min/max bands. Other numeric columns keep their names
+(mapped onto our vocabulary where we know them); text columns are left out.
+JSONL: one object per line, with a step key (as above, or fairseq's `num_updates`); numbers written
+as strings (fairseq) are read as numbers; bare NaN/Infinity are accepted; nested objects flatten
+to `a/b`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from stethoscope.errors import InputError
+from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.fairseq import fairseq_name
+from stethoscope.importers.names import metric_name
+from stethoscope.importers.source import is_text, read_text
+from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
+
+CSV_NAME = "csv"
+JSONL_NAME = "jsonl"
+STEP_KEYS = ("_step", "step", "global_step", "trainer/global_step", "iteration", "iter", "it", "num_updates")
+TIME_KEYS = ("_timestamp", "timestamp", "wall_time", "walltime", "unix_time")
+_KNOWN = {"_runtime": "perf/elapsed_s"}
+_WANDB_RUN = re.compile(r"^.+? - (.+)$")
+_METRICISH = re.compile(r"loss|acc|lr|learning|norm|epoch|perplex|ppl|score|f1|bleu|wer|reward|throughput",
+                        re.IGNORECASE)
+
+
+def step_key(keys: list[str]) -> str | None:
+    """The key that holds the step among `keys` (case-insensitive), or None."""
+    lowered = {k.strip().lower(): k for k in keys}
+    return next((lowered[k] for k in STEP_KEYS if k in lowered), None)
+
+
+def time_key(keys: list[str]) -> str | None:
+    lowered = {k.strip().lower(): k for k in keys}
+    return next((lowered[k] for k in TIME_KEYS if k in lowered), None)
+
+
+def unix_time(value: Any) -> float | None:
+    """Unix seconds from a number (seconds or milliseconds) or an ISO-8601 string; naive = UTC."""
+    number = to_float(value)
+    if number is not None:
+        return number / 1000.0 if number > 1e11 else number
+    if not isinstance(value, str):
+        return None
+    try:
+        stamp = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)).timestamp()
+
+
+# -- CSV ------------------------------------------------------------------------------------------
+class CSVImporter:
+    """A CSV table of metrics with a header row (W&B history exports, hand-written logs)."""
+
+    name = CSV_NAME
+
+    def sniff(self, path: Path, head: str) -> bool:
+        if not is_text(head) or path.suffix.lower() not in (".csv", ".tsv"):
+            return False
+        header = _header(head.partition("\n")[0])
+        return len(header) >= 1 and (step_key(header) is not None or any(_METRICISH.search(h) for h in header))
+
+    def read(self, path: Path) -> ImportedRun:
+        text = read_text(path)
+        first = text.partition("\n")[0]
+        rows = csv.reader(io.StringIO(text), delimiter="\t" if "\t" in first and "," not in first else ",")
+        header = next(rows, None)
+        if not header:
+            raise InputError(path, "empty CSV: expected a header row", line=1)
+        with gc_paused():
+            table, meta, warnings = _read_csv(path, header, rows)
+            points, rejected = table.build()
+        warnings += describe(rejected, lambda line: f"{path}:{line}")
+        return ImportedRun(str(path), CSV_NAME, points, meta, warnings)
+
+
+def _header(line: str) -> list[str]:
+    delimiter = "\t" if "\t" in line and "," not in line else ","
+    return next(csv.reader(io.StringIO(line), delimiter=delimiter), [])
+
+
+def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dict[str, Any], list[str]]:
+    table = PointTable()
+    step_col, time_col = step_key(header), time_key(header)
+    step_at = header.index(step_col) if step_col else None
+    time_at = header.index(time_col) if time_col else None
+    columns, skipped = _columns(header, {step_at, time_at})
+    meta: dict[str, Any] = {"dialect": "wandb" if "_step" in header or "_runtime" in header else "csv",
+                            "columns": header}
+    if skipped:
+        meta["skipped_columns"] = skipped
+    if step_at is None:
+        meta["notes"] = {"step": "no step column: the step is the row index, from 0"}
+    warnings: list[str] = []
+    for index, row in enumerate(rows):
+        line = index + 2
+        step = index if step_at is None else _step(row, step_at)
+        if step is None:
+            if any(cell.strip() for cell in row):
+                warnings.append(f"{path}:{line}: no integer step in column {step_col!r}; row left out")
+            continue
+        when = unix_time(row[time_at]) if time_at is not None and time_at < len(row) else None
+        table.add_values(line, step, when, {name: row[i] for i, name in columns if i < len(row) and row[i].strip()})
+    return table, meta, warnings
+
+
+def _columns(header: list[str], taken: set[int | None]) -> tuple[list[tuple[int, str]], list[str]]:
+    columns: list[tuple[int, str]] = []
+    skipped: list[str] = []
+    for i, column in enumerate(header):
+        if i in taken:
+            continue
+        if column.endswith("__MIN") or column.endswith("__MAX") or column.startswith("_") and column not in _KNOWN:
+            skipped.append(column)
+            continue
+        wandb = _WANDB_RUN.match(column)
+        columns.append((i, _KNOWN.get(column) or metric_name(wandb.group(1) if wandb else column)))
+    return columns, skipped
+
+
+def _step(row: list[str], at: int) -> int | None:
+    number = to_float(row[at]) if at < len(row) else None
+    return int(number) if number is not None and number.is_integer() else None
+
+
+# -- JSON lines -----------------------------------------------------------------------------------
+class JSONLImporter:
+    """One JSON object per line, each with a step key (`step`, `_step`, `iteration`, `num_updates` …)."""
+
+    name = JSONL_NAME
+
+    def sniff(self, path: Path, head: str) -> bool:
+        if not is_text(head):
+            return False
+        lines = [ln for ln in head.splitlines()[:20] if ln.strip()]
+        if not lines or not lines[0].lstrip().startswith("{"):
+            return False
+        first = _object(lines[0])
+        return first is not None and (step_key(list(first)) is not None or len(lines) > 1 and
+                                      any(to_float(v) is not None for v in first.values()))
+
+    def read(self, path: Path) -> ImportedRun:
+        with gc_paused():
+            table, meta, warnings = _read_jsonl(path, read_text(path).splitlines())
+            points, rejected = table.build()
+        warnings += describe(rejected, lambda line: f"{path}:{line}")
+        return ImportedRun(str(path), JSONL_NAME, points, meta, warnings)
+
+
+def _object(line: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(line)  # the default parser: bare NaN/Infinity are fine
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any], list[str]]:
+    table = PointTable()
+    warnings: list[str] = []
+    meta: dict[str, Any] = {"dialect": "jsonl"}
+    names: dict[str, str] = {}
+    stepless = 0
+    for line, text in enumerate(lines, 1):
+        if not text.strip():
+            continue
+        record = _object(text)
+        if record is None:
+            warnings.append(f"{path}:{line}: not a JSON object; line left out")
+            continue
+        flat = _flatten(record)
+        key = step_key(list(flat))
+        step = _step_value(flat.pop(key)) if key else None
+        if step is None:
+            stepless += 1
+            continue
+        fairseq = key == "num_updates"
+        if fairseq:
+            meta["dialect"] = "fairseq"
+        tkey = time_key(list(flat))
+        when = unix_time(flat.pop(tkey)) if tkey else None
+        table.add_values(line, step, when, {_name(names, k, fairseq): v for k, v in flat.items() if _is_value(v)})
+    if stepless:
+        warnings.append(f"{path}: {stepless} lines without a step key ({', '.join(STEP_KEYS)}); left out")
+    return table, meta, warnings
+
+
+def _flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}/"))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _step_value(value: Any) -> int | None:
+    number = to_float(value)
+    return int(number) if number is not None and number.is_integer() else None
+
+
+def _is_value(value: Any) -> bool:
+    return to_float(value) is not None
+
+
+def _name(cache: dict[str, str], key: str, fairseq: bool) -> str:
+    if key not in cache:
+        cache[key] = _KNOWN.get(key) or (fairseq and fairseq_name(key)) or metric_name(key)
+    return cache[key]

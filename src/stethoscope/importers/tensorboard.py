@@ -1,0 +1,136 @@
+"""TensorBoard event files (`events.out.tfevents.*`), every scalar point of every tag.
+
+Read record by record with tensorboard's own loader: never through `EventAccumulator`'s defaults,
+which silently keep only 10,000 points per tag. Both scalar kinds are read: `simple_value`
+(tf1, torch's SummaryWriter, tensorboardX) and scalar tensors of the `scalars` plugin (tf2, whose
+plugin metadata comes only with a tag's first event). Tags map onto our names (`train/loss`, `loss`,
+`Loss/train`, Megatron's `lm loss`, `learning-rate` …); Megatron's `… vs samples`/`… vs tokens` tags
+count in samples or tokens, not steps, and are left out. tensorboard is imported only here, when a
+file is read (the `tensorboard` extra).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from stethoscope.errors import InputError
+from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.names import metric_name
+from stethoscope.importers.source import check_file
+from stethoscope.importers.table import PointTable, describe, gc_paused
+
+NAME = "tensorboard"
+_RECORD_OVERHEAD = 16  # length (8) + length crc (4) + data crc (4)
+_OTHER_AXIS = (" vs samples", " vs tokens", " vs steps")
+
+
+class TensorBoardImporter:
+    """`events.out.tfevents.*` files."""
+
+    name = NAME
+
+    def sniff(self, path: Path, head: str) -> bool:
+        return "tfevents" in path.name
+
+    def read(self, path: Path) -> ImportedRun:
+        check_file(path)
+        loader, event_pb2 = _tensorboard(path)
+        reader = _Reader(path)
+        try:
+            with gc_paused():
+                for raw in loader.RawEventFileLoader(str(path)).Load():
+                    reader.record(raw, event_pb2.Event.FromString)
+        except OSError as exc:
+            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+        return reader.result()
+
+
+def _tensorboard(path: Path) -> tuple[Any, Any]:
+    try:
+        from tensorboard.backend.event_processing import event_file_loader
+        from tensorboard.compat.proto import event_pb2
+    except ImportError:
+        raise InputError(path, "reading TensorBoard event files needs the tensorboard package: "
+                               "pip install 'stethoscope[tensorboard]'") from None
+    return event_file_loader, event_pb2
+
+
+class _Reader:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.table = PointTable()
+        self.consumed = 0
+        self.records = 0
+        self.plugins: dict[str, str] = {}
+        self.names: dict[str, str | None] = {}
+        self.other: dict[str, int] = {}
+        self.warnings: list[str] = []
+
+    def record(self, raw: bytes, parse: Any) -> None:
+        self.consumed += len(raw) + _RECORD_OVERHEAD
+        self.records += 1
+        try:
+            event = parse(raw)
+        except Exception as exc:  # protobuf's DecodeError has no stable import path across versions
+            self.warnings.append(f"{self.path}: record {self.records} is not a valid event ({exc}); skipped")
+            return
+        for value in event.summary.value:
+            number = self._scalar(value)
+            if number is not None:
+                name = self._name(value.tag)
+                if name is not None:
+                    self.table.add(self.records, event.step, event.wall_time or None, name, number)
+
+    def _scalar(self, value: Any) -> float | None:
+        if value.HasField("metadata") and value.metadata.plugin_data.plugin_name:
+            self.plugins[value.tag] = value.metadata.plugin_data.plugin_name
+        kind = value.WhichOneof("value")
+        if kind == "simple_value":
+            return value.simple_value
+        if kind != "tensor" or self.plugins.get(value.tag) != "scalars":
+            if kind:
+                self.other[value.tag] = self.other.get(value.tag, 0) + 1
+            return None
+        return tensor_scalar(value.tensor)
+
+    def _name(self, tag: str) -> str | None:
+        if tag not in self.names:
+            self.names[tag] = None if tag.endswith(_OTHER_AXIS) else metric_name(tag)
+        return self.names[tag]
+
+    def result(self) -> ImportedRun:
+        size = self.path.stat().st_size
+        if self.consumed < size:
+            self.warnings.append(f"{self.path}: the last {size - self.consumed} bytes (from byte {self.consumed}) "
+                                 "are a truncated or corrupt record; read up to there")
+        points, rejected = self.table.build()
+        self.warnings += describe(rejected, lambda record: f"{self.path}: record {record}")
+        meta: dict[str, Any] = {"tags": {t: n for t, n in self.names.items() if n is not None}, "events": self.records}
+        skipped = [t for t, n in self.names.items() if n is None]
+        if skipped:
+            meta["skipped_tags"] = {t: "counted in samples/tokens, not steps" for t in skipped}
+        if self.other:
+            meta["non_scalar_tags"] = sorted(self.other)
+        return ImportedRun(str(self.path), NAME, points, meta, self.warnings)
+
+
+def tensor_scalar(tensor: Any) -> float | None:
+    """The number in a one-element TensorProto, or None (not a scalar, not numeric)."""
+    if tensor.float_val:
+        return tensor.float_val[0]
+    if tensor.double_val:
+        return tensor.double_val[0]
+    if tensor.int64_val:
+        return float(tensor.int64_val[0])
+    if tensor.int_val and tensor.dtype != 10:  # DT_BOOL stores in int_val too
+        return float(tensor.int_val[0])
+    from tensorboard.util import tensor_util
+
+    try:
+        array = tensor_util.make_ndarray(tensor)
+    except (TypeError, ValueError):
+        return None
+    if array.size != 1 or array.dtype.kind not in "fiu":
+        return None
+    return float(array.reshape(-1)[0])

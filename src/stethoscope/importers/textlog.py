@@ -1,0 +1,311 @@
+"""Plain-text training logs of the small-and-popular trainers, one regex dialect each.
+
+    nanogpt          iter 3010: loss 2.8811, time 98.12ms, mfu 30.12%   |  step 3000: train loss 2.85, val loss 2.87
+    litgpt           iter 7 step 1: loss 1.12, iter time: 1819.72ms (optimizer.step)  |  iter 1: loss 11.07,
+                     time: 13381.00ms, speed: 306 toks/s/device  |  Epoch 1 | iter 8 step 1 | loss train: 1.234,
+                     val: n/a | iter time: 100.00 ms (step)  |  iter 100: val loss 1.9, val time: 1234.00 ms
+    llmc             step    1/18865 | train loss 11.009302 | norm 15.3942 | lr 8.57e-07 | (80.05 ms | 6546 tok/s)
+                     s:0 trl:11.0091 lr:0.000001 norm:15.37  |  s:0 tel:11.0092  (main.log)
+    modded_nanogpt   step:125/3200 train_loss:4.5 train_time:15807ms step_avg:137.46ms  (val_loss:… too)
+    nanochat         step 00020/13920 (0.14%) | loss: 6.73 | lrm: 1.00 | dt: 1350.44ms | tok/sec: 388,235 | mfu: 24.27
+    progress         Epoch 0:   6%|██  | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6, global_step=3.2e+4]
+
+Steps are the log's own counters (nanoGPT/litgpt: the iteration, llm.c main.log from 0, its stdout
+from 1). Known non-problems are not turned into points: modded-nanogpt's `step_avg:nanms` (a division
+by zero before timing starts) and nanoGPT's `mfu -100.00%` (not measured yet). A line that is a
+tqdm bar and something else (an NCCL error glued on without a newline) gives both the metrics and
+a log line; `\\r`-separated bar updates are read one by one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.loglines import LineKeeper, parse_timestamp, strip_rank
+from stethoscope.importers.names import EPOCH, metric_name
+from stethoscope.importers.source import is_text, read_text
+from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
+from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR, MFU, STEP_TIME, TOKENS_PER_S
+
+NAME = "textlog"
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
+OPT_STEP = "train/optimizer_step"
+
+Values = dict[str, float]
+Parsed = tuple[int, Values] | None
+
+
+class _State:
+    """What some dialects remember between lines."""
+
+    def __init__(self) -> None:
+        self.train_time: tuple[int, float] | None = None  # modded-nanogpt: (step, cumulative ms)
+        self.epoch_base: dict[int, int] = {}  # progress bars without global_step: first step of each epoch
+        self.epoch_total: tuple[int, int] | None = None
+        self.last_step: int | None = None
+        self.tail = ""  # text after a progress bar on the same line
+
+
+def _num(text: str | None) -> float | None:
+    return None if text is None else to_float(text.replace(",", ""))
+
+
+def _put(values: Values, name: str, text: str | None, scale: float = 1.0) -> None:
+    number = _num(text)
+    if number is not None:
+        values[name] = number * scale
+
+
+# -- dialect handlers: (match, state) -> (step, values) or None -----------------------------------
+def _nanogpt_iter(m: re.Match[str], state: _State) -> Parsed:
+    values: Values = {}
+    _put(values, LOSS, m["loss"])
+    _put(values, STEP_TIME, m["ms"], 0.001)
+    mfu = _num(m["mfu"])
+    if mfu is not None and mfu >= 0:  # nanoGPT prints -100.00% until it has measured
+        values[MFU] = mfu / 100.0
+    _put(values, "perf/tokens_per_s_per_device", m["speed"])
+    return int(m["iter"]), values
+
+
+def _nanogpt_eval(m: re.Match[str], state: _State) -> Parsed:
+    values: Values = {}
+    _put(values, "eval/train_loss", m["train"])
+    _put(values, EVAL_LOSS, m["val"])
+    return int(m["step"]), values
+
+
+def _litgpt_iter(m: re.Match[str], state: _State) -> Parsed:
+    values: Values = {}
+    _put(values, LOSS, m["loss"])
+    _put(values, STEP_TIME, m["ms"], 0.001)
+    _put(values, OPT_STEP, m["step"])
+    if m["epoch"]:
+        _put(values, EPOCH, m["epoch"])
+    return int(m["iter"]), values
+
+
+def _litgpt_val(m: re.Match[str], state: _State) -> Parsed:
+    values: Values = {}
+    _put(values, EVAL_LOSS, m["val"])
+    _put(values, "eval/time_s", m["ms"], 0.001)
+    return int(m["iter"]), values
+
+
+def _llmc_stdout(m: re.Match[str], state: _State) -> Parsed:
+    values: Values = {}
+    _put(values, LOSS, m["loss"])
+    _put(values, GRAD_NORM, m["norm"])
+    _put(values, LR, m["lr"])
+    _put(values, STEP_TIME, m["ms"], 0.001)
+    _put(values, MFU, m["mfu"], 0.01)
+    _put(values, TOKENS_PER_S, m["toks"])
+    return int(m["step"]), values
+
+
+def _llmc_main(m: re.Match[str], state: _State) -> Parsed:
+    name = {"trl": LOSS, "tel": EVAL_LOSS, "eval": "eval/hellaswag_acc"}[m["kind"]]
+    values: Values = {}
+    _put(values, name, m["value"])
+    _put(values, LR, m["lr"])
+    _put(values, GRAD_NORM, m["norm"])
+    return int(m["step"]), values
+
+
+def _llmc_val(m: re.Match[str], state: _State) -> Parsed:
+    if state.last_step is None:
+        return None
+    return state.last_step, {EVAL_LOSS: float(m["val"])}
+
+
+def _modded(m: re.Match[str], state: _State) -> Parsed:
+    step = int(m["step"])
+    values: Values = {}
+    _put(values, LOSS if m["kind"] == "train_loss" else EVAL_LOSS, m["loss"])
+    _put(values, "perf/train_time_s", m["time"], 0.001)
+    avg = _num(m["avg"])
+    if avg is not None and math.isfinite(avg):  # `step_avg:nanms` before timing starts: not a value
+        values["perf/step_avg_s"] = avg / 1000.0
+    train_time = float(m["time"])
+    if m["kind"] == "train_loss":
+        last = state.train_time
+        if last is not None and step > last[0] and train_time >= last[1]:
+            values[STEP_TIME] = (train_time - last[1]) / (step - last[0]) / 1000.0
+        state.train_time = (step, train_time)
+    return step, values
+
+
+_NANOCHAT = {"loss": (LOSS, 1.0), "lrm": ("opt/lr_multiplier", 1.0), "dt": (STEP_TIME, 0.001),
+             "tok/sec": (TOKENS_PER_S, 1.0), "mfu": (MFU, 0.01), "epoch": (EPOCH, 1.0)}
+
+
+def _nanochat(m: re.Match[str], state: _State) -> Parsed:
+    values: Values = {}
+    for field in m["fields"].split("|"):
+        key, _, text = field.partition(":")
+        spec = _NANOCHAT.get(key.strip())
+        if spec:
+            _put(values, spec[0], text.strip().removesuffix("ms"), spec[1])
+    return int(m["step"]), values
+
+
+def _nanochat_eval(m: re.Match[str], state: _State) -> Parsed:
+    return int(m["step"]), {f"eval/{m['what'].strip().lower().replace(' ', '_')}": float(m["value"])}
+
+
+def _progress(m: re.Match[str], state: _State) -> Parsed:
+    fields = dict(_pairs(m["post"] or ""))
+    values: Values = {}
+    smoothed = "reduced_train_loss" in fields or "train_loss" in fields
+    for key, text in fields.items():
+        if key in ("global_step", "v_num", "step"):
+            continue
+        name = "train/loss_smoothed" if key == "loss" and smoothed else metric_name(key)
+        _put(values, name, text)
+    rate = re.match(rf"\s*({_NUM})\s*(it/s|s/it)", m["rate"] or "")
+    if rate:
+        number = float(rate.group(1))
+        if number > 0:
+            values[STEP_TIME] = 1.0 / number if rate.group(2) == "it/s" else number
+    step = _progress_step(m, fields, state)
+    state.tail = m.string[m.end():]
+    return None if step is None else (step, values)
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    out = []
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if sep:
+            out.append((key.strip(), value.strip()))
+    return out
+
+
+def _progress_step(m: re.Match[str], fields: dict[str, str], state: _State) -> int | None:
+    """The global step: `global_step=` when exact; else the bar's counter (when it agrees with a rounded
+    `global_step=3.2e+4`), offset by the earlier epochs' totals for bars that restart each epoch."""
+    done, total = int(m["n"]), int(m["total"])
+    epoch = int(m["epoch"]) if m["epoch"] else 0
+    text = fields.get("global_step") or fields.get("step")
+    exact = _num(text) if text and "e" not in text.lower() else None
+    if exact is not None and exact.is_integer():
+        return int(exact)
+    if epoch not in state.epoch_base:
+        last_epoch = state.epoch_total
+        state.epoch_base[epoch] = 0 if last_epoch is None else state.epoch_base[last_epoch[0]] + last_epoch[1]
+    state.epoch_total = (epoch, total)
+    step = state.epoch_base[epoch] + done
+    rounded = _num(text)
+    if rounded is not None and not _agrees(step, rounded, text or ""):
+        return int(rounded)
+    return step
+
+
+def _agrees(step: int, rounded: float, text: str) -> bool:
+    digits = len(text.lower().split("e")[0].replace(".", "").lstrip("-+0")) or 1
+    unit = 10 ** (math.floor(math.log10(abs(rounded))) - digits + 1) if rounded else 1
+    return abs(step - rounded) <= unit / 2
+
+
+_DIALECTS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str], _State], Parsed]]] = [
+    ("nanogpt", re.compile(rf"\biter (?P<iter>\d+): loss (?P<loss>{_NUM}), time (?P<ms>{_NUM})ms"
+                           rf"(?:, mfu (?P<mfu>{_NUM})%)?(?P<speed>)"), _nanogpt_iter),
+    ("nanogpt", re.compile(rf"\bstep (?P<step>\d+): train loss (?P<train>{_NUM}), val loss (?P<val>{_NUM})"),
+     _nanogpt_eval),
+    ("litgpt", re.compile(rf"(?:Epoch (?P<epoch>\d+) \| )?\biter (?P<iter>\d+) step (?P<step>\d+)(?::| \|) loss"
+                          rf"(?: train)?:? (?P<loss>{_NUM}),(?: val: \S+ \|)? iter time: (?P<ms>{_NUM}) ?ms"),
+     _litgpt_iter),
+    ("litgpt", re.compile(rf"\biter (?P<iter>\d+): loss (?P<loss>{_NUM}), time: (?P<ms>{_NUM}) ?ms"
+                          rf"(?:, speed: (?P<speed>{_NUM}) toks/s/device)?(?P<mfu>)"), _nanogpt_iter),
+    ("litgpt", re.compile(rf"\b(?:iter|step) (?P<iter>\d+): val loss (?P<val>{_NUM}), val time: (?P<ms>{_NUM}) ?ms"),
+     _litgpt_val),
+    ("llmc", re.compile(rf"\bstep\s+(?P<step>\d+)/\d+ \| (?:train )?loss (?P<loss>{_NUM})(?: \([^)]*\))?\s*\| "
+                        rf"norm (?P<norm>{_NUM})(?: \([^)]*\))?\s*\| lr (?P<lr>{_NUM}) \| \(?(?P<ms>{_NUM}) ms"
+                        rf"(?: \| (?P<mfu>{_NUM})% bf16 MFU)? \| (?P<toks>{_NUM}) tok/s"), _llmc_stdout),
+    ("llmc", re.compile(rf"^s:(?P<step>\d+) (?P<kind>trl|tel|eval):(?P<value>{_NUM})(?: lr:(?P<lr>{_NUM}))?"
+                        rf"(?: norm:(?P<norm>{_NUM}))?"), _llmc_main),
+    ("llmc", re.compile(rf"^val loss (?P<val>{_NUM})\s*$"), _llmc_val),
+    ("modded_nanogpt", re.compile(rf"\bstep:(?P<step>\d+)/\d+ (?P<kind>train_loss|val_loss):(?P<loss>{_NUM}) "
+                                  r"train_time:(?P<time>\d+(?:\.\d+)?)ms step_avg:(?P<avg>\S+?)ms"), _modded),
+    ("nanochat", re.compile(r"\bstep (?P<step>\d+)(?:/\d+)? \([\d.]+%\) \|(?P<fields>.*)$"), _nanochat),
+    ("nanochat", re.compile(rf"\bStep (?P<step>\d+) \| (?P<what>[\w ]+?): (?P<value>{_NUM})\s*$"), _nanochat_eval),
+    ("progress", re.compile(r"(?:Epoch (?P<epoch>\d+):\s*)?\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+) "
+                            r"\[[^,\]]*(?:,\s*(?P<rate>[^,\]]*/(?:s|it)))?(?:,\s*(?P<post>[^\]]*))?\]"), _progress),
+]
+
+
+class TextLogImporter:
+    """Text logs of nanoGPT, litgpt, llm.c, modded-nanogpt, nanochat and tqdm/Lightning/NeMo bars."""
+
+    name = NAME
+
+    def sniff(self, path: Path, head: str) -> bool:
+        if not is_text(head):
+            return False
+        lines = [strip_rank(ln[parse_timestamp(ln)[1]:].lstrip()) for ln in head.splitlines()[:5000]]
+        return any(pattern.search(seg) for ln in lines for seg in ln.split("\r") for _, pattern, _ in _DIALECTS)
+
+    def read(self, path: Path) -> ImportedRun:
+        reader = _Reader(path)
+        with gc_paused():
+            for line, text in enumerate(read_text(path).split("\n"), 1):
+                reader.line(line, text.rstrip())
+            return reader.result()
+
+
+class _Reader:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.table = PointTable()
+        self.keeper = LineKeeper()
+        self.state = _State()
+        self.dialects: Counter[str] = Counter()
+        self.order = list(range(len(_DIALECTS)))  # the dialect that matched last is tried first
+
+    def line(self, line: int, text: str) -> None:
+        for segment in text.split("\r"):
+            self._segment(line, segment)
+
+    def _segment(self, line: int, text: str) -> None:
+        time, skip = parse_timestamp(text)
+        body = strip_rank(text[skip:].lstrip(" |"))
+        parsed = self._parse(body)
+        if parsed is None:
+            if text.strip():
+                self.keeper.offer(line, text, self.state.last_step)
+            return
+        step, values = parsed
+        self.table.add_values(line, step, time, values)
+        self.state.last_step = step
+        if self.state.tail.strip():
+            self.keeper.offer(line, self.state.tail, step)
+        self.state.tail = ""
+
+    def _parse(self, body: str) -> Parsed:
+        for position, index in enumerate(self.order):
+            name, pattern, handler = _DIALECTS[index]
+            m = pattern.search(body)
+            if m is None:
+                continue
+            parsed = handler(m, self.state)
+            if parsed is not None:
+                self.dialects[name] += 1
+                if position:
+                    self.order.insert(0, self.order.pop(position))
+                return parsed
+        return None
+
+    def result(self) -> ImportedRun:
+        points, rejected = self.table.build()
+        meta: dict[str, Any] = {}
+        if self.dialects:
+            meta["dialect"] = self.dialects.most_common(1)[0][0]
+            meta["dialects"] = dict(self.dialects)
+        warnings = describe(rejected, lambda line: f"{self.path}:{line}")
+        return ImportedRun(str(self.path), NAME, points, meta, warnings, self.keeper.lines())
