@@ -17,6 +17,7 @@ from stethoscope.detect.stats import StepEma, Window, shrunk_sigma
 from stethoscope.records import EVAL_LOSS, LOSS, Finding, StepRecord
 
 _EVAL_WINDOW = 32
+_TRAIN_FALL_REL = 0.01  # the train loss must have fallen at least 1% since the best eval
 
 
 class OverfitDetector:
@@ -97,14 +98,17 @@ class OverfitDetector:
     def _maybe_raise(self, best: dict[str, Any], step: int, v: float) -> list[Finding]:
         cfg = self.config
         train_now = self.train.value
-        if best["train"] is not None and train_now is not None and train_now >= best["train"]:
-            return []  # train loss not falling: not the overfitting signature
+        if best["train"] is not None and train_now is not None and \
+                train_now >= best["train"] - _TRAIN_FALL_REL * abs(best["train"]):
+            return []  # train loss not (really) falling: not the overfitting signature
         scale = abs(best["value"]) or 1e-12
         rise = min(x[1] for x in self._since_best) - best["value"]
         if rise < cfg.overfit_min_rel * scale and v - best["value"] < cfg.overfit_min_rel * scale:
             return []
         n = len(self.evals)
         sigma = shrunk_sigma(self.evals.diff_sigma(), n, cfg.eval_prior_rel_noise * scale, cfg.prior_weight)
+        if v - best["value"] <= sigma:
+            return []  # within one sigma of the best: eval noise, not even a possibility worth a note
         worst = max(x[1] for x in self._since_best)
         significant = v - best["value"] > cfg.overfit_sigma * sigma and rise > 0.5 * cfg.overfit_sigma * sigma
         best["reported"] = True

@@ -1,0 +1,429 @@
+"""Whole-run diagnosis: replay the streaming detectors over an imported log, classify its curves,
+apply the field's knowledge, drop known non-problems, and find hangs and crashes in its text.
+
+`diagnose_run(imported)` is what `stethoscope diagnose` calls; `diagnose_records(records, meta)`
+is the same analysis for records already grouped by step (a live run's store).
+
+Big logs: points are pivoted into a step x series matrix with numpy. Up to `_DENSE_LIMIT` steps
+every step is replayed; beyond that the detectors see every k-th step plus every step around
+anything a vectorised screen finds unusual (non-finite values, upward jumps of loss / grad norm /
+step time, loss-scale drops, LR jumps, evals), so a 1M-step log costs ~20k replayed steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.registry import DetectorSet, merge_findings
+from stethoscope.diagnose.curves import classify_run
+from stethoscope.diagnose.knowledge import advise
+from stethoscope.importers.base import ImportedRun, LogLine
+from stethoscope.records import (
+    EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, NAN_ITERS, STEP_TIME, Finding, Point, StepRecord,
+    severity_rank,
+)
+
+_DENSE_LIMIT = 50_000  # steps replayed one by one; above it, decimate + patches
+_SAMPLE_TARGET = 15_000  # decimated steps in a big log
+_PATCH_BEFORE, _PATCH_AFTER = 40, 60  # dense steps around each unusual one
+_MAX_PATCHES = 400
+_BLIP_EXAMPLES = 20
+_HANG_MIN_S = 1800.0  # silence after the last step that counts as a hang, at least...
+_HANG_STEP_FACTOR = 10.0  # ...and this many step times
+_FINDING_KEYS = ("type", "severity", "step", "end_step", "message", "evidence", "causes", "fixes")
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """Everything `stethoscope diagnose` says about one log."""
+
+    path: str
+    format: str
+    steps: int
+    findings: list[Finding] = field(default_factory=list)
+    classification: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--json` shape: path, format, steps, findings (type, severity, step, end_step, message,
+        evidence, causes, fixes) and classification."""
+        findings = []
+        for f in self.findings:
+            d = f.to_dict()
+            findings.append({k: d[k] for k in _FINDING_KEYS})
+        return {"path": self.path, "format": self.format, "steps": self.steps, "findings": findings,
+                "classification": self.classification}
+
+
+def diagnose_run(imported: ImportedRun, config: DetectConfig | None = None) -> Diagnosis:
+    """Diagnose one imported log: findings ranked by severity then step, and the curve's class."""
+    table = _Table.from_points(imported.points)
+    cfg = _config(imported.meta, config)
+    records = table.records(table.replay_rows(cfg))
+    context = _context(table, imported.meta)
+    findings = _replay(records, cfg)
+    context["since"] = max((f.step for f in findings if f.evidence.get("reset") and f.step is not None), default=None)
+    findings += _ga_artifact(table, context)
+    findings += _curve_findings(table, cfg, context)
+    findings += _log_findings(imported.lines, table)
+    findings = _finalise(findings, context)
+    classification = _classification(table, cfg, context)
+    return Diagnosis(imported.path, imported.format, table.n_steps, findings, classification)
+
+
+def diagnose_records(records: Iterable[StepRecord], meta: dict[str, Any] | None = None,
+                     config: DetectConfig | None = None) -> list[Finding]:
+    """Detector findings for records already grouped by step (e.g. a live run's store), with
+    causes and fixes filled in and known non-problems folded away; ranked like `diagnose_run`."""
+    recs = list(records)
+    points = [Point(name, r.step, v) for r in recs for name, v in r.values.items()]
+    table = _Table.from_points(points)
+    cfg = _config(meta or {}, config)
+    context = _context(table, meta or {})
+    return _finalise(_replay(recs, cfg) + _ga_artifact(table, context), context)
+
+
+# -- the step x series table ----------------------------------------------------------------------
+class _Table:
+    """Points pivoted into rows (one per step, in log order with resumes kept apart) x series."""
+
+    def __init__(self, names: list[str], steps: np.ndarray, values: np.ndarray, present: np.ndarray,
+                 last_time: float | None) -> None:
+        self.names = names
+        self.col = {n: i for i, n in enumerate(names)}
+        self.steps = steps
+        self.values = values
+        self.present = present
+        self.last_time = last_time
+        if steps.size and bool(np.all(steps[1:] > steps[:-1])):
+            self.n_steps = int(steps.size)
+        else:
+            self.n_steps = int(np.unique(steps).size) if steps.size else 0
+
+    @classmethod
+    def from_points(cls, points: Sequence[Point]) -> _Table:
+        n = len(points)
+        if n == 0:
+            return cls([], np.zeros(0, np.int64), np.zeros((0, 0)), np.zeros((0, 0), bool), None)
+        names = list(map(attrgetter("name"), points))
+        index = {name: i for i, name in enumerate(dict.fromkeys(names))}
+        codes = np.array(list(map(index.__getitem__, names)), dtype=np.int64)
+        steps = np.fromiter(map(attrgetter("step"), points), dtype=np.int64, count=n)
+        values = np.fromiter(map(attrgetter("value"), points), dtype=np.float64, count=n)
+        if bool(np.all(steps[1:] >= steps[:-1])):  # the common case: already in step order, no resume
+            order = np.arange(n)
+            seg = np.zeros(n, dtype=np.int64)
+        else:
+            seg = _segments(codes, steps, len(index))
+            order = np.lexsort((steps, seg)) if seg.any() else np.argsort(steps, kind="stable")
+        s_sorted, g_sorted = steps[order], seg[order]
+        new = np.ones(n, dtype=bool)
+        new[1:] = (s_sorted[1:] != s_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
+        row_of = np.cumsum(new) - 1
+        n_rows = int(row_of[-1]) + 1
+        matrix = np.full((n_rows, len(index)), np.nan)
+        present = np.zeros((n_rows, len(index)), dtype=bool)
+        matrix[row_of, codes[order]] = values[order]
+        present[row_of, codes[order]] = True
+        last = points[-1].time
+        return cls(list(index), s_sorted[new], matrix, present, last)
+
+    def series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of one series in row order; empty arrays when absent."""
+        c = self.col.get(name)
+        if c is None:
+            return np.zeros(0, np.int64), np.zeros(0)
+        mask = self.present[:, c]
+        return self.steps[mask], self.values[mask, c]
+
+    def has(self, name: str) -> bool:
+        return name in self.col
+
+    def replay_rows(self, cfg: DetectConfig) -> np.ndarray:
+        n = self.steps.size
+        if n <= _DENSE_LIMIT:
+            return np.arange(n)
+        keep = np.zeros(n, dtype=bool)
+        keep[:: max(1, n // _SAMPLE_TARGET)] = True
+        keep[-_PATCH_AFTER:] = True
+        unusual = self._unusual(cfg)
+        for i in unusual[:_MAX_PATCHES]:
+            keep[max(0, i - _PATCH_BEFORE): i + _PATCH_AFTER] = True
+        keep[unusual] = True
+        return np.flatnonzero(keep)
+
+    def _unusual(self, cfg: DetectConfig) -> np.ndarray:
+        """Rows a detector may care about, found with a few vectorised passes."""
+        hits: list[np.ndarray] = []
+        for name, rel in ((LOSS, cfg.loss_spike_min_rel), (GRAD_NORM, cfg.grad_spike_min_ratio - 1),
+                          (STEP_TIME, cfg.dip_min_rel)):
+            hits.append(self._jumps(name, rel))
+        for name in (EVAL_LOSS, NAN_ITERS):
+            c = self.col.get(name)
+            if c is not None:
+                hits.append(np.flatnonzero(self.present[:, c]))
+        hits.append(self._drops(LOSS_SCALE))
+        hits.append(self._lr_jumps())
+        return np.unique(np.concatenate(hits)) if hits else np.zeros(0, np.int64)
+
+    def _column(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        c = self.col.get(name)
+        if c is None:
+            return None
+        rows = np.flatnonzero(self.present[:, c])
+        return rows, self.values[rows, c]
+
+    def _jumps(self, name: str, rel: float) -> np.ndarray:
+        got = self._column(name)
+        if got is None:
+            return np.zeros(0, np.int64)
+        rows, v = got
+        bad = ~np.isfinite(v)
+        ref = _previous_block_median(np.where(bad, np.nan, v), 32)
+        up = np.isfinite(ref) & (v > ref + rel * np.abs(ref))
+        first_bad = bad & ~np.concatenate(([False], bad[:-1]))
+        return rows[up | first_bad]
+
+    def _drops(self, name: str) -> np.ndarray:
+        got = self._column(name)
+        if got is None:
+            return np.zeros(0, np.int64)
+        rows, v = got
+        return rows[1:][v[1:] < v[:-1]]
+
+    def _lr_jumps(self) -> np.ndarray:
+        got = self._column(LR)
+        if got is None or got[1].size < 3:
+            return np.zeros(0, np.int64)
+        rows, v = got
+        d = np.abs(np.diff(v))
+        typical = np.median(d) if d.size else 0.0
+        idx = np.flatnonzero((d > 10 * typical) & (d > 0)) + 1
+        zero = np.flatnonzero(v == 0)
+        return rows[np.unique(np.concatenate((idx, zero[:: max(1, zero.size // 50)] if zero.size else zero)))]
+
+    def records(self, rows: np.ndarray) -> list[StepRecord]:
+        names = self.names
+        out = []
+        vals = self.values[rows].tolist()
+        pres = self.present[rows].tolist()
+        for step, vrow, prow in zip(self.steps[rows].tolist(), vals, pres):
+            out.append(StepRecord(step, {names[c]: vrow[c] for c, p in enumerate(prow) if p}))
+        return out
+
+
+def _segments(codes: np.ndarray, steps: np.ndarray, n_codes: int) -> np.ndarray:
+    """Per point, how many times its series' steps went backwards before it (a resume in the log)."""
+    order = np.argsort(codes, kind="stable")
+    c, s = codes[order], steps[order]
+    back = np.zeros(codes.size, dtype=np.int64)
+    back[1:] = (s[1:] < s[:-1]) & (c[1:] == c[:-1])
+    if not back.any():
+        return np.zeros(codes.size, dtype=np.int64)
+    cum = np.cumsum(back)
+    first = np.ones(codes.size, dtype=bool)
+    first[1:] = c[1:] != c[:-1]
+    base = np.maximum.accumulate(np.where(first, cum, 0))
+    seg = np.empty_like(cum)
+    seg[order] = cum - base
+    return seg
+
+
+def _previous_block_median(v: np.ndarray, block: int) -> np.ndarray:
+    """For each value, the median of the previous block of `block` values (NaNs ignored)."""
+    n = v.size
+    k = -(-n // block)
+    padded = np.full(k * block, np.nan)
+    padded[:n] = v
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            med = np.nanmedian(padded.reshape(k, block), axis=1)
+    prev = np.concatenate(([med[0]], med[:-1]))
+    return np.repeat(prev, block)[:n]
+
+
+# -- replay and knowledge -------------------------------------------------------------------------
+def _config(meta: dict[str, Any], config: DetectConfig | None) -> DetectConfig:
+    cfg = config or DetectConfig()
+    if cfg.vocab_size is None:
+        vocab = _meta_int(meta, ("vocab_size", "padded_vocab_size", "n_vocab"))
+        if vocab is not None and vocab >= 2:
+            cfg = dataclasses.replace(cfg, vocab_size=vocab)
+    return cfg
+
+
+def _meta_int(meta: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    stack: list[Any] = [meta]
+    while stack:
+        d = stack.pop()
+        if not isinstance(d, dict):
+            continue
+        for k, v in d.items():
+            if k in keys and isinstance(v, (int, float)) and not isinstance(v, bool):
+                return int(v)
+            if isinstance(v, dict):
+                stack.append(v)
+    return None
+
+
+def _context(table: _Table, meta: dict[str, Any]) -> dict[str, Any]:
+    return {"fp16": table.has(LOSS_SCALE) or str(meta.get("precision", "")).startswith("16")
+            or bool(meta.get("fp16")), "meta": meta}
+
+
+def _replay(records: Iterable[StepRecord], cfg: DetectConfig) -> list[Finding]:
+    ds = DetectorSet(config=cfg)
+    found: list[Finding] = []
+    for r in records:
+        found += ds.update(r)
+    found += ds.finish()
+    return merge_findings(found)
+
+
+def _finalise(findings: list[Finding], context: dict[str, Any]) -> list[Finding]:
+    findings = [f for f in _fold_blips(findings) if not f.evidence.get("withdrawn")]
+    if context.get("ga_factor"):
+        findings = [f for f in findings if f.type not in ("underfitting", "plateau")]
+    for f in findings:
+        advise(f, context)
+    findings.sort(key=lambda f: (-severity_rank(f.severity), f.step if f.step is not None else math.inf))
+    return findings
+
+
+def _fold_blips(findings: list[Finding]) -> list[Finding]:
+    """Known non-problem: one-step grad-norm blips that recovered. Many become one info finding."""
+    blips = [f for f in findings if f.type == "grad_spike" and f.evidence.get("recovered") is True
+             and f.end_step is not None and f.step is not None and f.evidence.get("records", 1) <= 2]
+    if len(blips) < 2:
+        return findings
+    rest = [f for f in findings if not any(f is b for b in blips)]
+    worst = max(blips, key=lambda f: f.evidence.get("ratio", 0.0))
+    steps = sorted(b.step for b in blips)  # type: ignore[type-var]
+    msg = (f"{len(blips)} one-step grad-norm blips that recovered at once (the largest x{worst.evidence['ratio']:.3g} "
+           f"at step {worst.step}); harmless while the loss does not follow")
+    ev = {"blips": len(blips), "largest_ratio": worst.evidence.get("ratio"), "largest_step": worst.step,
+          "steps": steps[:_BLIP_EXAMPLES], "non_problem": "grad_blips"}
+    rest.append(Finding("grad_spike", "info", worst.step, msg, end_step=worst.end_step, evidence=ev, source="spike"))
+    return rest
+
+
+def _ga_artifact(table: _Table, context: dict[str, Any]) -> list[Finding]:
+    """Known non-problem: the HF Trainer logging train loss x gradient accumulation (transformers#35204)."""
+    ts, tv = table.series(LOSS)
+    es, evals = table.series(EVAL_LOSS)
+    if ts.size < 3 or evals.size < 3:
+        return []
+    at = np.searchsorted(ts, es[-10:])
+    ratios = [float(tv[i]) / float(e) for i, s, e in zip(at.tolist(), es[-10:].tolist(), evals[-10:].tolist())
+              if i < ts.size and ts[i] == s and e > 0 and math.isfinite(e) and math.isfinite(tv[i])]
+    if len(ratios) < 3:
+        return []
+    tail = ratios[-3:]
+    mid = float(np.median(tail))
+    if mid < 3 or max(abs(r / mid - 1) for r in tail) > 0.1:
+        return []
+    context["ga_factor"] = mid
+    msg = (f"the train loss is ~{mid:.3g}x the eval loss on the last evals: the HF Trainer logged it summed over "
+           "the gradient-accumulation micro-batches (transformers#35204; the factor is the accumulation steps), "
+           "not underfitting and not an explosion")
+    return [Finding("healthy", "info", int(es[-1]), msg,
+                    evidence={"train_to_eval_ratio": mid, "non_problem": "hf_grad_accum_loss"}, source="engine")]
+
+
+# -- curves ---------------------------------------------------------------------------------------
+def _classification(table: _Table, cfg: DetectConfig, context: dict[str, Any]) -> dict[str, Any]:
+    ts, tv = table.series(LOSS)
+    es, ev = table.series(EVAL_LOSS)
+    since = context.get("since")
+    if since is not None and np.count_nonzero(ts >= since) >= 20:  # classify the last session of a resumed run
+        tv, ts = tv[ts >= since], ts[ts >= since]
+        ev, es = ev[es >= since], es[es >= since]
+    k = context.get("ga_factor")
+    if k:
+        tv = tv / k
+    return classify_run(ts, tv, es if ev.size else None, ev if ev.size else None, cfg.vocab_size)
+
+
+def _curve_findings(table: _Table, cfg: DetectConfig, context: dict[str, Any]) -> list[Finding]:
+    """The curve shape no streaming detector reports: still improving at the end (train longer)."""
+    c = _classification(table, cfg, context)["train"]
+    if c["label"] == "underfitting" and not context.get("ga_factor"):
+        return [Finding("underfitting", "info", None, c["detail"], evidence=c["evidence"], source="curves")]
+    return []
+
+
+# -- hangs and crashes in the text ---------------------------------------------------------------
+def _log_findings(lines: list[LogLine], table: _Table) -> list[Finding]:
+    if not lines or table.steps.size == 0:
+        return []
+    last_step = int(table.steps.max())
+    after = [ln for ln in lines if ln.step is not None and ln.step >= last_step]
+    out = _explain(after, last_step)
+    if not any(f.type == "hang" for f in out):
+        hang = _silence(after, table, last_step)
+        if hang is not None:
+            out.append(hang)
+    return out
+
+
+def _explain(lines: list[LogLine], last_step: int) -> list[Finding]:
+    if not lines:
+        return []
+    text = "\n".join(ln.text for ln in lines)
+    try:
+        from stethoscope.diagnose.logs import explain_text
+    except ImportError:  # the error-signature engine is optional; keep a minimal fallback
+        return _keyword_fallback(lines, last_step)
+    found = explain_text(text, "log")
+    for f in found:
+        if f.step is None:
+            f.step = last_step
+        f.evidence.setdefault("after_step", last_step)
+    return found
+
+
+_FALLBACK = (
+    (re.compile(r"watchdog caught collective operation timeout|NCCL.*timeout", re.I), "hang", "critical",
+     "NCCL collective timed out after the last step: a rank stopped answering (hang)"),
+    (re.compile(r"ECC error|Xid", re.I), "crash", "critical", "GPU hardware error after the last step"),
+    (re.compile(r"out of memory", re.I), "crash", "error", "out of memory after the last step"),
+    (re.compile(r"^Traceback \(most recent call last\)", re.M), "crash", "error", "the run died with a traceback"),
+)
+
+
+def _keyword_fallback(lines: list[LogLine], last_step: int) -> list[Finding]:
+    text = "\n".join(ln.text for ln in lines)
+    for pattern, kind, severity, message in _FALLBACK:
+        if pattern.search(text):
+            return [Finding(kind, severity, last_step, f"{message} (after step {last_step})", source="engine")]
+    return []
+
+
+def _silence(lines: list[LogLine], table: _Table, last_step: int) -> Finding | None:
+    """The log's steps stop while timestamped lines go on for a long time: the run hung."""
+    times = [ln.time for ln in lines if ln.time is not None]
+    if len(times) < 2:
+        return None
+    start = table.last_time if table.last_time is not None else min(times)
+    silent = max(times) - start
+    _, st = table.series(STEP_TIME)
+    st = st[np.isfinite(st)]
+    step_time = float(np.median(st[-20:])) if st.size else None
+    limit = max(_HANG_MIN_S, _HANG_STEP_FACTOR * step_time) if step_time else _HANG_MIN_S
+    if silent < limit:
+        return None
+    ev = {"silent_s": silent, "last_step": last_step, "lines_after": len(lines), "step_time_s": step_time}
+    msg = (f"no training step after step {last_step} while the log went on for {silent / 3600:.1f} h: the run hung "
+           "(an eval/data-loader deadlock or a stuck collective)")
+    return Finding("hang", "critical", last_step, msg, evidence=ev, source="engine")
