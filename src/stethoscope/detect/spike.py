@@ -26,6 +26,9 @@ from stethoscope.detect.stats import StepSeries, Window, median, shrunk_sigma
 from stethoscope.records import GRAD_NORM, LOSS, LR, Finding, StepRecord
 
 _SIGMA_REFRESH = 16  # recompute the O(window) noise estimate every this many pushes
+_MIN_WARN_HISTORY = 2  # earlier values a loss spike needs before it can be a warning
+_BLIP_RECORDS = 1  # a spike on this many records that then recovers is a blip...
+_REAL_SPIKE_RATIO = 2.0  # ...unless it reached 2x the level: "a real spike is >= ~2x and at least a warning"
 _RECENT = 16  # raw (step, value) pairs kept for look-backs
 
 
@@ -259,8 +262,9 @@ class SpikeDetector:
         inc = {
             "start": step, "level": level, "sigma": sigma, "data_sigma": self.loss.sigma, "first": v,
             "peak": v, "peak_step": step, "last": v, "last_step": step, "rel": rel, "n": n,
-            "respikes": 0, "diverged": False, "dipped": False,
-            "severity": "warning" if rel >= self.config.loss_spike_warn_rel else "info",
+            "respikes": 0, "diverged": False, "dipped": False, "records": 1,
+            # one earlier value cannot tell the run's noise: flag it, but quietly
+            "severity": "warning" if rel >= self.config.loss_spike_warn_rel and n >= _MIN_WARN_HISTORY else "info",
             "causes": self._causes(step, values), "lr": values.get(LR),
         }
         return inc
@@ -314,6 +318,7 @@ class SpikeDetector:
         if v > inc["peak"]:
             inc["peak"], inc["peak_step"] = v, step
         inc["last"], inc["last_step"] = v, step
+        inc["records"] = inc.get("records", 1) + 1
         if not inc["diverged"] and step - inc["start"] >= cfg.divergence_min_steps:
             inc["diverged"] = True
             inc["diverged_at"] = step
@@ -321,6 +326,8 @@ class SpikeDetector:
 
     def _loss_recovered(self, inc: dict[str, Any], step: int) -> list[Finding]:
         out = []
+        if inc["records"] <= _BLIP_RECORDS and inc["peak"] < _REAL_SPIKE_RATIO * inc["level"]:
+            inc["severity"] = "info"  # a one-record blip under 2x that came straight back: a hard batch
         f = self._loss_finding(inc)
         f.end_step = step
         f.message += f"; recovered after {step - inc['start']} steps"

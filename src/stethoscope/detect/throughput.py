@@ -21,6 +21,8 @@ from stethoscope.records import GLOBAL_BATCH_SIZE, MFU, SAMPLES_PER_S, STEP_TIME
 SERIES = (STEP_TIME, TOKENS_PER_S, SAMPLES_PER_S, TFLOPS, MFU)  # first present wins; rates are inverted
 _LEVEL_N = 16
 _REFRESH = 8  # records between recomputations of the O(window) level and noise
+_MIN_BASELINE = 2  # records before a step can be a dip (the first steps of a log: compile, warm-up)
+_MIN_BASELINE_DROP = 3  # records before a slowdown can be persistent (a level shift needs a level)
 _PRIOR_RATE, _PRIOR_RECORDS = 0.01, 10.0  # slow records expected before the run shows its own rate
 _ALPHA = 0.01  # chance of a streak this long anywhere in the run, under the run's own slow-record rate
 _MAX_STREAK = 20
@@ -91,7 +93,7 @@ class ThroughputDetector:
     def _check(self, step: int, t: float) -> list[Finding]:
         s = self._s
         n = len(self.window)
-        if n == 0:
+        if n < _MIN_BASELINE:  # the first steps (compile, warm-up) make no baseline on their own
             self._push(t)
             return []
         cfg = self.config
@@ -106,6 +108,12 @@ class ThroughputDetector:
         if persistent or dip:
             s["exceed"] = s.get("exceed", 0) + 1
             slow.append([step, t, level, dip])
+            if n < _MIN_BASELINE_DROP:
+                if len(slow) > 1:  # two baseline records cannot say which level is normal: adopt the new one
+                    for x in slow:
+                        self._push(x[1])
+                    s["slow"] = []
+                return out
             if len(slow) >= self._streak_needed():
                 s["drop"] = {"start": slow[0][0], "level": level, "values": [x[1] for x in slow],
                              "last_step": step, "peak": max(x[1] for x in slow)}
