@@ -75,9 +75,14 @@ class FairseqImporter:
 
     def read(self, path: Path) -> ImportedRun:
         reader = _Reader(path)
+        lines = read_text(path).split("\n")
+        parsed = False
         with gc_paused():
-            for line, text in enumerate(read_text(path).splitlines(), 1):
-                reader.line(line, text.rstrip())
+            for line, text in enumerate(lines, 1):
+                parsed = reader.line(line, text.rstrip())
+            if not parsed and re.search(r"num_updates|\bloss\b", lines[-1]):
+                reader.warnings.append(f"{path}:{len(lines)}: the last line looks cut short (no newline, no "
+                                       "metrics read from it)")
             return reader.result()
 
 
@@ -90,9 +95,10 @@ class _Reader:
         self.overflows = 0
         self.scale: float | None = None
         self.zero_scales = 0
-        self.dialects: dict[str, None] = {}
+        self.warnings: list[str] = []
 
-    def line(self, line: int, text: str) -> None:
+    def line(self, line: int, text: str) -> bool:
+        """Read one line; True when it had metrics."""
         time, skip = parse_timestamp(text)
         segments = [s.strip() for s in text[skip:].split("|")]
         segments = [s for s in segments if s]
@@ -101,8 +107,10 @@ class _Reader:
         if overflow:
             self.overflows += 1
             self.scale = float(overflow.group(1))
-        if not segments or not self._metrics(line, time, category, segments):
-            self.keeper.offer(line, text, self.last_step)
+        if segments and self._metrics(line, time, category, segments):
+            return True
+        self.keeper.offer(line, text, self.last_step)
+        return False
 
     def _metrics(self, line: int, time: float | None, category: str | None, segments: list[str]) -> bool:
         fields, subset = self._fields(segments)
@@ -112,8 +120,7 @@ class _Reader:
             subset = category
         step = _step(fields.pop("num_updates", None) or fields.pop(f"{subset}_num_updates", None)
                      or fields.pop("valid_num_updates", None))
-        step = self.last_step if step is None else step
-        if step is None:
+        if step is None:  # every fairseq metric line has its update count; without it, it was cut
             return False
         values = self._values(fields, subset)
         if subset is None:
@@ -131,7 +138,6 @@ class _Reader:
             elif m := _INNER.match(segment):
                 fields["epoch"] = m.group(1)
                 fields.update(_pairs(m.group(4)))
-                self.dialects.setdefault("inner")
             elif m := _SUBSET.match(segment):
                 subset = m.group(1)
             elif m := _EPOCH.match(segment):
@@ -173,7 +179,7 @@ class _Reader:
         if self.zero_scales:
             meta["notes"] = {"loss_scale_zero": f"{self.zero_scales} `loss_scale 0` values left out: the logger "
                                                 "rounds a tiny scale to 0 decimals"}
-        warnings = describe(rejected, lambda line: f"{self.path}:{line}")
+        warnings = self.warnings + describe(rejected, lambda line: f"{self.path}:{line}")
         return ImportedRun(str(self.path), NAME, points, meta, warnings, self.keeper.lines())
 
 

@@ -48,11 +48,12 @@ class HFTrainerStateImporter:
 
     def read(self, path: Path) -> ImportedRun:
         with gc_paused():
-            state = _load(path)
+            state, problem = _load(path)
             rows = state.get("log_history")
             if not isinstance(rows, list):
                 raise InputError(path, "no `log_history` list: not a Trainer state file")
             table, summaries, warnings, unstepped = _rows(path, rows)
+            warnings[:0] = [problem] if problem else []
             points, rejected = table.build()
         warnings += describe(rejected, lambda index: f"{path}: log_history[{index}]")
         meta = _meta(path, state, summaries)
@@ -62,15 +63,46 @@ class HFTrainerStateImporter:
         return ImportedRun(str(path), NAME, points, meta, warnings)
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path) -> tuple[dict[str, Any], str | None]:
+    """The state, and a warning when it had to be salvaged from a truncated or damaged file."""
     text = read_text(path)
     try:
         state = json.loads(text)  # the default parser: accepts NaN, Infinity, -Infinity
     except json.JSONDecodeError as exc:
-        raise InputError(path, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno) from None
+        rows = _salvage(text)
+        if rows is None:
+            raise InputError(path, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno) from None
+        return {"log_history": rows}, (f"{path}:{exc.lineno}: truncated or damaged JSON ({exc.msg}); read the "
+                                       f"{len(rows)} complete log_history rows before it")
     if not isinstance(state, dict):
         raise InputError(path, "expected a JSON object at the top")
-    return state
+    return state, None
+
+
+def _salvage(text: str) -> list[Any] | None:
+    """The complete rows of `log_history` in a file cut short (a job killed while saving), or None."""
+    start = text.find('"log_history"')
+    start = text.find("[", start) if start >= 0 else -1
+    if start < 0:
+        return None
+    decoder = json.JSONDecoder()
+    rows: list[Any] = []
+    at = start + 1
+    while True:
+        at = _skip(text, at)
+        if at >= len(text) or text[at] != "{":
+            return rows
+        try:
+            row, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return rows
+        rows.append(row)
+
+
+def _skip(text: str, at: int) -> int:
+    while at < len(text) and text[at] in " \t\r\n,":
+        at += 1
+    return at
 
 
 def _rows(path: Path, rows: list[Any]) -> tuple[PointTable, list[dict[str, Any]], list[str], int]:

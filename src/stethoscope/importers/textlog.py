@@ -37,6 +37,8 @@ NAME = "textlog"
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
 OPT_STEP = "train/optimizer_step"
 
+_CUT = re.compile(r"\b(?:iter|step|loss|Epoch)\b.*\d")
+
 Values = dict[str, float]
 Parsed = tuple[int, Values] | None
 
@@ -253,9 +255,14 @@ class TextLogImporter:
 
     def read(self, path: Path) -> ImportedRun:
         reader = _Reader(path)
+        lines = read_text(path).split("\n")
+        parsed = False
         with gc_paused():
-            for line, text in enumerate(read_text(path).split("\n"), 1):
-                reader.line(line, text.rstrip())
+            for line, text in enumerate(lines, 1):
+                parsed = reader.line(line, text.rstrip())
+            if not parsed and _CUT.search(lines[-1]):
+                reader.warnings.append(f"{path}:{len(lines)}: the last line looks cut short (no newline, no "
+                                       "metrics read from it)")
             return reader.result()
 
 
@@ -267,25 +274,30 @@ class _Reader:
         self.state = _State()
         self.dialects: Counter[str] = Counter()
         self.order = list(range(len(_DIALECTS)))  # the dialect that matched last is tried first
+        self.warnings: list[str] = []
 
-    def line(self, line: int, text: str) -> None:
+    def line(self, line: int, text: str) -> bool:
+        """Read one physical line (tqdm's \r-separated updates one by one); True when it had metrics."""
+        found = False
         for segment in text.split("\r"):
-            self._segment(line, segment)
+            found = self._segment(line, segment) or found
+        return found
 
-    def _segment(self, line: int, text: str) -> None:
+    def _segment(self, line: int, text: str) -> bool:
         time, skip = parse_timestamp(text)
         body = strip_rank(text[skip:].lstrip(" |"))
         parsed = self._parse(body)
         if parsed is None:
             if text.strip():
                 self.keeper.offer(line, text, self.state.last_step)
-            return
+            return False
         step, values = parsed
         self.table.add_values(line, step, time, values)
         self.state.last_step = step
         if self.state.tail.strip():
             self.keeper.offer(line, self.state.tail, step)
         self.state.tail = ""
+        return True
 
     def _parse(self, body: str) -> Parsed:
         for position, index in enumerate(self.order):
@@ -307,5 +319,5 @@ class _Reader:
         if self.dialects:
             meta["dialect"] = self.dialects.most_common(1)[0][0]
             meta["dialects"] = dict(self.dialects)
-        warnings = describe(rejected, lambda line: f"{self.path}:{line}")
+        warnings = self.warnings + describe(rejected, lambda line: f"{self.path}:{line}")
         return ImportedRun(str(self.path), NAME, points, meta, warnings, self.keeper.lines())

@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import json
+import math
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from stethoscope.errors import InputError
+from stethoscope.importers.hf import HFTrainerStateImporter, gradient_accumulation
+from stethoscope.importers.names import EPOCH
+from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR
+from tests.importers.series import names, series
+
+STATE = """{
+  "best_metric": 0.61,
+  "best_model_checkpoint": "out/checkpoint-4",
+  "epoch": 2.0,
+  "eval_steps": 2,
+  "global_step": 4,
+  "log_history": [
+    {"epoch": 0.5, "grad_norm": 1.5, "learning_rate": 1e-05, "loss": 2.5, "step": 1},
+    {"epoch": 1.0, "grad_norm": NaN, "learning_rate": 2e-05, "loss": 2.25, "step": 2},
+    {"epoch": 1.0, "eval_loss": 0.75, "eval_runtime": 3.5, "eval_samples_per_second": 10.0,
+     "eval_steps_per_second": 2.5, "eval_wer": 33.0, "step": 2},
+    {"epoch": 1.5, "grad_norm": Infinity, "learning_rate": 3e-05, "loss": -Infinity, "step": 3},
+    {"epoch": 2.0, "grad_norm": 0.5, "learning_rate": 4e-05, "loss": 1.5, "step": 4},
+    {"epoch": 2.0, "eval_loss": 0.61, "step": 4},
+    {"epoch": 2.0, "step": 4, "total_flos": 1e+15, "train_loss": 2.0, "train_runtime": 12.5,
+     "train_samples_per_second": 3.2, "train_steps_per_second": 0.32}
+  ],
+  "logging_steps": 1,
+  "max_steps": 4,
+  "num_train_epochs": 2,
+  "train_batch_size": 8
+}
+"""
+
+
+def test_rows_become_points_at_their_steps(write) -> None:
+    run = HFTrainerStateImporter().read(write("trainer_state.json", STATE))
+    assert run.format == "hf_trainer_state"
+    assert series(run, LOSS) == {1: 2.5, 2: 2.25, 3: -math.inf, 4: 1.5}
+    norms = series(run, GRAD_NORM)
+    assert math.isnan(norms[2]) and norms[3] == math.inf and norms[4] == 0.5
+    assert series(run, LR) == {1: 1e-05, 2: 2e-05, 3: 3e-05, 4: 4e-05}
+    assert series(run, EVAL_LOSS) == {2: 0.75, 4: 0.61}
+    assert series(run, "eval/wer") == {2: 33.0}
+    assert series(run, "eval/runtime_s") == {2: 3.5}
+    assert series(run, "eval/samples_per_s") == {2: 10.0}
+    assert series(run, EPOCH) == {1: 0.5, 2: 1.0, 3: 1.5, 4: 2.0}
+    # the eval rows repeat their train row's epoch: written once
+    assert [p.step for p in run.points if p.name == EPOCH] == [1, 2, 3, 4]
+    assert all(p.time is None for p in run.points)
+    assert run.warnings == []
+
+
+def test_summary_and_bookkeeping_go_to_meta(write) -> None:
+    run = HFTrainerStateImporter().read(write("trainer_state.json", STATE))
+    assert "train/runtime" not in names(run) and "train_runtime" not in names(run)
+    assert run.meta["summary"]["train_runtime"] == 12.5
+    for key, value in {"max_steps": 4, "num_train_epochs": 2, "train_batch_size": 8, "logging_steps": 1,
+                       "eval_steps": 2, "best_metric": 0.61, "best_model_checkpoint": "out/checkpoint-4"}.items():
+        assert run.meta[key] == value
+    json.dumps(run.meta, allow_nan=False)  # meta is plain JSON
+
+
+def test_resumed_run_keeps_repeated_steps_in_order(write) -> None:
+    rows = [{"loss": 3.0, "step": 1}, {"loss": 2.0, "step": 2}, {"loss": 2.5, "step": 2}, {"loss": 1.0, "step": 3}]
+    run = HFTrainerStateImporter().read(write("trainer_state.json", json.dumps({"log_history": rows})))
+    assert [(p.step, p.value) for p in run.points if p.name == LOSS] == [(1, 3.0), (2, 2.0), (2, 2.5), (3, 1.0)]
+
+
+def test_rows_without_step_land_on_the_step_before(write) -> None:
+    rows = [{"eval_loss": 0.6, "step": 5}, {"predict_loss": 0.7, "predict_runtime": 2.0}]
+    run = HFTrainerStateImporter().read(write("trainer_state.json", json.dumps({"log_history": rows})))
+    assert series(run, "test/loss") == {5: 0.7}
+    assert series(run, "test/runtime_s") == {5: 2.0}
+    assert "rows_without_step" in run.meta["notes"]
+
+
+def test_text_values_are_left_out_with_one_warning(write) -> None:
+    rows = [{"loss": 1.0, "remaining_time": "1h:02m", "step": s} for s in (1, 2, 3)]
+    path = write("trainer_state.json", json.dumps({"log_history": rows}))
+    run = HFTrainerStateImporter().read(path)
+    assert series(run, LOSS) == {1: 1.0, 2: 1.0, 3: 1.0}
+    assert run.warnings == [f"{path}: log_history[0]: remaining_time value '1h:02m' is not a number; left out "
+                            "(and 2 more)"]
+
+
+def test_truncated_file_gives_the_complete_rows_and_a_warning(write) -> None:
+    cut = STATE[: STATE.index('"learning_rate": 3e-05')]
+    path = write("trainer_state.json", cut)
+    run = HFTrainerStateImporter().read(path)
+    assert series(run, LOSS) == {1: 2.5, 2: 2.25}
+    assert series(run, EVAL_LOSS) == {2: 0.75}
+    assert len(run.warnings) == 1 and run.warnings[0].startswith(f"{path}:12: truncated or damaged JSON")
+
+
+def test_malformed_file_is_an_input_error_with_its_line(write) -> None:
+    path = write("trainer_state.json", '{\n  "global_step": 3,\n  oops\n}')
+    with pytest.raises(InputError) as err:
+        HFTrainerStateImporter().read(path)
+    assert err.value.line == 3 and str(path) in str(err.value)
+
+
+def test_not_a_state_file(write) -> None:
+    with pytest.raises(InputError, match="log_history"):
+        HFTrainerStateImporter().read(write("trainer_state.json", '{"global_step": 3}'))
+
+
+def test_sniff(tmp_path: Path) -> None:
+    imp = HFTrainerStateImporter()
+    assert imp.sniff(tmp_path / "trainer_state.json", "{\n")
+    assert imp.sniff(tmp_path / "state-copy.json", '{"log_history": []}')
+    assert not imp.sniff(tmp_path / "config.json", '{"hidden_size": 4}')
+
+
+def test_gradient_accumulation_from_json_beside(write) -> None:
+    path = write("ckpt/trainer_state.json", STATE)
+    write("ckpt/config.json", '{"hidden_size": 8}')
+    assert gradient_accumulation(path.parent) is None
+    write("ckpt/training_args.json", '{"gradient_accumulation_steps": 16}')
+    run = HFTrainerStateImporter().read(path)
+    assert run.meta["gradient_accumulation_steps"] == 16
+
+
+@dataclass
+class FakeTrainingArguments:
+    output_dir: str = "out"
+    gradient_accumulation_steps: int = 16
+    learning_rate: float = 2e-4
+
+
+@pytest.mark.parametrize("ga", [16, 300, 70000])
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_gradient_accumulation_from_pickled_args_without_unpickling(tmp_path: Path, ga: int, protocol: int) -> None:
+    (tmp_path / "training_args.bin").write_bytes(pickle.dumps(FakeTrainingArguments(gradient_accumulation_steps=ga),
+                                                              protocol=protocol))
+    assert gradient_accumulation(tmp_path) == ga
+
+
+def test_gradient_accumulation_from_torch_save(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    torch.save(FakeTrainingArguments(gradient_accumulation_steps=8), tmp_path / "training_args.bin")
+    assert gradient_accumulation(tmp_path) == 8
