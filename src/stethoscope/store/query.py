@@ -32,6 +32,8 @@ def rank_files(path: str | os.PathLike[str]) -> list[tuple[int, Path]]:
     p = Path(path)
     if p.is_file():
         m = _RANK_RE.search(p.name)
+        if m is None and p.suffix not in (".sqlite", ".db"):
+            raise NotARunError(f"{p}: not a stethoscope run store (expected a run directory or a rank-*.sqlite file)")
         return [(int(m.group(1)) if m else 0, p)]
     if not p.exists():
         raise NotARunError(f"{p}: no such file or directory")
