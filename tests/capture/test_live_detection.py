@@ -1,0 +1,68 @@
+"""The detectors run live inside the Monitor (on the writer thread) and record findings as they happen."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stethoscope import Monitor
+from stethoscope.cli.listing import live_findings
+from stethoscope.records import severity_rank
+from stethoscope.store.query import open_run
+from stethoscope.testing import loss_curve
+
+torch = pytest.importorskip("torch")
+
+
+def _train(run, inject=None, steps=160):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    gen = torch.Generator().manual_seed(1)
+    with Monitor(run, model=model, optimizer=opt, tokens_per_step=64, strict=True) as mon:
+        for step in range(steps):
+            x = torch.randn(64, 8, generator=gen)
+            y = torch.sin(x.sum(1, keepdim=True))
+            if inject == ("nan", step):
+                x = x * float("nan")
+            if inject == ("spike", step):
+                y = y + 40.0  # a garbage batch: targets the model has never seen
+            loss = ((model(x) - y) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            if not torch.isfinite(loss):
+                mon.step(step, loss=loss, batch_ids=[step * 64 + i for i in range(4)])
+                continue  # the loop skips the bad batch, as a careful loop does
+            opt.step()
+            mon.step(step, loss=loss, batch_ids=[step * 64 + i for i in range(4)])
+
+
+def _findings(run):
+    with open_run(run) as r:
+        return live_findings(r)
+
+
+def test_nan_is_found_live_at_the_exact_step_once(tmp_path):
+    _train(tmp_path, ("nan", 97))
+    nan = [f for f in _findings(tmp_path) if f.type == "nan"]
+    assert len(nan) == 1, nan
+    assert nan[0].step == 97 and nan[0].severity == "critical"
+
+
+def test_garbage_batch_spike_is_a_warning_with_recovery(tmp_path):
+    _train(tmp_path, ("spike", 120))
+    spikes = [f for f in _findings(tmp_path) if f.type == "loss_spike"]
+    assert spikes and spikes[0].step == 120, _findings(tmp_path)
+    assert severity_rank(spikes[0].severity) >= severity_rank("warning")
+    with open_run(tmp_path) as r:
+        ids = json.loads(r.query("SELECT ids FROM batches WHERE step = 120")[1][0][0])
+    assert ids == [120 * 64 + i for i in range(4)]
+
+
+def test_healthy_curve_raises_nothing_at_or_above_warning(tmp_path):
+    with Monitor(tmp_path, strict=True) as mon:
+        for step, value in enumerate(loss_curve(600, seed=3)):
+            mon.step(step, loss=value, grad_norm=0.5 + 0.05 * ((step * 7919) % 13) / 13)
+    loud = [f for f in _findings(tmp_path) if severity_rank(f.severity) >= severity_rank("warning")]
+    assert loud == []
