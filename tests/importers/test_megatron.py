@@ -28,10 +28,14 @@ def fp16(step: int, loss: str | None = "2.635663E+00", scale: str = "131072.0", 
             f"iterations: {nan:3d} |")
 
 
-@pytest.fixture(params=[True, False], ids=["fast", "general"])
+MODES = {"general": {"fast": False}, "fast": {}, "line_chunks": {"chunk_bytes": 1}, "small_chunks": {"chunk_bytes": 900}}
+
+
+@pytest.fixture(params=list(MODES))
 def importer(request: pytest.FixtureRequest) -> MegatronImporter:
-    """Every test runs through the fast path and through the general parser: same answers."""
-    return MegatronImporter(fast=request.param)
+    """Every test runs through the general parser and through the fast path, line by line and over
+    chunks of a few lines (one line each, several): same answers."""
+    return MegatronImporter(**MODES[request.param])
 
 
 def read(importer: MegatronImporter, write, text: str):
@@ -222,3 +226,25 @@ def test_sniff() -> None:
     imp = MegatronImporter()
     assert imp.sniff(Path("x.log"), "junk\n" + fp16(1))
     assert not imp.sniff(Path("x.log"), "iteration 5 of something")
+
+
+def test_all_modes_agree_on_a_long_mixed_log(write) -> None:
+    overflow = "[2022-01-19 13:09:13,305] [INFO] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 8.0, reducing to 4.0"
+    lines = []
+    for s in range(1, 3001):
+        lines.append(fp16(s, loss=f"{2 + s / 1e4:.6E}", gbs=512 if s < 1500 else 1024,
+                          norm="0.000" if s % 777 == 0 else f"{1 + s / 1e3:.3f}", skipped=int(s % 500 == 0)))
+        if s % 10 == 0:
+            lines.append("time (ms)")
+        if s % 400 == 0:
+            lines += [overflow, "", " validation loss at iteration %d | lm loss value: 2.0E+00 | lm loss PPL: 7.39 |" % s]
+        if s == 2000:
+            cut = fp16(s + 1)
+            lines[-1:] = [lines[-1], cut[:120], cut[120:]]
+    lines.append("Traceback (most recent call last):")
+    path = write("train.log", "\n".join(lines) + "\n")
+    runs = [MegatronImporter(**mode).read(path) for mode in MODES.values()]
+    for run in runs[1:]:
+        assert [(p.name, p.step, p.value) for p in run.points] == [(p.name, p.step, p.value) for p in runs[0].points]
+        assert run.lines == runs[0].lines and run.warnings == runs[0].warnings and run.meta == runs[0].meta
+    assert len(series(runs[0], LOSS)) == 3000

@@ -3,7 +3,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from stethoscope.importers.table import Layout, PointTable, make_points
+from stethoscope.importers.table import Layout, PointTable, Rejected, make_points
 from stethoscope.records import Point
 
 
@@ -53,3 +53,17 @@ def test_many_rows_cross_chunks() -> None:
     points, _ = table.build()
     assert len(points) == 10000
     assert points[-1] == Point("b", 4999, -4999.0)
+
+
+def test_blocks_of_regex_rows_keep_their_order_and_lines() -> None:
+    table = PointTable()
+    table.add(1, 0, None, "x", 1.0)
+    rows = [(b"10", b"1.5", b"250"), (b"", b"", b""), (b"11", b"2.5", b"500")]  # the middle line: skipped
+    table.add_block(2, Layout(("a", "t"), (1.0, 0.001)), rows, 0, (1, 2))
+    table.add(5, 12, None, "x", 2.0)
+    table.add_block(6, Layout(("a", "t")), [(b"13", b"oops", b"1"), (b"14", b"3.5", b"2")], 0, (1, 2))
+    points, rejected = table.build({"t": "time_s"})
+    assert [(p.name, p.step, p.value) for p in points] == [
+        ("x", 0, 1.0), ("a", 10, 1.5), ("time_s", 10, 0.25), ("a", 11, 2.5), ("time_s", 11, 0.5), ("x", 12, 2.0),
+        ("time_s", 13, 1.0), ("a", 14, 3.5), ("time_s", 14, 2.0)]
+    assert rejected == [Rejected(6, "a", b"oops")]  # the exact line of the bad value

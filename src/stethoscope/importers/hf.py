@@ -107,7 +107,7 @@ def _skip(text: str, at: int) -> int:
 
 def _rows(path: Path, rows: list[Any]) -> tuple[PointTable, list[dict[str, Any]], list[str], int]:
     table = PointTable()
-    add_row = table.add_row
+    run = _Run(table)
     summaries: list[dict[str, Any]] = []
     warnings: list[str] = []
     shapes: dict[tuple[str, ...], Any] = {}
@@ -130,8 +130,34 @@ def _rows(path: Path, rows: list[Any]) -> tuple[PointTable, list[dict[str, Any]]
             shape = _without_epoch(shapes, keys)  # an eval row repeats the epoch of the row before it
         prev_step, prev_epoch = step, epoch
         if shape is not _EMPTY:
-            add_row(index, step, None, shape[0], shape[1](row))
+            run.add(index, step, shape, row)
+    run.flush()
     return table, summaries, warnings, unstepped
+
+
+class _Run:
+    """Consecutive rows of one shape, handed to the table as one block (the common case: every
+    training row has the same keys)."""
+
+    def __init__(self, table: PointTable) -> None:
+        self.table = table
+        self.shape: Any = None
+        self.origins: list[int] = []
+        self.steps: list[int] = []
+        self.values: list[Any] = []
+
+    def add(self, index: int, step: int, shape: Any, row: dict[str, Any]) -> None:
+        if shape is not self.shape:
+            self.flush()
+            self.shape = shape
+        self.origins.append(index)
+        self.steps.append(step)
+        self.values.append(shape[1](row))
+
+    def flush(self) -> None:
+        if self.origins:
+            self.table.add_columns(self.shape[0], self.origins, self.steps, self.values)
+            self.origins, self.steps, self.values = [], [], []
 
 
 def _shape(keys: tuple[str, ...], skip: str = "step") -> Any:

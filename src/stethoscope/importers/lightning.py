@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,6 @@ def _scalar(text: str) -> Any:
     if lowered in ("null", "~", "none"):
         return None
     number = to_float(text)
-    if number is None:
+    if number is None or not math.isfinite(number):
         return text
     return int(number) if number.is_integer() and "." not in text and "e" not in lowered else number

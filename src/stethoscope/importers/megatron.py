@@ -5,7 +5,8 @@
 `… memory (MB) | …` lines, DeepSpeed `OVERFLOW!` lines, the argument dump, and whatever else the
 job printed (tracebacks, NCCL/ECC errors, timestamped notes → `ImportedRun.lines`).
 
-Choices, each also noted in `meta["notes"]` when it applied:
+Choices (those that leave out or read a value in a way worth knowing are also explained in
+`meta["notes"]` when they applied):
 * Steps are the log's own iteration numbers.
 * Rank prefixes (`[default7]:`) are stripped; a record hard-wrapped over several physical lines is
   re-joined; a record cut short keeps its complete fields and the last, unterminated one is dropped.
@@ -23,30 +24,33 @@ Choices, each also noted in `meta["notes"]` when it applied:
   the points), `train/global_batch_size` only when it changes.
 * `grad norm: 0.000` is what old Megatron-DeepSpeed printed under pipeline parallelism: when the
   log never shows a non-zero grad norm, those zeros are dropped (not a real zero).
+
+Most lines of a big log go through the fast path (megatron_fast.py); this module is the general
+parser that reads everything else and teaches the fast path each new record shape.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from stethoscope.importers.base import ImportedRun, LogLine
-from stethoscope.importers.loglines import LineKeeper, parse_timestamp, strip_rank
-from stethoscope.importers.names import normalize
 from stethoscope.errors import InputError
+from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.loglines import LineKeeper, parse_timestamp, strip_rank
+from stethoscope.importers.megatron_fast import CHUNK_BYTES, Template, chunks, compile_template, line_count, shape
+from stethoscope.importers.megatron_fields import (
+    AFTER_LOSS, COUNTER_KEYS, GLOBAL_BATCH, GLOBAL_BATCH_KEY, LOSS_MISSING, eval_name, field_name, number,
+)
+from stethoscope.importers.names import normalize
 from stethoscope.importers.source import check_file, is_text
-from stethoscope.importers.table import Layout, PointTable, describe, gc_paused
+from stethoscope.importers.table import PointTable, describe, gc_paused
 from stethoscope.records import (
-    CUDA_ALLOCATED, CUDA_PEAK, CUDA_RESERVED, DATA_WAIT, EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, NAN_ITERS,
-    PARAM_NORM, SAMPLES_PER_S, SKIPPED, STEP_TIME, TFLOPS,
+    CUDA_ALLOCATED, CUDA_PEAK, CUDA_RESERVED, DATA_WAIT, GRAD_NORM, LOSS, LOSS_SCALE, NAN_ITERS, SKIPPED,
 )
 
 NAME = "megatron"
-LOSS_MISSING = "train/loss_missing"
-GLOBAL_BATCH = "train/global_batch_size"
 _ZERO_NORM = "grad/norm~zero"  # placeholder until we know whether the log ever printed a real norm
 _MAX_WRAP = 8
 _MAX_ARGS = 2000
@@ -58,22 +62,17 @@ _OVERFLOW = re.compile(r"OVERFLOW!.*?[Aa]ttempted loss scale:\s*([-+\d.eE]+),?\s
 _TIMERS = re.compile(r"^\s*time \(ms\)\s*\|")
 _MEMORY = re.compile(r"(?:after\s+(\d+)\s+iterations\)?\s+)?memory \(MB\)\s*\|", re.IGNORECASE)
 _ARG = re.compile(r"^\s+(\w+) \.{2,} ?(.*)$")
-_NUMBER = re.compile(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?))\s*([A-Za-z/%]*)",
-                     re.IGNORECASE)
-_PREFIX_BYTES = rb"(?:\[(?:default|rank)?\d+\]:|\[\d+,\d+\]<std(?:out|err)>:)? ?"
-# Fields that Megatron prints after the losses: seeing one means the loss field was really absent.
-_AFTER_LOSS = {"loss scale", "grad norm", "num zeros", "params norm", "number of skipped iterations",
-               "number of nan iterations", "samples per second", "tflops"}
-_FLOP_UNITS = {"": 1e-12, "k": 1e-9, "m": 1e-6, "g": 1e-3, "t": 1.0, "p": 1e3}
 
 
 class MegatronImporter:
-    """Megatron-family iteration logs; `fast=False` turns off the template fast path (for tests)."""
+    """Megatron-family iteration logs. `fast=False` turns the fast path off and `chunk_bytes` sets its
+    chunk size (both for tests: the answers must not change)."""
 
     name = NAME
 
-    def __init__(self, fast: bool = True) -> None:
+    def __init__(self, fast: bool = True, chunk_bytes: int = CHUNK_BYTES) -> None:
         self.fast = fast
+        self.chunk_bytes = chunk_bytes
 
     def sniff(self, path: Path, head: str) -> bool:
         return is_text(head) and _SNIFF.search(head) is not None
@@ -81,9 +80,9 @@ class MegatronImporter:
     def read(self, path: Path) -> ImportedRun:
         check_file(path)
         try:
-            # Streamed as bytes: holding or decoding a multi-GB log would cost more than parsing it.
-            with path.open("rb") as lines, gc_paused():
-                return _Reader(path, self.fast).run(lines)
+            # Read as bytes, in chunks: decoding or holding a multi-GB log would cost more than parsing it.
+            with path.open("rb") as stream, gc_paused():
+                return _Reader(path, self.fast).run(stream, self.chunk_bytes)
         except OSError as exc:
             raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
 
@@ -102,16 +101,6 @@ class _Record:
     @property
     def complete(self) -> bool:
         return self.parts[-1].rstrip().endswith("|")
-
-
-class _Template:
-    """A compiled regex for one exact record shape, with the layout of what it captures."""
-
-    def __init__(self, pattern: bytes, layout: Layout, roles: list[str]) -> None:
-        self.match: Callable[[bytes], re.Match[bytes] | None] = re.compile(pattern).match
-        self.layout = layout
-        self.step = roles.index("step") + 1
-        self.groups = tuple(i + 1 for i, role in enumerate(roles) if role == "value")
 
 
 class _Reader:
@@ -133,16 +122,39 @@ class _Reader:
         self.norms_nonzero = 0
         self.norms_zero = 0
         self.partial: _Record | None = None
-        self.template: _Template | None = None
-        self.templates: dict[tuple[Any, ...], _Template] = {}
+        self.template: Template | None = None
+        self.templates: dict[tuple[Any, ...], Template] = {}
 
     # -- the loop --------------------------------------------------------------------------------
-    def run(self, lines: Iterable[bytes]) -> ImportedRun:
+    def run(self, stream: BinaryIO, chunk_bytes: int) -> ImportedRun:
+        line = 0
+        for chunk in chunks(stream, chunk_bytes):
+            if not self._block(chunk, line):
+                self._lines(chunk.removesuffix(b"\n").split(b"\n"), line)
+            line += line_count(chunk)
+        self._finish_partial()
+        self._flush_overflow(line)
+        return self._result()
+
+    def _block(self, chunk: bytes, line: int) -> bool:
+        """Read the whole chunk at once when every line in it fits the current template."""
+        template = self._template()
+        if template is None:
+            return False
+        rows = template.findall(chunk)
+        if len(rows) != chunk.count(b"\n") + 1:  # findall also gives the (empty) end after the last newline
+            return False
+        self.table.add_block(line + 1, template.layout, rows, template.step_at, template.value_at)
+        last = next((row[template.step_at] for row in reversed(rows) if row[template.step_at]), None)
+        if last is not None:
+            self.last_step = int(last)
+        return True
+
+    def _lines(self, lines: list[bytes], line: int) -> None:
         add_row = self.table.add_row
         match, step, layout, groups = self._fast()
         last = None
-        index = 0
-        for index, raw in enumerate(lines, 1):
+        for index, raw in enumerate(lines, line + 1):
             if match is not None:
                 m = match(raw)
                 if m is not None:
@@ -155,14 +167,17 @@ class _Reader:
             match, step, layout, groups = self._fast()
         if last is not None:
             self.last_step = int(last)
-        self._finish_partial()
-        self._flush_overflow(index)
-        return self._result()
 
-    def _fast(self) -> tuple[Any, int, Layout | None, tuple[int, ...]]:
-        """(match, step group, layout, value groups) of the fast path; match is None when it is off."""
-        template = self.template
-        if not self.use_fast or template is None or self.partial is not None or self.pending_overflows:
+    def _template(self) -> Template | None:
+        """The template in force, or None where the general parser must read the next line."""
+        if not self.use_fast or self.partial is not None or self.pending_overflows:
+            return None
+        return self.template
+
+    def _fast(self) -> tuple[Any, int, Any, tuple[int, ...]]:
+        """(match, step group, layout, value groups) of the line fast path; match is None when it is off."""
+        template = self._template()
+        if template is None:
             return None, 0, None, ()
         return template.match, template.step, template.layout, template.groups
 
@@ -248,7 +263,7 @@ class _Reader:
         counts = {SKIPPED: 0.0, NAN_ITERS: 0.0}
         for key, text in fields:
             self.fields_seen.setdefault(key)
-            parsed = _number(text)
+            parsed = number(text)
             if parsed is None:
                 continue
             self._field(key.lower(), parsed, values, counts)
@@ -265,7 +280,7 @@ class _Reader:
 
     def _field(self, key: str, parsed: tuple[float, str], values: dict[str, float], counts: dict[str, float]) -> None:
         number, unit = parsed
-        if key == "global batch size":
+        if key == GLOBAL_BATCH_KEY:
             if number != self.last_gbs:
                 values[GLOBAL_BATCH] = number
             self.last_gbs = number
@@ -274,7 +289,7 @@ class _Reader:
             self.norms_zero += zero
             self.norms_nonzero += not zero
             values[_ZERO_NORM if zero else GRAD_NORM] = number
-        elif key in ("number of skipped iterations", "number of nan iterations"):
+        elif key in COUNTER_KEYS:
             counts[SKIPPED if "skipped" in key else NAN_ITERS] = number
         else:
             name, scale = field_name(key, unit)
@@ -286,7 +301,7 @@ class _Reader:
         if LOSS in values:
             return
         keys = {key.lower() for key, _ in fields}
-        if truncated and not keys & _AFTER_LOSS:
+        if truncated and not keys & AFTER_LOSS:
             return  # cut before where the loss would be: nothing to conclude
         values[LOSS_MISSING] = 1.0
         if counts[SKIPPED] > 0 and counts[NAN_ITERS] == 0:
@@ -302,9 +317,9 @@ class _Reader:
         expected = tuple(name for name in values if name != GLOBAL_BATCH)
         if LOSS not in values or any(math.isnan(v) for v in values.values()):
             return
-        key = tuple((k, _shape(k, text)) for k, text in fields)
+        key = shape(fields)
         if key not in self.templates:
-            self.templates[key] = _compile(fields)
+            self.templates[key] = compile_template(fields)
         template = self.templates[key]
         # Only a shape whose fast rows are exactly what this general parse produced is worth using.
         self.template = template if template.layout.names == expected and len(expected) >= 2 else None
@@ -317,9 +332,9 @@ class _Reader:
         values: dict[str, float] = {}
         for segment in body.split("|")[1:]:
             key, sep, text = segment.rpartition(":")
-            parsed = _number(text) if sep else None
+            parsed = number(text) if sep else None
             if parsed is not None:
-                values[_eval_name(key, namespace)] = parsed[0]
+                values[eval_name(key, namespace)] = parsed[0]
         if step is None or not values:
             self.keeper.offer(index, body, self.last_step)
             return
@@ -331,7 +346,7 @@ class _Reader:
         values = {}
         for segment in body.split("|")[1:]:
             key, sep, text = segment.rpartition(":")
-            parsed = _number(text) if sep else None
+            parsed = number(text) if sep else None
             if parsed is not None and key.strip():
                 name = normalize(key.replace("(", "").replace(")", ""))
                 values[DATA_WAIT if name == "batch_generator" else f"perf/{name}_s"] = parsed[0] / 1000.0
@@ -347,7 +362,7 @@ class _Reader:
         values = {}
         for segment in body.split("|")[1:]:
             key, sep, text = segment.rpartition(":")
-            parsed = _number(text) if sep else None
+            parsed = number(text) if sep else None
             name = names.get(" ".join(key.split()).lower())
             if parsed is not None and name:
                 values[name] = parsed[0] / 1024.0
@@ -387,84 +402,4 @@ class _Reader:
             self.meta["args"] = self.args
         if self.notes:
             self.meta["notes"] = self.notes
-        lines: list[LogLine] = self.keeper.lines()
-        return ImportedRun(str(self.path), NAME, points, self.meta, self.warnings, lines)
-
-
-def field_name(key: str, unit: str = "") -> tuple[str | None, float]:
-    """(our name, factor) for an iteration-record field (lower case key); (None, 1) to leave it out."""
-    if key.startswith("elapsed time per iteration"):
-        return STEP_TIME, 0.001 if "(ms)" in key else 1.0
-    if key in ("lm loss", "lm_loss", "loss"):
-        return LOSS, 1.0
-    if key.endswith("loss") or key.endswith("_loss"):
-        return f"train/{normalize(key)}", 1.0
-    if "flop" in key:
-        return TFLOPS, _FLOP_UNITS.get(unit[:1].lower(), 1.0) if "flops" in unit.lower() else 1.0
-    fixed = {"learning rate": LR, "loss scale": LOSS_SCALE, "grad norm": GRAD_NORM, "params norm": PARAM_NORM,
-             "samples per second": SAMPLES_PER_S, "samples/sec": SAMPLES_PER_S,
-             "tokens per gpu per second (tgs)": "perf/tokens_per_s_per_gpu", "num zeros": None,
-             "consumed samples": None, "consumed tokens": None}
-    if key in fixed:
-        return fixed[key], 1.0
-    return normalize(key), 1.0
-
-
-def _eval_name(key: str, namespace: str) -> str:
-    key = " ".join(key.split()).lower()
-    if key in ("lm loss value", "lm_loss value", "lm loss", "loss value"):
-        return EVAL_LOSS if namespace == "eval" else f"{namespace}/loss"
-    if key.endswith("ppl") or key.endswith("ppl value"):
-        return f"{namespace}/ppl"
-    return f"{namespace}/{normalize(key.removesuffix(' value'))}"
-
-
-def _number(text: str) -> tuple[float, str] | None:
-    m = _NUMBER.match(text)
-    if m is None or text[m.end():].strip():
-        return None
-    return float(m.group(1)), m.group(2)
-
-
-def _shape(key: str, text: str) -> str:
-    if key.lower() == "global batch size":
-        return text.strip()
-    parsed = _number(text)
-    return "?" if parsed is None else parsed[1]
-
-
-def _compile(fields: list[tuple[str, str]]) -> _Template:
-    """The fast-path regex for one record shape, as literal as Megatron's fixed format allows: only
-    lines with identical keys, the same global batch size, zero skipped/nan counts and a non-zero grad
-    norm match it (all else goes through the general parser). ~1.4 µs a line instead of ~4."""
-    names: list[str] = []
-    scales: list[float] = []
-    roles: list[str] = []
-    parts = [_field_regex(key, text, names, scales, roles) for key, text in fields]
-    pattern = _PREFIX_BYTES + b" *" + b" ".join(parts) + rb"\s*$"
-    layout = Layout(tuple(names), tuple(scales) if any(s != 1.0 for s in scales) else None)
-    return _Template(pattern, layout, roles)
-
-
-def _field_regex(key: str, text: str, names: list[str], scales: list[float], roles: list[str]) -> bytes:
-    if key == "iteration":
-        roles.append("step")
-        return rb"iteration +(\d+)/ *\d+ \|"
-    lower = key.lower()
-    label = re.escape(key.encode()) + b":"
-    parsed = _number(text)
-    if lower == "global batch size":
-        return label + b" *" + re.escape(text.strip().encode()) + rb" \|"
-    if lower in ("number of skipped iterations", "number of nan iterations"):
-        return label + rb" *0 \|"
-    name, scale = field_name(lower, parsed[1]) if parsed else (None, 1.0)
-    if name is None or parsed is None:
-        return label + rb"[^|]*\|"
-    names.append(name)
-    scales.append(scale)
-    roles.append("value")
-    if lower == "grad norm":  # a zero norm must take the general path (see the module docstring)
-        return label + rb" *(?!0\.?0* \|)([^ |]+) \|"
-    if parsed[1]:
-        return label + rb" *([-+.0-9eE]+)" + re.escape(parsed[1].encode()) + rb" \|"
-    return label + rb" *([^ |]+) \|"
+        return ImportedRun(str(self.path), NAME, points, self.meta, self.warnings, self.keeper.lines())

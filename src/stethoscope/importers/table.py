@@ -1,10 +1,11 @@
-"""Points collected row by row and turned into `Point` objects in bulk.
+"""Points collected row by row (or block by block) and turned into `Point` objects in bulk.
 
 A million-iteration log yields several million points, and building them one by one
 (`Point(name, step, value)` in a Python loop, with the cyclic GC running) costs ~1 µs each: more than
-all the parsing. So importers append raw rows (four list appends), and `PointTable.build` converts
-and builds whole columns with C-level loops (`map`, `chain`), the GC paused: ~0.3 µs a point.
-Points come out in row order, so repeated steps of a resumed run stay in the order they were logged.
+all the parsing. So importers append raw rows (five list appends), or whole blocks of same-shaped
+rows at once, and `PointTable.build` converts and builds columns with C-level loops (`map`, `chain`),
+a cache-sized chunk at a time, the GC paused: ~0.3 µs a point. Points come out in the order the rows
+were added, so repeated steps of a resumed run stay in the order they were logged.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import gc
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from itertools import chain, compress, repeat
+from itertools import chain, compress, cycle, repeat
 from operator import is_not, itemgetter, mul
 from typing import NamedTuple
 
@@ -43,6 +44,30 @@ class Rejected(NamedTuple):
     raw: object
 
 
+Rename = Mapping[str, "str | None"]
+
+
+class _Rows:
+    """Rows of any shapes: five parallel columns."""
+
+    def __init__(self) -> None:
+        self.origins: list[int] = []
+        self.steps: list[object] = []
+        self.times: list[float | None] = []
+        self.layouts: list[Layout] = []
+        self.values: list[Sequence[object]] = []
+
+
+class _Block:
+    """Rows of one shape, already converted: int steps, float values flattened row by row."""
+
+    def __init__(self, layout: Layout, origins: list[int], steps: list[int], values: list[float]) -> None:
+        self.layout = layout
+        self.origins = origins
+        self.steps = steps
+        self.values = values
+
+
 class PointTable:
     """Rows of (origin, step, time, layout, raw values); `build` returns the Points in row order.
 
@@ -51,23 +76,27 @@ class PointTable:
     """
 
     def __init__(self) -> None:
-        self._origins: list[int] = []
-        self._steps: list[object] = []
-        self._times: list[float | None] = []
-        self._layouts: list[Layout] = []
-        self._values: list[Sequence[object]] = []
+        self._segments: list[_Rows | _Block] = []
+        self._new_rows()
+
+    def _new_rows(self) -> None:
+        rows = _Rows()
+        self._segments.append(rows)
+        # Bound once: add_row is the per-line hot path of the text importers.
+        self._origins, self._steps, self._times = rows.origins.append, rows.steps.append, rows.times.append
+        self._layouts, self._values = rows.layouts.append, rows.values.append
 
     def __len__(self) -> int:
-        return len(self._steps)
+        return sum(len(segment.steps) for segment in self._segments)
 
     def add_row(self, origin: int, step: object, time: float | None, layout: Layout,
                 values: Sequence[object]) -> None:
         """Append one row; `values` lines up with `layout.names`."""
-        self._origins.append(origin)
-        self._steps.append(step)
-        self._times.append(time)
-        self._layouts.append(layout)
-        self._values.append(values)
+        self._origins(origin)
+        self._steps(step)
+        self._times(time)
+        self._layouts(layout)
+        self._values(values)
 
     def add(self, origin: int, step: object, time: float | None, name: str, value: object) -> None:
         """Append a single point."""
@@ -78,57 +107,104 @@ class PointTable:
         if values:
             self.add_row(origin, step, time, Layout(tuple(values)), tuple(values.values()))
 
-    def build(self, rename: Mapping[str, str | None] | None = None) -> tuple[list[Point], list[Rejected]]:
+    def add_block(self, first: int, layout: Layout, rows: Sequence[Sequence[object]], step_at: int,
+                  value_at: tuple[int, ...]) -> None:
+        """Append regex rows (`findall` tuples, one per source line from line `first` on): the step at
+        `step_at`, the values at `value_at`; rows with an empty step (lines to skip) are left out.
+        Converted here, in C-level passes, while the rows are still in the CPU cache."""
+        raw_steps = list(map(itemgetter(step_at), rows))
+        kept = list(compress(rows, raw_steps))
+        pick = itemgetter(*value_at) if len(value_at) > 1 else (lambda row: (row[value_at[0]],))
+        origins = list(compress(range(first, first + len(rows)), raw_steps))
+        self.add_columns(layout, origins, list(compress(raw_steps, raw_steps)), list(map(pick, kept)))
+
+    def add_columns(self, layout: Layout, origins: list[int], steps: list[object],
+                    values: list[Sequence[object]]) -> None:
+        """Append many rows of one layout at once (`values[i]` lines up with `layout.names`)."""
+        try:
+            floats = list(map(float, chain.from_iterable(values)))
+            ints = list(map(int, steps))
+        except (TypeError, ValueError):  # something is not a number: the row path names it
+            for row in zip(origins, steps, repeat(None), repeat(layout), values):
+                self.add_row(*row)
+            return
+        self._segments.append(_Block(layout, origins, ints, floats))
+        self._new_rows()
+
+    def build(self, rename: Rename | None = None) -> tuple[list[Point], list[Rejected]]:
         """All points in row order, and the values that were not numbers (left out).
 
-        `rename` maps a name to another, or to None to leave its points out. Rows are converted in
-        chunks that stay in the CPU cache: one pass over millions of objects per column costs more.
+        `rename` maps a name to another, or to None to leave its points out.
         """
         points: list[Point] = []
         rejected: list[Rejected] = []
         with gc_paused():
-            for start in range(0, len(self._steps), _CHUNK_ROWS):
-                rows = slice(start, start + _CHUNK_ROWS)
-                points += self._chunk(rows, rename, rejected)
+            for segment in self._segments:
+                for start in range(0, len(segment.steps), _CHUNK_ROWS):
+                    rows = slice(start, start + _CHUNK_ROWS)
+                    if isinstance(segment, _Block):
+                        points += _block_chunk(segment, rows, rename)
+                    else:
+                        points += _rows_chunk(segment, rows, rename, rejected)
         return points, rejected
 
-    def _chunk(self, rows: slice, rename: Mapping[str, str | None] | None, rejected: list[Rejected]) -> list[Point]:
-        layouts = self._layouts[rows]
-        shapes = list(map(_NAMES, layouts))
-        counts = list(map(len, shapes))
-        names = list(chain.from_iterable(shapes))
-        steps = list(chain.from_iterable(map(repeat, map(int, self._steps[rows]), counts)))
-        times = list(chain.from_iterable(map(repeat, self._times[rows], counts)))
-        try:
-            values = list(map(float, chain.from_iterable(self._values[rows])))
-            keep = None
-        except (TypeError, ValueError):
-            values, keep = self._numbers_slowly(rows, names, counts, rejected)
-        if any(map(_SCALES, layouts)):
-            factors = chain.from_iterable(layout.scales or repeat(1.0, n) for layout, n in zip(layouts, counts))
-            values = list(map(mul, values, factors))
-        if rename:
-            names = list(map(rename.get, names, names))
-            present = list(map(is_not, names, repeat(None)))
-            keep = present if keep is None else list(map(bool.__and__, keep, present))
-        if keep is not None:
-            names, steps, values, times = (list(compress(col, keep)) for col in (names, steps, values, times))
-        return make_points(names, steps, values, times)
 
-    def _numbers_slowly(self, rows: slice, names: list[str], counts: list[int],
-                        rejected: list[Rejected]) -> tuple[list[float], list[bool]]:
-        # Only reached when some value is not a number: one pass with a check per value.
-        origins = chain.from_iterable(map(repeat, self._origins[rows], counts))
-        raw = chain.from_iterable(self._values[rows])
-        values: list[float] = []
-        keep: list[bool] = []
-        for origin, name, item in zip(origins, names, raw):
-            number = to_float(item)
-            keep.append(number is not None)
-            values.append(0.0 if number is None else number)
-            if number is None:
-                rejected.append(Rejected(origin, name, item))
-        return values, keep
+def _block_chunk(block: _Block, rows: slice, rename: Rename | None) -> list[Point]:
+    width = len(block.layout.names)
+    steps = block.steps[rows]
+    names = list(block.layout.names) * len(steps)
+    values = block.values[rows.start * width: rows.stop * width]
+    if block.layout.scales:
+        values = list(map(mul, values, cycle(block.layout.scales)))
+    columns = (names, list(chain.from_iterable(map(repeat, steps, repeat(width)))), values, [None] * len(names))
+    return make_points(*_renamed(columns, rename, None))
+
+
+def _rows_chunk(segment: _Rows, rows: slice, rename: Rename | None, rejected: list[Rejected]) -> list[Point]:
+    layouts = segment.layouts[rows]
+    shapes = list(map(_NAMES, layouts))
+    counts = list(map(len, shapes))
+    names = list(chain.from_iterable(shapes))
+    steps = list(chain.from_iterable(map(repeat, map(int, segment.steps[rows]), counts)))
+    times = list(chain.from_iterable(map(repeat, segment.times[rows], counts)))
+    try:
+        values = list(map(float, chain.from_iterable(segment.values[rows])))
+        keep = None
+    except (TypeError, ValueError):
+        values, keep = _numbers_slowly(segment, rows, names, counts, rejected)
+    if any(map(_SCALES, layouts)):
+        factors = chain.from_iterable(layout.scales or repeat(1.0, n) for layout, n in zip(layouts, counts))
+        values = list(map(mul, values, factors))
+    return make_points(*_renamed((names, steps, values, times), rename, keep))
+
+
+def _renamed(columns: tuple[list, list, list, list], rename: Rename | None,
+             keep: list[bool] | None) -> tuple[list, list, list, list]:
+    names = columns[0]
+    if rename and any(name in rename for name in set(names)):
+        names = list(map(rename.get, names, names))
+        present = list(map(is_not, names, repeat(None)))
+        keep = present if keep is None else list(map(bool.__and__, keep, present))
+        columns = (names, *columns[1:])
+    if keep is None:
+        return columns
+    return tuple(list(compress(column, keep)) for column in columns)  # type: ignore[return-value]
+
+
+def _numbers_slowly(segment: _Rows, rows: slice, names: list[str], counts: list[int],
+                    rejected: list[Rejected]) -> tuple[list[float], list[bool]]:
+    # Only reached when some value is not a number: one pass with a check per value.
+    origins = chain.from_iterable(map(repeat, segment.origins[rows], counts))
+    raw = chain.from_iterable(segment.values[rows])
+    values: list[float] = []
+    keep: list[bool] = []
+    for origin, name, item in zip(origins, names, raw):
+        number = to_float(item)
+        keep.append(number is not None)
+        values.append(0.0 if number is None else number)
+        if number is None:
+            rejected.append(Rejected(origin, name, item))
+    return values, keep
 
 
 def describe(rejected: list[Rejected], where: Callable[[int], str]) -> list[str]:

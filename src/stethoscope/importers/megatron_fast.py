@@ -1,0 +1,106 @@
+"""The fast path of the Megatron importer: one literal regex per record shape.
+
+Once the general parser has read a record, its exact shape (keys in order, units, the global batch
+size) is compiled into a regex that only matches lines the general parser would read into the same
+points: same keys, same batch size, zero skipped/nan counts, a non-zero grad norm. Whole chunks of
+the file are then matched at once (`findall`, C speed) when every line in them is such a record or
+a bare `time (ms)`/empty line; any other chunk goes line by line. tests/importers/test_megatron.py
+reads every case both ways and compares.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+from stethoscope.importers.megatron_fields import COUNTER_KEYS, GLOBAL_BATCH_KEY, field_name, number
+from stethoscope.importers.table import Layout
+
+CHUNK_BYTES = 256 * 1024  # small enough that a chunk with one odd line wastes little
+_PREFIX = rb"(?:\[(?:default|rank)?\d+\]:|\[\d+,\d+\]<std(?:out|err)>:)? ?"
+_VALUE = rb"([^ |\n]+)"
+# Lines a chunk may hold besides records and still be read at once: they carry nothing.
+_SKIPPABLE = _PREFIX + rb"(?:time \(ms\))?[ \t\r]*"
+
+
+class Template:
+    """A regex for one record shape: `match` for one line, `findall` for a chunk (one tuple per line,
+    with an empty step for a skippable line), and where the step and the values are in the groups."""
+
+    def __init__(self, record: bytes, layout: Layout, roles: list[str]) -> None:
+        self.match: Callable[[bytes], re.Match[bytes] | None] = re.compile(record + rb"[ \t\r]*\n?$").match
+        self.findall = re.compile(rb"^(?:" + record + rb"[ \t\r]*|" + _SKIPPABLE + rb")$", re.MULTILINE).findall
+        self.layout = layout
+        self.step = roles.index("step") + 1
+        self.groups = tuple(i + 1 for i, role in enumerate(roles) if role == "value")
+        self.step_at = self.step - 1
+        self.value_at = tuple(g - 1 for g in self.groups)
+
+
+def shape(fields: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """What makes two records share a template: their keys, units and global batch size."""
+    return tuple((key, _shape(key, text)) for key, text in fields)
+
+
+def _shape(key: str, text: str) -> str:
+    if key.lower() == GLOBAL_BATCH_KEY:
+        return text.strip()
+    parsed = number(text)
+    return "?" if parsed is None else parsed[1]
+
+
+def compile_template(fields: list[tuple[str, str]]) -> Template:
+    """The template of a record read by the general parser, from its (key, value text) fields."""
+    names: list[str] = []
+    scales: list[float] = []
+    roles: list[str] = []
+    parts = [_field(key, text, names, scales, roles) for key, text in fields]
+    layout = Layout(tuple(names), tuple(scales) if any(s != 1.0 for s in scales) else None)
+    return Template(_PREFIX + b" *" + b" ".join(parts), layout, roles)
+
+
+def _field(key: str, text: str, names: list[str], scales: list[float], roles: list[str]) -> bytes:
+    if key == "iteration":
+        roles.append("step")
+        return rb"iteration +(\d+)/ *\d+ \|"
+    lower = key.lower()
+    label = re.escape(key.encode()) + b":"
+    parsed = number(text)
+    if lower == GLOBAL_BATCH_KEY:
+        return label + b" *" + re.escape(text.strip().encode()) + rb" \|"
+    if lower in COUNTER_KEYS:
+        return label + rb" *0 \|"
+    name, scale = field_name(lower, parsed[1]) if parsed else (None, 1.0)
+    if name is None or parsed is None:
+        return label + rb"[^|\n]*\|"
+    names.append(name)
+    scales.append(scale)
+    roles.append("value")
+    if lower == "grad norm":  # a zero norm takes the general path: it may be a pipeline-parallel artefact
+        return label + rb" *(?!0\.?0* \|)" + _VALUE + rb" \|"
+    if parsed[1]:
+        return label + rb" *([-+.0-9eE]+)" + re.escape(parsed[1].encode()) + rb" \|"
+    return label + rb" *" + _VALUE + rb" \|"
+
+
+def chunks(stream: BinaryIO, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """The stream in pieces of about `size` bytes that end at a line end (the last may not)."""
+    rest = b""
+    while True:
+        data = stream.read(size)
+        if not data:
+            if rest:
+                yield rest
+            return
+        data = rest + data
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            rest = data
+            continue
+        rest = data[cut:]
+        yield data[:cut]
+
+
+def line_count(chunk: bytes) -> int:
+    return chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
