@@ -146,3 +146,10 @@ def test_gradient_accumulation_from_torch_save(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     torch.save(FakeTrainingArguments(gradient_accumulation_steps=8), tmp_path / "training_args.bin")
     assert gradient_accumulation(tmp_path) == 8
+
+
+def test_a_per_step_train_loss_key_is_not_a_summary(write) -> None:
+    rows = [{"train_loss": 2.0, "step": 1}, {"train_loss": 1.5, "step": 2}]
+    run = HFTrainerStateImporter().read(write("trainer_state.json", json.dumps({"log_history": rows})))
+    assert series(run, LOSS) == {1: 2.0, 2: 1.5}
+    assert "summary" not in run.meta

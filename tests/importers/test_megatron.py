@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.megatron import GLOBAL_BATCH, LOSS_MISSING, MegatronImporter
 from stethoscope.records import (
     EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, NAN_ITERS, SAMPLES_PER_S, SKIPPED, STEP_TIME, TFLOPS,
@@ -38,7 +39,7 @@ def importer(request: pytest.FixtureRequest) -> MegatronImporter:
     return MegatronImporter(**MODES[request.param])
 
 
-def read(importer: MegatronImporter, write, text: str):
+def read(importer: MegatronImporter, write, text: str) -> ImportedRun:
     return importer.read(write("train.log", text))
 
 

@@ -26,8 +26,8 @@ NAME = "hf_trainer_state"
 _META_KEYS = ("global_step", "max_steps", "num_train_epochs", "epoch", "train_batch_size", "logging_steps",
               "eval_steps", "save_steps", "best_metric", "best_global_step", "best_model_checkpoint",
               "total_flos", "num_input_tokens_seen", "stateful_callbacks")
-_SUMMARY_KEYS = frozenset(("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss",
-                           "total_flos"))
+# What marks the summary row that `Trainer.train()` appends (a custom per-step `train_loss` does not).
+_SUMMARY_KEYS = frozenset(("train_runtime", "train_samples_per_second", "train_steps_per_second"))
 _SUMMARY: Any = ("summary",)
 _EMPTY: Any = ("empty",)
 _ARGS_FILES = ("training_args.json", "trainer_config.json", "args.json", "config.json")
