@@ -249,3 +249,21 @@ def test_all_modes_agree_on_a_long_mixed_log(write) -> None:
         assert [(p.name, p.step, p.value) for p in run.points] == [(p.name, p.step, p.value) for p in runs[0].points]
         assert run.lines == runs[0].lines and run.warnings == runs[0].warnings and run.meta == runs[0].meta
     assert len(series(runs[0], LOSS)) == 3000
+
+
+def stamped(step: int, stamp: str = "2024-05-01 10:00:00", extra: str = "") -> str:
+    return (f" [{stamp}] iteration {step:8d}/   10000 | consumed samples: {step * 256:12d} |{extra} elapsed time "
+            f"per iteration (ms): 1234.5 | throughput per GPU (TFLOP/s/GPU): 123.4 | learning rate: 1.000000E-04 | "
+            f"global batch size:   256 | lm loss: {2 + step / 1000:.6E} | loss scale: 1.0 | grad norm: 1.234 | "
+            "number of skipped iterations:   0 | number of nan iterations:   0 |")
+
+
+def test_megatron_lm_timestamps_become_point_times(importer, write) -> None:
+    lines = [stamped(s, f"2024-05-01 10:00:{s:02d}.{s:06d}") for s in range(1, 40)]
+    lines.insert(20, stamped(20, "2024-05-01 10:00:20", extra=" skipped samples:            8 |"))
+    run = read(importer, write, "\n".join(lines) + "\n")
+    times = {p.step: p.time for p in run.points if p.name == LOSS}
+    assert times[1] == 1714557601.000001 and times[39] == 1714557639.000039
+    assert series(run, TFLOPS)[5] == 123.4
+    assert series(run, STEP_TIME)[5] == pytest.approx(1.2345)
+    assert series(run, "train/skipped_samples") == {20: 8.0}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import calendar
 import re
 from collections import deque
+from functools import lru_cache
 
 from stethoscope.importers.base import LogLine
 
@@ -28,7 +29,7 @@ _ALERT = re.compile(
 _CONTEXT = re.compile(r"WARN|[Ww]arning|[Cc]heckpoint|[Ss]aving|[Ss]aved|[Rr]esum|[Rr]estart|\bGC\b|[Gg]arbage|"
                       r"collected \d+ objects|[Ss]kipp|[Ss]tall|[Ss]traggl|[Pp]reempt|[Ee]xiting|[Tt]erminat")
 _TIMESTAMP = re.compile(
-    r"^\[?(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?\s?(Z|[+-]\d{2}:?\d{2})?\]?")
+    r"^\[?(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2}(?:[.,]\d{1,6})?)\s?(Z|[+-]\d{2}:?\d{2})?\]?")
 # Launcher prefixes in front of every line: torchrun `[default7]:` / `[rank0]:`, mpirun `[1,0]<stdout>:`.
 RANK_PREFIX = re.compile(r"^\s*(?:\[(?:default|rank)?\d+\]:|\[\d+,\d+\]<std(?:out|err)>:) ?")
 
@@ -38,12 +39,24 @@ def parse_timestamp(text: str) -> tuple[float | None, int]:
     m = _TIMESTAMP.match(text)
     if m is None:
         return None, 0
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    year, month, day, hour, minute = (int(g) for g in m.groups()[:5])
+    second = float(m.group(6).replace(",", "."))
     if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 61):
         return None, 0
-    seconds = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
-    fraction = float("0." + m.group(7)) if m.group(7) else 0.0
-    return seconds + fraction - _offset_s(m.group(8)), m.end()
+    return minute_start(year, month, day, hour, minute) + second - _offset_s(m.group(7)), m.end()
+
+
+def stamp_seconds(raw: bytes) -> float:
+    """Unix seconds of b"YYYY-MM-DD HH:MM:SS[.ffffff]" (how Megatron-LM stamps its records), as UTC;
+    the same arithmetic as `parse_timestamp`, so both paths give the same float."""
+    minute = minute_start(int(raw[0:4]), int(raw[5:7]), int(raw[8:10]), int(raw[11:13]), int(raw[14:16]))
+    return minute + float(raw[17:].replace(b",", b".")) - 0.0
+
+
+@lru_cache(maxsize=4096)
+def minute_start(year: int, month: int, day: int, hour: int, minute: int) -> int:
+    """Unix seconds at the start of a UTC minute (cached: a log's lines share few minutes)."""
+    return calendar.timegm((year, month, day, hour, minute, 0, 0, 0, 0))
 
 
 def _offset_s(zone: str | None) -> float:

@@ -38,8 +38,10 @@ from typing import Any, BinaryIO
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
-from stethoscope.importers.loglines import LineKeeper, parse_timestamp, strip_rank
-from stethoscope.importers.megatron_fast import CHUNK_BYTES, Template, chunks, compile_template, line_count, shape
+from stethoscope.importers.loglines import LineKeeper, parse_timestamp, stamp_seconds, strip_rank
+from stethoscope.importers.megatron_fast import (
+    CHUNK_BYTES, STAMPED, Template, chunks, compile_template, line_count, shape,
+)
 from stethoscope.importers.megatron_fields import (
     AFTER_LOSS, COUNTER_KEYS, GLOBAL_BATCH, GLOBAL_BATCH_KEY, LOSS_MISSING, eval_name, field_name, number,
 )
@@ -144,7 +146,8 @@ class _Reader:
         rows = template.findall(chunk)
         if len(rows) != chunk.count(b"\n") + 1:  # findall also gives the (empty) end after the last newline
             return False
-        self.table.add_block(line + 1, template.layout, rows, template.step_at, template.value_at)
+        self.table.add_block(line + 1, template.layout, rows, template.step_at, template.value_at,
+                             template.time_at, stamp_seconds)
         last = next((row[template.step_at] for row in reversed(rows) if row[template.step_at]), None)
         if last is not None:
             self.last_step = int(last)
@@ -152,19 +155,19 @@ class _Reader:
 
     def _lines(self, lines: list[bytes], line: int) -> None:
         add_row = self.table.add_row
-        match, step, layout, groups = self._fast()
+        match, step, stamp, layout, groups = self._fast()
         last = None
         for index, raw in enumerate(lines, line + 1):
             if match is not None:
                 m = match(raw)
                 if m is not None:
                     last = m.group(step)
-                    add_row(index, last, None, layout, m.group(*groups))
+                    add_row(index, last, stamp_seconds(m.group(stamp)) if stamp else None, layout, m.group(*groups))
                     continue
             if last is not None:
                 self.last_step, last = int(last), None
             self._slow(index, raw.decode("utf-8", errors="replace").rstrip())
-            match, step, layout, groups = self._fast()
+            match, step, stamp, layout, groups = self._fast()
         if last is not None:
             self.last_step = int(last)
 
@@ -174,12 +177,13 @@ class _Reader:
             return None
         return self.template
 
-    def _fast(self) -> tuple[Any, int, Any, tuple[int, ...]]:
-        """(match, step group, layout, value groups) of the line fast path; match is None when it is off."""
+    def _fast(self) -> tuple[Any, int, int, Any, tuple[int, ...]]:
+        """(match, step group, time group or 0, layout, value groups) of the line fast path; match is None
+        when it is off."""
         template = self._template()
         if template is None:
-            return None, 0, None, ()
-        return template.match, template.step, template.layout, template.groups
+            return None, 0, 0, None, ()
+        return template.match, template.step, template.time, template.layout, template.groups
 
     def _slow(self, index: int, text: str) -> None:
         body = strip_rank(text)
@@ -226,7 +230,7 @@ class _Reader:
         record, self.partial = self.partial, None
         if record is None:
             return
-        fields, step, total, truncated = self._fields(record)
+        fields, step, total, truncated, time = self._fields(record)
         if step is None:
             self.warnings.append(f"{self.path}:{record.line}: iteration record without a readable step")
             return
@@ -235,28 +239,31 @@ class _Reader:
                                  "was dropped")
         self.meta["total_iterations"] = total
         values = self._values(fields, record, truncated)
-        self.table.add_values(record.line, step, None, values)
+        self.table.add_values(record.line, step, time, values)
         self.last_step = step
         if self.use_fast and not truncated and len(record.parts) == 1:
             self._learn(fields, values)
 
-    def _fields(self, record: _Record) -> tuple[list[tuple[str, str]], int | None, int | None, bool]:
+    def _fields(self, record: _Record) -> tuple[list[tuple[str, str]], int | None, int | None, bool, float | None]:
+        """(key, value text) pairs, step, total iterations, whether cut short, and the record's time
+        (Megatron-LM stamps `[YYYY-MM-DD HH:MM:SS] iteration …`)."""
         segments = record.text.split("|")
         truncated = not record.complete
         if truncated:
             segments = segments[:-1]
         fields: list[tuple[str, str]] = []
-        step = total = None
+        step = total = time = None
         for segment in segments:
             it = ITERATION.search(segment)
             if it and step is None:
                 step, total = int(it.group(1)), int(it.group(2))
-                fields.append(("iteration", ""))
+                time = parse_timestamp(segment.strip())[0]
+                fields.append(("iteration", STAMPED if time is not None else ""))
                 continue
             key, sep, value = segment.rpartition(":")
             if sep and key.strip():
                 fields.append((" ".join(key.split()), value.strip()))
-        return fields, step, total, truncated
+        return fields, step, total, truncated, time
 
     def _values(self, fields: list[tuple[str, str]], record: _Record, truncated: bool) -> dict[str, float]:
         values: dict[str, float] = {}

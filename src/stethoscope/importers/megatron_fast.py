@@ -17,6 +17,7 @@ from typing import BinaryIO
 from stethoscope.importers.megatron_fields import COUNTER_KEYS, GLOBAL_BATCH_KEY, field_name, number
 from stethoscope.importers.table import Layout
 
+STAMPED = "[stamped]"  # the value text of an `iteration` field that carried Megatron-LM's timestamp
 CHUNK_BYTES = 256 * 1024  # small enough that a chunk with one odd line wastes little
 _PREFIX = rb"(?:\[(?:default|rank)?\d+\]:|\[\d+,\d+\]<std(?:out|err)>:)? ?"
 _VALUE = rb"([^ |\n]+)"
@@ -33,8 +34,10 @@ class Template:
         self.findall = re.compile(rb"^(?:" + record + rb"[ \t\r]*|" + _SKIPPABLE + rb")$", re.MULTILINE).findall
         self.layout = layout
         self.step = roles.index("step") + 1
+        self.time = roles.index("time") + 1 if "time" in roles else 0
         self.groups = tuple(i + 1 for i, role in enumerate(roles) if role == "value")
         self.step_at = self.step - 1
+        self.time_at = self.time - 1 if self.time else None
         self.value_at = tuple(g - 1 for g in self.groups)
 
 
@@ -44,7 +47,7 @@ def shape(fields: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
 
 
 def _shape(key: str, text: str) -> str:
-    if key.lower() == GLOBAL_BATCH_KEY:
+    if key.lower() == GLOBAL_BATCH_KEY or key == "iteration":
         return text.strip()
     parsed = number(text)
     return "?" if parsed is None else parsed[1]
@@ -62,8 +65,12 @@ def compile_template(fields: list[tuple[str, str]]) -> Template:
 
 def _field(key: str, text: str, names: list[str], scales: list[float], roles: list[str]) -> bytes:
     if key == "iteration":
+        stamp = b""
+        if text == STAMPED:
+            roles.append("time")
+            stamp = rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?)\] *"
         roles.append("step")
-        return rb"iteration +(\d+)/ *\d+ \|"
+        return stamp + rb"iteration +(\d+)/ *\d+ \|"
     lower = key.lower()
     label = re.escape(key.encode()) + b":"
     parsed = number(text)

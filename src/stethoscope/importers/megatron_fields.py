@@ -20,7 +20,7 @@ _NUMBER = re.compile(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan
 _FLOP_UNITS = {"": 1e-12, "k": 1e-9, "m": 1e-6, "g": 1e-3, "t": 1.0, "p": 1e3}
 _FIXED = {"learning rate": LR, "loss scale": LOSS_SCALE, "grad norm": GRAD_NORM, "params norm": PARAM_NORM,
           "samples per second": SAMPLES_PER_S, "samples/sec": SAMPLES_PER_S,
-          "tokens per gpu per second (tgs)": "perf/tokens_per_s_per_gpu",
+          "tokens per gpu per second (tgs)": "perf/tokens_per_s_per_gpu", "skipped samples": "train/skipped_samples",
           "num zeros": None, "consumed samples": None, "consumed tokens": None}
 
 

@@ -59,13 +59,16 @@ class _Rows:
 
 
 class _Block:
-    """Rows of one shape, already converted: int steps, float values flattened row by row."""
+    """Rows of one shape, already converted: int steps, float values flattened row by row, times
+    (None: none known)."""
 
-    def __init__(self, layout: Layout, origins: list[int], steps: list[int], values: list[float]) -> None:
+    def __init__(self, layout: Layout, origins: list[int], steps: list[int], values: list[float],
+                 times: list[float | None] | None) -> None:
         self.layout = layout
         self.origins = origins
         self.steps = steps
         self.values = values
+        self.times = times
 
 
 class PointTable:
@@ -108,27 +111,30 @@ class PointTable:
             self.add_row(origin, step, time, Layout(tuple(values)), tuple(values.values()))
 
     def add_block(self, first: int, layout: Layout, rows: Sequence[Sequence[object]], step_at: int,
-                  value_at: tuple[int, ...]) -> None:
+                  value_at: tuple[int, ...], time_at: int | None = None,
+                  time_of: Callable[[object], float | None] | None = None) -> None:
         """Append regex rows (`findall` tuples, one per source line from line `first` on): the step at
-        `step_at`, the values at `value_at`; rows with an empty step (lines to skip) are left out.
-        Converted here, in C-level passes, while the rows are still in the CPU cache."""
+        `step_at`, the values at `value_at`, the time (read by `time_of`) at `time_at`; rows with an
+        empty step (lines to skip) are left out. Converted here, in C-level passes, while the rows are
+        still in the CPU cache."""
         raw_steps = list(map(itemgetter(step_at), rows))
         kept = list(compress(rows, raw_steps))
         pick = itemgetter(*value_at) if len(value_at) > 1 else (lambda row: (row[value_at[0]],))
         origins = list(compress(range(first, first + len(rows)), raw_steps))
-        self.add_columns(layout, origins, list(compress(raw_steps, raw_steps)), list(map(pick, kept)))
+        times = None if time_at is None or time_of is None else list(map(time_of, map(itemgetter(time_at), kept)))
+        self.add_columns(layout, origins, list(compress(raw_steps, raw_steps)), list(map(pick, kept)), times)
 
     def add_columns(self, layout: Layout, origins: list[int], steps: list[object],
-                    values: list[Sequence[object]]) -> None:
+                    values: list[Sequence[object]], times: list[float | None] | None = None) -> None:
         """Append many rows of one layout at once (`values[i]` lines up with `layout.names`)."""
         try:
             floats = list(map(float, chain.from_iterable(values)))
             ints = list(map(int, steps))
         except (TypeError, ValueError):  # something is not a number: the row path names it
-            for row in zip(origins, steps, repeat(None), repeat(layout), values):
+            for row in zip(origins, steps, times or repeat(None), repeat(layout), values):
                 self.add_row(*row)
             return
-        self._segments.append(_Block(layout, origins, ints, floats))
+        self._segments.append(_Block(layout, origins, ints, floats, times))
         self._new_rows()
 
     def build(self, rename: Rename | None = None) -> tuple[list[Point], list[Rejected]]:
@@ -156,7 +162,9 @@ def _block_chunk(block: _Block, rows: slice, rename: Rename | None) -> list[Poin
     values = block.values[rows.start * width: rows.stop * width]
     if block.layout.scales:
         values = list(map(mul, values, cycle(block.layout.scales)))
-    columns = (names, list(chain.from_iterable(map(repeat, steps, repeat(width)))), values, [None] * len(names))
+    times = (list(chain.from_iterable(map(repeat, block.times[rows], repeat(width)))) if block.times is not None
+             else [None] * len(names))
+    columns = (names, list(chain.from_iterable(map(repeat, steps, repeat(width)))), values, times)
     return make_points(*_renamed(columns, rename, None))
 
 
