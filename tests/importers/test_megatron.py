@@ -267,3 +267,11 @@ def test_megatron_lm_timestamps_become_point_times(importer, write) -> None:
     assert series(run, TFLOPS)[5] == 123.4
     assert series(run, STEP_TIME)[5] == pytest.approx(1.2345)
     assert series(run, "train/skipped_samples") == {20: 8.0}
+
+
+def test_crlf_line_ends(importer, write) -> None:
+    text = "\r\n".join([fp16(1), "time (ms)", fp16(2), fp16(3, loss=None), bloom(4)]) + "\r\n"
+    run = read(importer, write, text)
+    assert set(series(run, LOSS)) == {1, 2, 3, 4}
+    assert series(run, LOSS_MISSING) == {3: 1.0}
+    assert run.warnings == []

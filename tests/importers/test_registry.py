@@ -117,3 +117,9 @@ def test_importing_loads_no_framework() -> None:
             "bad = [m for m in ('torch', 'tensorboard', 'numpy') if m in sys.modules]\n"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_binary_file_is_not_a_text_log(write) -> None:
+    path = write("weights.log", bytes(range(256)) * 64)
+    with pytest.raises(InputError, match="no known log format"):
+        read_any(path)

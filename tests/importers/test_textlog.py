@@ -154,3 +154,8 @@ def test_sniff() -> None:
     assert imp.sniff(Path("a.log"), "s:0 trl:11.0091 lr:0.000001 norm:15.37\n")
     assert not imp.sniff(Path("a.log"), "nothing here\nat all\n")
     assert not imp.sniff(Path("a.log"), "\x00\x01iter 1: loss 2.0, time 3.00ms")
+
+
+def test_crlf_line_ends(write) -> None:
+    run = read(write, "iter 1: loss 2.0, time 10.00ms, mfu 1.00%\r\niter 2: loss 1.5, time 10.00ms, mfu 1.00%\r\n")
+    assert series(run, LOSS) == {1: 2.0, 2: 1.5}

@@ -47,8 +47,8 @@ _NAMESPACES = {"train": "train", "training": "train", "val": "eval", "valid": "e
 _PREFIX = re.compile(r"^(train|training|val|valid|validation|eval|evaluation|test|predict)[_/](.+)$",
                      re.IGNORECASE)
 _SUFFIX = re.compile(r"^([^/]+)/(train|training|val|valid|validation|eval|evaluation|test)$", re.IGNORECASE)
-# Lightning's LearningRateMonitor: lr-AdamW, lr-AdamW/pg1, lr-SGD-1 …
-_LR_MONITOR = re.compile(r"^lr[-_][A-Za-z][\w-]*?(?:/pg(\d+))?$")
+# Lightning's LearningRateMonitor: lr-AdamW, lr-AdamW/pg2, lr-SGD-1 … (not lr_decay, lr-Adam-momentum)
+_LR_MONITOR = re.compile(r"^lr-[A-Za-z]\w*(?:-\d+)?(?:/pg(\d+))?$")
 
 
 def normalize(raw: str) -> str:
