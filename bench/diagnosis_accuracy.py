@@ -28,6 +28,9 @@ How a finding matches a label (decided here, before looking at the results):
 * False alarms: on runs labelled healthy, findings >= warning that match none of the run's other
   labels; on `false_positive_traps`, findings >= warning of the trap's type at its step (a
   `healthy` trap is hit when nothing >= warning is reported there).
+* Unscored types: a synthetic run's step times are real wall-clock times on a shared machine, so
+  throughput findings are scored only in the scenario that injects stalls; elsewhere the machine's
+  own jitter has no ground truth and those findings are neither true nor false positives.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ class Case:
     path: Path
     labels: list[dict[str, Any]]
     traps: list[dict[str, Any]] = field(default_factory=list)
+    unscored: list[str] = field(default_factory=list)  # label types this run has no ground truth for
     findings: list[Finding] = field(default_factory=list)
     tolerance: int = 1
     error: str | None = None
@@ -151,7 +155,7 @@ def score(cases: list[Case], min_conf: int) -> dict[str, Any]:
                         nan_exact[1] += 1
         for f in case.findings:
             ltype = TYPE_MAP.get(f.type)
-            if ltype is None or severity_rank(f.severity) < 1:
+            if ltype is None or severity_rank(f.severity) < 1 or ltype in case.unscored:
                 continue
             if any(step_error(f, lb["step"], case.tolerance, ltype) is not None for lb in scored if lb["type"] == ltype):
                 tallies[ltype].tp += 1
@@ -182,6 +186,8 @@ def _healthy_alarms(case: Case, min_conf: int) -> list[str]:
         if severity_rank(f.severity) < 1:
             continue
         ltype = TYPE_MAP.get(f.type)
+        if ltype in case.unscored:
+            continue
         if ltype and any(lb["type"] == ltype and step_error(f, lb["step"], case.tolerance, ltype) is not None
                          for lb in others):
             continue
@@ -213,7 +219,8 @@ def real_cases(root: Path) -> list[Case]:
 def synthetic_cases(workdir: Path) -> list[Case]:
     from synthetic_runs import generate
 
-    return [Case(c["case"], Path(c["path"]), c["labels"], c.get("traps", [])) for c in generate(workdir)]
+    return [Case(c["case"], Path(c["path"]), c["labels"], c.get("traps", []), c.get("unscored", []))
+            for c in generate(workdir)]
 
 
 # -- output ----------------------------------------------------------------------------------------

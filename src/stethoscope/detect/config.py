@@ -65,8 +65,9 @@ class DetectConfig:
     """Half-life (steps) of the smoothed loss that divergence and plateau look at."""
     divergence_rise_rel: float = 0.2
     """A sustained rise of the smoothed loss this far above its best is a divergence..."""
-    divergence_min_records: int = 3
-    """...when it spans at least this many records (and divergence_min_steps steps)."""
+    divergence_min_records: int = 8
+    """...when it spans at least this many records (and divergence_min_steps steps): the whole
+    median-of-8 window, so a wiggle inside an epoch is not a divergence."""
     runaway_rise_rel: float = 0.5
     """A loss rising on 3 records in a row by this fraction in all is a runaway divergence at once."""
     plateau_min_records: int = 20

@@ -17,7 +17,6 @@ from stethoscope.records import LR, Finding, StepRecord
 
 _FLAT_RECORDS = 5  # records at the peak before a flat LR counts as "warm-up over" / WSD stable phase
 _JUMP_VS_SLOPE = 10.0  # a jump moves the LR this many times further than the schedule's recent slope
-_RESTART_FACTOR = 2.0  # an off-slope upward jump that at least doubles the LR starts a new schedule
 
 
 @dataclass(slots=True)
@@ -120,7 +119,8 @@ class LrTracker:
             and abs(delta) >= self.config.lr_jump_rel * peak
             and abs(delta) > _JUMP_VS_SLOPE * expected
         )
-        if is_jump and delta > 0 and c >= _RESTART_FACTOR * p and self.ever_positive:
+        restart = p <= self.config.lr_jump_rel * peak  # up from (near) zero: a fresh schedule's first step
+        if is_jump and delta > 0 and restart and self.ever_positive:
             start = self.prev_step if p == 0 and self.prev_step is not None else step
             self.last_restart_step = start
             self._new_session(step, c)

@@ -106,7 +106,7 @@ class OverfitDetector:
         if rise < cfg.overfit_min_rel * scale and v - best["value"] < cfg.overfit_min_rel * scale:
             return []
         n = len(self.evals)
-        sigma = shrunk_sigma(self.evals.diff_sigma(), n, cfg.eval_prior_rel_noise * scale, cfg.prior_weight)
+        sigma = shrunk_sigma(self.evals.diff_sigma(tails=False), n, cfg.eval_prior_rel_noise * scale, cfg.prior_weight)
         if v - best["value"] <= sigma:
             return []  # within one sigma of the best: eval noise, not even a possibility worth a note
         worst = max(x[1] for x in self._since_best)

@@ -28,7 +28,7 @@ from stethoscope.records import GRAD_NORM, LOSS, LR, Finding, StepRecord
 _SIGMA_REFRESH = 16  # recompute the O(window) noise estimate every this many pushes
 _MIN_WARN_HISTORY = 2  # earlier values a loss spike needs before it can be a warning
 _BLIP_RECORDS = 1  # a spike on this many records that then recovers is a blip...
-_REAL_SPIKE_RATIO = 2.0  # ...unless it reached 2x the level: "a real spike is >= ~2x and at least a warning"
+_REAL_SPIKE_RATIO = 2.0  # ...unless it reached 2x the level and twice the spike threshold in sigmas
 _RECENT = 16  # raw (step, value) pairs kept for look-backs
 
 
@@ -260,7 +260,9 @@ class SpikeDetector:
                    values: dict[str, float]) -> dict[str, Any]:
         rel = (v - level) / (abs(level) or 1e-12)
         inc = {
-            "start": step, "level": level, "sigma": sigma, "data_sigma": self.loss.sigma, "first": v,
+            # recovery is judged against the core noise (MAD), not the heavy tails the detection allowed for
+            "start": step, "level": level, "sigma": sigma, "data_sigma": self.loss.window.diff_sigma(tails=False),
+            "first": v,
             "peak": v, "peak_step": step, "last": v, "last_step": step, "rel": rel, "n": n,
             "respikes": 0, "diverged": False, "dipped": False, "records": 1,
             # one earlier value cannot tell the run's noise: flag it, but quietly
@@ -326,8 +328,10 @@ class SpikeDetector:
 
     def _loss_recovered(self, inc: dict[str, Any], step: int) -> list[Finding]:
         out = []
-        if inc["records"] <= _BLIP_RECORDS and inc["peak"] < _REAL_SPIKE_RATIO * inc["level"]:
-            inc["severity"] = "info"  # a one-record blip under 2x that came straight back: a hard batch
+        z = (inc["peak"] - inc["level"]) / inc["sigma"] if inc["sigma"] else math.inf
+        real = inc["peak"] >= _REAL_SPIKE_RATIO * inc["level"] and z >= 2 * self.config.spike_sigma
+        if inc["records"] <= _BLIP_RECORDS and not real:
+            inc["severity"] = "info"  # a one-record blip that came straight back and was not huge: a hard batch
         f = self._loss_finding(inc)
         f.end_step = step
         f.message += f"; recovered after {step - inc['start']} steps"

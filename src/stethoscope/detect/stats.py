@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution times this is its standard deviation
+_Z90 = 1.6449  # the 90th percentile of |N(0, 1)|
 
 
 def is_finite(value: float | None) -> bool:
@@ -33,21 +34,28 @@ def mad(values: Sequence[float], center: float | None = None) -> float:
     return median([abs(v - c) for v in values])
 
 
-def diff_sigma(values: Sequence[float]) -> float:
-    """Noise estimate that ignores trends: robust std of successive differences, divided by sqrt 2.
+def diff_sigma(values: Sequence[float], tails: bool = True) -> float:
+    """Noise estimate that ignores trends and respects heavy tails: the spread of successive
+    differences, divided by sqrt 2.
 
-    A falling loss has a large MAD around its median but small step-to-step noise; this measures
-    the latter. Returns 0.0 when fewer than two values are given.
+    A falling loss has a large MAD around its median but small step-to-step noise; differences
+    measure the latter. The spread is the larger of 1.4826 x MAD and the 90th percentile of the
+    absolute deviations / 1.645 - equal for Gaussian noise, but the second follows heavy-tailed noise
+    (a memorising model's loss jumping x5 every few steps), so routine jumps are not called spikes.
+    `tails=False` keeps the MAD alone (few values with a trend, such as evals). Returns 0.0 when
+    fewer than two values are given.
     """
-    if len(values) < 2:
+    n = len(values)
+    if n < 2:
         return 0.0
-    it = iter(values)
-    prev = next(it)
-    diffs = []
-    for v in it:
-        diffs.append(v - prev)
-        prev = v
-    return MAD_TO_SIGMA * mad(diffs) / math.sqrt(2.0)
+    diffs = [values[i] - values[i - 1] for i in range(1, n)]
+    center = median(diffs)
+    dev = sorted(abs(d - center) for d in diffs)
+    m = len(dev)
+    mid = dev[m // 2] if m % 2 else 0.5 * (dev[m // 2 - 1] + dev[m // 2])
+    q90 = dev[min(m - 1, int(0.9 * (m - 1) + 0.5))]
+    spread = max(MAD_TO_SIGMA * mid, q90 / _Z90) if tails else MAD_TO_SIGMA * mid
+    return spread / math.sqrt(2.0)
 
 
 def theil_sen_slope(xs: Sequence[float], ys: Sequence[float], max_points: int = 40) -> float:
@@ -131,8 +139,8 @@ class Window:
         """1.4826 x MAD: a standard deviation that a few outliers cannot inflate."""
         return MAD_TO_SIGMA * mad(self._values) if self._values else 0.0
 
-    def diff_sigma(self) -> float:
-        return diff_sigma(self._values)
+    def diff_sigma(self, tails: bool = True) -> float:
+        return diff_sigma(list(self._values), tails)
 
     def _resum(self) -> None:
         self._sum = math.fsum(self._values)

@@ -23,6 +23,9 @@ _LEVEL_N = 16
 _REFRESH = 8  # records between recomputations of the O(window) level and noise
 _MIN_BASELINE = 2  # records before a step can be a dip (the first steps of a log: compile, warm-up)
 _MIN_BASELINE_DROP = 3  # records before a slowdown can be persistent (a level shift needs a level)
+_PERSISTENT_RECORDS = 20  # a slowdown that ends within fewer records was transient: info once it ends
+_DOMINANT = 4.0  # a stall this many times bigger than every earlier one starts a new stall pattern
+_STALLS_KEPT = 32
 _PRIOR_RATE, _PRIOR_RECORDS = 0.01, 10.0  # slow records expected before the run shows its own rate
 _ALPHA = 0.01  # chance of a streak this long anywhere in the run, under the run's own slow-record rate
 _MAX_STREAK = 20
@@ -120,8 +123,10 @@ class ThroughputDetector:
                 s["slow"] = []
                 out.append(self._drop_finding(s["drop"]))
             return out
-        if len(slow) == 1 and slow[0][3]:
-            out.extend(self._on_dip(slow[0]))
+        if slow and any(x[3] for x in slow):  # a stall of one or a few records, over now
+            level0 = slow[0][2]
+            excess = sum(x[1] - x[2] for x in slow)
+            out.extend(self._on_dip([slow[0][0], level0 + excess, level0, True]))
         s["slow"] = []
         self._push(t)
         return out
@@ -153,14 +158,25 @@ class ThroughputDetector:
 
     def _in_drop(self, step: int, t: float) -> list[Finding]:
         d = self._s["drop"]
+        d["records"] = d.get("records", len(d["values"]))
         if t <= d["level"] * (1 + 0.5 * self.config.drop_min_rel):
             self._s["drop"] = None
             self._push(t)
             f = self._drop_finding(d)
             f.end_step = d["last_step"]
+            out = [f]
+            mean = sum(d["values"]) / len(d["values"])
+            excess = (mean - d["level"]) * d["records"]
+            cheap = excess < self.config.periodic_warn_cost * self._s["total"]
+            if d["records"] < _PERSISTENT_RECORDS or cheap:  # a passing slowdown: a stall, counted with the dips
+                f.severity = "info"
+                f.evidence["transient"] = True  # counted as a stall in the periodic_stall finding
+                f.message = f.message.replace(" and staying there", "") + f" for {d['records']} records"
+                out.extend(self._on_dip([d["start"], d["level"] + excess, d["level"], True]))
             f.message += f"; back to normal at step {step}"
-            return [f]
+            return out
         d["last_step"] = step
+        d["records"] += 1
         if len(d["values"]) < 64:
             d["values"].append(t)
         return []
@@ -169,16 +185,32 @@ class ThroughputDetector:
         s = self._s
         step, t, level = dip[0], dip[1], dip[2]
         d = s["dips"]
+        out: list[Finding] = []
+        if d is not None and t - level >= _DOMINANT * d.get("biggest", 0.0):
+            out.append(self._dip_finding(d))  # small earlier dips were jitter; the real stalls start here
+            d = None
         if d is None:
-            d = s["dips"] = {"first": step, "steps": [], "count": 0, "excess": 0.0, "worst": 0.0, "level": level}
-        d["count"] += 1
-        d["excess"] += t - level
-        d["worst"] = max(d["worst"], t / level)
-        d["steps"] = (d["steps"] + [step])[-32:]
+            d = s["dips"] = _new_stalls(step, level)
+        _add_stall(d, step, t - level, t / level)
         d["level"] = level
+        regular = None if d.get("settled") else _regular_start(d["items"])
+        if regular is not None and regular > d["first"]:
+            out.extend(self._split(d, regular))
+            d = s["dips"]
+        if regular is not None or d["count"] >= _STALLS_KEPT // 4:
+            d["settled"] = True  # the pattern is known: later jitter among its stalls does not split it
         if d["count"] <= self.config.periodic_min_dips or self._dip_severity(d) != d.get("reported"):
-            return [self._dip_finding(d)]
-        return []
+            out.append(self._dip_finding(d))
+        return out
+
+    def _split(self, d: dict[str, Any], start: int) -> list[Finding]:
+        """Stalls before a regular pattern (every ~P steps) were jitter: close them, key the pattern at its start."""
+        early = _new_stalls(d["first"], d["level"])
+        late = _new_stalls(start, d["level"])
+        for item in d["items"]:
+            _add_stall(early if item[0] < start else late, *item)
+        self._s["dips"] = late
+        return [self._dip_finding(early)] if early["count"] else []
 
     def _dip_severity(self, d: dict[str, Any]) -> str:
         cost = d["excess"] / self._s["total"] if self._s["total"] else 0.0
@@ -199,7 +231,7 @@ class ThroughputDetector:
         sev = self._dip_severity(d)
         d["reported"] = sev
         cost = d["excess"] / self._s["total"] if self._s["total"] else 0.0
-        steps = d["steps"]
+        steps = [item[0] for item in d["items"]]
         gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
         period = gaps[len(gaps) // 2] if gaps else None
         if d["count"] == 1:
@@ -220,6 +252,38 @@ class ThroughputDetector:
         self.window.load_state_dict(state["window"])
         self._s = state["s"]
         self._cache = None
+
+
+def _new_stalls(step: int, level: float) -> dict[str, Any]:
+    return {"first": step, "items": [], "count": 0, "excess": 0.0, "worst": 0.0, "level": level, "biggest": 0.0}
+
+
+def _add_stall(d: dict[str, Any], step: int, excess: float, ratio: float) -> None:
+    d["count"] += 1
+    d["excess"] += excess
+    d["biggest"] = max(d["biggest"], excess)
+    d["worst"] = max(d["worst"], ratio)
+    d["items"] = (d["items"] + [[step, excess, ratio]])[-_STALLS_KEPT:]
+
+
+def _regular_start(items: list[list[Any]]) -> int | None:
+    """The first stall of a regular pattern (stalls every ~P steps, P the median gap, other stalls in
+    between allowed): the earliest stall from which at least 3 later stalls, and most of them, fall on
+    its grid start + k*P (within 15% of P). None when no such pattern exists yet."""
+    steps = [it[0] for it in items]
+    if len(steps) < 4:
+        return None
+    gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
+    period = gaps[len(gaps) // 2]
+    if period <= 0:
+        return None
+    tol = max(1.0, 0.15 * period)
+    for i, start in enumerate(steps[:-2]):
+        later = steps[i:]
+        on_grid = [s for s in later if abs((s - start) - period * round((s - start) / period)) <= tol]
+        if len(on_grid) >= 3 and len(on_grid) >= 0.6 * len(later):
+            return start
+    return None
 
 
 def _median_last(window: Window, n: int) -> float:

@@ -19,15 +19,15 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
-from stethoscope.detect.stats import StepSeries, Window, median
+from stethoscope.detect.stats import Window, median
 from stethoscope.records import LOSS, LR, Finding, StepRecord
 
 _EDGE = 8  # records whose median is "the start" / "now" of the loss curve
 _PLATEAU_EVERY = 4  # the O(edge) plateau check runs on every 4th record
 _NOISE_N = 32  # raw losses behind the noise estimate of the divergence checks
 _NOISE_REFRESH = 8
-_TREND_SIGMA = 3.0  # a sustained rise lifts the median of 8 losses this many raw sigmas over its best
-_MEDIAN_DIFF_SIGMAS = 3 * 1.2533 * math.sqrt(2 / _EDGE)  # 3 sd of (median of 8 - median of 8), in raw sigmas
+_TREND_SIGMA = 3.0  # a sustained rise lifts the median of 8 losses this many of its own sigmas over its best
+_MEDIAN_OF_EDGE = 1.2533 / math.sqrt(_EDGE)  # sd of a median of 8 values, in sds of one value
 _PRIOR_REL_NOISE = 0.05  # raw-loss noise assumed (relative) before the noise window has filled
 
 
@@ -41,7 +41,6 @@ class TrendDetector:
         self.lr = LrTracker(self.config)
         self.recent = Window(_EDGE)
         self.noise = Window(_NOISE_N)
-        self.tail = StepSeries(_NOISE_N)
         self._last_reset: int | None = None
         self._last_step: int | None = None
         self._fresh()
@@ -51,7 +50,6 @@ class TrendDetector:
     def _fresh(self) -> None:
         self.recent.clear()
         self.noise.clear()
-        self.tail.clear()
         self._noise_age = 0
         self._sigma = 0.0
         self._best: list[float] | None = None  # [lowest median-of-8 loss, its step, raw sigma then]
@@ -65,7 +63,7 @@ class TrendDetector:
         self._best_level: float | None = None
         self._plateau: dict[str, Any] | None = None
         self._plateau_done = False
-        self._pending: int | None = None
+        self._pending: list[float] | None = None  # [step, progress] of the first flat-looking check
 
     # -- entry points -----------------------------------------------------------------------------
     def update(self, record: StepRecord) -> list[Finding]:
@@ -89,7 +87,6 @@ class TrendDetector:
             self._first.append(v)
         self.recent.push(v)
         self.noise.push(v)
-        self.tail.push(step, v)
         self._noise_age -= 1
         level = self.recent.median()
         out.extend(self._divergence_check(step, v, level))
@@ -140,7 +137,8 @@ class TrendDetector:
         runaway = self._runup_check(step, v)
         best = self._best
         if best is None or level < best[0]:
-            sigma = self._raw_sigma() if len(self.noise) >= _EDGE else _PRIOR_REL_NOISE * abs(level)
+            raw = self.noise.diff_sigma() if len(self.noise) >= _EDGE else _PRIOR_REL_NOISE * abs(level)
+            sigma = _MEDIAN_OF_EDGE * raw  # the noise of a median of 8 losses
             self._best = best = [level, step, sigma]
         margin = max(cfg.divergence_rise_rel * abs(best[0]), _TREND_SIGMA * best[2])
         above = level > best[0] + margin and v > best[0] + margin
@@ -259,40 +257,20 @@ class TrendDetector:
         if progress >= cfg.plateau_max_progress:
             self._plateau_done = True  # it learned; a late flat stretch is convergence, not a plateau
             return []
-        if self._still_falling(start, now):
-            self._pending = None
-            return []  # slow, but learning: a large model early on, not a plateau
         pending = self._pending
-        if pending is None:  # a sequential test: still flat after half as many steps again, or no plateau
-            self._pending = step
+        if pending is None:  # a sequential test: still flat half as many steps again later, or no plateau
+            self._pending = [step, progress]
             return []
-        if step - pending < max(cfg.plateau_min_steps / 2, (pending - first_step) / 2):
+        if step - pending[0] < max(cfg.plateau_min_steps / 2, (pending[0] - first_step) / 2):
+            return []
+        rate = (progress - pending[1]) / max(step - pending[0], 1)
+        if progress + rate * (step - first_step) >= cfg.plateau_max_progress:
+            self._pending = [step, progress]  # learning slowly but for real: look again later
             return []
         self._plateau = {"start": first_step, "start_level": start, "level": now, "last_step": step,
                          "records": self._n, "progress": progress}
         self._plateau_done = True
         return [self._plateau_finding(self._plateau)]
-
-    def _still_falling(self, start: float, now: float) -> bool:
-        """Learning, however slowly: the median-of-8 level is significantly (3 sigma of a difference of
-        two medians of 8) below the start, or the recent losses fall by more than 3 standard errors
-        of a least-squares slope."""
-        if start - now > _MEDIAN_DIFF_SIGMAS * self._raw_sigma():
-            return True
-        pts = self.tail.items()
-        n = len(pts)
-        if n < 8:
-            return False
-        xs = [float(s) for s, _ in pts]
-        mx = sum(xs) / n
-        my = sum(v for _, v in pts) / n
-        sxx = sum((x - mx) ** 2 for x in xs)
-        if sxx <= 0:
-            return False
-        slope = sum((x - mx) * (v - my) for x, (_, v) in zip(xs, pts)) / sxx
-        resid = [v - my - slope * (x - mx) for x, (_, v) in zip(xs, pts)]
-        se = math.sqrt(sum(r * r for r in resid) / max(n - 2, 1) / sxx)
-        return slope < -3 * se
 
     def _plateau_finding(self, p: dict[str, Any]) -> Finding:
         span = p["last_step"] - p["start"]
@@ -352,7 +330,7 @@ class TrendDetector:
     def state_dict(self) -> dict[str, Any]:
         return {
             "lr": self.lr.state_dict(), "recent": self.recent.state_dict(),
-            "noise": self.noise.state_dict(), "tail": self.tail.state_dict(),
+            "noise": self.noise.state_dict(),
             "scalars": {k: getattr(self, k) for k in _STATE},
         }
 
@@ -360,7 +338,6 @@ class TrendDetector:
         self.lr.load_state_dict(state["lr"])
         self.recent.load_state_dict(state["recent"])
         self.noise.load_state_dict(state["noise"])
-        self.tail.load_state_dict(state["tail"])
         self._noise_age = 0
         for k, value in state["scalars"].items():
             if k in _STATE:

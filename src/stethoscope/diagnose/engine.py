@@ -292,7 +292,9 @@ def _replay(records: Iterable[StepRecord], cfg: DetectConfig) -> list[Finding]:
 
 
 def _finalise(findings: list[Finding], context: dict[str, Any]) -> list[Finding]:
-    findings = [f for f in _fold_blips(findings) if not f.evidence.get("withdrawn")]
+    # withdrawn claims and transient slowdowns (counted in the periodic_stall finding) were live-only news
+    findings = [f for f in _fold_blips(findings)
+                if not f.evidence.get("withdrawn") and not f.evidence.get("transient")]
     if context.get("ga_factor"):
         findings = [f for f in findings if f.type not in ("underfitting", "plateau")]
     for f in findings:
