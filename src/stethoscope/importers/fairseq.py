@@ -39,6 +39,7 @@ _OVERFLOW = re.compile(r"overflow detected, setting loss scale to:\s*([-+\d.eE]+
 _KV_SPACE = re.compile(r"^([A-Za-z_][\w.]*) (\S+)$")
 _NUMBER = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))(%?)$", re.IGNORECASE)
 _CATEGORIES = ("train_inner", "train", "valid", "test")
+_CUT = re.compile(r"num_updates|\bloss\b")
 
 _TRAIN_NAMES = {
     "loss": LOSS, "nll_loss": "train/nll_loss", "ppl": "train/ppl", "wps": TOKENS_PER_S,
@@ -80,7 +81,7 @@ class FairseqImporter:
         with gc_paused():
             for line, text in enumerate(lines, 1):
                 parsed = reader.line(line, text.rstrip())
-            if not parsed and re.search(r"num_updates|\bloss\b", lines[-1]):
+            if not parsed and _CUT.search(lines[-1]):
                 reader.warnings.append(f"{path}:{len(lines)}: the last line looks cut short (no newline, no "
                                        "metrics read from it)")
             return reader.result()

@@ -61,6 +61,7 @@ ITERATION = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)")
 _SNIFF = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|")
 _EVAL_HEAD = re.compile(r"^\s*(valid\w*|test)\s+(?:loss|results?)\s+at\s+([^|]*)", re.IGNORECASE)
 _OVERFLOW = re.compile(r"OVERFLOW!.*?[Aa]ttempted loss scale:\s*([-+\d.eE]+),?\s*reducing to\s*([-+\d.eE]+)")
+_EVAL_STEP = re.compile(r"iteration\s+(\d+)")
 _TIMERS = re.compile(r"^\s*time \(ms\)\s*\|")
 _MEMORY = re.compile(r"(?:after\s+(\d+)\s+iterations\)?\s+)?memory \(MB\)\s*\|", re.IGNORECASE)
 _ARG = re.compile(r"^\s+(\w+) \.{2,} ?(.*)$")
@@ -334,7 +335,7 @@ class _Reader:
     # -- other lines ---------------------------------------------------------------------------------
     def _eval_record(self, index: int, body: str, head: re.Match[str]) -> None:
         namespace = "test" if head.group(1).lower() == "test" or "test" in head.group(2).lower() else "eval"
-        it = re.search(r"iteration\s+(\d+)", head.group(2))
+        it = _EVAL_STEP.search(head.group(2))
         step = int(it.group(1)) if it else self.last_step
         values: dict[str, float] = {}
         for segment in body.split("|")[1:]:

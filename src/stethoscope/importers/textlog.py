@@ -37,6 +37,7 @@ NAME = "textlog"
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
 OPT_STEP = "train/optimizer_step"
 
+_RATE = re.compile(rf"\s*({_NUM})\s*(it/s|s/it)")
 _CUT = re.compile(r"\b(?:iter|step|loss|Epoch)\b.*\d")
 
 Values = dict[str, float]
@@ -170,14 +171,13 @@ def _progress(m: re.Match[str], state: _State) -> Parsed:
             continue
         name = "train/loss_smoothed" if key == "loss" and smoothed else metric_name(key)
         _put(values, name, text)
-    rate = re.match(rf"\s*({_NUM})\s*(it/s|s/it)", m["rate"] or "")
+    rate = _RATE.match(m["rate"] or "")
     if rate:
         number = float(rate.group(1))
         if number > 0:
             values[STEP_TIME] = 1.0 / number if rate.group(2) == "it/s" else number
-    step = _progress_step(m, fields, state)
     state.tail = m.string[m.end():]
-    return None if step is None else (step, values)
+    return _progress_step(m, fields, state), values
 
 
 def _pairs(text: str) -> list[tuple[str, str]]:
@@ -189,7 +189,7 @@ def _pairs(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _progress_step(m: re.Match[str], fields: dict[str, str], state: _State) -> int | None:
+def _progress_step(m: re.Match[str], fields: dict[str, str], state: _State) -> int:
     """The global step: `global_step=` when exact; else the bar's counter (when it agrees with a rounded
     `global_step=3.2e+4`), offset by the earlier epochs' totals for bars that restart each epoch."""
     done, total = int(m["n"]), int(m["total"])
