@@ -33,9 +33,9 @@ class GradientDetector:
 
     name = "gradients"
 
-    def __init__(self, config: DetectConfig | None = None) -> None:
+    def __init__(self, config: DetectConfig | None = None, lr: LrTracker | None = None) -> None:
         self.config = config or DetectConfig()
-        self.lr = LrTracker(self.config)
+        self.lr = lr if lr is not None else LrTracker(self.config)  # shared in a DetectorSet: one update per record
         self.level = Window(_LEVEL_N)
         self.clips: deque[int] = deque(maxlen=self.config.clip_window)
         self._s: dict[str, Any] = {
@@ -47,11 +47,7 @@ class GradientDetector:
     def update(self, record: StepRecord) -> list[Finding]:
         values = record.values
         step = record.step
-        lr = values.get(LR)
-        if lr is not None and math.isfinite(lr):
-            self.lr.update(step, lr)
-        else:
-            self.lr.note_step(step)
+        self.lr.observe(record)
         out: list[Finding] = []
         self._check_reset(step, out)
         g = values.get(GRAD_NORM)

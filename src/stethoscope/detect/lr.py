@@ -51,6 +51,24 @@ class LrTracker:
         self.zero_reported = False
         self.last_restart_step: int | None = None
         self.last_resume_step: int | None = None
+        self.last_jump: list[float] | None = None  # [step, before, after] of the latest off-schedule jump
+        self.zero_start: int | None = None
+        self._seen: StepRecord | None = None
+        self._events: list[LrEvent] = []
+
+    def observe(self, record: StepRecord) -> list[LrEvent]:
+        """Update from one record, once: detectors that share this tracker all call it with the same
+        record; the first call does the work, the others get the same events back."""
+        if record is self._seen:
+            return self._events
+        self._seen = record
+        lr = record.values.get(LR)
+        if lr is None or not is_finite(lr):
+            self.note_step(record.step)
+            self._events = []
+        else:
+            self._events = self.update(record.step, lr)
+        return self._events
 
     def note_step(self, step: int) -> bool:
         """Track steps of records without an LR; True when the steps went backwards (a resume)."""
@@ -83,6 +101,14 @@ class LrTracker:
         if self.config.warmup_steps is not None:
             return step < self.config.warmup_steps
         return self.rising and self.warmup_end_step is None
+
+    def jump_cause(self, step: int, within: int) -> str | None:
+        """'LR jumped a -> b at step s', when an upward off-schedule LR jump happened within `within` steps."""
+        j = self.last_jump
+        if j is None or not 0 <= step - j[0] <= within or j[2] <= j[1]:
+            return None
+        factor = f"x{j[2] / j[1]:.3g}" if j[1] > 0 else "up from 0"
+        return f"LR jumped {j[1]:.4g} -> {j[2]:.4g} ({factor}) at step {int(j[0])}, {step - int(j[0])} steps before: LR too high"
 
     def since_warmup_end(self, step: int) -> int | None:
         if self.warmup_end_step is None:
@@ -127,6 +153,8 @@ class LrTracker:
             self.slope = 0.0
             return [LrEvent("restart", start, p, c)]
         events = [LrEvent("jump", step, p, c)] if is_jump else []
+        if is_jump:
+            self.last_jump = [step, p, c]
         if not is_jump:
             pace = abs(delta) / gap
             self.slope = pace if self.session_n <= 2 else 0.8 * self.slope + 0.2 * pace
@@ -168,6 +196,7 @@ class LrTracker:
             self.zero_reported = False
             return
         if self.zero_run == 0:
+            self.zero_start = step
             self.zero_abrupt = p is not None and p > 0 and p >= self.config.lr_jump_rel * self.peak
         self.zero_run += 1
         long_enough = self.zero_run >= self.config.lr_zero_records and self.zero_run >= 0.1 * self.n
@@ -187,7 +216,7 @@ class LrTracker:
 _TRACKER_FIELDS = (
     "prev_step", "prev_lr", "peak", "peak_step", "start_lr", "session_n", "rises", "flat", "rising",
     "warmup_end_step", "decay_step", "slope", "n", "zero_run", "zero_abrupt", "ever_positive",
-    "zero_reported", "last_restart_step", "last_resume_step",
+    "zero_reported", "last_restart_step", "last_resume_step", "last_jump", "zero_start",
 )
 
 
@@ -196,19 +225,13 @@ class LrDetector:
 
     name = "lr"
 
-    def __init__(self, config: DetectConfig | None = None) -> None:
+    def __init__(self, config: DetectConfig | None = None, tracker: LrTracker | None = None) -> None:
         self.config = config or DetectConfig()
-        self.tracker = LrTracker(self.config)
-        self._zero_start: int | None = None
+        self.tracker = tracker if tracker is not None else LrTracker(self.config)
 
     def update(self, record: StepRecord) -> list[Finding]:
-        lr = record.values.get(LR)
-        if lr is None or not is_finite(lr):
-            self.tracker.note_step(record.step)
-            return []
-        if lr == 0.0 and self.tracker.zero_run == 0:
-            self._zero_start = record.step
-        return [self._finding(e) for e in self.tracker.update(record.step, lr)]
+        events = self.tracker.observe(record)
+        return [self._finding(e) for e in events] if events else []
 
     def _finding(self, e: LrEvent) -> Finding:
         before, after = e.before, e.after
@@ -230,20 +253,20 @@ class LrDetector:
             msg = (f"LR jumped {_fmt(before)} -> {_fmt(after)} ({rel:+.1%}) at step {e.step}, off the "
                    "schedule's slope: an LR override or scheduler change on resume?")
             return self._make(e.step, "info", msg, ev)
-        ev = {"zero_since": self._zero_start, "records_at_zero": self.tracker.zero_run}
-        msg = f"LR has been exactly 0 since step {self._zero_start}: the weights are not being updated"
-        return self._make(self._zero_start if self._zero_start is not None else e.step, "warning", msg, ev, e.step)
+        zero_start = self.tracker.zero_start
+        ev = {"zero_since": zero_start, "records_at_zero": self.tracker.zero_run}
+        msg = f"LR has been exactly 0 since step {zero_start}: the weights are not being updated"
+        return self._make(zero_start if zero_start is not None else e.step, "warning", msg, ev, e.step)
 
     def _make(self, step: int, severity: str, message: str, evidence: dict[str, Any],
               end_step: int | None = None) -> Finding:
         return Finding("lr_schedule", severity, step, message, end_step=end_step, evidence=evidence, source=self.name)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"tracker": self.tracker.state_dict(), "zero_start": self._zero_start}
+        return {"tracker": self.tracker.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.tracker.load_state_dict(state["tracker"])
-        self._zero_start = state.get("zero_start")
 
 
 def _fmt(x: float | None) -> str:

@@ -103,9 +103,12 @@ class MemoryDetector:
         total = values.get(CUDA_TOTAL)
         if total is None or not math.isfinite(total) or total <= 0:
             return
-        used = max((values[n] for n in (CUDA_PEAK, CUDA_RESERVED, CUDA_ALLOCATED)
-                    if n in values and math.isfinite(values[n])), default=None)
-        if used is None:
+        used = -math.inf
+        for name in (CUDA_PEAK, CUDA_RESERVED, CUDA_ALLOCATED):
+            x = values.get(name)
+            if x is not None and x > used:  # NaN compares False: skipped
+                used = x
+        if not math.isfinite(used):
             return
         frac = used / total
         p = self._s["pressure"]

@@ -19,7 +19,7 @@ from stethoscope.detect.amp import LossScaleDetector
 from stethoscope.detect.base import Detector
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.gradients import GradientDetector
-from stethoscope.detect.lr import LrDetector
+from stethoscope.detect.lr import LrDetector, LrTracker
 from stethoscope.detect.memory import MemoryDetector
 from stethoscope.detect.nonfinite import NonFiniteDetector
 from stethoscope.detect.overfit import OverfitDetector
@@ -46,10 +46,11 @@ def default_detectors(config: DetectConfig | None = None) -> list[Detector]:
     """A fresh instance of every streaming detector, spikes before trends (so a spike that opens a
     divergence is still reported as the spike it was)."""
     cfg = config or DetectConfig()
+    lr = LrTracker(cfg)  # one schedule model, updated once per record, consulted by four detectors
     return [
-        NonFiniteDetector(cfg), SpikeDetector(cfg), TrendDetector(cfg), OverfitDetector(cfg),
-        GradientDetector(cfg), LossScaleDetector(cfg), ThroughputDetector(cfg), MemoryDetector(cfg),
-        LrDetector(cfg),
+        NonFiniteDetector(cfg), SpikeDetector(cfg, lr), TrendDetector(cfg, lr), OverfitDetector(cfg),
+        GradientDetector(cfg, lr), LossScaleDetector(cfg), ThroughputDetector(cfg), MemoryDetector(cfg),
+        LrDetector(cfg, lr),
     ]
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
-from stethoscope.detect.stats import StepSeries, Window, median, shrunk_sigma
+from stethoscope.detect.stats import RollingMedian, StepSeries, Window, shrunk_sigma
 from stethoscope.records import GRAD_NORM, LOSS, LR, Finding, StepRecord
 
 _SIGMA_REFRESH = 16  # recompute the O(window) noise estimate every this many pushes
@@ -37,14 +37,14 @@ class _Track:
 
     def __init__(self, config: DetectConfig) -> None:
         self.window = Window(config.spike_window)
+        self.levels = RollingMedian(config.level_window)  # the newest clean values, for the recent level
         self.recent = StepSeries(_RECENT)
-        self.level_n = config.level_window
         self.sigma = 0.0
         self.sigma_age = 0
         self.incident: dict[str, Any] | None = None
 
     def level(self) -> float:
-        return median(self.window.last(self.level_n))
+        return self.levels.median()
 
     def data_sigma(self) -> float:
         if self.sigma_age <= 0 or len(self.window) < 4 * _SIGMA_REFRESH:
@@ -54,10 +54,12 @@ class _Track:
 
     def push(self, value: float) -> None:
         self.window.push(value)
+        self.levels.push(value)
         self.sigma_age -= 1
 
     def reset(self) -> None:
         self.window.clear()
+        self.levels.clear()
         self.sigma_age = 0
         self.incident = None
 
@@ -66,6 +68,9 @@ class _Track:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.window.load_state_dict(state["window"])
+        self.levels.clear()
+        for v in self.window.last(self.levels.size):
+            self.levels.push(v)
         self.recent.load_state_dict(state["recent"])
         self.incident = state.get("incident")
         self.sigma_age = 0
@@ -76,9 +81,9 @@ class SpikeDetector:
 
     name = "spike"
 
-    def __init__(self, config: DetectConfig | None = None) -> None:
+    def __init__(self, config: DetectConfig | None = None, lr: LrTracker | None = None) -> None:
         self.config = config or DetectConfig()
-        self.lr = LrTracker(self.config)
+        self.lr = lr if lr is not None else LrTracker(self.config)  # shared in a DetectorSet: one update per record
         self.loss = _Track(self.config)
         self.grad = _Track(self.config)
         self._last_step: int | None = None
@@ -89,7 +94,7 @@ class SpikeDetector:
         values = record.values
         step = record.step
         out: list[Finding] = []
-        self._track_schedule(step, values.get(LR), out)
+        self._track_schedule(record, out)
         g = values.get(GRAD_NORM)
         if g is not None and math.isfinite(g):
             self._on_grad(step, g, out)
@@ -116,11 +121,9 @@ class SpikeDetector:
         return out
 
     # -- schedule context -------------------------------------------------------------------------
-    def _track_schedule(self, step: int, lr: float | None, out: list[Finding]) -> None:
-        if lr is not None and math.isfinite(lr):
-            self.lr.update(step, lr)
-        else:
-            self.lr.note_step(step)
+    def _track_schedule(self, record: StepRecord, out: list[Finding]) -> None:
+        self.lr.observe(record)
+        step = record.step
         reset = self.lr.recent_reset(step)
         if reset is None or reset == self._last_reset:
             return
@@ -277,6 +280,9 @@ class SpikeDetector:
         if lead:
             causes.append(lead)
         lr = values.get(LR)
+        jumped = self.lr.jump_cause(step, self.config.lead_steps)
+        if jumped:
+            causes.append(jumped)
         if self.lr.in_warmup(step):
             causes.append(f"LR still in warm-up and rising (LR {_g(lr)} at step {step})")
         since = self.lr.since_warmup_end(step)

@@ -7,6 +7,7 @@ one has `state_dict()/load_state_dict()` with a bounded, JSON-serialisable state
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -153,6 +154,47 @@ class Window:
         self.size = int(state["size"])
         self._values = deque((float(v) for v in state["values"]), maxlen=self.size)
         self._resum()
+
+
+class RollingMedian:
+    """Median of the last `size` values, kept sorted incrementally: O(log size) per push, O(1) to read."""
+
+    __slots__ = ("size", "_order", "_sorted")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._order: deque[float] = deque()
+        self._sorted: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def push(self, value: float) -> None:
+        if len(self._order) == self.size:
+            old = self._order.popleft()
+            del self._sorted[bisect_left(self._sorted, old)]
+        self._order.append(value)
+        insort(self._sorted, value)
+
+    def median(self) -> float:
+        s = self._sorted
+        n = len(s)
+        if n == 0:
+            return math.nan
+        mid = n // 2
+        return s[mid] if n % 2 else 0.5 * (s[mid - 1] + s[mid])
+
+    def clear(self) -> None:
+        self._order.clear()
+        self._sorted.clear()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"size": self.size, "values": list(self._order)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.size = int(state["size"])
+        self._order = deque(float(v) for v in state["values"])
+        self._sorted = sorted(self._order)
 
 
 class StepEma:

@@ -19,8 +19,8 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
-from stethoscope.detect.stats import Window, median
-from stethoscope.records import LOSS, LR, Finding, StepRecord
+from stethoscope.detect.stats import RollingMedian, Window, median
+from stethoscope.records import LOSS, Finding, StepRecord
 
 _EDGE = 8  # records whose median is "the start" / "now" of the loss curve
 _PLATEAU_EVERY = 4  # the O(edge) plateau check runs on every 4th record
@@ -36,10 +36,10 @@ class TrendDetector:
 
     name = "trend"
 
-    def __init__(self, config: DetectConfig | None = None) -> None:
+    def __init__(self, config: DetectConfig | None = None, lr: LrTracker | None = None) -> None:
         self.config = config or DetectConfig()
-        self.lr = LrTracker(self.config)
-        self.recent = Window(_EDGE)
+        self.lr = lr if lr is not None else LrTracker(self.config)  # shared in a DetectorSet: one update per record
+        self.recent = RollingMedian(_EDGE)
         self.noise = Window(_NOISE_N)
         self._last_reset: int | None = None
         self._last_step: int | None = None
@@ -69,11 +69,7 @@ class TrendDetector:
     def update(self, record: StepRecord) -> list[Finding]:
         out: list[Finding] = []
         step = record.step
-        lr = record.values.get(LR)
-        if lr is not None and math.isfinite(lr):
-            self.lr.update(step, lr)
-        else:
-            self.lr.note_step(step)
+        self.lr.observe(record)
         self._check_reset(step, out)
         v = record.values.get(LOSS)
         if v is None or not math.isfinite(v):
@@ -190,9 +186,10 @@ class TrendDetector:
         return None
 
     def _open_div(self, start: int, base: float, step: int, v: float, kind: str) -> dict[str, Any]:
+        cause = self.lr.jump_cause(step, step - start + self.config.lead_steps)
         return {
             "start": start, "base": base, "kind": kind, "peak": v, "peak_step": step,
-            "last": v, "last_step": step, "detected": step,
+            "last": v, "last_step": step, "detected": step, "causes": [cause] if cause else [],
         }
 
     def _div_progress(self, div: dict[str, Any], step: int, v: float, level: float, margin: float) -> list[Finding]:
@@ -229,7 +226,8 @@ class TrendDetector:
             "base": div["base"], "peak": div["peak"], "peak_step": div["peak_step"], "last": div["last"],
             "last_step": div["last_step"], "detected_step": div["detected"], "kind": div["kind"],
         }
-        return Finding("divergence", "error", div["start"], msg, evidence=ev, source=self.name)
+        return Finding("divergence", "error", div["start"], msg, evidence=ev, causes=list(div.get("causes", [])),
+                       source=self.name)
 
     # -- plateau ----------------------------------------------------------------------------------
     def _plateau_check(self, step: int, now: float) -> list[Finding]:

@@ -197,6 +197,15 @@ CONDITIONAL: tuple[Conditional, ...] = (
                 fixes=("the run uses fp16 loss scaling: overflows feed the explosion; prefer bf16",)),
     Conditional("nan", "loss scaler", causes=("fp16 overflow steps skipped by the loss scaler (harmless when rare)",),
                 fixes=("nothing if rare and the loss stays finite; many in a row mean the scale is collapsing",)),
+    Conditional("loss_spike", "LR jumped", fixes=("undo the LR change (check the resumed config / scheduler override)",)),
+    Conditional("divergence", "LR jumped", fixes=("undo the LR change (check the resumed config / scheduler override)",)),
+    Conditional("lr_schedule", "exactly 0",
+                causes=("the LR is 0: a scheduler stepped past its end, warm-up from 0 never started, or lr=0 in "
+                        "the config",),
+                fixes=("print optimizer.param_groups[0]['lr'] at a few steps; check the scheduler's total steps",)),
+    Conditional("lr_schedule", "jumped",
+                causes=("a resume that overrides the LR scheduler (Megatron --override-lr-scheduler) or a changed "
+                        "config",)),
     Conditional("plateau", "uniform", causes=("the model predicts uniformly: its outputs ignore the input",)),
     Conditional("frozen_loss", "uniform", causes=("uniform predictions: the output layer is not learning (zeroed or frozen head)",)),
 )
