@@ -69,3 +69,14 @@ def test_memory_leak_and_pressure():
     (p,) = of_type(replay(MemoryDetector(), make_records(steps, CUDA_PEAK=peak, CUDA_TOTAL=[80.0] * 100)),
                    "memory_pressure")
     assert p.step == 500
+
+
+def test_regular_stalls_start_where_the_pattern_starts():
+    times = [0.02] * 1200
+    for s in (143, 311):  # two stray slow steps first (a busy machine)
+        times[s] = 0.045
+    for s in range(500, 1200, 50):  # then a pause every 50 steps
+        times[s] = 0.6
+    found = replay(ThroughputDetector(), make_records(range(1200), STEP_TIME=times))
+    (stall,) = [f for f in of_type(found, "periodic_stall") if f.severity == "warning"]
+    assert stall.step == 500 and stall.evidence["period_steps"] == 50

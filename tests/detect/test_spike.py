@@ -153,3 +153,23 @@ def test_config_validation():
         DetectConfig(clip_fraction=1.5)
     with pytest.raises(ValueError):
         DetectConfig(spike_window=float("nan"))
+
+
+def test_lr_jump_is_named_as_the_cause():
+    steps = list(range(400))
+    lr = [1e-3 if s < 200 else 3e-2 for s in steps]
+    loss = [3.0 - 0.001 * s if s < 201 else 7.0 for s in steps]
+    from .conftest import replay_set
+
+    found = replay_set(make_records(steps, LOSS=loss, LR=lr))
+    (spike,) = of_type(found, "loss_spike")
+    assert any("LR jumped 0.001 -> 0.03 (x30) at step 200" in c for c in spike.causes)
+    (div,) = of_type(found, "divergence")
+    assert div.step == 201 and any("LR jumped" in c for c in div.causes)
+
+
+def test_detectors_in_a_set_share_one_lr_tracker():
+    from stethoscope.detect.registry import default_detectors
+
+    dets = {d.name: d for d in default_detectors()}
+    assert dets["spike"].lr is dets["trend"].lr is dets["gradients"].lr is dets["lr"].tracker
