@@ -26,6 +26,8 @@ _MIN_BASELINE_DROP = 3  # records before a slowdown can be persistent (a level s
 _PERSISTENT_RECORDS = 20  # a slowdown that ends within fewer records was transient: info once it ends
 _DOMINANT = 4.0  # a stall this many times bigger than every earlier one starts a new stall pattern
 _STALLS_KEPT = 32
+_MIN_STALL_S = 1e-3  # stalls shorter than this (seconds) are never worth a warning, whatever their share
+_MIN_SLOWDOWN_S = 1e-4  # nor is a persistent slowdown of less than this per step
 _PRIOR_RATE, _PRIOR_RECORDS = 0.01, 10.0  # slow records expected before the run shows its own rate
 _ALPHA = 0.01  # chance of a streak this long anywhere in the run, under the run's own slow-record rate
 _MAX_STREAK = 20
@@ -215,7 +217,14 @@ class ThroughputDetector:
     def _dip_severity(self, d: dict[str, Any]) -> str:
         cost = d["excess"] / self._s["total"] if self._s["total"] else 0.0
         many = d["count"] >= self.config.periodic_min_dips
-        return "warning" if many and cost >= self.config.periodic_warn_cost else "info"
+        tiny = self._seconds(d["excess"] / max(d["count"], 1)) < _MIN_STALL_S
+        return "warning" if many and cost >= self.config.periodic_warn_cost and not tiny else "info"
+
+    def _seconds(self, per_record: float) -> float:
+        """A step-time difference in seconds per step (inf when the series is a rate, not a time)."""
+        if self._s["series"] != STEP_TIME:
+            return float("inf")
+        return per_record * (self._s.get("batch") or 1.0)
 
     # -- findings ---------------------------------------------------------------------------------
     def _drop_finding(self, d: dict[str, Any]) -> Finding:
@@ -225,7 +234,8 @@ class ThroughputDetector:
         msg = (f"throughput dropped from step {d['start']}: {what} up {rel:.1%} ({d['level']:.4g} -> {now:.4g}) "
                "and staying there")
         ev = {"series": self._s["series"], "level": d["level"], "slow_level": now, "slowdown": rel}
-        return Finding("throughput_drop", "warning", d["start"], msg, evidence=ev, source=self.name)
+        sev = "info" if self._seconds(now - d["level"]) < _MIN_SLOWDOWN_S else "warning"  # microseconds: no one cares
+        return Finding("throughput_drop", sev, d["start"], msg, evidence=ev, source=self.name)
 
     def _dip_finding(self, d: dict[str, Any]) -> Finding:
         sev = self._dip_severity(d)
