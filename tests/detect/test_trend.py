@@ -78,3 +78,10 @@ def test_resume_with_new_data_is_not_a_divergence():
         loss.append(3.0 * 0.9 ** k + 0.01)
     found = replay_set(make_records(steps, LOSS=loss, LR=lr))
     assert not serious(of_type(found, "divergence", "loss_spike")), [f.message for f in serious(found)]
+
+
+def test_two_equal_values_in_a_long_run_are_a_coincidence_not_a_frozen_loss():
+    steps = list(range(0, 3000, 50))
+    loss = [2.0 + 0.001 * (i % 7) for i in range(len(steps))]
+    loss[20] = loss[21] = 1.9969  # equal by the luck of rounding
+    assert not of_type(replay(TrendDetector(), make_records(steps, LOSS=loss)), "frozen_loss")

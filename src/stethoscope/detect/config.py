@@ -79,7 +79,7 @@ class DetectConfig:
     frozen_min_records: int = 3
     """Exactly identical losses on this many records in a row mean the loss is frozen..."""
     frozen_min_steps: int = 50
-    """...or on two records at least this many steps apart (with >= 4 significant digits)."""
+    """...or, when they are the whole log, on two records this many steps apart (>= 4 significant digits)."""
     vocab_size: int | None = None
     """Vocabulary size when known: a flat loss near ln(vocab) means uniform predictions."""
 

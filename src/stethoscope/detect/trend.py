@@ -304,7 +304,10 @@ class TrendDetector:
         else:
             digits = _sig_digits(v)  # '0.0003' repeating is rounding of a tiny loss, not a frozen one
             long_run = fz["records"] >= cfg.frozen_min_records and digits >= 3
-            far_apart = fz["last"] - fz["start"] >= cfg.frozen_min_steps and digits >= 4
+            # two records can only speak for a log that holds nothing else: in a long run, two equal
+            # values far apart are a coincidence of rounding sooner or later
+            whole_log = fz["records"] >= self._n + 1
+            far_apart = whole_log and fz["last"] - fz["start"] >= cfg.frozen_min_steps and digits >= 4
             trigger = long_run or far_apart
         if not trigger:
             return []

@@ -13,9 +13,11 @@ step time, loss-scale drops, LR jumps, evals), so a 1M-step log costs ~20k repla
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -33,7 +35,7 @@ from stethoscope.records import (
 )
 
 _DENSE_LIMIT = 50_000  # steps replayed one by one; above it, decimate + patches
-_SAMPLE_TARGET = 15_000  # decimated steps in a big log
+_SAMPLE_TARGET = 8_000  # decimated steps in a big log
 _PATCH_BEFORE, _PATCH_AFTER = 40, 60  # dense steps around each unusual one
 _MAX_PATCHES = 400
 _BLIP_EXAMPLES = 20
@@ -65,6 +67,23 @@ class Diagnosis:
 
 def diagnose_run(imported: ImportedRun, config: DetectConfig | None = None) -> Diagnosis:
     """Diagnose one imported log: findings ranked by severity then step, and the curve's class."""
+    with _gc_paused():
+        return _diagnose(imported, config)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Millions of live Point objects make every cyclic-GC pass slow; nothing here builds cycles."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _diagnose(imported: ImportedRun, config: DetectConfig | None) -> Diagnosis:
     table = _Table.from_points(imported.points)
     cfg = _config(imported.meta, config)
     records = table.records(table.replay_rows(cfg))
@@ -113,9 +132,8 @@ class _Table:
         n = len(points)
         if n == 0:
             return cls([], np.zeros(0, np.int64), np.zeros((0, 0)), np.zeros((0, 0), bool), None)
-        names = list(map(attrgetter("name"), points))
-        index = {name: i for i, name in enumerate(dict.fromkeys(names))}
-        codes = np.array(list(map(index.__getitem__, names)), dtype=np.int64)
+        names, codes = _name_codes(points)
+        index = {name: i for i, name in enumerate(names)}
         steps = np.fromiter(map(attrgetter("step"), points), dtype=np.int64, count=n)
         values = np.fromiter(map(attrgetter("value"), points), dtype=np.float64, count=n)
         if bool(np.all(steps[1:] >= steps[:-1])):  # the common case: already in step order, no resume
@@ -218,6 +236,36 @@ class _Table:
         for step, vrow, prow in zip(self.steps[rows].tolist(), vals, pres):
             out.append(StepRecord(step, {names[c]: vrow[c] for c, p in enumerate(prow) if p}))
         return out
+
+
+def _name_codes(points: Sequence[Point]) -> tuple[list[str], np.ndarray]:
+    """The distinct series names (in order of first appearance) and each point's index into them.
+
+    Names are few and their string objects shared, so the identities are compared in numpy (a C loop
+    over millions of points) and equal strings with different identities are merged afterwards."""
+    n = len(points)
+    ids = np.fromiter(map(id, map(attrgetter("name"), points)), dtype=np.int64, count=n)
+    codes = np.full(n, -1, dtype=np.int64)
+    firsts: list[int] = []
+    todo = ids
+    offset = np.arange(n)
+    while todo.size:
+        for u in dict.fromkeys(todo[:4096].tolist()):  # the identities seen first, in order
+            hit = ids == u
+            codes[hit] = len(firsts)
+            firsts.append(int(np.argmax(hit)))
+        left = codes == -1
+        todo, offset = ids[left], offset[left]
+    names: list[str] = []
+    index: dict[str, int] = {}
+    remap = np.empty(len(firsts), dtype=np.int64)
+    for k, first in enumerate(firsts):
+        name = points[first].name
+        if name not in index:
+            index[name] = len(names)
+            names.append(name)
+        remap[k] = index[name]
+    return names, remap[codes]
 
 
 def _segments(codes: np.ndarray, steps: np.ndarray, n_codes: int) -> np.ndarray:
