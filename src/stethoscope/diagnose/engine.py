@@ -30,7 +30,7 @@ from stethoscope.diagnose.curves import classify_run
 from stethoscope.diagnose.knowledge import advise
 from stethoscope.importers.base import ImportedRun, LogLine
 from stethoscope.records import (
-    EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, NAN_ITERS, STEP_TIME, Finding, Point, StepRecord,
+    EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, NAN_ITERS, STEP_TIME, Finding, Point, StepRecord, json_safe,
     severity_rank,
 )
 
@@ -62,7 +62,7 @@ class Diagnosis:
             d = f.to_dict()
             findings.append({k: d[k] for k in _FINDING_KEYS})
         return {"path": self.path, "format": self.format, "steps": self.steps, "findings": findings,
-                "classification": self.classification}
+                "classification": json_safe(self.classification)}
 
 
 def diagnose_run(imported: ImportedRun, config: DetectConfig | None = None) -> Diagnosis:
