@@ -124,3 +124,14 @@ def test_a_million_steps_in_about_two_seconds():
     assert took < 4.0, took
     assert [f.step for f in d.findings if f.type == "nan"] == [900_123]
     assert [f.step for f in d.findings if f.type == "loss_spike"] == [700_000]
+
+
+def test_series_logged_in_blocks_and_names_with_distinct_identities():
+    loss = [Point(LOSS, s, 3.0 - 0.0001 * s) for s in range(6000)]
+    lr = [Point("".join(["opt/", "lr"]), s, 1e-4) for s in range(6000)]  # equal names, new string objects
+    d = diagnose_run(ImportedRun("tb", "tensorboard", loss + lr))
+    assert d.steps == 6000
+    from stethoscope.diagnose.engine import _Table
+
+    table = _Table.from_points(loss + lr)
+    assert table.names == [LOSS, LR] and table.values.shape == (6000, 2)

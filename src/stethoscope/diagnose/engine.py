@@ -248,14 +248,12 @@ def _name_codes(points: Sequence[Point]) -> tuple[list[str], np.ndarray]:
     codes = np.full(n, -1, dtype=np.int64)
     firsts: list[int] = []
     todo = ids
-    offset = np.arange(n)
-    while todo.size:
+    while todo.size:  # series logged in blocks (TensorBoard) first appear late: repeat on what is left
         for u in dict.fromkeys(todo[:4096].tolist()):  # the identities seen first, in order
             hit = ids == u
             codes[hit] = len(firsts)
             firsts.append(int(np.argmax(hit)))
-        left = codes == -1
-        todo, offset = ids[left], offset[left]
+        todo = ids[codes == -1]
     names: list[str] = []
     index: dict[str, int] = {}
     remap = np.empty(len(firsts), dtype=np.int64)
