@@ -8,7 +8,7 @@ import time
 import pytest
 
 from stethoscope.diagnose.engine import Diagnosis, diagnose_records, diagnose_run
-from stethoscope.importers.base import ImportedRun, LogLine
+from stethoscope.importers.base import Columns, ImportedRun, LogLine
 from stethoscope.records import (
     EVAL_LOSS, GRAD_NORM, LOSS, LR, SEVERITIES, STEP_TIME, Point, StepRecord, severity_rank,
 )
@@ -133,5 +133,5 @@ def test_series_logged_in_blocks_and_names_with_distinct_identities():
     assert d.steps == 6000
     from stethoscope.diagnose.engine import _Table
 
-    table = _Table.from_points(loss + lr)
+    table = _Table.from_columns(Columns.of(loss + lr))
     assert table.names == [LOSS, LR] and table.values.shape == (6000, 2)

@@ -85,12 +85,12 @@ def import_source(source: str, into: str, as_json: bool) -> None:
 
     done = import_into(source, into)
     if as_json:
-        click.echo(render.to_json([{"run": str(t), "path": r.path, "format": r.format, "points": len(r.points),
+        click.echo(render.to_json([{"run": str(t), "path": r.path, "format": r.format, "points": r.n_points,
                                     "steps": r.steps, "warnings": r.warnings} for t, r in done]))
         return
     con = render.console()
     for target, run in done:
-        con.print(f"imported [bold]{run.path}[/] ({run.format}): {len(run.points):,} points over {run.steps:,} "
+        con.print(f"imported [bold]{run.path}[/] ({run.format}): {run.n_points:,} points over {run.steps:,} "
                   f"steps → [bold]{target}[/]")
         for w in run.warnings[:10]:
             con.print(f"  warning: {w}", markup=False)
@@ -100,10 +100,11 @@ def report_input(run: ImportedRun, findings: list[Any]) -> Any:
     from stethoscope.diagnose.report import ReportInput
 
     series: dict[str, tuple[list[int], list[float]]] = defaultdict(lambda: ([], []))
-    for p in run.points:
-        steps, values = series[p.name]
-        steps.append(p.step)
-        values.append(p.value)
+    cols = run.columns
+    for name, step, value in zip(cols.names, cols.steps, cols.values):
+        steps, values = series[name]
+        steps.append(step)
+        values.append(value)
     title = Path(run.path).name if Path(run.path).name not in ("trainer_state.json", "metrics.csv", "train.log") \
         else f"{Path(run.path).parent.name}/{Path(run.path).name}"
     meta = {"format": run.format, "path": run.path, **run.meta}

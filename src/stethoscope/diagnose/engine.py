@@ -19,7 +19,6 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -28,7 +27,7 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.registry import DetectorSet, merge_findings
 from stethoscope.diagnose.curves import classify_run
 from stethoscope.diagnose.knowledge import advise
-from stethoscope.importers.base import ImportedRun, LogLine
+from stethoscope.importers.base import Columns, ImportedRun, LogLine
 from stethoscope.records import (
     EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, NAN_ITERS, STEP_TIME, Finding, Point, StepRecord, json_safe,
     severity_rank,
@@ -84,7 +83,7 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _diagnose(imported: ImportedRun, config: DetectConfig | None) -> Diagnosis:
-    table = _Table.from_points(imported.points)
+    table = _Table.from_columns(imported.columns)
     cfg = _config(imported.meta, config)
     records = table.records(table.replay_rows(cfg))
     context = _context(table, imported.meta)
@@ -104,7 +103,7 @@ def diagnose_records(records: Iterable[StepRecord], meta: dict[str, Any] | None 
     causes and fixes filled in and known non-problems folded away; ranked like `diagnose_run`."""
     recs = list(records)
     points = [Point(name, r.step, v) for r in recs for name, v in r.values.items()]
-    table = _Table.from_points(points)
+    table = _Table.from_columns(Columns.of(points))
     cfg = _config(meta or {}, config)
     context = _context(table, meta or {})
     return _finalise(_replay(recs, cfg) + _ga_artifact(table, context), context)
@@ -128,14 +127,14 @@ class _Table:
             self.n_steps = int(np.unique(steps).size) if steps.size else 0
 
     @classmethod
-    def from_points(cls, points: Sequence[Point]) -> _Table:
-        n = len(points)
+    def from_columns(cls, columns: Columns) -> _Table:
+        n = len(columns.names)
         if n == 0:
             return cls([], np.zeros(0, np.int64), np.zeros((0, 0)), np.zeros((0, 0), bool), None)
-        names, codes = _name_codes(points)
+        names, codes = _name_codes(columns.names)
         index = {name: i for i, name in enumerate(names)}
-        steps = np.fromiter(map(attrgetter("step"), points), dtype=np.int64, count=n)
-        values = np.fromiter(map(attrgetter("value"), points), dtype=np.float64, count=n)
+        steps = np.fromiter(columns.steps, dtype=np.int64, count=n)
+        values = np.fromiter(columns.values, dtype=np.float64, count=n)
         if bool(np.all(steps[1:] >= steps[:-1])):  # the common case: already in step order, no resume
             order = np.arange(n)
             seg = np.zeros(n, dtype=np.int64)
@@ -151,7 +150,7 @@ class _Table:
         present = np.zeros((n_rows, len(index)), dtype=bool)
         matrix[row_of, codes[order]] = values[order]
         present[row_of, codes[order]] = True
-        last = points[-1].time
+        last = columns.times[-1]
         return cls(list(index), s_sorted[new], matrix, present, last)
 
     def series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -238,13 +237,13 @@ class _Table:
         return out
 
 
-def _name_codes(points: Sequence[Point]) -> tuple[list[str], np.ndarray]:
+def _name_codes(point_names: Sequence[str]) -> tuple[list[str], np.ndarray]:
     """The distinct series names (in order of first appearance) and each point's index into them.
 
     Names are few and their string objects shared, so the identities are compared in numpy (a C loop
     over millions of points) and equal strings with different identities are merged afterwards."""
-    n = len(points)
-    ids = np.fromiter(map(id, map(attrgetter("name"), points)), dtype=np.int64, count=n)
+    n = len(point_names)
+    ids = np.fromiter(map(id, point_names), dtype=np.int64, count=n)
     codes = np.full(n, -1, dtype=np.int64)
     firsts: list[int] = []
     todo = ids
@@ -258,7 +257,7 @@ def _name_codes(points: Sequence[Point]) -> tuple[list[str], np.ndarray]:
     index: dict[str, int] = {}
     remap = np.empty(len(firsts), dtype=np.int64)
     for k, first in enumerate(firsts):
-        name = points[first].name
+        name = point_names[first]
         if name not in index:
             index[name] = len(names)
             names.append(name)

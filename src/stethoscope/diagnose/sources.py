@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.errors import InputError, UsageError
-from stethoscope.importers.base import ImportedRun, LogLine
+from stethoscope.importers.base import Columns, ImportedRun, LogLine
 from stethoscope.importers.registry import read_any
-from stethoscope.records import Point
 from stethoscope.store.db import RunStore, rank_path
 from stethoscope.store.query import RunReader, is_run, open_run
 
@@ -38,7 +37,12 @@ def from_store(reader: RunReader, rank: int | None = None) -> ImportedRun:
         raise UsageError(f"{reader.path}: no rank {rank} (ranks: {reader.ranks})")
     _, rows = reader.query("SELECT name, step, value, time FROM metrics WHERE rank = ? ORDER BY step", (rank,))
     nan = float("nan")
-    points = [Point(n, s, nan if v is None else v, t) for n, s, v, t in rows]
+    cols = Columns.empty()
+    for n, s, v, t in rows:
+        cols.names.append(n)
+        cols.steps.append(s)
+        cols.values.append(nan if v is None else v)
+        cols.times.append(t)
     meta: dict[str, Any] = {}
     for key, value in reader.meta(rank).items():
         try:
@@ -49,7 +53,7 @@ def from_store(reader: RunReader, rank: int | None = None) -> ImportedRun:
                             (rank, LOG_LINE_EVENT))
     log_lines = [LogLine(json.loads(d).get("line", 0) if d else 0, m, s, t) for s, t, m, d in lines]
     fmt = meta.get("source_format") or RUN_FORMAT
-    return ImportedRun(str(reader.path), str(fmt), points, meta, [], log_lines)
+    return ImportedRun(str(reader.path), str(fmt), None, meta, [], log_lines, columns=cols)
 
 
 def import_into(source: str | os.PathLike[str], run_dir: str | os.PathLike[str]) -> list[tuple[Path, ImportedRun]]:
@@ -64,10 +68,11 @@ def import_into(source: str | os.PathLike[str], run_dir: str | os.PathLike[str])
 
 
 def write_store(run: ImportedRun, target: Path) -> None:
-    times = [p.time for p in run.points if p.time is not None]
+    cols = run.columns
+    times = [t for t in cols.times if t is not None]
     store = RunStore(rank_path(target, 0), t0=min(times) if times else time.time())
     try:
-        batch = [(p.name, p.step, p.value, p.time) for p in run.points]
+        batch = list(zip(cols.names, cols.steps, cols.values, cols.times))
         for k in range(0, len(batch), 100_000):
             store.write_points(batch[k:k + 100_000])
         store.write_events((ln.step, ln.time, LOG_LINE_EVENT, "info", "import", ln.text, {"line": ln.line})

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from stethoscope.records import Point
 
@@ -28,20 +28,73 @@ class LogLine:
     time: float | None = None
 
 
-@dataclass(slots=True)
-class ImportedRun:
-    """Everything read from one foreign log file."""
+class Columns(NamedTuple):
+    """Points as four equally long columns, in the order they were logged (cheap for millions)."""
 
-    path: str
-    format: str
-    points: list[Point] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    lines: list[LogLine] = field(default_factory=list)
+    names: list[str]
+    steps: list[int]
+    values: list[float]
+    times: list[float | None]
+
+    @classmethod
+    def empty(cls) -> Columns:
+        return cls([], [], [], [])
+
+    @classmethod
+    def of(cls, points: Iterable[Point]) -> Columns:
+        cols = cls.empty()
+        for p in points:
+            cols.names.append(p.name)
+            cols.steps.append(p.step)
+            cols.values.append(p.value)
+            cols.times.append(p.time)
+        return cols
+
+
+class ImportedRun:
+    """Everything read from one foreign log file.
+
+    Points are held as `columns` (what importers build and diagnosis reads); `points` builds Point
+    objects from them on first use. Pass either `points` or `columns`.
+    """
+
+    __slots__ = ("path", "format", "meta", "warnings", "lines", "_points", "_columns")
+
+    def __init__(self, path: str, format: str, points: list[Point] | None = None,
+                 meta: dict[str, Any] | None = None, warnings: list[str] | None = None,
+                 lines: list[LogLine] | None = None, columns: Columns | None = None) -> None:
+        self.path = path
+        self.format = format
+        self.meta: dict[str, Any] = {} if meta is None else meta
+        self.warnings: list[str] = [] if warnings is None else warnings
+        self.lines: list[LogLine] = [] if lines is None else lines
+        self._points = points
+        self._columns = columns if columns is not None or points is not None else Columns.empty()
+
+    @property
+    def columns(self) -> Columns:
+        if self._columns is None:
+            self._columns = Columns.of(self._points or [])
+        return self._columns
+
+    @property
+    def points(self) -> list[Point]:
+        if self._points is None:
+            from stethoscope.importers.table import make_points
+
+            self._points = make_points(*self.columns)
+        return self._points
+
+    @property
+    def n_points(self) -> int:
+        return len(self._points) if self._points is not None else len(self.columns.names)
 
     @property
     def steps(self) -> int:
-        return len({p.step for p in self.points})
+        return len(set(self.columns.steps))
+
+    def __repr__(self) -> str:
+        return f"ImportedRun({self.path!r}, {self.format!r}, {self.n_points} points)"
 
 
 class Importer(Protocol):

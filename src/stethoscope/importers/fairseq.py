@@ -175,13 +175,13 @@ class _Reader:
             values: dict[str, Any] = {}
             self._absorb_overflows(values)
             self.table.add_values(0, self.last_step + 1, None, values)
-        points, rejected = self.table.build()
+        columns, rejected = self.table.build_columns()
         meta: dict[str, Any] = {}
         if self.zero_scales:
             meta["notes"] = {"loss_scale_zero": f"{self.zero_scales} `loss_scale 0` values left out: the logger "
                                                 "rounds a tiny scale to 0 decimals"}
         warnings = self.warnings + describe(rejected, lambda line: f"{self.path}:{line}")
-        return ImportedRun(str(self.path), NAME, points, meta, warnings, self.keeper.lines())
+        return ImportedRun(str(self.path), NAME, None, meta, warnings, self.keeper.lines(), columns=columns)
 
 
 def _pairs(text: str) -> dict[str, str]:

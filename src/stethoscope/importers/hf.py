@@ -54,13 +54,13 @@ class HFTrainerStateImporter:
                 raise InputError(path, "no `log_history` list: not a Trainer state file")
             table, summaries, warnings, unstepped = _rows(path, rows)
             warnings[:0] = [problem] if problem else []
-            points, rejected = table.build()
+            columns, rejected = table.build_columns()
         warnings += describe(rejected, lambda index: f"{path}: log_history[{index}]")
         meta = _meta(path, state, summaries)
         if unstepped:
             meta["notes"] = {"rows_without_step": f"{unstepped} log_history rows without `step` (e.g. predict() "
                                                   "metrics) were put at the step logged before them"}
-        return ImportedRun(str(path), NAME, points, meta, warnings)
+        return ImportedRun(str(path), NAME, None, meta, warnings, columns=columns)
 
 
 def _load(path: Path) -> tuple[dict[str, Any], str | None]:

@@ -43,13 +43,13 @@ class LightningCSVImporter:
             raise InputError(path, "expected a CSVLogger header with a `step` column", line=1)
         with gc_paused():
             table, warnings = _read_rows(path, header, rows)
-            points, rejected = table.build()
+            columns, rejected = table.build_columns()
         warnings += describe(rejected, lambda line: f"{path}:{line}")
         meta: dict[str, Any] = {"columns": header}
         hparams = read_hparams(path.parent / "hparams.yaml")
         if hparams:
             meta["hparams"] = hparams
-        return ImportedRun(str(path), NAME, points, meta, warnings)
+        return ImportedRun(str(path), NAME, None, meta, warnings, columns=columns)
 
 
 def _read_rows(path: Path, header: list[str], rows: Any) -> tuple[PointTable, list[str]]:

@@ -401,7 +401,7 @@ class _Reader:
             self.notes["grad_norm_zero"] = (f"{self.norms_zero} `grad norm: 0.000` values dropped: this log never "
                                             "shows a non-zero grad norm (old Megatron-DeepSpeed under pipeline "
                                             "parallelism printed 0), so they are not real zeros")
-        points, rejected = self.table.build(rename)
+        columns, rejected = self.table.build_columns(rename)
         self.warnings += describe(rejected, lambda line: f"{self.path}:{line}")
         if any(key in self.fields_seen for key in ("lm_loss", "samples/sec")):
             self.meta["dialect"] = "gpt-neox"
@@ -410,4 +410,5 @@ class _Reader:
             self.meta["args"] = self.args
         if self.notes:
             self.meta["notes"] = self.notes
-        return ImportedRun(str(self.path), NAME, points, self.meta, self.warnings, self.keeper.lines())
+        return ImportedRun(str(self.path), NAME, None, self.meta, self.warnings, self.keeper.lines(),
+                           columns=columns)

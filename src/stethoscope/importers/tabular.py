@@ -83,9 +83,9 @@ class CSVImporter:
             raise InputError(path, "empty CSV: expected a header row", line=1)
         with gc_paused():
             table, meta, warnings = _read_csv(path, header, rows)
-            points, rejected = table.build()
+            columns, rejected = table.build_columns()
         warnings += describe(rejected, lambda line: f"{path}:{line}")
-        return ImportedRun(str(path), CSV_NAME, points, meta, warnings)
+        return ImportedRun(str(path), CSV_NAME, None, meta, warnings, columns=columns)
 
 
 def _header(line: str) -> list[str]:
@@ -156,9 +156,9 @@ class JSONLImporter:
     def read(self, path: Path) -> ImportedRun:
         with gc_paused():
             table, meta, warnings = _read_jsonl(path, read_text(path).splitlines())
-            points, rejected = table.build()
+            columns, rejected = table.build_columns()
         warnings += describe(rejected, lambda line: f"{path}:{line}")
-        return ImportedRun(str(path), JSONL_NAME, points, meta, warnings)
+        return ImportedRun(str(path), JSONL_NAME, None, meta, warnings, columns=columns)
 
 
 def _object(line: str) -> dict[str, Any] | None:

@@ -104,7 +104,7 @@ class _Reader:
         if self.consumed < size:
             self.warnings.append(f"{self.path}: the last {size - self.consumed} bytes (from byte {self.consumed}) "
                                  "are a truncated or corrupt record; read up to there")
-        points, rejected = self.table.build()
+        columns, rejected = self.table.build_columns()
         self.warnings += describe(rejected, lambda record: f"{self.path}: record {record}")
         meta: dict[str, Any] = {"tags": {t: n for t, n in self.names.items() if n is not None}, "events": self.records}
         skipped = [t for t, n in self.names.items() if n is None]
@@ -112,7 +112,7 @@ class _Reader:
             meta["skipped_tags"] = {t: "counted in samples/tokens, not steps" for t in skipped}
         if self.other:
             meta["non_scalar_tags"] = sorted(self.other)
-        return ImportedRun(str(self.path), NAME, points, meta, self.warnings)
+        return ImportedRun(str(self.path), NAME, None, meta, self.warnings, columns=columns)
 
 
 def tensor_scalar(tensor: Any) -> float | None:

@@ -314,10 +314,10 @@ class _Reader:
         return None
 
     def result(self) -> ImportedRun:
-        points, rejected = self.table.build()
+        columns, rejected = self.table.build_columns()
         meta: dict[str, Any] = {}
         if self.dialects:
             meta["dialect"] = self.dialects.most_common(1)[0][0]
             meta["dialects"] = dict(self.dialects)
         warnings = self.warnings + describe(rejected, lambda line: f"{self.path}:{line}")
-        return ImportedRun(str(self.path), NAME, points, meta, warnings, self.keeper.lines())
+        return ImportedRun(str(self.path), NAME, None, meta, warnings, self.keeper.lines(), columns=columns)
