@@ -359,7 +359,13 @@ class SpikeDetector:
         f.message += f"; {how} by the last record (step {step}, loss {_g(inc['last'])})"
         f.evidence.update(recovered="not" if frac < 0.25 else "partly", recovered_fraction=frac)
         out = [f]
-        if inc["diverged"]:
+        # The stream ends inside the jump with the loss still far up: whatever the spike was, the run
+        # is now in a diverged state (one event, with the jump as its start).
+        # Evidence that it stayed up: several records, or a jump so large (x4: far past a fresh model's
+        # loss for a trained one) that one record is enough.
+        held = inc.get("records", 1) >= _STUCK_RECORDS or inc["last"] >= _STUCK_JUMP * inc["level"]
+        stuck = frac < 0.25 and inc["level"] > 0 and inc["last"] >= _STUCK_RATIO * inc["level"] and held
+        if inc["diverged"] or stuck:
             d = self._divergence(inc, inc["last_step"])
             d.end_step = inc["last_step"]
             d.message += f"; {how} by the last record"
@@ -407,6 +413,11 @@ class SpikeDetector:
         self.grad.load_state_dict(state["grad"])
         self._last_step = state.get("last_step")
         self._last_reset = state.get("last_reset")
+
+
+_STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
+_STUCK_RECORDS = 3  # ...held over this many records...
+_STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged
 
 
 def _recovered_fraction(inc: dict[str, Any]) -> float:
