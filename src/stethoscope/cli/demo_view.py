@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from stethoscope.cli import render
 from stethoscope.cli.findings_view import print_findings
-from stethoscope.cli.listing import live_findings, summary_table
+from stethoscope.cli.listing import with_counts, live_findings, summary_table
 from stethoscope.errors import UsageError
 
 
@@ -46,8 +46,8 @@ def run_demo(steps: int, out: str | None, inject: str | None, seed: int) -> Path
         train(run_dir, cfg, on_step)
         progress.update(task, completed=steps)
     with open_run(run_dir) as reader:
-        con.print(summary_table(summarize(reader)))
         findings = live_findings(reader)
+        con.print(summary_table(with_counts(summarize(reader), findings)))
     if findings:
         con.print("[bold]what stethoscope noticed while it trained:[/]")
         print_findings(con, findings[:10])

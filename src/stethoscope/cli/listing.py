@@ -12,7 +12,7 @@ from stethoscope.cli import render
 from stethoscope.config import env_runs_dir
 from stethoscope.errors import NotARunError, UsageError
 from stethoscope.cli.findings_view import print_findings
-from stethoscope.records import Finding, severity_rank
+from stethoscope.records import SEVERITIES, Finding, severity_rank
 from stethoscope.store.query import RunReader, is_run, open_run
 from stethoscope.store.summary import summarize
 
@@ -40,7 +40,7 @@ def list_runs(directory: str | None, as_json: bool) -> None:
     for run in find_runs(root):
         try:
             with open_run(run) as reader:
-                summaries.append(summarize(reader))
+                summaries.append(with_counts(summarize(reader), live_findings(reader)))
         except NotARunError as exc:
             summaries.append({"run": str(run), "status": f"unreadable: {exc}"})
     if as_json:
@@ -55,21 +55,22 @@ def list_runs(directory: str | None, as_json: bool) -> None:
 
 def show_run(run: str, as_json: bool) -> None:
     with open_run(run) as reader:
-        summary = summarize(reader)
         findings = live_findings(reader)
+        summary = with_counts(summarize(reader), findings)
     if as_json:
         click.echo(render.to_json({**summary, "findings_list": [f.to_dict() for f in findings]}))
         return
     con = render.console()
     con.print(summary_table(summary))
     if findings:
-        con.print("[bold]findings recorded live[/] (most severe first; `stethoscope diagnose` for causes and fixes)")
+        con.print("[bold]findings recorded live[/] (most severe first)")
         print_findings(con, findings[:20])
 
 
 def live_findings(reader: RunReader) -> list[Finding]:
     """The findings the live detectors recorded, follow-ups merged, most severe first."""
     from stethoscope.detect.registry import merge_findings
+    from stethoscope.diagnose.knowledge import advise
 
     _, rows = reader.query("SELECT data FROM findings WHERE data IS NOT NULL ORDER BY id")
     found = []
@@ -78,8 +79,15 @@ def live_findings(reader: RunReader) -> list[Finding]:
             found.append(Finding.from_dict(json.loads(data)))
         except (ValueError, TypeError, KeyError):
             continue  # an event that is not a finding (written by a later version, say)
-    merged = merge_findings(found)
+    # withdrawn claims and transient slowdowns were live-only news, as in `diagnose`
+    merged = [advise(f) for f in merge_findings(found)
+              if not f.evidence.get("withdrawn") and not f.evidence.get("transient")]
     return sorted(merged, key=lambda f: (-severity_rank(f.severity), f.step if f.step is not None else -1))
+
+
+def with_counts(summary: dict[str, Any], findings: list[Finding]) -> dict[str, Any]:
+    summary["findings"] = {sev: sum(f.severity == sev for f in findings) for sev in SEVERITIES}
+    return summary
 
 
 def summary_table(s: dict[str, Any]) -> Any:
