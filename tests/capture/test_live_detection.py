@@ -58,6 +58,8 @@ def test_garbage_batch_spike_is_a_warning_with_recovery(tmp_path):
     with open_run(tmp_path) as r:
         ids = json.loads(r.query("SELECT ids FROM batches WHERE step = 120")[1][0][0])
     assert ids == [120 * 64 + i for i in range(4)]
+    assert spikes[0].evidence["batch_ids"] == ids
+    assert "single bad batch at step 120 (samples 7680, 7681, 7682, 7683)" in spikes[0].causes[0]
 
 
 def test_healthy_curve_raises_nothing_at_or_above_warning(tmp_path):

@@ -30,7 +30,7 @@ def _status(path: str, what: str) -> Any:
 
 def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: int | None) -> int:
     from stethoscope.diagnose.engine import diagnose_run
-    from stethoscope.diagnose.sources import load
+    from stethoscope.diagnose.sources import RUN_FORMAT, load
 
     results = []
     for path in paths:
@@ -39,6 +39,8 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
         for run in runs:
             with _status(path, "diagnosing"):
                 results.append(diagnose_run(run))
+            if run.format == RUN_FORMAT or run.meta.get("source_format"):
+                _attach_batches(path, rank, results[-1].findings)
     if as_json:
         dicts = [d.to_dict() for d in results]
         click.echo(render.to_json(dicts[0] if len(dicts) == 1 else dicts))
@@ -49,6 +51,14 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
                       f"curve: [bold]{_classification_text(d.classification)}[/]")
             print_findings(con, d.findings)
     return 1 if any(fails(d.findings, fail_on) for d in results) else 0
+
+
+def _attach_batches(path: str, rank: int | None, findings: list[Any]) -> None:
+    from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
+    from stethoscope.store.query import open_run
+
+    with open_run(path) as reader:
+        attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0] if rank is None else rank))
 
 
 def _classification_text(c: Any) -> str:

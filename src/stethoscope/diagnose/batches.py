@@ -1,0 +1,50 @@
+"""Name the samples of a bad batch: findings at a step get the batch ids the Monitor stored for it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+
+from stethoscope.records import Finding
+
+# Findings a single batch can cause, and how many ids to show.
+BATCH_TYPES = frozenset({"loss_spike", "nan", "grad_spike", "grad_explosion"})
+MAX_IDS = 32
+
+Lookup = Callable[[int], "list[object] | None"]
+
+
+def attach_batch_ids(findings: Iterable[Finding], lookup: Lookup) -> None:
+    """Add `evidence["batch_ids"]` (in place) and, when nothing led up to it, name the batch as the cause."""
+    for f in findings:
+        if f.type not in BATCH_TYPES or f.step is None:
+            continue
+        ids = lookup(f.step)
+        if not ids:
+            continue
+        f.evidence["batch_ids"] = ids[:MAX_IDS]
+        if _no_lead_up(f):
+            shown = ", ".join(map(str, ids[:8])) + (", …" if len(ids) > 8 else "")
+            f.causes.insert(0, f"no lead-up: a single bad batch at step {f.step} (samples {shown}); "
+                               "inspect those samples and skip them on resume")
+
+
+def _no_lead_up(f: Finding) -> bool:
+    said = " ".join(f.causes)
+    return "rose" not in said and "warm-up and rising" not in said
+
+
+def store_lookup(query: Callable[..., tuple[list[str], list[tuple]]], rank: int) -> Lookup:
+    """A lookup over a run store's `batches` table (through a RunReader's query)."""
+
+    def lookup(step: int) -> list[object] | None:
+        _, rows = query("SELECT ids FROM batches WHERE rank = ? AND step = ?", (rank, step))
+        if not rows:
+            return None
+        try:
+            ids = json.loads(rows[0][0])
+        except ValueError:
+            return None
+        return ids if isinstance(ids, list) else None
+
+    return lookup
