@@ -48,7 +48,7 @@ def megatron(path: Path, steps: int) -> int:
                 f.write("[default7]:time (ms)\n")
                 lines += 1
             if s % 50_000 == 0:
-                f.write(f"[2022-01-19 13:09:13,305] [INFO] [stage_1_and_2.py:1644:step] [deepscale] OVERFLOW! Rank 0 "
+                f.write("[2022-01-19 13:09:13,305] [INFO] [stage_1_and_2.py:1644:step] [deepscale] OVERFLOW! Rank 0 "
                         "Skipping step. Attempted loss scale: 65536.0, reducing to 32768.0\n")
                 lines += 1
     return lines

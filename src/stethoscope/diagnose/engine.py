@@ -13,11 +13,9 @@ step time, loss-scale drops, LR jumps, evals), so a 1M-step log costs ~20k repla
 from __future__ import annotations
 
 import dataclasses
-import gc
 import math
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +26,7 @@ from stethoscope.detect.registry import DetectorSet, merge_findings
 from stethoscope.diagnose.curves import classify_run
 from stethoscope.diagnose.knowledge import advise
 from stethoscope.importers.base import Columns, ImportedRun, LogLine
+from stethoscope.importers.table import gc_paused
 from stethoscope.records import (
     EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, NAN_ITERS, STEP_TIME, Finding, Point, StepRecord, json_safe,
     severity_rank,
@@ -66,20 +65,8 @@ class Diagnosis:
 
 def diagnose_run(imported: ImportedRun, config: DetectConfig | None = None) -> Diagnosis:
     """Diagnose one imported log: findings ranked by severity then step, and the curve's class."""
-    with _gc_paused():
+    with gc_paused():  # millions of live objects make every cyclic-GC pass slow
         return _diagnose(imported, config)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Millions of live Point objects make every cyclic-GC pass slow; nothing here builds cycles."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _diagnose(imported: ImportedRun, config: DetectConfig | None) -> Diagnosis:

@@ -7,7 +7,7 @@ An importer turns a log that another tool wrote into the same vocabulary the liv
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 

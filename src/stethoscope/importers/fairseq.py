@@ -25,8 +25,8 @@ from typing import Any
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.loglines import LineKeeper, parse_timestamp
 from stethoscope.importers.names import EPOCH
-from stethoscope.importers.source import is_text, read_text
-from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
+from stethoscope.importers.source import is_text, read_lines
+from stethoscope.importers.table import PointTable, describe, to_float
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, SKIPPED, TOKENS_PER_S
 
 NAME = "fairseq"
@@ -75,16 +75,7 @@ class FairseqImporter:
         return is_text(head) and _SNIFF.search(head) is not None
 
     def read(self, path: Path) -> ImportedRun:
-        reader = _Reader(path)
-        lines = read_text(path).split("\n")
-        parsed = False
-        with gc_paused():
-            for line, text in enumerate(lines, 1):
-                parsed = reader.line(line, text.rstrip())
-            if not parsed and _CUT.search(lines[-1]):
-                reader.warnings.append(f"{path}:{len(lines)}: the last line looks cut short (no newline, no "
-                                       "metrics read from it)")
-            return reader.result()
+        return read_lines(path, _Reader(path), _CUT)
 
 
 class _Reader:

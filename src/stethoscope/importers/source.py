@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Protocol
 
 from stethoscope.errors import InputError
+from stethoscope.importers.base import ImportedRun
 
 # Enough to get past a Megatron argument dump or an nvidia-smi table before the first metric line.
 HEAD_BYTES = 256 * 1024
@@ -49,3 +52,29 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> str:
 def is_text(head: str) -> bool:
     """False for binary content (NUL bytes), which no text importer should claim."""
     return "\x00" not in head
+
+
+class LineReader(Protocol):
+    """Reads a text log line by line: `line()` says whether the line carried metrics."""
+
+    warnings: list[str]
+
+    def line(self, number: int, text: str) -> bool: ...
+
+    def result(self) -> ImportedRun: ...
+
+
+def read_lines(path: Path, reader: LineReader, cut: re.Pattern[str]) -> ImportedRun:
+    """Feed every line of a text log to `reader`; warn when the last line looks cut short (`cut`
+    matches it but nothing was read from it)."""
+    from stethoscope.importers.table import gc_paused
+
+    lines = read_text(path).split("\n")
+    parsed = False
+    with gc_paused():
+        for number, text in enumerate(lines, 1):
+            parsed = reader.line(number, text.rstrip())
+        if not parsed and cut.search(lines[-1]):
+            reader.warnings.append(f"{path}:{len(lines)}: the last line looks cut short (no newline, no "
+                                   "metrics read from it)")
+        return reader.result()

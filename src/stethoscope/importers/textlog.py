@@ -29,8 +29,8 @@ from typing import Any
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.loglines import LineKeeper, parse_timestamp, strip_rank
 from stethoscope.importers.names import EPOCH, metric_name
-from stethoscope.importers.source import is_text, read_text
-from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
+from stethoscope.importers.source import is_text, read_lines
+from stethoscope.importers.table import PointTable, describe, to_float
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR, MFU, STEP_TIME, TOKENS_PER_S
 
 NAME = "textlog"
@@ -254,16 +254,7 @@ class TextLogImporter:
         return any(pattern.search(seg) for ln in lines for seg in ln.split("\r") for _, pattern, _ in _DIALECTS)
 
     def read(self, path: Path) -> ImportedRun:
-        reader = _Reader(path)
-        lines = read_text(path).split("\n")
-        parsed = False
-        with gc_paused():
-            for line, text in enumerate(lines, 1):
-                parsed = reader.line(line, text.rstrip())
-            if not parsed and _CUT.search(lines[-1]):
-                reader.warnings.append(f"{path}:{len(lines)}: the last line looks cut short (no newline, no "
-                                       "metrics read from it)")
-            return reader.result()
+        return read_lines(path, _Reader(path), _CUT)
 
 
 class _Reader:
