@@ -72,6 +72,7 @@ def live_findings(reader: RunReader) -> list[Finding]:
     from stethoscope.detect.registry import merge_findings
     from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
     from stethoscope.diagnose.knowledge import advise
+    from stethoscope.diagnose.links import link_causes
 
     _, rows = reader.query("SELECT data FROM findings WHERE data IS NOT NULL ORDER BY id")
     found = []
@@ -82,6 +83,7 @@ def live_findings(reader: RunReader) -> list[Finding]:
             continue  # an event that is not a finding (written by a later version, say)
     # withdrawn claims and transient slowdowns were live-only news, as in `diagnose`
     merged = [f for f in merge_findings(found) if not f.evidence.get("withdrawn") and not f.evidence.get("transient")]
+    link_causes(merged)
     attach_batch_ids(merged, store_lookup(reader.query, reader.ranks[0]))
     merged = [advise(f) for f in merged]
     return sorted(merged, key=lambda f: (-severity_rank(f.severity), f.step if f.step is not None else -1))

@@ -114,6 +114,10 @@ class DetectConfig:
     """An update/weight ratio above this (healthy ~1e-3) warns that the LR is too high."""
     update_ratio_records: int = 3
     """...on this many records in a row."""
+    update_ratio_jump: float = 10.0
+    """...or at once, when it is this many times its recent median (a sudden LR blow-up)..."""
+    update_ratio_jump_min: float = 0.01
+    """...and above this."""
 
     # -- mixed precision ------------------------------------------------------------------------
     min_loss_scale: float = 1.0

@@ -155,7 +155,21 @@ class GradientDetector:
 
     def _on_update_ratio(self, step: int, r: float, lr: float | None, out: list[Finding]) -> None:
         s = self._s
-        high = r > self.config.update_ratio_high
+        hist = s.setdefault("ratio_hist", [])
+        usual = sorted(hist)[len(hist) // 2] if len(hist) >= 3 else None
+        hist.append(r)
+        del hist[:-8]
+        cfg = self.config
+        # Once open (from a jump) the incident lasts while the ratio stays above the jump floor.
+        high = r > cfg.update_ratio_high or ("update_ratio" in s["open"] and r > cfg.update_ratio_jump_min)
+        # A sudden x10 jump warns at once: the weights just moved far more than usual, typically one
+        # step before the loss does.
+        jumped = usual and r >= cfg.update_ratio_jump * usual and r > cfg.update_ratio_jump_min
+        if jumped and "update_ratio" not in s["open"]:
+            s["ratio_start"], s["ratio_run"] = step, self.config.update_ratio_records
+            self._incident("update_ratio", step, True, out, start=step, value=r, usual=usual,
+                           limit=self.config.update_ratio_high, lr=lr)
+            return
         if not high:
             if s["ratio_run"] or "update_ratio" in s["open"]:
                 s["ratio_run"] = 0
@@ -229,6 +243,7 @@ _DESCRIBE = {
                            f"gradient clipping engaged on {i['peak']:.0%} of recent steps (from step {i['start']}):"
                            " the LR is probably too high"),
     "update_ratio": lambda i: ("update_ratio", "warning",
-                               f"update/weight ratio {_g(i['peak'])} from step {i['start']} (healthy ~1e-3): "
-                               "LR too high - expect the loss to spike or diverge"),
+                               f"update/weight ratio {_g(i['peak'])} from step {i['start']} (healthy ~1e-3"
+                               + (f", x{i['peak'] / i['usual']:.3g} its usual {_g(i['usual'])}" if i.get("usual")
+                                  else "") + "): LR too high - expect the loss to spike or diverge"),
 }

@@ -38,6 +38,7 @@ class LrTracker:
         self.peak_step: int | None = None
         self.start_lr: float | None = None
         self.session_n = 0
+        self.since_jump = 0  # records since the last jump: the schedule's pace is re-learned after one
         self.rises = 0
         self.flat = 0
         self.rising = False
@@ -88,6 +89,7 @@ class LrTracker:
         p = self.prev_lr
         self.n += 1
         self.session_n += 1
+        self.since_jump += 1
         if p is None:
             self._new_session(step, lr)
         else:
@@ -142,6 +144,7 @@ class LrTracker:
         expected = self.slope * gap
         is_jump = (
             self.session_n >= 3
+            and self.since_jump >= 3
             and abs(delta) >= self.config.lr_jump_rel * peak
             and abs(delta) > _JUMP_VS_SLOPE * expected
         )
@@ -155,9 +158,11 @@ class LrTracker:
         events = [LrEvent("jump", step, p, c)] if is_jump else []
         if is_jump:
             self.last_jump = [step, p, c]
-        if not is_jump:
+            self.since_jump = 0  # the LR now lives at another scale: learn its pace again
+        else:
             pace = abs(delta) / gap
-            self.slope = pace if self.session_n <= 2 else 0.8 * self.slope + 0.2 * pace
+            relearn = self.session_n <= 2 or self.since_jump <= 2
+            self.slope = pace if relearn else 0.8 * self.slope + 0.2 * pace
         events.extend(self._phase(step, p, c, is_jump))
         return events
 
@@ -214,7 +219,7 @@ class LrTracker:
 
 
 _TRACKER_FIELDS = (
-    "prev_step", "prev_lr", "peak", "peak_step", "start_lr", "session_n", "rises", "flat", "rising",
+    "prev_step", "prev_lr", "peak", "peak_step", "start_lr", "session_n", "since_jump", "rises", "flat", "rising",
     "warmup_end_step", "decay_step", "slope", "n", "zero_run", "zero_abrupt", "ever_positive",
     "zero_reported", "last_restart_step", "last_resume_step", "last_jump", "zero_start",
 )

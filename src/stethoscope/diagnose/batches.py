@@ -31,7 +31,7 @@ def attach_batch_ids(findings: Iterable[Finding], lookup: Lookup) -> None:
 
 def _no_lead_up(f: Finding) -> bool:
     said = " ".join(f.causes)
-    return "rose" not in said and "warm-up and rising" not in said
+    return not any(k in said for k in ("rose", "warm-up and rising", "LR jumped", "LR still"))
 
 
 def store_lookup(query: Callable[..., tuple[list[str], list[tuple]]], rank: int) -> Lookup:

@@ -25,6 +25,7 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.registry import DetectorSet, merge_findings
 from stethoscope.diagnose.curves import classify_run
 from stethoscope.diagnose.knowledge import advise
+from stethoscope.diagnose.links import link_causes
 from stethoscope.importers.base import Columns, ImportedRun, LogLine
 from stethoscope.importers.table import gc_paused
 from stethoscope.records import (
@@ -329,6 +330,7 @@ def _finalise(findings: list[Finding], context: dict[str, Any]) -> list[Finding]
                 if not f.evidence.get("withdrawn") and not f.evidence.get("transient")]
     if context.get("ga_factor"):
         findings = [f for f in findings if f.type not in ("underfitting", "plateau")]
+    link_causes(findings)
     for f in findings:
         advise(f, context)
     findings.sort(key=lambda f: (-severity_rank(f.severity), f.step if f.step is not None else math.inf))
