@@ -259,7 +259,10 @@ def ranked(findings: Iterable[Finding]) -> list[Finding]:
 def _evidence(evidence: dict[str, Any]) -> str:
     items = []
     for key, value in json_safe(evidence).items():
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        if isinstance(value, float):
+            text = f"{value:.4g}"  # evidence is for people: four significant digits
+        else:
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         items.append(f"<div><b>{html.escape(str(key))}</b>: {html.escape(_clip(text, 240))}</div>")
     return "".join(items)
 
