@@ -107,3 +107,25 @@ def test_compare_two_runs(tmp_path, cli_env):
                   env=cli_env)
     assert res.returncode == 0, res.stderr
     assert "last loss" in res.stdout and out.stat().st_size > 100_000
+
+
+def test_truncated_log_gives_points_and_a_warning_naming_the_line(tmp_path, cli_env):
+    lines = [f" iteration {s:8d}/    1000 | learning rate: 1.000E-04 | lm loss: {3.0 - s * 0.001:.6E} | "
+             "grad norm: 0.500 | number of skipped iterations:   0 | number of nan iterations:   0 |" for s in range(1, 51)]
+    text = "\n".join(lines)
+    f = tmp_path / "train.log"
+    f.write_text(text[: len(text) - 60])  # the last record is cut mid-line
+    res = run_cli("diagnose", str(f), "--json", env=cli_env)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["steps"] >= 49
+    assert f"{f}:50" in res.stderr and "warning" in res.stderr
+
+
+@pytest.mark.parametrize("args", [("report", "{missing}"), ("compare", "{missing}", "{missing}"),
+                                  ("import", "{missing}", "--into", "{tmp}/x"), ("compare", "{good}")])
+def test_bad_input_to_report_compare_import(tmp_path, cli_env, args):
+    good = _hf_state(tmp_path / "trainer_state.json", _healthy())
+    fill = {"missing": str(tmp_path / "missing.json"), "tmp": str(tmp_path), "good": str(good)}
+    res = run_cli(*(a.format(**fill) for a in args), env=cli_env)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr and res.stderr.startswith("stethoscope: error:")

@@ -37,6 +37,7 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
         with _status(path, "reading"):
             runs = load(path, rank)
         for run in runs:
+            _warn(run)
             with _status(path, "diagnosing"):
                 results.append(diagnose_run(run))
             if run.format == RUN_FORMAT or run.meta.get("source_format"):
@@ -51,6 +52,14 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
                       f"curve: [bold]{_classification_text(d.classification)}[/]")
             print_findings(con, d.findings)
     return 1 if any(fails(d.findings, fail_on) for d in results) else 0
+
+
+def _warn(run: ImportedRun, limit: int = 10) -> None:
+    """What an importer could not read (a truncated line, a non-number), on stderr: stdout stays JSON."""
+    for w in run.warnings[:limit]:
+        click.echo(f"stethoscope: warning: {w}", err=True)
+    if len(run.warnings) > limit:
+        click.echo(f"stethoscope: warning: … and {len(run.warnings) - limit} more in {run.path}", err=True)
 
 
 def _attach_batches(path: str, rank: int | None, findings: list[Any]) -> None:
@@ -130,6 +139,7 @@ def write_report(path: str, out: str, rank: int | None) -> Path:
     if len(runs) > 1:
         raise UsageError(f"{path}: holds {len(runs)} logs; give one file (or `stethoscope import` them first)")
     run = runs[0]
+    _warn(run)
     html = render_report(report_input(run, diagnose_run(run).findings))
     target = Path(out)
     target.write_text(html, encoding="utf-8")
