@@ -111,7 +111,8 @@ def evaluate(model: Any, data: Any, cfg: DemoConfig) -> float:
 
     model.eval()
     with torch.no_grad():
-        losses = [model(*data.batch(cfg.batch_size, "val")[:2])[1].item() for _ in range(cfg.eval_batches)]
+        losses = [model(*data.batch(cfg.batch_size, "val")[:2])[1].item()  # host sync: eval only
+                  for _ in range(cfg.eval_batches)]
     model.train()
     return sum(losses) / len(losses)
 
