@@ -29,11 +29,12 @@ B, T = 16, 64
 
 
 class Variant:
-    def __init__(self, name: str, tmp: Path, data: CharData) -> None:
+    def __init__(self, name: str, tmp: Path, data: CharData, device: str) -> None:
         torch.manual_seed(0)
         self.name = name
         self.data = data
-        self.model = TinyGPT(GPTConfig(block_size=T, n_layer=2, n_embd=128))
+        self.device = device
+        self.model = TinyGPT(GPTConfig(block_size=T, n_layer=2, n_embd=128)).to(device)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
         self.step_no = 0
         self.mon = self.tb = None
@@ -49,6 +50,7 @@ class Variant:
 
     def step(self) -> None:
         x, y, ids = self.data.batch(B)
+        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         _, loss = self.model(x, y)
         loss.backward()
         self.opt.step()
@@ -82,13 +84,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda: on a GPU the per-parameter callback pays "
+                    "one host sync per tensor, which a CPU cannot show")
     args = ap.parse_args()
+    cuda = args.device.startswith("cuda")
     torch.set_num_threads(1)
     names = ["none", "monitor (defaults)", "monitor, no detectors", "monitor + layer norms",
              "per-parameter callback", "tensorboard"]
     data = CharData(stdlib_text(), T)
     with tempfile.TemporaryDirectory() as tmp:
-        variants = {n: Variant(n, Path(tmp), data) for n in names}
+        variants = {n: Variant(n, Path(tmp), data, args.device) for n in names}
         for v in variants.values():  # warm-up
             for _ in range(5):
                 v.step()
@@ -102,17 +107,19 @@ def main() -> None:
                 for _ in range(args.steps):
                     t0 = time.perf_counter()
                     variants[n].step()
+                    if cuda:
+                        torch.cuda.synchronize()  # host sync: the bench times whole steps
                     times.append(time.perf_counter() - t0)
                 medians[n].append(statistics.median(times))
         for v in variants.values():
             v.close()
-    report(names, medians)
+    report(names, medians, args.device)
 
 
-def report(names: list[str], medians: dict[str, list[float]]) -> None:
+def report(names: list[str], medians: dict[str, list[float]], device: str) -> None:
     base = medians["none"]
     ratio = {n: statistics.median(m / b for m, b in zip(medians[n], base)) for n in names}
-    print(f"bench model: tiny GPT (2 layers, d=128), batch {B}x{T}; median step "
+    print(f"bench model: tiny GPT (2 layers, d=128) on {device}, batch {B}x{T}; median step "
           f"{statistics.median(base) * 1e3:.1f} ms without monitoring; {len(base)} interleaved rounds")
     print(f"{'variant':28s} {'median step ms':>15s} {'ratio vs none':>14s}")
     for n in names:
