@@ -160,19 +160,25 @@ class SpikeDetector:
         f.message += f"; the log skips ahead after step {last_step}"
         return f
 
+    def _settled(self, t: Any, kind: str, step: int, v: float, on_incident: Any, out: list[Finding]) -> bool:
+        """The start every series update shares: a gap in the log, the recent history, an open incident
+        (handled by `on_incident`), the very first value. True when nothing more is to be done."""
+        self._gap_check(t, step, kind, out)
+        t.recent.push(step, v)
+        if t.incident is not None:
+            on_incident(t.incident, step, v, out)
+            return True
+        if len(t.window) == 0:
+            t.push(v)
+            return True
+        return False
+
     # -- grad norm --------------------------------------------------------------------------------
     def _on_grad(self, step: int, g: float, out: list[Finding]) -> None:
         t = self.grad
-        self._gap_check(t, step, "grad", out)
-        t.recent.push(step, g)
-        inc = t.incident
-        if inc is not None:
-            self._grad_incident(inc, step, g, out)
+        if self._settled(t, "grad", step, g, self._grad_incident, out):
             return
         n = len(t.window)
-        if n == 0:
-            t.push(g)
-            return
         level = t.level()
         if level <= 0 or g < level * self.config.grad_spike_min_ratio:
             t.push(g)
@@ -231,16 +237,9 @@ class SpikeDetector:
     # -- loss -------------------------------------------------------------------------------------
     def _on_loss(self, step: int, v: float, values: dict[str, float], out: list[Finding]) -> None:
         t = self.loss
-        self._gap_check(t, step, "loss", out)
-        t.recent.push(step, v)
-        inc = t.incident
-        if inc is not None:
-            self._loss_incident(inc, step, v, out)
+        if self._settled(t, "loss", step, v, self._loss_incident, out):
             return
         n = len(t.window)
-        if n == 0:
-            t.push(v)
-            return
         level = t.level()
         scale = abs(level) if level != 0 else 1e-12
         if v < level + self.config.loss_spike_min_rel * scale:
