@@ -2,7 +2,9 @@
 
 Variants: no monitoring; the Monitor with defaults; with detectors off; with per-layer norms; the
 per-parameter `p.grad.norm().item()` callback tutorials show; TensorBoard's SummaryWriter logging
-the same scalars. Prints each variant's step-time ratio against no monitoring.
+the same scalars. Prints each variant's step-time ratio against no monitoring, and how many tensor
+values each variant reads back to the host per step: on a GPU each read is a device sync, which a
+CPU run cannot show in time but can count.
 
     python bench/overhead.py [--rounds 7] [--steps 30]
 """
@@ -111,25 +113,40 @@ def main() -> None:
                         torch.cuda.synchronize()  # host sync: the bench times whole steps
                     times.append(time.perf_counter() - t0)
                 medians[n].append(statistics.median(times))
+        reads = {n: host_reads_per_step(variants[n]) for n in names}
         for v in variants.values():
             v.close()
-    report(names, medians, args.device)
+    report(names, medians, reads, args.device)
 
 
-def report(names: list[str], medians: dict[str, list[float]], device: str) -> None:
+def host_reads_per_step(variant: Variant, steps: int = 40) -> float:
+    """Reads of tensor values by the host per step (item, tolist, ...): on a GPU each one is a sync."""
+    from stethoscope.testing import count_host_reads
+
+    with count_host_reads() as reads:
+        for _ in range(steps):
+            variant.step()
+    return reads.count / steps
+
+
+def report(names: list[str], medians: dict[str, list[float]], reads: dict[str, float], device: str) -> None:
     base = medians["none"]
     ratio = {n: statistics.median(m / b for m, b in zip(medians[n], base)) for n in names}
     print(f"bench model: tiny GPT (2 layers, d=128) on {device}, batch {B}x{T}; median step "
           f"{statistics.median(base) * 1e3:.1f} ms without monitoring; {len(base)} interleaved rounds")
-    print(f"{'variant':28s} {'median step ms':>15s} {'ratio vs none':>14s}")
+    print(f"{'variant':28s} {'median step ms':>15s} {'ratio vs none':>14s} {'added host reads/step':>22s}")
     for n in names:
-        print(f"{n:28s} {statistics.median(medians[n]) * 1e3:15.2f} {ratio[n]:14.4f}")
+        print(f"{n:28s} {statistics.median(medians[n]) * 1e3:15.2f} {ratio[n]:14.4f} "
+              f"{reads[n] - reads['none']:22.2f}")
     ours = ratio["monitor (defaults)"] - 1
     theirs = ratio["per-parameter callback"] - 1
     print(f"\nMonitor defaults: {ratio['monitor (defaults)']:.4f}x (target <= 1.02x)")
     print(f"detectors' share: {ratio['monitor (defaults)'] / ratio['monitor, no detectors'] - 1:+.2%} "
           f"(target <= +0.5%)")
     print(f"vs TensorBoard variant: {ratio['monitor (defaults)'] / ratio['tensorboard']:.4f} (target <= 1)")
+    print(f"host reads per step (each one a device sync on a GPU): ours "
+          f"{reads['monitor (defaults)'] - reads['none']:.2f}, per-parameter callback "
+          f"{reads['per-parameter callback'] - reads['none']:.2f}")
     if ours > 0:
         print(f"per-parameter callback's extra cost / ours: {theirs / ours:.1f}x (target >= 5x)")
     else:

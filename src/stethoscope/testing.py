@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -43,6 +47,74 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+# Ops that, on a GPU, make the host wait for the device: reading a value (item, float, bool) or
+# producing a tensor whose shape depends on the data.
+_HOST_READ_OPS = frozenset({"_local_scalar_dense", "nonzero", "masked_select", "unique", "_unique2",
+                            "unique_consecutive", "unique_dim", "equal", "is_nonzero"})
+
+
+@dataclass
+class HostReads:
+    """What `count_host_reads` saw on the calling thread: total and per operation."""
+
+    by_op: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def count(self) -> int:
+        return sum(self.by_op.values())
+
+
+@contextmanager
+def count_host_reads() -> Iterator[HostReads]:
+    """Count, on the calling thread, the tensor reads that would stall a GPU: item()/float()/bool(),
+    data-dependent shapes, tolist(), numpy() and copies from a device to the host.
+
+    Works on CPU tensors too: on a CPU these cost nothing, but the same code on a GPU pays one
+    host sync each, which is what the Monitor must never do per step.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = HostReads()
+    me = threading.get_ident()
+
+    class _Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            name = func.overloadpacket.__name__
+            if name in _HOST_READ_OPS or (name == "_to_copy" and _to_host_copy(args, kwargs)):
+                seen.by_op[name] += 1
+            return func(*args, **(kwargs or {}))
+
+    originals = {m: getattr(torch.Tensor, m) for m in ("tolist", "numpy")}
+    own = {m for m in originals if m in vars(torch.Tensor)}
+
+    def _counted(method: str) -> Any:
+        original = originals[method]
+
+        def wrapper(self: Any, *a: Any, **k: Any) -> Any:
+            if threading.get_ident() == me:
+                seen.by_op[method] += 1
+            return original(self, *a, **k)
+        return wrapper
+
+    for m in originals:
+        setattr(torch.Tensor, m, _counted(m))
+    try:
+        with _Mode():
+            yield seen
+    finally:
+        for m, original in originals.items():
+            if m in own:
+                setattr(torch.Tensor, m, original)
+            else:
+                delattr(torch.Tensor, m)  # it was inherited from TensorBase
+
+
+def _to_host_copy(args: Any, kwargs: Any) -> bool:
+    device = (kwargs or {}).get("device")
+    return bool(args) and device is not None and str(device) == "cpu" and args[0].device.type != "cpu"
 
 
 def loss_curve(steps: int, start: float = 4.0, floor: float = 1.5, tau: float = 300.0,

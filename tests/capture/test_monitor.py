@@ -164,11 +164,14 @@ def test_nan_loss_and_batch_ids_are_recorded(tmp_path):
     with Monitor(tmp_path, strict=True) as mon:
         for i in range(5):
             loss = torch.tensor(float("nan") if i == 3 else 1.0 / (i + 1))
-            mon.step(i, loss=loss, batch_ids=torch.arange(4 * i, 4 * i + 4))
+            ids = torch.arange(4 * i, 4 * i + 4) if i != 2 else ["doc-a", "doc-b"]
+            mon.step(i, loss=loss, batch_ids=ids.reshape(2, 2) if i == 4 else ids)
     with open_run(tmp_path) as r:
         losses = r.series(R.LOSS)[1]
         assert math.isnan(losses[3]) and losses[4] == pytest.approx(0.2)
-        assert json.loads(r.query("SELECT ids FROM batches WHERE step = 3")[1][0][0]) == [12, 13, 14, 15]
+        ids = {s: json.loads(v) for s, v in r.query("SELECT step, ids FROM batches")[1]}
+        assert ids == {0: [0, 1, 2, 3], 1: [4, 5, 6, 7], 2: ["doc-a", "doc-b"], 3: [12, 13, 14, 15],
+                       4: [16, 17, 18, 19]}
 
 
 def test_run_metadata_and_exit_status(tmp_path):
@@ -222,3 +225,53 @@ def test_close_is_idempotent_and_flush_is_durable(tmp_path):
         assert len(r.series(R.LOSS)[0]) == 50
     mon.close()
     mon.close()
+
+
+def _train_counted(model, opt, steps, clip, mon=None):
+    from stethoscope.testing import count_host_reads
+
+    with count_host_reads() as reads:
+        for i in range(steps):
+            loss = _loss(model, i)
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0) if clip else None
+            opt.step()
+            opt.zero_grad()
+            if mon is not None:
+                mon.step(i, loss=loss, grad_norm=norm, batch_ids=torch.arange(i, i + 32))
+    return reads
+
+
+@pytest.mark.parametrize("opts", [{}, {"grad_norms": "layers", "layers_every": 1, "details_every": 1},
+                                  {"clip": True}], ids=["defaults", "layers+details", "user-clip-norm"])
+def test_no_host_sync_per_step_one_transfer_per_flush(tmp_path, opts):
+    """On a GPU every host read stalls the device: the Monitor adds none per step, one per flush."""
+    from stethoscope.testing import count_host_reads
+
+    opts = dict(opts)
+    clip = opts.pop("clip", False)
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)  # Adam reads its CPU step counters itself
+    plain = _model()
+    baseline = _train_counted(plain, torch.optim.AdamW(plain.parameters(), lr=1e-3), 15, clip)
+    with Monitor(tmp_path, model=model, optimizer=opt, tokens_per_step=32, flush_interval=3600.0,
+                 log_every=10_000, strict=True, **opts) as mon:
+        mon.flush()
+        monitored = _train_counted(model, opt, 15, clip, mon)
+        with count_host_reads() as at_flush:
+            mon.flush()
+    assert monitored.by_op == baseline.by_op
+    assert at_flush.by_op == {"tolist": 2}  # the 15 steps' values in one transfer, their batch ids in one
+    with open_run(tmp_path) as r:
+        assert r.series(R.GRAD_NORM)[0] == list(range(15))
+        assert len(r.series(R.LOSS)[0]) == 15
+
+
+def test_host_read_counter_sees_the_per_parameter_callback():
+    from stethoscope.testing import count_host_reads
+
+    model = _model()
+    _loss(model, 0).backward()
+    with count_host_reads() as reads:
+        norms = [p.grad.norm().item() for p in model.parameters()]
+    assert reads.count == len(norms) == 4

@@ -234,7 +234,8 @@ class Monitor:
             self._put_values(pending)
         if self._pending_batches:
             batches, self._pending_batches = self._pending_batches, []
-            self._recorder.call("write_batches", [(s, _to_list(ids)) for s, ids in batches])
+            steps = [s for s, _ in batches]
+            self._recorder.call("write_batches", list(zip(steps, _ids_to_host([ids for _, ids in batches]))))
         if self._last_flush - self._last_system >= self.settings.system_every:
             self._last_system = self._last_flush
             self._sample_system()
@@ -331,5 +332,22 @@ def _length(ids: Any) -> int | None:
         return None
 
 
-def _to_list(ids: Any) -> list[Any]:
-    return ids.tolist() if _is_tensor(ids) else list(ids)
+def _ids_to_host(batches: list[Any]) -> list[list[Any]]:
+    """Each batch's sample ids as a list; tensors go over in one transfer per device and dtype."""
+    out: list[list[Any]] = [[] for _ in batches]
+    groups: dict[Any, list[int]] = {}
+    for i, ids in enumerate(batches):
+        if _is_tensor(ids):
+            groups.setdefault((ids.device, ids.dtype), []).append(i)
+        else:
+            out[i] = list(ids)
+    if groups:
+        import torch
+
+        for idx in groups.values():
+            flat = torch.cat([batches[i].reshape(-1) for i in idx]).tolist()  # host sync: one per flush
+            start = 0
+            for i in idx:
+                n = batches[i].numel()
+                out[i], start = flat[start:start + n], start + n
+    return out
