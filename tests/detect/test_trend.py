@@ -51,6 +51,25 @@ def test_learning_run_has_no_plateau_even_when_it_converges():
     assert not of_type(replay(TrendDetector(), make_records(steps, LOSS=loss)), "plateau")
 
 
+def _warmup_run(loss_at, steps=3000, warmup=2000):
+    rng = random.Random(3)
+    grid = list(range(0, steps, 10))
+    return make_records(grid, LOSS=[loss_at(s) * (1 + rng.gauss(0, 0.01)) for s in grid],
+                        LR=[1e-3 * min(1.0, s / warmup) for s in grid])
+
+
+def test_a_flat_start_during_lr_warmup_is_not_a_plateau():
+    # the loss only moves once the LR has ramped up enough (step 600 of a 2000-step warm-up)
+    records = _warmup_run(lambda s: 10.8 if s < 600 else 2 + 8.8 * 0.9975 ** (s - 600))
+    assert not of_type(replay(TrendDetector(), records, finish=False), "plateau")
+
+
+def test_a_run_that_never_learns_is_a_plateau_soon_after_warmup():
+    (p,) = of_type(replay(TrendDetector(), _warmup_run(lambda s: 10.8), finish=False), "plateau")
+    assert p.severity == "warning" and p.step == 0
+    assert 2000 <= p.evidence["steps"] <= 2300, p.message  # reported ~100 steps after the warm-up ended
+
+
 def test_frozen_loss_two_records_far_apart():
     found = replay(TrendDetector(), make_records([1, 400], LOSS=[11.0666, 11.0666]))
     (f,) = of_type(found, "frozen_loss")

@@ -6,7 +6,8 @@
   ONE event: a start (where the rise began), an end (when the loss came back, or the last record)
   and how far it came back (fully / partly / not).
 * plateau - the loss has not improved by `plateau_max_progress` since the first records, over
-  `plateau_min_records` records and `plateau_min_steps` steps (no learning).
+  `plateau_min_records` records and `plateau_min_steps` steps (no learning); never judged while the
+  LR is still warming up.
 * frozen_loss - exactly the same loss value on consecutive records (the data or the model is not
   changing); label_masking when that value is exactly 0 (every label masked out).
 Resumes and LR-schedule restarts reset the baselines: a fresh session is compared with itself.
@@ -255,11 +256,16 @@ class TrendDetector:
         if progress >= cfg.plateau_max_progress:
             self._plateau_done = True  # it learned; a late flat stretch is convergence, not a plateau
             return []
+        if self.lr.in_warmup(step):
+            self._pending = None  # a tiny LR still ramping up: a flat start is expected, judge after warm-up
+            return []
         pending = self._pending
         if pending is None:  # a sequential test: still flat half as many steps again later, or no plateau
             self._pending = [step, progress]
             return []
-        if step - pending[0] < max(cfg.plateau_min_steps / 2, (pending[0] - first_step) / 2):
+        warmup_end = self.lr.warmup_end_step
+        origin = max(first_step, warmup_end) if warmup_end is not None else first_step
+        if step - pending[0] < max(cfg.plateau_min_steps / 2, (pending[0] - origin) / 2):
             return []
         rate = (progress - pending[1]) / max(step - pending[0], 1)
         if progress + rate * (step - first_step) >= cfg.plateau_max_progress:
