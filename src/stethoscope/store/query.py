@@ -5,6 +5,8 @@ recorded, so a NULL value always means NaN); `series()` gives it back as float('
 Views `metrics`, `findings`, `alerts`, `events`, … are presented with a `rank` column over all rank
 files. User SQL runs under an authorizer that allows reading only: writes, ATTACH, pragmas and
 schema changes are refused with `QueryRefused`.
+Up to ten rank files (SQLite's ATTACH cap) are attached behind live temp views; a larger run is
+copied into indexed tables of a private temporary database, a snapshot taken at open.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +24,11 @@ from stethoscope.errors import NotARunError, QueryRefused
 from stethoscope.store.schema import RANK_FILE_GLOB, RANKED
 
 _RANK_RE = re.compile(r"rank-(\d+)\.sqlite$")
-# SQLite caps ATTACH at 10 databases unless compiled otherwise.
+# SQLite caps ATTACH at 10 databases unless compiled otherwise (setlimit cannot raise it).
 MAX_ATTACHED = 10
+# Indexes on the copied tables of a run with more ranks than that: the reads the CLI makes.
+_INDEXES = {"metrics": "rank, name, step", "points": "rank, series_id, step", "events": "rank, kind, step",
+            "series": "rank, id", "run": "rank, key"}
 
 _NAN = float("nan")
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
@@ -96,20 +103,41 @@ class RunReader:
 def open_run(path: str | os.PathLike[str]) -> RunReader:
     """Open every rank file of the run at `path` read-only. Raises NotARunError on anything else."""
     files = rank_files(path)
-    if len(files) > MAX_ATTACHED:
-        files = files[:MAX_ATTACHED]  # a later reader merges more; the first ten ranks are shown
-    conn = sqlite3.connect(":memory:", uri=True, check_same_thread=False)
+    attach = len(files) <= MAX_ATTACHED
+    # "" is a private on-disk temporary database, deleted on close: nothing is written to the run.
+    conn = sqlite3.connect(":memory:" if attach else "", uri=True, check_same_thread=False)
     try:
-        for i, (_, f) in enumerate(files):
-            conn.execute(f"ATTACH DATABASE ? AS r{i}", (f"{f.resolve().as_uri()}?mode=ro",))
-            _check_store(conn, i, f)
-        _create_views(conn, [r for r, _ in files])
-    except sqlite3.DatabaseError as exc:
+        with _reading(path):  # errors of one file already name it; this catches the rest
+            if attach:
+                _attach_views(conn, files)
+            else:
+                _copy_tables(conn, files)
+    except BaseException:
         conn.close()
-        raise NotARunError(f"{path}: not a readable stethoscope store ({exc})") from None
+        raise
     conn.execute("PRAGMA query_only = ON")
     conn.set_authorizer(_authorize)
     return RunReader(Path(path), conn, [r for r, _ in files])
+
+
+@contextmanager
+def _reading(what: str | os.PathLike[str]) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        raise NotARunError(f"{what}: not a readable stethoscope store ({exc})") from None
+
+
+def _attach(conn: sqlite3.Connection, i: int, f: Path, snapshot: bool = False) -> None:
+    with _reading(f):
+        conn.execute(f"ATTACH DATABASE ? AS r{i}", (f"{f.resolve().as_uri()}?{_open_mode(f, snapshot)}",))
+        _check_store(conn, i, f)
+
+
+def _open_mode(f: Path, snapshot: bool) -> str:
+    # Even read-only, SQLite leaves -wal and -shm files beside a WAL-mode file it reads. A snapshot of
+    # a closed rank file (no -wal: nothing to fold in) is read as immutable, which creates nothing.
+    return "mode=ro&immutable=1" if snapshot and not Path(f"{f}-wal").exists() else "mode=ro"
 
 
 def _check_store(conn: sqlite3.Connection, i: int, f: Path) -> None:
@@ -118,10 +146,41 @@ def _check_store(conn: sqlite3.Connection, i: int, f: Path) -> None:
         raise NotARunError(f"{f}: an SQLite file, but not a stethoscope store (tables: {sorted(names)})")
 
 
-def _create_views(conn: sqlite3.Connection, ranks: list[int]) -> None:
-    for view, cols in RANKED.items():
-        parts = [f"SELECT {rank} AS rank, {cols} FROM r{i}.{view}" for i, rank in enumerate(ranks)]
-        conn.execute(f"CREATE TEMP VIEW {view} AS " + " UNION ALL ".join(parts))
+def _select(i: int, rank: int, name: str) -> str:
+    return f"SELECT {rank} AS rank, {RANKED[name]} FROM r{i}.{name}"
+
+
+def _attach_views(conn: sqlite3.Connection, files: list[tuple[int, Path]]) -> None:
+    for i, (_, f) in enumerate(files):
+        _attach(conn, i, f)
+    for name in RANKED:
+        parts = [_select(i, rank, name) for i, (rank, _) in enumerate(files)]
+        conn.execute(f"CREATE TEMP VIEW {name} AS " + " UNION ALL ".join(parts))
+
+
+def _copy_tables(conn: sqlite3.Connection, files: list[tuple[int, Path]]) -> None:
+    # The copy is private and dropped on any error, so it needs no rollback journal.
+    conn.execute("PRAGMA journal_mode = OFF")
+    for start in range(0, len(files), MAX_ATTACHED):
+        group = files[start:start + MAX_ATTACHED]
+        for i, (_, f) in enumerate(group):
+            _attach(conn, i, f, snapshot=True)
+        conn.execute("BEGIN")  # one transaction per group: SQLite cannot DETACH a file a transaction read
+        for i, (rank, f) in enumerate(group):
+            with _reading(f):
+                _copy_rank(conn, i, rank, create=start + i == 0)
+        conn.commit()
+        for i in range(len(group)):
+            conn.execute(f"DETACH DATABASE r{i}")
+    for table, cols in _INDEXES.items():
+        conn.execute(f"CREATE INDEX {table}_by_rank ON {table} ({cols})")
+
+
+def _copy_rank(conn: sqlite3.Connection, i: int, rank: int, create: bool) -> None:
+    for name in RANKED:
+        if create:  # CREATE TABLE AS keeps the columns' affinities, so comparisons match the views'
+            conn.execute(f"CREATE TABLE main.{name} AS {_select(i, rank, name)} LIMIT 0")
+        conn.execute(f"INSERT INTO main.{name} {_select(i, rank, name)}")
 
 
 def _authorize(action: int, *_: object) -> int:
