@@ -109,11 +109,12 @@ def test_foreign_sqlite_file_past_the_attach_limit_is_named(tmp_path):
         open_run(tmp_path)
 
 
-def test_reading_leaves_the_run_directory_unchanged(tmp_path):
+@pytest.mark.parametrize("n_ranks", [3, 12], ids=["attached", "copied"])
+def test_reading_leaves_the_run_directory_unchanged(tmp_path, n_ranks):
     def listing():
         return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in tmp_path.iterdir()}
 
-    _write_run(tmp_path, 12)
+    _write_run(tmp_path, n_ranks)
     before = listing()
     with open_run(tmp_path) as r:
         r.query("SELECT count(*) FROM metrics")
@@ -121,16 +122,32 @@ def test_reading_leaves_the_run_directory_unchanged(tmp_path):
     assert listing() == before
 
 
-def test_rank_still_being_written_is_read_through_its_wal(tmp_path):
-    _write_run(tmp_path, 11)
-    live = RunStore(rank_path(tmp_path, 11))  # open: its newest points are still in the -wal file
+@pytest.mark.parametrize("n_ranks", [3, 12], ids=["attached", "copied"])
+def test_rank_still_being_written_is_read_through_its_wal(tmp_path, n_ranks):
+    last = n_ranks - 1
+    _write_run(tmp_path, last)
+    live = RunStore(rank_path(tmp_path, last))  # open: its newest points are still in the -wal file
     try:
         live.write_points([("train/loss", step, 1100.0 + step, None) for step in range(50)])
         with open_run(tmp_path) as r:
-            assert r.ranks == list(range(12))
-            assert r.series("train/loss", rank=11)[1][-1] == 1149.0
+            assert r.ranks == list(range(n_ranks))
+            assert r.series("train/loss", rank=last)[1][-1] == 1149.0
+            live.write_points([("train/loss", 50, 7.0, None)])
+            if n_ranks <= 10:  # attached views are live: a point written after open is seen
+                assert r.series("train/loss", rank=last)[1][-1] == 7.0
     finally:
         live.close()
+
+
+@pytest.mark.parametrize("n_ranks", [3, 12], ids=["attached", "copied"])
+def test_superseded_points_carry_their_rank(tmp_path, n_ranks):
+    _write_run(tmp_path, n_ranks)
+    s = RunStore(rank_path(tmp_path, 2))
+    s.write_points([("train/loss", 0, 42.0, None)])  # step 0 again: the old value is kept aside
+    s.close()
+    with open_run(tmp_path) as r:
+        _, rows = r.query("SELECT rank, step, value FROM points_superseded")
+    assert rows == [(2, 0, 200.0)]
 
 
 def test_cli_query_counts_every_rank(run12, cli_env):

@@ -128,16 +128,17 @@ def _reading(what: str | os.PathLike[str]) -> Iterator[None]:
         raise NotARunError(f"{what}: not a readable stethoscope store ({exc})") from None
 
 
-def _attach(conn: sqlite3.Connection, i: int, f: Path, snapshot: bool = False) -> None:
+def _attach(conn: sqlite3.Connection, i: int, f: Path) -> None:
     with _reading(f):
-        conn.execute(f"ATTACH DATABASE ? AS r{i}", (f"{f.resolve().as_uri()}?{_open_mode(f, snapshot)}",))
+        conn.execute(f"ATTACH DATABASE ? AS r{i}", (f"{f.resolve().as_uri()}?{_open_mode(f)}",))
         _check_store(conn, i, f)
 
 
-def _open_mode(f: Path, snapshot: bool) -> str:
-    # Even read-only, SQLite leaves -wal and -shm files beside a WAL-mode file it reads. A snapshot of
-    # a closed rank file (no -wal: nothing to fold in) is read as immutable, which creates nothing.
-    return "mode=ro&immutable=1" if snapshot and not Path(f"{f}-wal").exists() else "mode=ro"
+def _open_mode(f: Path) -> str:
+    # Even read-only, SQLite leaves -wal and -shm files beside a WAL-mode file it reads. A closed rank
+    # file (no -wal: its writer is gone and nothing is left to fold in) is read as immutable, which
+    # creates nothing; a file with a -wal (a live writer, or a killed one) is read through its WAL.
+    return "mode=ro" if Path(f"{f}-wal").exists() else "mode=ro&immutable=1"
 
 
 def _check_store(conn: sqlite3.Connection, i: int, f: Path) -> None:
@@ -164,7 +165,7 @@ def _copy_tables(conn: sqlite3.Connection, files: list[tuple[int, Path]]) -> Non
     for start in range(0, len(files), MAX_ATTACHED):
         group = files[start:start + MAX_ATTACHED]
         for i, (_, f) in enumerate(group):
-            _attach(conn, i, f, snapshot=True)
+            _attach(conn, i, f)
         conn.execute("BEGIN")  # one transaction per group: SQLite cannot DETACH a file a transaction read
         for i, (rank, f) in enumerate(group):
             with _reading(f):

@@ -100,6 +100,7 @@ RANKED = {
     "events": "id, step, time, kind, severity, source, message, data",
     "series": "id, name, unit",
     "points": "series_id, step, time_ms, value",
+    "points_superseded": "series_id, step, time_ms, value, superseded_ms",
     "batches": "step, ids",
     "checkpoints": "step, path, bytes, digest, status, metrics",
     "trace": "step, module, stage, duration, memory",
