@@ -11,7 +11,7 @@ import click
 
 from stethoscope.cli import render
 from stethoscope.cli.findings_view import fails, print_findings
-from stethoscope.errors import InputError, UsageError
+from stethoscope.errors import UsageError
 from stethoscope.importers.base import ImportedRun
 
 BIG_INPUT_BYTES = 20 << 20
@@ -82,10 +82,9 @@ def explain_source(source: str, as_json: bool, fail_on: str) -> int:
     if source == "-":
         text, name = sys.stdin.read(), "<stdin>"
     else:
-        p = Path(source)
-        if not p.is_file():
-            raise InputError(p, "no such file" if not p.exists() else "not a file")
-        text, name = p.read_text(encoding="utf-8", errors="replace"), str(p)
+        from stethoscope.importers.source import read_text
+
+        text, name = read_text(Path(source)), source  # a .gz log is decompressed
     findings = explain_text(text, name)
     if as_json:
         click.echo(render.to_json({"path": name, "findings": [f.to_dict() for f in findings]}))

@@ -18,7 +18,7 @@ from typing import Any
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.names import metric_name
-from stethoscope.importers.source import is_text, read_text
+from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.importers.table import Layout, PointTable, describe, gc_paused
 from stethoscope.records import json_safe
 
@@ -44,7 +44,7 @@ class HFTrainerStateImporter:
     def sniff(self, path: Path, head: str) -> bool:
         if not is_text(head) or not head.lstrip().startswith("{"):
             return False
-        return path.name == "trainer_state.json" or '"log_history"' in head
+        return log_name(path) == "trainer_state.json" or '"log_history"' in head
 
     def read(self, path: Path) -> ImportedRun:
         with gc_paused():

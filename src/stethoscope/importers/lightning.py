@@ -18,7 +18,7 @@ from typing import Any
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.names import EPOCH, metric_name
-from stethoscope.importers.source import is_text, read_text
+from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
 
 NAME = "lightning_csv"
@@ -31,7 +31,7 @@ class LightningCSVImporter:
     name = NAME
 
     def sniff(self, path: Path, head: str) -> bool:
-        if not is_text(head) or not path.name.endswith("metrics.csv"):
+        if not is_text(head) or not log_name(path).endswith("metrics.csv"):
             return False
         header = next(csv.reader(io.StringIO(head.partition("\n")[0])), [])
         return "step" in header

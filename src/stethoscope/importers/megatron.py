@@ -36,7 +36,6 @@ import re
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.loglines import LineKeeper, parse_timestamp, stamp_seconds, strip_rank
 from stethoscope.importers.megatron_fast import (
@@ -46,7 +45,7 @@ from stethoscope.importers.megatron_fields import (
     AFTER_LOSS, COUNTER_KEYS, GLOBAL_BATCH, GLOBAL_BATCH_KEY, LOSS_MISSING, eval_name, field_name, number,
 )
 from stethoscope.importers.names import normalize
-from stethoscope.importers.source import check_file, is_text
+from stethoscope.importers.source import GZIP_ERRORS, check_file, is_text, open_log, read_error
 from stethoscope.importers.table import PointTable, describe, gc_paused
 from stethoscope.records import (
     CUDA_ALLOCATED, CUDA_PEAK, CUDA_RESERVED, DATA_WAIT, GRAD_NORM, LOSS, LOSS_SCALE, NAN_ITERS, SKIPPED,
@@ -84,10 +83,10 @@ class MegatronImporter:
         check_file(path)
         try:
             # Read as bytes, in chunks: decoding or holding a multi-GB log would cost more than parsing it.
-            with path.open("rb") as stream, gc_paused():
+            with open_log(path) as stream, gc_paused():
                 return _Reader(path, self.fast).run(stream, self.chunk_bytes)
-        except OSError as exc:
-            raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+        except (OSError, *GZIP_ERRORS) as exc:
+            raise read_error(path, exc) from None
 
 
 class _Record:

@@ -31,7 +31,7 @@ MAX_FILES = 10_000
 MAX_DEPTH = 8
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", ".git", ".venv", "venv", ".ipynb_checkpoints"}
 _CANDIDATE = re.compile(r"^(?:trainer_state\.json|.*metrics\.csv|events\.out\.tfevents\..*|"
-                        r".*\.(?:log|txt|jsonl|ndjson|csv|tsv|out|err))$", re.IGNORECASE)
+                        r".*\.(?:log|txt|jsonl|ndjson|csv|tsv|out|err))(?:\.gz)?$", re.IGNORECASE)
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 
 

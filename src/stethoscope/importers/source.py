@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
 import re
+import zlib
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 
 # Enough to get past a Megatron argument dump or an nvidia-smi table before the first metric line.
 HEAD_BYTES = 256 * 1024
+_GZIP_MAGIC = b"\x1f\x8b"
+# What a damaged gzip stream raises while it is read.
+GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
 
 
 def check_file(path: Path) -> Path:
@@ -24,13 +29,37 @@ def check_file(path: Path) -> Path:
     return path
 
 
+def log_name(path: Path) -> str:
+    """The file's name as the log it holds: `train.log.gz` → `train.log`."""
+    return path.name[:-3] if path.name.lower().endswith(".gz") else path.name
+
+
+def open_log(path: Path) -> BinaryIO:
+    """The file opened for binary reading; a gzip file (by its magic bytes) is decompressed on the fly."""
+    raw = path.open("rb")
+    if raw.read(2) != _GZIP_MAGIC:
+        raw.seek(0)
+        return raw
+    raw.seek(0)
+    return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+
+
+def read_error(path: Path, exc: BaseException) -> InputError:
+    """The InputError for an OSError or a damaged gzip stream met while reading `path`."""
+    if isinstance(exc, GZIP_ERRORS):
+        return InputError(path, f"a damaged or truncated gzip file ({exc}); decompress what is left with "
+                                "`zcat FILE > out.log` and read that")
+    return InputError(path, f"cannot read: {getattr(exc, 'strerror', None) or exc}")
+
+
 def read_bytes(path: Path) -> bytes:
-    """The whole file as bytes; InputError when it is missing or unreadable."""
+    """The whole file as bytes (decompressed when gzipped); InputError when missing or unreadable."""
     check_file(path)
     try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+        with open_log(path) as f:
+            return f.read()
+    except (OSError, *GZIP_ERRORS) as exc:
+        raise read_error(path, exc) from None
 
 
 def read_text(path: Path) -> str:
@@ -41,12 +70,17 @@ def read_text(path: Path) -> str:
 def read_head(path: Path, size: int = HEAD_BYTES) -> str:
     """The first `size` bytes decoded leniently; what `Importer.sniff` looks at."""
     check_file(path)
+    chunks: list[bytes] = []
     try:
-        with path.open("rb") as f:
-            head = f.read(size)
+        with open_log(path) as f:
+            while size > 0 and (chunk := f.read(min(size, 64 * 1024))):  # chunks: a truncated gzip keeps its start
+                chunks.append(chunk)
+                size -= len(chunk)
+    except GZIP_ERRORS:
+        pass  # the start is enough to tell the format; the full read reports the damage
     except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
-    return head.decode("utf-8", errors="replace")
+        raise read_error(path, exc) from None
+    return b"".join(chunks).decode("utf-8", errors="replace")
 
 
 def is_text(head: str) -> bool:

@@ -24,7 +24,7 @@ from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.fairseq import fairseq_name
 from stethoscope.importers.names import metric_name
-from stethoscope.importers.source import is_text, read_text
+from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
 
 CSV_NAME = "csv"
@@ -69,7 +69,7 @@ class CSVImporter:
     name = CSV_NAME
 
     def sniff(self, path: Path, head: str) -> bool:
-        if not is_text(head) or path.suffix.lower() not in (".csv", ".tsv"):
+        if not is_text(head) or Path(log_name(path)).suffix.lower() not in (".csv", ".tsv"):
             return False
         header = _header(head.partition("\n")[0])
         return len(header) >= 1 and (step_key(header) is not None or any(_METRICISH.search(h) for h in header))
