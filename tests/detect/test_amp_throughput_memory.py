@@ -80,3 +80,37 @@ def test_regular_stalls_start_where_the_pattern_starts():
     found = replay(ThroughputDetector(), make_records(range(1200), STEP_TIME=times))
     (stall,) = [f for f in of_type(found, "periodic_stall") if f.severity == "warning"]
     assert stall.step == 500 and stall.evidence["period_steps"] == 50
+
+
+def test_stalls_are_pinned_on_evals_gc_and_data_waits_from_the_record():
+    n = 400
+    times, gc, wait, evals = [0.05] * n, [0.0] * n, [0.001] * n, [None] * n
+    for s in (99, 199, 299):  # an eval after step s: step s+1 takes the time
+        evals[s] = 2.0
+        times[s + 1] = 0.5
+    for s in (150, 250):  # a gen-2 collection
+        times[s], gc[s] = 0.3, 0.24
+    times[330], wait[330] = 0.25, 0.19  # the loader stalled once
+    times[370] = 0.3  # and once nobody knows why
+    found = replay(ThroughputDetector(), make_records(range(n), STEP_TIME=times, GC_PAUSE=gc, DATA_WAIT=wait,
+                                                      EVAL_LOSS=evals))
+    (stall,) = of_type(found, "periodic_stall")
+    assert stall.evidence["dips"] == 7
+    assert stall.evidence["explained_by"] == {"eval": 3, "gc": 2, "data": 1}
+    assert stall.causes[:3] == [
+        "3 of 7 slow steps were right after an eval (eval/* recorded since the previous record)",
+        "2 of 7 slow steps were mostly a Python garbage-collection pause (perf/gc_pause_s)",
+        "1 of 7 slow steps were mostly waiting for data (perf/data_wait_s)",
+    ]
+    assert "3 of them right after an eval" in stall.message
+
+
+def test_one_slow_step_after_an_eval_says_so():
+    times, evals = [0.05] * 60, [None] * 60
+    evals[39], times[40] = 1.9, 0.6
+    (f,) = replay(ThroughputDetector(), make_records(range(60), STEP_TIME=times, EVAL_LOSS=evals))
+    assert f.type == "periodic_stall" and f.severity == "info" and f.step == 40
+    assert "right after an eval" in f.message and "checkpoint" not in f.message
+    times[40], evals[39] = 0.6, None  # the same stall without an eval: the generic guesses
+    (f,) = replay(ThroughputDetector(), make_records(range(60), STEP_TIME=times, EVAL_LOSS=evals))
+    assert "an eval, a checkpoint save or a GC pause" in f.message and not f.causes

@@ -16,7 +16,18 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.stats import Window, shrunk_sigma
-from stethoscope.records import GLOBAL_BATCH_SIZE, MFU, SAMPLES_PER_S, STEP_TIME, TFLOPS, TOKENS_PER_S, Finding, StepRecord
+from stethoscope.records import (
+    DATA_WAIT,
+    GC_PAUSE,
+    GLOBAL_BATCH_SIZE,
+    MFU,
+    SAMPLES_PER_S,
+    STEP_TIME,
+    TFLOPS,
+    TOKENS_PER_S,
+    Finding,
+    StepRecord,
+)
 
 SERIES = (STEP_TIME, TOKENS_PER_S, SAMPLES_PER_S, TFLOPS, MFU)  # first present wins; rates are inverted
 _LEVEL_N = 16
@@ -31,6 +42,12 @@ _MIN_SLOWDOWN_S = 1e-4  # nor is a persistent slowdown of less than this per ste
 _PRIOR_RATE, _PRIOR_RECORDS = 0.01, 10.0  # slow records expected before the run shows its own rate
 _ALPHA = 0.01  # chance of a streak this long anywhere in the run, under the run's own slow-record rate
 _MAX_STREAK = 20
+# What a slow step can be pinned on, from the record itself; in the order they are named.
+_REASONS = {
+    "eval": ("right after an eval", "eval/* recorded since the previous record"),
+    "gc": ("mostly a Python garbage-collection pause", "perf/gc_pause_s"),
+    "data": ("mostly waiting for data", "perf/data_wait_s"),
+}
 
 
 class ThroughputDetector:
@@ -48,20 +65,45 @@ class ThroughputDetector:
         }
 
     def update(self, record: StepRecord) -> list[Finding]:
+        s = self._s
+        if any(k.startswith("eval/") for k in record.values):
+            s["eval_step"] = record.step  # the next step's time includes this eval
         t = self._time_like(record.values)
         if t is None:
             return []
-        s = self._s
         if s["last_step"] is not None and record.step - s["last_step"] > self.config.gap_reset_steps:
             self.window.clear()  # an excerpt that skips ahead: the old level says nothing about the new one
             self._cache = None
             s["slow"] = []
         s["total"] += t
         s["records"] += 1
-        s["last_step"] = record.step
+        prev, s["last_step"] = s["last_step"], record.step
+        s["why"] = self._why(record.values, prev)
         if s["drop"] is not None:
             return self._in_drop(record.step, t)
         return self._check(record.step, t)
+
+    def _why(self, values: dict[str, float], prev_step: int | None) -> list[str]:
+        """What the record says the step spent its time on, beyond the model: an eval, GC, data."""
+        s = self._s
+        why = []
+        eval_step = s.get("eval_step")
+        if eval_step is not None and prev_step is not None and eval_step >= prev_step:
+            why.append("eval")
+        if s["series"] == STEP_TIME and self._window_ready():
+            excess = values[STEP_TIME] - self._level_seconds()
+            for name, key in ((GC_PAUSE, "gc"), (DATA_WAIT, "data")):
+                v = values.get(name)
+                if excess > 0 and v is not None and math.isfinite(v) and v >= 0.5 * excess:
+                    why.append(key)
+        return why
+
+    def _window_ready(self) -> bool:
+        return len(self.window) >= _MIN_BASELINE
+
+    def _level_seconds(self) -> float:
+        level, _ = self._stats(len(self.window))
+        return level * (self._s.get("batch") or 1.0)
 
     def finish(self) -> list[Finding]:
         out: list[Finding] = []
@@ -112,7 +154,7 @@ class ThroughputDetector:
         slow = s["slow"]
         if persistent or dip:
             s["exceed"] = s.get("exceed", 0) + 1
-            slow.append([step, t, level, dip])
+            slow.append([step, t, level, dip, s.get("why") or []])
             if n < _MIN_BASELINE_DROP:
                 if len(slow) > 1:  # two baseline records cannot say which level is normal: adopt the new one
                     for x in slow:
@@ -128,7 +170,8 @@ class ThroughputDetector:
         if slow and any(x[3] for x in slow):  # a stall of one or a few records, over now
             level0 = slow[0][2]
             excess = sum(x[1] - x[2] for x in slow)
-            out.extend(self._on_dip([slow[0][0], level0 + excess, level0, True]))
+            why = sorted({w for x in slow for w in x[4]})
+            out.extend(self._on_dip([slow[0][0], level0 + excess, level0, why]))
         s["slow"] = []
         self._push(t)
         return out
@@ -174,7 +217,7 @@ class ThroughputDetector:
                 f.severity = "info"
                 f.evidence["transient"] = True  # counted as a stall in the periodic_stall finding
                 f.message = f.message.replace(" and staying there", "") + f" for {d['records']} records"
-                out.extend(self._on_dip([d["start"], d["level"] + excess, d["level"], True]))
+                out.extend(self._on_dip([d["start"], d["level"] + excess, d["level"], []]))
             f.message += f"; back to normal at step {step}"
             return out
         d["last_step"] = step
@@ -185,7 +228,7 @@ class ThroughputDetector:
 
     def _on_dip(self, dip: list[Any]) -> list[Finding]:
         s = self._s
-        step, t, level = dip[0], dip[1], dip[2]
+        step, t, level, why = dip[0], dip[1], dip[2], dip[3]
         d = s["dips"]
         out: list[Finding] = []
         if d is not None and t - level >= _DOMINANT * d.get("biggest", 0.0):
@@ -193,7 +236,7 @@ class ThroughputDetector:
             d = None
         if d is None:
             d = s["dips"] = _new_stalls(step, level)
-        _add_stall(d, step, t - level, t / level)
+        _add_stall(d, step, t - level, t / level, why)
         d["level"] = level
         regular = None if d.get("settled") else _regular_start(d["items"])
         if regular is not None and regular > d["first"]:
@@ -244,16 +287,22 @@ class ThroughputDetector:
         steps = [item[0] for item in d["items"]]
         gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
         period = gaps[len(gaps) // 2] if gaps else None
+        why = d.get("why", {})
+        known = [k for k in _REASONS if why.get(k)]
         if d["count"] == 1:
-            msg = (f"one slow step at {d['first']} (x{d['worst']:.3g} the usual time): an eval, a checkpoint "
-                   "save or a GC pause; harmless once")
+            what = " and ".join(f"{_REASONS[k][0]} ({_REASONS[k][1]})" for k in known) if known else \
+                "an eval, a checkpoint save or a GC pause"
+            msg = f"one slow step at {d['first']} (x{d['worst']:.3g} the usual time): {what}; harmless once"
         else:
             every = f", about every {period} steps" if period else ""
+            what = ", ".join(f"{why[k]} of them {_REASONS[k][0]}" for k in known) if known else \
+                "GC pauses, evals, I/O"
             msg = (f"{d['count']} slow steps since step {d['first']}{every} (up to x{d['worst']:.3g} the usual "
-                   f"time), costing {cost:.1%} of the run time: periodic stalls (GC pauses, evals, I/O)")
+                   f"time), costing {cost:.1%} of the run time: periodic stalls ({what})")
         ev = {"dips": d["count"], "dip_steps": list(steps), "worst_ratio": d["worst"], "time_cost": cost,
-              "period_steps": period}
-        return Finding("periodic_stall", sev, d["first"], msg, evidence=ev, source=self.name)
+              "period_steps": period, "explained_by": dict(why)}
+        causes = [f"{why[k]} of {d['count']} slow steps were {_REASONS[k][0]} ({_REASONS[k][1]})" for k in known]
+        return Finding("periodic_stall", sev, d["first"], msg, evidence=ev, causes=causes, source=self.name)
 
     def state_dict(self) -> dict[str, Any]:
         return {"window": self.window.state_dict(), "s": self._s}
@@ -268,12 +317,15 @@ def _new_stalls(step: int, level: float) -> dict[str, Any]:
     return {"first": step, "items": [], "count": 0, "excess": 0.0, "worst": 0.0, "level": level, "biggest": 0.0}
 
 
-def _add_stall(d: dict[str, Any], step: int, excess: float, ratio: float) -> None:
+def _add_stall(d: dict[str, Any], step: int, excess: float, ratio: float, why: list[str]) -> None:
     d["count"] += 1
+    counts = d.setdefault("why", {})
+    for k in why:
+        counts[k] = counts.get(k, 0) + 1
     d["excess"] += excess
     d["biggest"] = max(d["biggest"], excess)
     d["worst"] = max(d["worst"], ratio)
-    d["items"] = (d["items"] + [[step, excess, ratio]])[-_STALLS_KEPT:]
+    d["items"] = (d["items"] + [[step, excess, ratio, why]])[-_STALLS_KEPT:]
 
 
 def _regular_start(items: list[list[Any]]) -> int | None:
