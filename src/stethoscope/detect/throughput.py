@@ -90,16 +90,13 @@ class ThroughputDetector:
         eval_step = s.get("eval_step")
         if eval_step is not None and prev_step is not None and eval_step >= prev_step:
             why.append("eval")
-        if s["series"] == STEP_TIME and self._window_ready():
+        if s["series"] == STEP_TIME and len(self.window) >= _MIN_BASELINE:
             excess = values[STEP_TIME] - self._level_seconds()
             for name, key in ((GC_PAUSE, "gc"), (DATA_WAIT, "data")):
                 v = values.get(name)
                 if excess > 0 and v is not None and math.isfinite(v) and v >= 0.5 * excess:
                     why.append(key)
         return why
-
-    def _window_ready(self) -> bool:
-        return len(self.window) >= _MIN_BASELINE
 
     def _level_seconds(self) -> float:
         level, _ = self._stats(len(self.window))
