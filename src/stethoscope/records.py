@@ -94,7 +94,8 @@ class Finding:
     """A problem (or a notable fact) found in a run.
 
     `step` and `end_step` are in the run's own step numbering. `evidence` holds the numbers the
-    finding rests on; `causes` are probable causes, most likely first; `fixes` what to try.
+    finding rests on; `causes` are probable causes, most likely first; `fixes` what to try;
+    `symptoms` the findings an incident root owns (`{"type", "step"}`, see `findings.incidents`).
     """
 
     type: str
@@ -106,6 +107,7 @@ class Finding:
     causes: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
     source: str = ""
+    symptoms: list[dict[str, Any]] = field(default_factory=list)  # an incident's owned findings: {type, step}
 
     def __post_init__(self) -> None:
         severity_rank(self.severity)
@@ -117,7 +119,7 @@ class Finding:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Finding:
-        keys = ("type", "severity", "step", "message", "end_step", "evidence", "causes", "fixes", "source")
+        keys = ("type", "severity", "step", "message", "end_step", "evidence", "causes", "fixes", "source", "symptoms")
         return cls(**{k: d[k] for k in keys if k in d})
 
 

@@ -67,19 +67,6 @@ def test_merge_keeps_the_last_follow_up_and_escalations_replace():
     assert [f.message for f in merged] == ["spiked; recovered", "boom"]
 
 
-def test_divergence_folds_later_spikes():
-    ds = DetectorSet([], config=DetectConfig())
-    div = Finding("divergence", "error", 100, "diverged", source="trend")
-    spike = Finding("loss_spike", "warning", 150, "spike", source="spike")
-    other = Finding("divergence", "error", 90, "also diverged", source="spike")
-    closed = Finding("divergence", "error", 100, "diverged; recovered", end_step=300, source="trend")
-    assert ds._fold([div]) == [div]
-    assert ds._fold([spike, other]) == []
-    (out,) = ds._fold([closed])
-    assert out.evidence["folded_findings"] == 2
-    assert ds._fold([Finding("loss_spike", "warning", 400, "new", source="spike")])
-
-
 def test_config_rejects_bad_values():
     with pytest.raises(ValueError, match="spike_sigma"):
         DetectConfig(spike_sigma=-1)

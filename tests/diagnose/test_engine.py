@@ -37,7 +37,7 @@ def test_to_dict_has_exactly_the_documented_keys():
     assert set(out) == {"path", "format", "steps", "findings", "classification"}
     assert out["steps"] == 2000 and out["format"] == "synthetic"
     for f in out["findings"]:
-        assert set(f) == {"type", "severity", "step", "end_step", "message", "evidence", "causes", "fixes"}
+        assert set(f) == {"type", "severity", "step", "end_step", "message", "evidence", "causes", "fixes", "symptoms"}
         assert f["severity"] in SEVERITIES
     json.dumps(out, allow_nan=False)
     assert out["classification"]["label"]

@@ -40,7 +40,7 @@ _MAX_PATCHES = 400
 _BLIP_EXAMPLES = 20
 _HANG_MIN_S = 1800.0  # silence after the last step that counts as a hang, at least...
 _HANG_STEP_FACTOR = 10.0  # ...and this many step times
-_FINDING_KEYS = ("type", "severity", "step", "end_step", "message", "evidence", "causes", "fixes")
+_FINDING_KEYS = ("type", "severity", "step", "end_step", "message", "evidence", "causes", "fixes", "symptoms")
 
 
 @dataclass(slots=True)
@@ -55,7 +55,7 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         """The `--json` shape: path, format, steps, findings (type, severity, step, end_step, message,
-        evidence, causes, fixes) and classification."""
+        evidence, causes, fixes, symptoms) and classification."""
         findings = []
         for f in self.findings:
             d = f.to_dict()

@@ -1,0 +1,173 @@
+"""Incidents: one root-cause finding that owns the symptoms inside its span, streaming.
+
+A person on call wants one incident ("divergence from step 602: loss spike at 602, grad explosion at
+611, NaN at 700") and a new warning only for something new. `IncidentBook.process` sits between
+the detectors and everything downstream (store, alerts, diagnose), live and after the fact alike:
+
+* a root finding (a catalogue type with `symptoms`) opens an incident at its onset; follow-ups
+  (same source, type and step) update it; it stays open until its finding says it recovered fully,
+  so a run that never came back keeps owning the instabilities that follow;
+* a finding an open incident owns (its type is a symptom of the root, its step inside the span or
+  up to `lead_steps` before the onset) is not reported: it becomes a symptom of the root, which is
+  re-emitted with the symptom in `symptoms` and its severity raised to the worst symptom's;
+* a symptom reported just before its root was known is withdrawn (re-emitted with
+  `evidence["withdrawn"]`, which the pipeline drops) and claimed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from stethoscope.findings.catalogue import is_root, owns
+from stethoscope.records import Finding, severity_rank
+
+_RECENT = 64  # emitted findings a late-confirmed root may still claim
+_KEPT = 256  # folded keys remembered (their follow-ups are dropped too)
+_INCIDENTS = 64
+
+
+def finding_key(f: Finding) -> str:
+    """The identity a follow-up shares with the finding it supersedes."""
+    return f"{f.source}|{f.type}|{f.step}"
+
+
+@dataclass(slots=True)
+class Symptom:
+    type: str
+    step: int | None
+    severity: str
+    key: str
+
+
+@dataclass(slots=True)
+class Incident:
+    """A root-cause finding and the symptoms it owns."""
+
+    key: str
+    type: str
+    step: int
+    severity: str  # the root's own severity, before symptoms raise it
+    message: str = ""  # the root's own message, before the symptom summary
+    open: bool = True
+    end_step: int | None = None
+    symptoms: list[Symptom] = field(default_factory=list)
+    root: Finding | None = None
+
+    def covers(self, f: Finding, lead_steps: int) -> bool:
+        if f.step is None or not owns(self.type, f.type):
+            return False
+        if f.step < self.step - lead_steps:
+            return False
+        if f.step < self.step and f.end_step is not None and f.end_step < self.step \
+                and f.evidence.get("recovered") in (True, "fully"):
+            return False  # over before the root began: an incident of its own
+        return self.open or self.end_step is None or f.step <= self.end_step
+
+    def add(self, f: Finding, key: str) -> bool:
+        """Record a symptom; True when it is news (a type or severity the root did not show yet)."""
+        if any(s.key == key for s in self.symptoms):
+            return False
+        news = not any(s.type == f.type for s in self.symptoms) or severity_rank(f.severity) > severity_rank(
+            self.worst())
+        self.symptoms.append(Symptom(f.type, f.step, f.severity, key))
+        return news
+
+    def worst(self) -> str:
+        ranks = [self.severity] + [s.severity for s in self.symptoms]
+        return max(ranks, key=severity_rank)
+
+    def decorated(self) -> Finding:
+        """The root finding with its symptoms listed, its severity raised to the worst symptom's."""
+        if self.root is None:
+            raise ValueError(f"incident {self.key} has no root finding yet")
+        f = dataclasses.replace(self.root, evidence=dict(self.root.evidence))
+        shown = [s for s in sorted(self.symptoms, key=lambda s: (s.step is None, s.step)) if s.type != self.type]
+        f.symptoms = [{"type": s.type, "step": s.step} for s in shown]
+        f.severity = self.worst()
+        if shown:
+            f.evidence["symptoms"] = len(shown)
+            parts = [f"{s.type.replace('_', ' ')} at {s.step}" for s in shown[:6]]
+            more = f" and {len(shown) - 6} more" if len(shown) > 6 else ""
+            f.message = f"{self.message}; symptoms: {', '.join(parts)}{more}"
+        return f
+
+
+class IncidentBook:
+    """Folds findings into incidents as they stream by (see the module docstring)."""
+
+    def __init__(self, lead_steps: int = 50) -> None:
+        self.lead_steps = lead_steps
+        self.incidents: dict[str, Incident] = {}
+        self._recent: deque[Finding] = deque(maxlen=_RECENT)
+        self._folded: deque[str] = deque(maxlen=_KEPT)
+
+    def process(self, found: list[Finding]) -> list[Finding]:
+        out: list[Finding] = []
+        for f in found:
+            key = finding_key(f)
+            if key in self._folded:
+                continue  # a follow-up of a symptom already owned
+            if key in self.incidents:
+                out.extend(self._root(f, key))
+                continue
+            owner = self._owner(f)
+            if owner is not None:
+                self._folded.append(key)
+                if owner.add(f, key) and owner.root is not None:
+                    out.append(owner.decorated())
+                continue
+            if is_root(f.type) and f.step is not None:
+                out.extend(self._root(f, key))
+                continue
+            self._recent.append(f)
+            out.append(f)
+        return out
+
+    def _owner(self, f: Finding) -> Incident | None:
+        for inc in self.incidents.values():
+            if inc.covers(f, self.lead_steps):
+                return inc
+        return None
+
+    def _root(self, f: Finding, key: str) -> list[Finding]:
+        inc = self.incidents.get(key)
+        if inc is None:
+            inc = self.incidents[key] = Incident(key, f.type, f.step, f.severity)  # type: ignore[arg-type]
+            while len(self.incidents) > _INCIDENTS:
+                self.incidents.pop(next(iter(self.incidents)))
+        inc.root, inc.severity, inc.message = f, f.severity, f.message
+        if f.end_step is not None and f.evidence.get("recovered") in (True, "fully"):
+            inc.open, inc.end_step = False, f.end_step
+        out = []
+        for g in list(self._recent):  # symptoms reported before their root was confirmed
+            if inc.covers(g, self.lead_steps):
+                self._recent.remove(g)
+                gkey = finding_key(g)
+                self._folded.append(gkey)
+                inc.add(g, gkey)
+                out.append(dataclasses.replace(g, evidence={**g.evidence, "withdrawn": True, "folded_into": key}))
+        out.append(inc.decorated())
+        return out
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        incidents = []
+        for inc in self.incidents.values():
+            d = dataclasses.asdict(inc)
+            d["root"] = inc.root.to_dict() if inc.root is not None else None
+            incidents.append(d)
+        return {"incidents": incidents, "recent": [f.to_dict() for f in self._recent], "folded": list(self._folded)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.incidents = {}
+        for d in state.get("incidents", []):
+            d = dict(d)
+            root = d.pop("root", None)
+            symptoms = [Symptom(**s) for s in d.pop("symptoms", [])]
+            inc = Incident(**d, symptoms=symptoms, root=Finding.from_dict(root) if root else None)
+            self.incidents[inc.key] = inc
+        self._recent = deque((Finding.from_dict(f) for f in state.get("recent", [])), maxlen=_RECENT)
+        self._folded = deque(state.get("folded", []), maxlen=_KEPT)
