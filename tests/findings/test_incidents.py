@@ -106,3 +106,14 @@ def test_streaming_lr_blowup_is_one_incident():
     loud = [f for f in final if f.severity != "info"]
     assert [f.type for f in loud] == ["divergence"], [(f.type, f.step, f.message) for f in loud]
     assert loud[0].symptoms, "the jump's spikes are the divergence's symptoms"
+
+
+def test_every_problem_type_has_advice_and_charts_that_exist():
+    from stethoscope.diagnose.knowledge import ADVICE
+    from stethoscope.diagnose.report import CHARTS
+
+    chart_ids = {c.id for c in CHARTS}
+    missing = [t for t in CATALOGUE if t not in ADVICE and t not in ("healthy", "straggler")]
+    assert not missing, f"finding types without causes/fixes: {missing}"
+    for t in CATALOGUE.values():
+        assert set(t.charts) <= chart_ids, (t.name, t.charts)

@@ -21,6 +21,7 @@ import numpy as np
 
 from stethoscope import records as r
 from stethoscope.diagnose.report_template import SEVERITY_COLORS, badge, page
+from stethoscope.findings import catalogue
 from stethoscope.records import Finding, json_safe, severity_rank
 
 Series = tuple[list[int], list[float]]
@@ -62,14 +63,6 @@ CHARTS = (
     _Chart("memory", "Memory (GiB)", (r.CUDA_ALLOCATED, r.CUDA_RESERVED, r.CUDA_PEAK, r.CUDA_TOTAL, r.RSS)),
     _Chart("loss_scale", "Loss scale (log)", (r.LOSS_SCALE,), log_y=True),
 )
-# Which charts a finding type is drawn on; crash/hang (the run stopped) go on every chart.
-FINDING_CHARTS = {
-    "grad_spike": ("grad_norm", "loss"), "grad_explosion": ("grad_norm", "loss"), "grad_vanishing": ("grad_norm",),
-    "clipping": ("grad_norm",), "loss_scale_collapse": ("loss_scale", "loss"), "lr_schedule": ("lr", "loss"),
-    "throughput_drop": ("throughput", "step_time"), "periodic_stall": ("step_time", "throughput"),
-    "straggler": ("step_time", "throughput"), "memory_leak": ("memory",), "memory_pressure": ("memory", "loss"),
-}
-_EVERY_CHART = ("crash", "hang")
 
 
 # -- downsampling -------------------------------------------------------------------------------
@@ -203,8 +196,8 @@ def _findings_on(chart: _Chart, findings: Sequence[Finding], chart_ids: list[str
     for f in findings:
         if f.step is None:
             continue
-        wanted = [c for c in FINDING_CHARTS.get(f.type, ("loss",)) if c in chart_ids] or [first]
-        if f.type in _EVERY_CHART or chart.id in wanted:
+        wanted = [c for c in catalogue.charts(f.type) if c in chart_ids] or [first]
+        if catalogue.every_chart(f.type) or chart.id in wanted:
             picked.append(f)
     return picked
 

@@ -80,3 +80,8 @@ def charts(name: str) -> tuple[str, ...]:
     """The report charts a finding of this type is drawn on (`every_chart` types: all of them)."""
     t = CATALOGUE.get(name)
     return t.charts if t is not None else ("loss",)
+
+
+def every_chart(name: str) -> bool:
+    t = CATALOGUE.get(name)
+    return t is not None and t.every_chart
