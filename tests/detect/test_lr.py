@@ -42,3 +42,42 @@ def test_lr_jump_on_resume_and_restart():
 def test_steps_going_back_are_a_resume():
     found = replay(LrDetector(), make_records([1, 2, 3, 2, 3], LR=[1e-4] * 5))
     assert [f.step for f in _lr(found, "resumed")] == [2]
+
+
+def test_lr_to_zero_is_reported_as_the_plateau_it_causes():
+    """A scheduler bug sets the LR to 0 at step 400: the user sees the loss stop moving; that is the
+    finding, from step 400, with the LR as its named cause (and no separate LR warning)."""
+    import math
+    import random
+
+    from stethoscope.detect.registry import DetectorSet, merge_findings
+    from stethoscope.records import StepRecord
+
+    rng = random.Random(1)
+    ds = DetectorSet()
+    out = []
+    level = 4.0
+    for s in range(0, 1000, 5):
+        lr = 3e-4 if s < 400 else 0.0
+        if lr:
+            level = 2.0 + 2.0 * math.exp(-s / 150)
+        out += ds.update(StepRecord(s, {"train/loss": level + rng.gauss(0, 0.02), "opt/lr": lr}))
+    out += ds.finish()
+    loud = [f for f in merge_findings(out) if f.severity != "info" and not f.evidence.get("withdrawn")]
+    assert [(f.type, f.step) for f in loud] == [("plateau", 400)], [(f.type, f.step, f.message) for f in loud]
+    assert "LR went to 0 at step 400" in loud[0].causes[0]
+    assert loud[0].end_step == 995
+
+
+def test_lr_zero_with_a_loss_that_keeps_improving_stays_an_lr_warning():
+    from stethoscope.detect.registry import DetectorSet, merge_findings
+    from stethoscope.records import StepRecord
+
+    ds = DetectorSet()
+    out = []
+    for s in range(0, 1000, 5):
+        out += ds.update(StepRecord(s, {"train/loss": 4.0 - 0.003 * s, "opt/lr": 3e-4 if s < 400 else 0.0}))
+    out += ds.finish()
+    loud = [f for f in merge_findings(out) if f.severity != "info"]
+    assert [f.type for f in loud] == ["lr_schedule"]
+    assert "still improves" in loud[0].message

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.stats import is_finite
-from stethoscope.records import LR, Finding, StepRecord
+from stethoscope.detect.stats import is_finite, median
+from stethoscope.records import LOSS, LR, Finding, StepRecord
 
+_LOSSES_KEPT = 16
 _FLAT_RECORDS = 5  # records at the peak before a flat LR counts as "warm-up over" / WSD stable phase
 _JUMP_VS_SLOPE = 10.0  # a jump moves the LR this many times further than the schedule's recent slope
 
@@ -226,17 +227,69 @@ _TRACKER_FIELDS = (
 
 
 class LrDetector:
-    """LR schedule findings: warm-up end, decay start, jumps, restarts, LR stuck at 0."""
+    """LR schedule findings: warm-up end, decay start, jumps, restarts, and an LR stuck at 0, which the
+    user sees as a loss that stops moving: that is reported as the `plateau` it causes, from the first
+    step at 0, with the LR as its named cause (an `lr_schedule` warning only when the loss is not
+    logged, or kept improving so the logged LR cannot be the whole story)."""
 
     name = "lr"
 
     def __init__(self, config: DetectConfig | None = None, tracker: LrTracker | None = None) -> None:
         self.config = config or DetectConfig()
         self.tracker = tracker if tracker is not None else LrTracker(self.config)
+        self._before: list[float] = []  # the last losses before the LR reached 0
+        self._at_zero: list[float] = []  # losses since (the last _LOSSES_KEPT)
+        self._lr_before: float | None = None  # the last LR above 0
+        self._plateau: Finding | None = None  # the open LR-at-0 plateau, closed by `finish`
 
     def update(self, record: StepRecord) -> list[Finding]:
         events = self.tracker.observe(record)
+        self._track_loss(record)
         return [self._finding(e) for e in events] if events else []
+
+    def finish(self) -> list[Finding]:
+        f, self._plateau = self._plateau, None
+        if f is None or self.tracker.zero_run == 0 or self.tracker.prev_step is None:
+            return []
+        f.end_step = self.tracker.prev_step
+        f.message += f"; still at LR 0 at the last record (step {f.end_step})"
+        return [f]
+
+    def _track_loss(self, record: StepRecord) -> None:
+        lr = record.values.get(LR)
+        if lr is not None and is_finite(lr) and lr > 0:
+            self._lr_before = lr
+            self._plateau = None
+        v = record.values.get(LOSS)
+        if v is None or not is_finite(v):
+            return
+        at_zero = self.tracker.zero_run > 0 and self.tracker.prev_step == record.step
+        if not at_zero:
+            self._at_zero = []
+            self._before = (self._before + [v])[-_LOSSES_KEPT:]
+        else:
+            self._at_zero = (self._at_zero + [v])[-_LOSSES_KEPT:]
+
+    def _zero_finding(self, e: LrEvent) -> Finding:
+        zero_start = self.tracker.zero_start
+        step = zero_start if zero_start is not None else e.step
+        ev: dict[str, Any] = {"zero_since": zero_start, "records_at_zero": self.tracker.zero_run}
+        lr_note = f"LR has been exactly 0 since step {step}: the weights are not being updated"
+        if len(self._before) < 3 or len(self._at_zero) < 3:
+            return self._make(step, "warning", lr_note, ev, e.step)
+        before, now = median(self._before[-8:]), median(self._at_zero[-8:])
+        progress = (before - now) / (abs(before) or 1e-12)
+        ev.update(loss_before=before, loss_now=now, progress=progress, lr_before=self._lr_before)
+        if progress >= self.config.plateau_max_progress / 2:
+            return self._make(step, "warning", lr_note + f", yet the loss still improves ({before:.4g} -> {now:.4g}): "
+                              "is the logged LR only one of several param groups?", ev, e.step)
+        msg = (f"loss stopped improving at step {step} ({before:.4g} -> {now:.4g} over {e.step - step} steps): the LR "
+               f"has been exactly 0 since step {step}")
+        cause = (f"LR went to 0 at step {step} (from {_fmt(self._lr_before)}): a scheduler that decays to 0 too "
+                 "early, or a resume that restored a finished schedule")
+        self._plateau = Finding("plateau", "warning", step, msg, end_step=e.step, evidence={**ev, "lr_zero": True},
+                                causes=[cause], source=self.name)
+        return self._plateau
 
     def _finding(self, e: LrEvent) -> Finding:
         before, after = e.before, e.after
@@ -258,20 +311,21 @@ class LrDetector:
             msg = (f"LR jumped {_fmt(before)} -> {_fmt(after)} ({rel:+.1%}) at step {e.step}, off the "
                    "schedule's slope: an LR override or scheduler change on resume?")
             return self._make(e.step, "info", msg, ev)
-        zero_start = self.tracker.zero_start
-        ev = {"zero_since": zero_start, "records_at_zero": self.tracker.zero_run}
-        msg = f"LR has been exactly 0 since step {zero_start}: the weights are not being updated"
-        return self._make(zero_start if zero_start is not None else e.step, "warning", msg, ev, e.step)
+        return self._zero_finding(e)
 
     def _make(self, step: int, severity: str, message: str, evidence: dict[str, Any],
               end_step: int | None = None) -> Finding:
         return Finding("lr_schedule", severity, step, message, end_step=end_step, evidence=evidence, source=self.name)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"tracker": self.tracker.state_dict()}
+        return {"tracker": self.tracker.state_dict(), "before": self._before, "at_zero": self._at_zero,
+                "lr_before": self._lr_before}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.tracker.load_state_dict(state["tracker"])
+        self._before = list(state.get("before", []))
+        self._at_zero = list(state.get("at_zero", []))
+        self._lr_before = state.get("lr_before")
 
 
 def _fmt(x: float | None) -> str:

@@ -44,7 +44,7 @@ _TYPES = (
     FindingType("eval_sparse", "too few evals to judge overfitting"),
     FindingType("underfitting", "the loss stays far above what the run should reach",
                 symptoms=frozenset({"plateau"})),
-    FindingType("plateau", "the loss stopped improving", ("loss", "lr"), symptoms=frozenset({"lr_schedule"})),
+    FindingType("plateau", "the loss stopped improving", ("loss", "lr")),
     FindingType("frozen_loss", "the loss repeats one exact value", ("loss", "lr")),
     FindingType("label_masking", "a loss of exactly 0: every label masked"),
     FindingType("throughput_drop", "a persistent slowdown", ("throughput", "step_time")),
