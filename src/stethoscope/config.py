@@ -5,8 +5,10 @@ Imports nothing from the package.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
+from typing import Any
 
 GRAD_NORM_MODES = ("global", "layers", "off")
 
@@ -41,8 +43,9 @@ class MonitorConfig:
     max_queue: int = 1_000_000
     """Points waiting for the writer; beyond this `put` drops and counts (never blocks)."""
 
-    detect: bool = True
-    """Run the streaming detectors on the writer thread and record findings live."""
+    detect: Any = True  # bool | stethoscope.detect.DetectConfig (not imported: config imports nothing)
+    """Run the streaming detectors on the writer thread and record findings live: True with the default
+    thresholds, a `stethoscope.detect.DetectConfig` with those thresholds, False not at all."""
 
     strict: bool = False
     """Re-raise stethoscope's own failures (tests); by default they are counted and logged only."""
@@ -57,6 +60,9 @@ class MonitorConfig:
             raise ValueError(f"grad_norms must be one of {GRAD_NORM_MODES}, got {self.grad_norms!r}")
         if self.update_ratio_max_mib < 0 or self.system_every <= 0:
             raise ValueError("update_ratio_max_mib must be >= 0 and system_every > 0")
+        if not isinstance(self.detect, bool) and not (dataclasses.is_dataclass(self.detect)
+                                                      and not isinstance(self.detect, type)):
+            raise ValueError(f"detect must be True, False or a DetectConfig, got {self.detect!r}")
 
 
 def env_rank() -> tuple[int, int]:

@@ -5,7 +5,9 @@ Everything else in tests runs for real (SQLite files, threads, subprocesses, tor
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import random
 import threading
 from collections import Counter
@@ -141,3 +143,38 @@ def read_curve(path: str) -> tuple[list[int], list[float]]:
                 steps.append(int(s))
                 values.append(float(v))
     return steps, values
+
+
+class FullDisk:
+    """Wraps a real `RunStore`; while `full` is set every write raises `OSError(ENOSPC)`, as a full
+    disk would, and `refused` counts them. Pass it as `Monitor(..., store=FullDisk(RunStore(path)))`.
+    """
+
+    def __init__(self, store: Any, full: bool = False) -> None:
+        self.store = store
+        self.full = full
+        self.refused = 0
+
+    def _check(self) -> None:
+        if self.full:
+            self.refused += 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.store.path))
+
+    def write_points(self, points: Any) -> int:
+        self._check()
+        return self.store.write_points(points)
+
+    def write_findings(self, findings: Any, time_s: float | None = None) -> None:
+        self._check()
+        self.store.write_findings(findings, time_s)
+
+    def write_batches(self, batches: Any) -> None:
+        self._check()
+        self.store.write_batches(batches)
+
+    def set_meta(self, items: Any) -> None:
+        self._check()
+        self.store.set_meta(items)
+
+    def close(self) -> None:
+        self.store.close()

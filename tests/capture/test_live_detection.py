@@ -15,12 +15,12 @@ from stethoscope.testing import loss_curve
 torch = pytest.importorskip("torch")
 
 
-def _train(run, inject=None, steps=160):
+def _train(run, inject=None, steps=160, **options):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     gen = torch.Generator().manual_seed(1)
-    with Monitor(run, model=model, optimizer=opt, tokens_per_step=64, strict=True) as mon:
+    with Monitor(run, model=model, optimizer=opt, tokens_per_step=64, strict=True, **options) as mon:
         for step in range(steps):
             x = torch.randn(64, 8, generator=gen)
             y = torch.sin(x.sum(1, keepdim=True))
@@ -68,3 +68,24 @@ def test_healthy_curve_raises_nothing_at_or_above_warning(tmp_path):
             mon.step(step, loss=value, grad_norm=0.5 + 0.05 * ((step * 7919) % 13) / 13)
     loud = [f for f in _findings(tmp_path) if severity_rank(f.severity) >= severity_rank("warning")]
     assert loud == []
+
+
+def test_the_monitors_detect_config_reaches_the_live_detectors(tmp_path):
+    from stethoscope.detect import DetectConfig
+
+    deaf = DetectConfig(spike_sigma=1e9, loss_spike_min_rel=1e6, loss_spike_warn_rel=1e6)
+    _train(tmp_path / "deaf", ("spike", 120), detect=deaf)
+    _train(tmp_path / "default", ("spike", 120), detect=True)
+    assert 120 in [f.step for f in _findings(tmp_path / "default") if f.type == "loss_spike"]
+    assert [f for f in _findings(tmp_path / "deaf") if f.type == "loss_spike"] == []
+
+
+def test_detect_false_records_no_findings_and_a_wrong_detect_is_refused(tmp_path):
+    from stethoscope import MonitorConfig
+
+    _train(tmp_path, ("nan", 97), detect=False)
+    assert _findings(tmp_path) == []
+    with pytest.raises(ValueError, match="detect must be True, False or a DetectConfig"):
+        MonitorConfig(detect={"spike_sigma": 3.0})
+    with pytest.raises(ValueError, match="detect must be True, False or a DetectConfig"):
+        Monitor(tmp_path / "other", detect=MonitorConfig())  # a dataclass, but not the detectors' config

@@ -275,3 +275,110 @@ def test_host_read_counter_sees_the_per_parameter_callback():
     with count_host_reads() as reads:
         norms = [p.grad.norm().item() for p in model.parameters()]
     assert reads.count == len(norms) == 4
+
+
+def _train_steps(mon, model, opt, steps):
+    for i in steps:
+        loss = _loss(model, i)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        mon.step(i, loss=loss)
+
+
+def test_run_dir_deleted_under_a_live_run_is_logged_and_counted_never_raised(tmp_path, caplog):
+    import shutil
+
+    run = tmp_path / "run"
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    mon = Monitor(run, model=model, optimizer=opt, flush_interval=0.1, log_every=5)
+    _train_steps(mon, model, opt, range(10))
+    assert mon.flush()
+    shutil.rmtree(run)
+    _train_steps(mon, model, opt, range(10, 30))  # the loop goes on; nothing here may raise
+    mon.flush()
+    with caplog.at_level("WARNING", logger="stethoscope"):
+        mon.close()
+    assert mon.steps == 30 and mon.last_step == 29
+    assert mon.internal_errors >= 1
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("run.json" in m and "run directory is gone" in m for m in warned), warned
+    assert not (run / "run.json.tmp").exists() and not run.exists()  # nothing half-written, no dir re-made
+    mon.close()  # still idempotent
+
+
+def test_run_dir_deleted_raises_only_when_strict(tmp_path):
+    import shutil
+
+    mon = Monitor(tmp_path / "run", strict=True)
+    mon.step(0, loss=1.0)
+    shutil.rmtree(tmp_path / "run")
+    with pytest.raises(InternalError, match="run.json"):
+        mon.close()
+
+
+def test_atexit_with_the_run_dir_deleted_exits_cleanly(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    script = (
+        "import shutil, sys, torch\n"
+        "from stethoscope import Monitor\n"
+        "model = torch.nn.Linear(4, 1)\n"
+        "mon = Monitor(sys.argv[1], model=model, flush_interval=0.1)\n"
+        "for i in range(20):\n"
+        "    mon.step(i, loss=model(torch.ones(2, 4)).pow(2).mean())\n"
+        "shutil.rmtree(sys.argv[1])\n"
+        "print('trained')\n"  # no close(): the atexit path closes the run
+    )
+    res = subprocess.run([sys.executable, "-c", script, str(tmp_path / "run")], capture_output=True, text=True,
+                         timeout=120, cwd=REPO, env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "trained"
+    assert "run directory is gone" in res.stderr and "internal_errors" in res.stderr
+
+
+def test_full_disk_is_counted_and_recording_resumes_when_space_returns(tmp_path, caplog):
+    from stethoscope.store.db import RunStore, rank_path
+    from stethoscope.testing import FullDisk
+
+    disk = FullDisk(RunStore(rank_path(tmp_path, 0)))
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    mon = Monitor(tmp_path, model=model, optimizer=opt, store=disk, flush_interval=0.1, log_every=5)
+    _train_steps(mon, model, opt, range(10))
+    assert mon.flush()
+    disk.full = True
+    with caplog.at_level("WARNING", logger="stethoscope"):
+        _train_steps(mon, model, opt, range(10, 20))
+        mon.flush()
+    assert disk.refused >= 1 and mon.internal_errors >= 1
+    assert any("writer failed" in r.getMessage() for r in caplog.records)
+    disk.full = False
+    _train_steps(mon, model, opt, range(20, 30))  # step() after the failure keeps working
+    mon.close()
+    with open_run(tmp_path) as r:
+        steps, _ = r.series(R.LOSS)
+        _, counts = r.series(R.INTERNAL_ERRORS)
+        meta = r.meta()
+    assert steps == list(range(10)) + list(range(20, 30))  # what the full disk refused is lost, and counted
+    assert counts[-1] == mon.internal_errors
+    assert meta["status"] == "completed" and int(meta["internal_errors"]) >= 1
+
+
+def test_full_disk_while_closing_never_raises(tmp_path):
+    from stethoscope.store.db import RunStore, rank_path
+    from stethoscope.testing import FullDisk
+
+    disk = FullDisk(RunStore(rank_path(tmp_path, 0)))
+    mon = Monitor(tmp_path, store=disk, flush_interval=0.1)
+    for i in range(5):
+        mon.step(i, loss=float(i))
+    disk.full = True
+    mon.close()
+    assert disk.refused >= 2  # the last points and the end-of-run metadata
+    assert mon.internal_errors >= 2
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "completed"

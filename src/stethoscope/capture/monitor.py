@@ -38,7 +38,8 @@ class Monitor:
     Pass the model and optimizer to capture gradient/parameter norms, LR and data-wait time without
     further code; `tokens_per_step` (this rank's tokens per optimizer step) enables tokens/s and MFU.
     `config` is your training config, stored as run metadata. Options of `MonitorConfig` may be
-    given as keywords (`flush_interval=0.5`, `grad_norms="layers"`, …) or as `settings=`.
+    given as keywords (`flush_interval=0.5`, `grad_norms="layers"`, `detect=DetectConfig(...)`, …) or
+    as `settings=`. `store` replaces the rank's SQLite store (a fake from `stethoscope.testing`).
     """
 
     def __init__(self, run_dir: str | os.PathLike[str], model: Any = None, optimizer: Any = None, *,
@@ -47,7 +48,7 @@ class Monitor:
                  max_grad_norm: float | None = None, peak_flops: float | None = None,
                  rank: int | None = None, world_size: int | None = None,
                  settings: MonitorConfig | None = None, device_memory: DeviceMemory | None = None,
-                 **options: Any) -> None:
+                 store: RunStore | None = None, **options: Any) -> None:
         self.settings = settings or MonitorConfig(**options)
         self.run_dir = Path(run_dir)
         self.control = Control()
@@ -69,12 +70,14 @@ class Monitor:
         self.last_step: int | None = None
         self.steps = 0
 
-        store = RunStore(rank_path(self.run_dir, self.rank))
+        detection = self._live_detection()  # before the writer starts: a bad config leaves no thread behind
+        store = store if store is not None else RunStore(rank_path(self.run_dir, self.rank))
         self._recorder = Recorder(store, self.settings.flush_interval, self.settings.max_queue, self.settings.strict)
         self._info = start_info(self.rank, self.world_size, config)
         self._recorder.call("set_meta", self._info)
         self._write_run_json()
-        self._attach_detectors()
+        if detection is not None:
+            self._recorder.observers.append(detection)
         self._host = HostStats()
         self._gc = GcPauses()
         self._device_memory = device_memory if device_memory is not None else default_device_memory()
@@ -95,14 +98,19 @@ class Monitor:
         return GradStats(optimizer, names, s.grad_norms, s.layers_every, s.details_every,
                          int(s.update_ratio_max_mib * (1 << 20)))
 
-    def _attach_detectors(self) -> None:
-        if not self.settings.detect:
-            return
+    def _live_detection(self) -> Any:
+        detect = self.settings.detect
+        if detect is False:
+            return None
         try:
             from stethoscope.detect.live import LiveDetection
+            from stethoscope.detect.registry import DetectConfig, DetectorSet
         except ImportError:  # detectors not installed in this build
-            return
-        self._recorder.observers.append(LiveDetection())
+            return None
+        config = DetectConfig() if detect is True else detect
+        if not isinstance(config, DetectConfig):  # MonitorConfig cannot import it: checked here
+            raise ValueError(f"detect must be True, False or a DetectConfig, got {detect!r}")
+        return LiveDetection(DetectorSet(config=config))
 
     def _on_forward(self, *_: Any) -> None:
         if self._compute_start is None:
@@ -145,8 +153,13 @@ class Monitor:
             self._fail(exc)
         return self._recorder.flush(timeout)
 
+    @property
+    def internal_errors(self) -> int:
+        """Failures inside stethoscope so far (training thread and writer), as in `stethoscope/internal_errors`."""
+        return self.errors + self._recorder.errors
+
     def close(self, status: str = "completed") -> None:
-        """Flush, stamp the end of the run and stop the writer. Idempotent."""
+        """Flush, stamp the end of the run and stop the writer. Idempotent; never raises (unless strict)."""
         if getattr(self, "_closed", True):
             return
         self._closed = True
@@ -154,14 +167,15 @@ class Monitor:
         try:
             self._flush_pending()
             self._info.update(status=status, end_time=time.time(), steps=self.steps, last_step=self.last_step,
-                              dropped_points=self._recorder.queue.dropped, internal_errors=self.errors)
+                              dropped_points=self._recorder.queue.dropped, internal_errors=self.internal_errors)
             self._recorder.call("set_meta", {k: self._info[k] for k in
                                              ("status", "end_time", "steps", "last_step", "dropped_points",
                                               "internal_errors")})
             self._write_run_json()
+        except Exception as exc:  # noqa: BLE001 - never crash the run, not even on its way out
+            self._fail(exc, "closing the run")
         finally:
-            self._detach()
-            self._recorder.close()
+            self._finish()
 
     def __enter__(self) -> Monitor:
         return self
@@ -273,25 +287,40 @@ class Monitor:
             return
         path = self.run_dir / RUN_META_FILE
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(R.json_safe(self._info), indent=1, default=str))
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(R.json_safe(self._info), indent=1, default=str))
+            os.replace(tmp, path)
+        except OSError as exc:  # a full disk, or the run directory deleted under the live run
+            gone = " (the run directory is gone: deleted while the run was live?)" if not self.run_dir.is_dir() else ""
+            self._fail(exc, f"writing {path}{gone}", always_log=True)  # at most twice a run
 
-    def _detach(self) -> None:
-        for obj in (self._grads, self._gc):
-            if obj is not None:
-                obj.remove()
-        if self._forward_hook is not None:
-            self._forward_hook.remove()
+    def _finish(self) -> None:
+        """Remove the hooks and stop the writer; each part runs even when an earlier one failed."""
+        try:
+            for obj in (self._grads, self._gc):
+                if obj is not None:
+                    obj.remove()
+            if self._forward_hook is not None:
+                self._forward_hook.remove()
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc, "removing the hooks")
+        finally:
+            self._recorder.close()
 
-    def _fail(self, exc: Exception) -> None:
+    def _fail(self, exc: Exception, what: str = "recording a step", always_log: bool = False) -> None:
         self.errors += 1
-        if self.errors == 1:
-            log.exception("stethoscope failed inside the training loop (further failures are only counted)")
+        self._recorder.other_errors = self.errors  # the writer reports the total as stethoscope/internal_errors
+        if self.errors == 1 or always_log:
+            log.warning("stethoscope failed %s: %s; the run goes on (further failures are only counted, in "
+                        "stethoscope/internal_errors)", what, exc, exc_info=exc if self.errors == 1 else None)
         if self.settings.strict:
-            raise InternalError(f"stethoscope failed: {exc!r}") from exc
+            raise InternalError(f"stethoscope failed {what}: {exc!r}") from exc
 
     def _atexit(self) -> None:
-        self.close("interpreter exit")
+        try:
+            self.close("interpreter exit")
+        except Exception:  # noqa: BLE001 - strict re-raised; a traceback at exit helps no one
+            log.warning("stethoscope failed closing the run at interpreter exit", exc_info=True)
 
 
 def _is_tensor(v: Any) -> bool:

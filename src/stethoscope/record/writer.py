@@ -53,10 +53,13 @@ class Recorder:
         self.queue = BoundedQueue(max_queue)
         self.observers: list[Observer] = []
         self.errors = 0
+        self.other_errors = 0
+        """Failures counted by the owner on its own thread (the Monitor's); reported in the same metric."""
         self.written = 0
         self._last_step = 0
         self._reported_drops = 0
         self._reported_errors = 0
+        self._report_failed = False
         self._failure: BaseException | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="stethoscope-writer", daemon=True)
@@ -91,7 +94,7 @@ class Recorder:
         self._closed = True
         self.queue.put_control(_Flush(threading.Event()))
         self._thread.join(timeout)
-        self.store.close()
+        self._guard(self.store.close)
         self._raise_if_strict()
 
     # -- writer-thread side --------------------------------------------------------------------
@@ -144,15 +147,25 @@ class Recorder:
             self._guard(self.store.write_findings, findings, time.time())
 
     def _report_drops(self) -> None:
+        dropped, errors = self.queue.dropped, self.errors + self.other_errors
         extra = {}
-        if self.queue.dropped != self._reported_drops:
-            self._reported_drops = self.queue.dropped
-            extra[QUEUE_DROPS] = float(self.queue.dropped)
-        if self.errors != self._reported_errors:
-            self._reported_errors = self.errors
-            extra[INTERNAL_ERRORS] = float(self.errors)
-        if extra:
-            self._guard(self.store.write_points, [(k, self._last_step, v, time.time()) for k, v in extra.items()])
+        if dropped != self._reported_drops:
+            extra[QUEUE_DROPS] = float(dropped)
+        if errors != self._reported_errors:
+            extra[INTERNAL_ERRORS] = float(errors)
+        if not extra:
+            return
+        rows = [(k, self._last_step, v, time.time()) for k, v in extra.items()]
+        if self._report_failed:  # a full disk: retry each cycle, but count the failure once, not every 0.5 s
+            try:
+                self.store.write_points(rows)
+            except Exception:  # noqa: BLE001 - already counted
+                return
+        elif not self._guard(self.store.write_points, rows):
+            self._report_failed = True
+            return
+        self._report_failed = False
+        self._reported_drops, self._reported_errors = dropped, errors
 
     def _guard(self, fn: Any, *args: Any) -> bool:
         return self._guard_value(fn, *args) is not _FAILED
