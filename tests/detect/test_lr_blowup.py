@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from stethoscope.detect.registry import DetectorSet, merge_findings
-from stethoscope.diagnose.links import link_causes
+from stethoscope.findings.links import link_causes
 from stethoscope.records import LOSS, LR, UPDATE_RATIO, StepRecord
 
 

@@ -12,7 +12,7 @@ from stethoscope.cli import render
 from stethoscope.config import env_runs_dir
 from stethoscope.errors import NotARunError, UsageError
 from stethoscope.cli.findings_view import print_findings
-from stethoscope.records import SEVERITIES, Finding, severity_rank
+from stethoscope.records import SEVERITIES, Finding
 from stethoscope.store.query import RunReader, is_run, open_run
 from stethoscope.store.summary import summarize
 
@@ -69,10 +69,9 @@ def show_run(run: str, as_json: bool) -> None:
 
 def live_findings(reader: RunReader) -> list[Finding]:
     """The findings the live detectors recorded, follow-ups merged, most severe first."""
-    from stethoscope.detect.registry import merge_findings
     from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
     from stethoscope.diagnose.knowledge import advise
-    from stethoscope.diagnose.links import link_causes
+    from stethoscope.findings.pipeline import finalise, ranked
 
     _, rows = reader.query("SELECT data FROM findings WHERE data IS NOT NULL ORDER BY id")
     found = []
@@ -81,12 +80,9 @@ def live_findings(reader: RunReader) -> list[Finding]:
             found.append(Finding.from_dict(json.loads(data)))
         except (ValueError, TypeError, KeyError):
             continue  # an event that is not a finding (written by a later version, say)
-    # withdrawn claims and transient slowdowns were live-only news, as in `diagnose`
-    merged = [f for f in merge_findings(found) if not f.evidence.get("withdrawn") and not f.evidence.get("transient")]
-    link_causes(merged)
-    attach_batch_ids(merged, store_lookup(reader.query, reader.ranks[0]))
-    merged = [advise(f) for f in merged]
-    return sorted(merged, key=lambda f: (-severity_rank(f.severity), f.step if f.step is not None else -1))
+    findings = finalise(found)  # the same pipeline as `diagnose`
+    attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0]))  # before advice: it names a bad batch
+    return ranked([advise(f) for f in findings])
 
 
 def with_counts(summary: dict[str, Any], findings: list[Finding]) -> dict[str, Any]:

@@ -26,8 +26,8 @@ from stethoscope.detect.spike import SpikeDetector
 from stethoscope.detect.throughput import ThroughputDetector
 from stethoscope.detect.trend import TrendDetector
 from stethoscope.errors import InternalError
-from stethoscope.findings.catalogue import ESCALATIONS
-from stethoscope.findings.incidents import IncidentBook, finding_key
+from stethoscope.findings.incidents import IncidentBook
+from stethoscope.findings.pipeline import merge_findings
 from stethoscope.records import Finding, StepRecord
 
 __all__ = ["DetectConfig", "DetectorSet", "default_detectors", "merge_findings"]
@@ -106,16 +106,3 @@ class DetectorSet:
             if d.name in saved:
                 d.load_state_dict(saved[d.name])
         self.incidents.load_state_dict(state.get("incidents", {}))
-
-
-def merge_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """Apply the supersede rule: the last finding per key wins, in the order keys first appeared;
-    an escalation replaces the finding it escalated (same source and step)."""
-    merged: dict[str, Finding] = {}
-    for f in findings:
-        merged[finding_key(f)] = f
-    for f in list(merged.values()):
-        lower = ESCALATIONS.get(f.type)
-        if lower is not None:
-            merged.pop(f"{f.source}|{lower}|{f.step}", None)
-    return list(merged.values())

@@ -25,19 +25,17 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.registry import DetectorSet, merge_findings
 from stethoscope.diagnose.curves import classify_run
 from stethoscope.diagnose.knowledge import advise
-from stethoscope.diagnose.links import link_causes
+from stethoscope.findings.pipeline import finalise
 from stethoscope.importers.base import Columns, ImportedRun, LogLine
 from stethoscope.importers.table import gc_paused
 from stethoscope.records import (
     EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, NAN_ITERS, STEP_TIME, Finding, Point, StepRecord, json_safe,
-    severity_rank,
 )
 
 _DENSE_LIMIT = 50_000  # steps replayed one by one; above it, decimate + patches
 _SAMPLE_TARGET = 8_000  # decimated steps in a big log
 _PATCH_BEFORE, _PATCH_AFTER = 40, 60  # dense steps around each unusual one
 _MAX_PATCHES = 400
-_BLIP_EXAMPLES = 20
 _HANG_MIN_S = 1800.0  # silence after the last step that counts as a hang, at least...
 _HANG_STEP_FACTOR = 10.0  # ...and this many step times
 _FINDING_KEYS = ("type", "severity", "step", "end_step", "message", "evidence", "causes", "fixes", "symptoms")
@@ -325,33 +323,9 @@ def _replay(records: Iterable[StepRecord], cfg: DetectConfig) -> list[Finding]:
 
 
 def _finalise(findings: list[Finding], context: dict[str, Any]) -> list[Finding]:
-    # withdrawn claims and transient slowdowns (counted in the periodic_stall finding) were live-only news
-    findings = [f for f in _fold_blips(findings)
-                if not f.evidence.get("withdrawn") and not f.evidence.get("transient")]
-    if context.get("ga_factor"):
-        findings = [f for f in findings if f.type not in ("underfitting", "plateau")]
-    link_causes(findings)
-    for f in findings:
-        advise(f, context)
-    findings.sort(key=lambda f: (-severity_rank(f.severity), f.step if f.step is not None else math.inf))
-    return findings
-
-
-def _fold_blips(findings: list[Finding]) -> list[Finding]:
-    """Known non-problem: one-step grad-norm blips that recovered. Many become one info finding."""
-    blips = [f for f in findings if f.type == "grad_spike" and f.evidence.get("recovered") is True
-             and f.end_step is not None and f.step is not None and f.evidence.get("records", 1) <= 2]
-    if len(blips) < 2:
-        return findings
-    rest = [f for f in findings if not any(f is b for b in blips)]
-    worst = max(blips, key=lambda f: f.evidence.get("ratio", 0.0))
-    steps = sorted(b.step for b in blips)  # type: ignore[type-var]
-    msg = (f"{len(blips)} one-step grad-norm blips that recovered at once (the largest x{worst.evidence['ratio']:.3g} "
-           f"at step {worst.step}); harmless while the loss does not follow")
-    ev = {"blips": len(blips), "largest_ratio": worst.evidence.get("ratio"), "largest_step": worst.step,
-          "steps": steps[:_BLIP_EXAMPLES], "non_problem": "grad_blips"}
-    rest.append(Finding("grad_spike", "info", worst.step, msg, end_step=worst.end_step, evidence=ev, source="spike"))
-    return rest
+    ga = bool(context.get("ga_factor"))  # the train loss is inflated x grad-accumulation: no verdict on its level
+    return finalise(findings, advise=lambda f: advise(f, context),
+                    keep=lambda f: not (ga and f.type in ("underfitting", "plateau")))
 
 
 def _ga_artifact(table: _Table, context: dict[str, Any]) -> list[Finding]:

@@ -1,0 +1,71 @@
+"""The one findings pipeline: what the detectors said, settled into what a person reads.
+
+Live detection (`stethoscope show` reads what the Monitor recorded), `diagnose` on any log, the report
+and, later, alerts all go through `finalise`: follow-ups merged (the last word per finding wins,
+escalations replace what they escalated), withdrawn claims and transient slowdowns dropped (they were
+live-only news), one-step grad-norm blips folded into one note, causes linked across findings (an
+instability right after an LR jump names it), advice applied, most severe first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+from stethoscope.findings.catalogue import ESCALATIONS
+from stethoscope.findings.incidents import finding_key
+from stethoscope.findings.links import link_causes
+from stethoscope.records import Finding, severity_rank
+
+_BLIP_EXAMPLES = 20
+
+
+def merge_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Apply the supersede rule: the last finding per key wins, in the order keys first appeared;
+    an escalation replaces the finding it escalated (same source and step)."""
+    merged: dict[str, Finding] = {}
+    for f in findings:
+        merged[finding_key(f)] = f
+    for f in list(merged.values()):
+        lower = ESCALATIONS.get(f.type)
+        if lower is not None:
+            merged.pop(f"{f.source}|{lower}|{f.step}", None)
+    return list(merged.values())
+
+
+def settle(found: Iterable[Finding]) -> list[Finding]:
+    """Follow-ups merged, withdrawn and transient findings dropped, grad-norm blips folded."""
+    merged = [f for f in merge_findings(found) if not f.evidence.get("withdrawn") and not f.evidence.get("transient")]
+    return fold_blips(merged)
+
+
+def finalise(found: Iterable[Finding], advise: Callable[[Finding], Finding] | None = None,
+             keep: Callable[[Finding], bool] | None = None) -> list[Finding]:
+    """`settle`, then drop what `keep` rejects, link causes, `advise` each finding, rank them."""
+    findings = [f for f in settle(found) if keep is None or keep(f)]
+    link_causes(findings)
+    if advise is not None:
+        findings = [advise(f) for f in findings]
+    return ranked(findings)
+
+
+def ranked(findings: list[Finding]) -> list[Finding]:
+    """Most severe first, then by step (findings without a step last)."""
+    return sorted(findings, key=lambda f: (-severity_rank(f.severity), f.step if f.step is not None else math.inf))
+
+
+def fold_blips(findings: list[Finding]) -> list[Finding]:
+    """Known non-problem: one-step grad-norm blips that recovered. Many become one info finding."""
+    blips = [f for f in findings if f.type == "grad_spike" and f.evidence.get("recovered") is True
+             and f.end_step is not None and f.step is not None and f.evidence.get("records", 1) <= 2]
+    if len(blips) < 2:
+        return findings
+    rest = [f for f in findings if not any(f is b for b in blips)]
+    worst = max(blips, key=lambda f: f.evidence.get("ratio", 0.0))
+    steps = sorted(b.step for b in blips)  # type: ignore[type-var]
+    msg = (f"{len(blips)} one-step grad-norm blips that recovered at once (the largest x{worst.evidence['ratio']:.3g} "
+           f"at step {worst.step}); harmless while the loss does not follow")
+    ev = {"blips": len(blips), "largest_ratio": worst.evidence.get("ratio"), "largest_step": worst.step,
+          "steps": steps[:_BLIP_EXAMPLES], "non_problem": "grad_blips"}
+    rest.append(Finding("grad_spike", "info", worst.step, msg, end_step=worst.end_step, evidence=ev, source="spike"))
+    return rest
