@@ -159,8 +159,10 @@ class ThroughputDetector:
                     s["slow"] = []
                 return out
             if len(slow) >= self._streak_needed():
+                base = sorted(self.window.values())
                 s["drop"] = {"start": slow[0][0], "level": level, "values": [x[1] for x in slow],
-                             "last_step": step, "peak": max(x[1] for x in slow)}
+                             "last_step": step, "peak": max(x[1] for x in slow),
+                             "p90": _quantile(base, 0.9), "spread": _quantile(base, 0.9) / level - 1}
                 s["slow"] = []
                 out.append(self._drop_finding(s["drop"]))
             return out
@@ -213,7 +215,7 @@ class ThroughputDetector:
             if d["records"] < _PERSISTENT_RECORDS or cheap:  # a passing slowdown: a stall, counted with the dips
                 f.severity = "info"
                 f.evidence["transient"] = True  # counted as a stall in the periodic_stall finding
-                f.message = f.message.replace(" and staying there", "") + f" for {d['records']} records"
+                f.message = f.message.replace(" and staying there", "")
                 out.extend(self._on_dip([d["start"], d["level"] + excess, d["level"], []]))
             f.message += f"; back to normal at step {step}"
             return out
@@ -268,13 +270,29 @@ class ThroughputDetector:
 
     # -- findings ---------------------------------------------------------------------------------
     def _drop_finding(self, d: dict[str, Any]) -> Finding:
-        now = sum(d["values"]) / len(d["values"])
-        rel = now / d["level"] - 1
-        what = "step time" if self._s["series"] == STEP_TIME else f"{self._s['series']} (inverted)"
-        msg = (f"throughput dropped from step {d['start']}: {what} up {rel:.1%} ({d['level']:.4g} -> {now:.4g}) "
-               "and staying there")
-        ev = {"series": self._s["series"], "level": d["level"], "slow_level": now, "slowdown": rel}
-        sev = "info" if self._seconds(now - d["level"]) < _MIN_SLOWDOWN_S else "warning"  # microseconds: no one cares
+        """Quoted in the series' own unit (seconds per step, or the rate as logged); a warning only when the
+        slow level stands out against the run's own dispersion (above its usual 90th percentile)."""
+        slow = _median(d["values"])
+        rel = slow / d["level"] - 1
+        name = self._s["series"]
+        spread = d.get("spread", 0.0)
+        duration = d["last_step"] - d["start"]
+        if name == STEP_TIME:
+            scale = self._s.get("batch") or 1.0
+            before, after = d["level"] * scale, slow * scale
+            what = f"step time up {rel:.0%} ({_fmt(before)} -> {_fmt(after)} s)"
+        else:  # a rate, watched inverted: quote the rate itself
+            before, after = 1.0 / d["level"], 1.0 / slow
+            what = f"{name} down {1 - after / before:.0%} ({_fmt(before)} -> {_fmt(after)})"
+        msg = (f"throughput dropped from step {d['start']}: {what}, against a usual spread of +{spread:.0%} "
+               f"(90th percentile), for {duration} steps and staying there")
+        ev = {"series": name, "level": before, "slow_level": after, "slowdown": rel, "typical_spread": spread,
+              "duration_steps": duration, "records": d.get("records", len(d["values"]))}
+        tiny = self._seconds(slow - d["level"]) < _MIN_SLOWDOWN_S  # microseconds: no one cares
+        usual = slow <= d.get("p90", 0.0)  # inside the run's own jitter: noted, not a warning
+        if usual:
+            msg += "; within this run's usual step-to-step spread"
+        sev = "info" if tiny or usual else "warning"
         return Finding("throughput_drop", sev, d["start"], msg, evidence=ev, source=self.name)
 
     def _dip_finding(self, d: dict[str, Any]) -> Finding:
@@ -343,6 +361,20 @@ def _regular_start(items: list[list[Any]]) -> int | None:
         if len(on_grid) >= 3 and len(on_grid) >= 0.6 * len(later):
             return start
     return None
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return math.nan
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def _median(values: list[float]) -> float:
+    return _quantile(sorted(values), 0.5)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
 
 
 def _median_last(window: Window, n: int) -> float:

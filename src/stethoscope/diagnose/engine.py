@@ -25,7 +25,8 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.registry import DetectorSet, merge_findings
 from stethoscope.diagnose.curves import classify_run
 from stethoscope.diagnose.knowledge import advise
-from stethoscope.findings.pipeline import finalise
+from stethoscope.diagnose import verdicts
+from stethoscope.findings.pipeline import finalise, settle
 from stethoscope.importers.base import Columns, ImportedRun, LogLine
 from stethoscope.importers.table import gc_paused
 from stethoscope.records import (
@@ -76,11 +77,16 @@ def _diagnose(imported: ImportedRun, config: DetectConfig | None) -> Diagnosis:
     findings = _replay(records, cfg)
     context["since"] = max((f.step for f in findings if f.evidence.get("reset") and f.step is not None), default=None)
     findings += _ga_artifact(table, context)
-    findings += _curve_findings(table, cfg, context)
-    findings += _log_findings(imported.lines, table)
-    findings = _finalise(findings, context)
     classification = _classification(table, cfg, context)
-    return Diagnosis(imported.path, imported.format, table.n_steps, findings, classification)
+    findings = settle(findings + _log_findings(imported.lines, table))
+    if not context.get("ga_factor"):
+        verdict = verdicts.underfitting(findings, table.series(LOSS)[0], classification)
+        findings += verdict or _curve_findings(classification)
+    findings = _finalise(findings, context)
+    fine = verdicts.healthy(findings, {"loss": table.series(LOSS), "eval": table.series(EVAL_LOSS),
+                                       "grad_norm": table.series(GRAD_NORM)})
+    return Diagnosis(imported.path, imported.format, table.n_steps, findings + ([fine] if fine else []),
+                     classification)
 
 
 def diagnose_records(records: Iterable[StepRecord], meta: dict[str, Any] | None = None,
@@ -365,10 +371,10 @@ def _classification(table: _Table, cfg: DetectConfig, context: dict[str, Any]) -
     return classify_run(ts, tv, es if ev.size else None, ev if ev.size else None, cfg.vocab_size)
 
 
-def _curve_findings(table: _Table, cfg: DetectConfig, context: dict[str, Any]) -> list[Finding]:
+def _curve_findings(classification: dict[str, Any]) -> list[Finding]:
     """The curve shape no streaming detector reports: still improving at the end (train longer)."""
-    c = _classification(table, cfg, context)["train"]
-    if c["label"] == "underfitting" and not context.get("ga_factor"):
+    c = classification["train"]
+    if c["label"] == "underfitting":
         return [Finding("underfitting", "info", None, c["detail"], evidence=c["evidence"], source="curves")]
     return []
 

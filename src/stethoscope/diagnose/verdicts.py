@@ -1,0 +1,85 @@
+"""Run-level verdicts: what the whole run amounts to, beyond what happened at a step.
+
+* `underfitting` (warning): the loss stayed flat and high from the start (the streaming plateau
+  opened at the first logged step and never closed, or the whole curve classifies as
+  `plateau_high`). The plateau becomes the verdict's symptom: one incident, not two warnings.
+* `healthy` (info): nothing at warning or above, said with the run's own numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from stethoscope.records import Finding, severity_rank
+
+_START_RECORDS = 2  # a plateau that opens within this many logged steps of the first one starts "from the start"
+
+
+def underfitting(findings: list[Finding], loss_steps: np.ndarray, classification: dict[str, Any]) -> list[Finding]:
+    """An `underfitting` verdict owning the plateau that held from the first step (in place: the plateau
+    is withdrawn from `findings`); nothing when the run learned."""
+    if loss_steps.size < 3:
+        return []
+    first, last = int(loss_steps[0]), int(loss_steps[-1])
+    gap = int(np.median(np.diff(loss_steps))) if loss_steps.size > 1 else 1
+    plateau = next((f for f in findings if f.type == "plateau" and f.step is not None and not f.evidence.get("lr_zero")
+                    and f.step <= first + _START_RECORDS * gap and f.severity != "info"), None)
+    train = classification.get("train") or {}
+    if plateau is None and train.get("label") != "plateau_high":
+        return []
+    if plateau is not None:
+        ev = dict(plateau.evidence)
+        start, level = ev.get("start_level"), ev.get("level")
+        what = f"{start:.4g} -> {level:.4g} over {last - first} steps" if _num(start) and _num(level) else ""
+        findings.remove(plateau)
+        symptoms = [{"type": "plateau", "step": plateau.step}]
+        step = plateau.step
+    else:
+        ev = dict(train.get("evidence") or {})
+        what = str(train.get("detail", ""))
+        symptoms, step = [], first
+    msg = f"the loss never came down from where it started ({what}); the model is not learning"
+    if ev.get("ln_vocab") and _num(ev.get("level")):
+        msg += f"; it sits at {ev['level'] / ev['ln_vocab']:.0%} of ln(vocab), a uniform guess"
+    f = Finding("underfitting", "warning", step, msg, end_step=last, evidence={**ev, "verdict": True},
+                source="verdicts", symptoms=symptoms)
+    if plateau is not None:
+        f.causes = list(plateau.causes)
+    return [f]
+
+
+def healthy(findings: list[Finding], series: dict[str, tuple[np.ndarray, np.ndarray]]) -> Finding | None:
+    """A clean bill of health with the run's numbers, when nothing at warning or above was found."""
+    if any(severity_rank(f.severity) >= 1 for f in findings):
+        return None
+    steps, loss = series.get("loss", (np.zeros(0), np.zeros(0)))
+    ok = np.isfinite(loss)
+    if np.count_nonzero(ok) < 3:
+        return None
+    steps, loss = steps[ok], loss[ok]
+    k = max(1, min(10, loss.size // 10))
+    start, end = float(np.median(loss[:k])), float(np.median(loss[-k:]))
+    ev: dict[str, Any] = {"verdict": True, "steps": int(steps[-1] - steps[0]), "loss_start": start, "loss_end": end,
+                          "loss_min": float(loss.min()), "loss_min_step": int(steps[int(np.argmin(loss))])}
+    parts = [f"loss {start:.4g} -> {end:.4g} over {ev['steps']} steps (best {ev['loss_min']:.4g} at step "
+             f"{ev['loss_min_step']})"]
+    es, ev_loss = series.get("eval", (np.zeros(0), np.zeros(0)))
+    fin = np.isfinite(ev_loss)
+    if np.count_nonzero(fin):
+        i = int(np.argmin(np.where(fin, ev_loss, np.inf)))
+        ev.update(eval_best=float(ev_loss[i]), eval_best_step=int(es[i]), eval_last=float(ev_loss[fin][-1]))
+        parts.append(f"eval loss best {ev['eval_best']:.4g} at step {ev['eval_best_step']}")
+    gs, gn = series.get("grad_norm", (np.zeros(0), np.zeros(0)))
+    gn = gn[np.isfinite(gn)]
+    if gn.size:
+        ev.update(grad_norm_median=float(np.median(gn)), grad_norm_max=float(gn.max()))
+        parts.append(f"grad norm median {ev['grad_norm_median']:.3g} (max {ev['grad_norm_max']:.3g})")
+    msg = "healthy: " + "; ".join(parts) + "; no instability, stall or leak at warning level"
+    return Finding("healthy", "info", int(steps[-1]), msg, evidence=ev, source="verdicts")
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
