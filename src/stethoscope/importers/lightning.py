@@ -2,8 +2,9 @@
 
 CSVLogger writes one wide, sparse table: a row per logging call, empty cells for the metrics that
 call did not log. `x_step` columns are the per-step values (named `x`), `x_epoch` columns the epoch
-aggregates (kept as `x_epoch`); `lr-AdamW[/pgN]` is the LearningRateMonitor. Steps are the `step`
-column (Lightning's global step, from 0).
+aggregates (kept as `x_epoch`); `lr-AdamW[/pgN]` is the LearningRateMonitor; a unit in a column name
+is converted (`step_time_ms` → `perf/step_time_s` in seconds). Steps are the `step` column
+(Lightning's global step, from 0).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
-from stethoscope.importers.names import EPOCH, metric_name
+from stethoscope.importers.names import EPOCH, FileNames, metric_name, scaled_row
 from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
 
@@ -55,7 +56,8 @@ class LightningCSVImporter:
 def _read_rows(path: Path, header: list[str], rows: Any) -> tuple[PointTable, list[str]]:
     table = PointTable()
     step_at = header.index("step")
-    columns = [(i, column_name(c)) for i, c in enumerate(header) if i != step_at]
+    names = FileNames()
+    columns = [(i, names(_per_step(c)).name) for i, c in enumerate(header) if i != step_at]
     warnings: list[str] = []
     last_epoch: tuple[int, float] | None = None
     for line, row in enumerate(rows, 2):
@@ -69,15 +71,18 @@ def _read_rows(path: Path, header: list[str], rows: Any) -> tuple[PointTable, li
         if epoch is not None and (step, epoch) == last_epoch:
             del values[EPOCH]  # Lightning repeats the epoch on every row of a step
         last_epoch = (step, epoch) if epoch is not None else last_epoch
-        table.add_values(line, step, None, values)
+        if values:
+            table.add_row(line, step, None, *scaled_row(values, names.scales))
     return table, warnings
 
 
 def column_name(column: str) -> str:
     """Our name for a CSVLogger column (`train_loss_step` → train/loss, `val_loss` → eval/loss …)."""
-    if column.endswith("_step") and column != "_step":
-        column = column[: -len("_step")]
-    return metric_name(column)
+    return metric_name(_per_step(column))
+
+
+def _per_step(column: str) -> str:
+    return column[: -len("_step")] if column.endswith("_step") and column != "_step" else column
 
 
 def _int(cell: str) -> int | None:

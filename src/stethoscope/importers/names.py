@@ -1,6 +1,8 @@
 """Foreign metric names (CSV columns, TensorBoard tags, JSON keys) → the stethoscope vocabulary.
 
-Known spellings map onto `stethoscope.records` names; `train_x`/`x/train` become `train/x`,
+Known spellings map onto `stethoscope.records` names; names with a unit or a quantity in their words
+(`step_ms`, `mem_rss_gb`, `tok/s`, `memory/max_reserved(GiB)`) go through `stethoscope.detect.names`,
+which also gives the factor to our unit (`metric`). `train_x`/`x/train` become `train/x`,
 `val_x`/`eval_x`/`valid_x`/`x/val` become `eval/x`, `test_x`/`predict_x` become `test/x`; anything else keeps
 its own name (surrounding blanks trimmed, inner blanks turned into `_`).
 """
@@ -8,7 +10,11 @@ its own name (surrounding blanks trimmed, inner blanks turned into `_`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 
+from stethoscope.detect.names import Resolved, recognize
+from stethoscope.importers.table import Layout
 from stethoscope.records import (
     EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, PARAM_NORM, SAMPLES_PER_S, STEP_TIME, TFLOPS, TOKENS_PER_S,
 )
@@ -58,15 +64,35 @@ def normalize(raw: str) -> str:
 
 def metric_name(raw: str, namespace: str | None = None) -> str:
     """Our name for the foreign metric `raw`; `namespace` ("train"/"eval"/"test") applies to bare names."""
+    return metric(raw, namespace).name
+
+
+@lru_cache(maxsize=4096)  # importers ask per column, the text importer per key and line
+def metric(raw: str, namespace: str | None = None) -> Resolved:
+    """Our name for the foreign metric `raw` and the factor that converts its values to our unit."""
     key = normalize(raw)
     if namespace and f"{namespace}/{key}" in _ALIASES:
-        return _ALIASES[f"{namespace}/{key}"]
+        return Resolved(_ALIASES[f"{namespace}/{key}"])
     if key in _ALIASES:
-        return _ALIASES[key]
+        return Resolved(_ALIASES[key])
     lr = _LR_MONITOR.match(raw.strip())
     if lr:
-        return lr_group(int(lr.group(1) or 1) - 1)
+        return Resolved(lr_group(int(lr.group(1) or 1) - 1))
     clean = "_".join(raw.split())
+    found = recognize(raw)
+    if found is not None:
+        return _in_namespace(found, namespace) if namespace and "/" not in clean else found
+    return Resolved(_fallback(clean, namespace))
+
+
+def _in_namespace(found: Resolved, namespace: str) -> Resolved:
+    head, leaf = found.name.split("/", 1)
+    if namespace == "train" or head not in ("train", "perf", "memory"):
+        return found
+    return Resolved(f"{namespace}/{leaf}", found.scale)
+
+
+def _fallback(clean: str, namespace: str | None) -> str:
     split = _PREFIX.match(clean) or _SUFFIX.match(clean)
     if split:
         ns, rest = (split.group(1), split.group(2)) if split.re is _PREFIX else (split.group(2), split.group(1))
@@ -80,3 +106,36 @@ def metric_name(raw: str, namespace: str | None = None) -> str:
 def lr_group(index: int) -> str:
     """The LR series of parameter group `index` (0 is the plain `opt/lr`)."""
     return LR if index <= 0 else f"{LR}/group{index}"
+
+
+class FileNames:
+    """The names of one file's columns (or tags, or keys), each resolved once.
+
+    Two spellings of one of our names in different units (`step_time` and `step_ms`) cannot share a
+    series: the later one keeps its own name. `scales` holds the factors that are not 1.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, Resolved] = {}
+        self._units: dict[str, float] = {}
+        self.scales: dict[str, float] = {}
+
+    def __call__(self, raw: str, own: Callable[[str], str | None] | None = None) -> Resolved:
+        """`raw` resolved; `own(raw)`, when given and not None, is the importer's own name for it."""
+        found = self._seen.get(raw)
+        if found is None:
+            known = own(raw) if own else None
+            found = Resolved(known) if known else metric(raw)
+            if self._units.setdefault(found.name, found.scale) != found.scale:
+                found = Resolved("_".join(raw.split()))
+            if found.scale != 1.0:
+                self.scales[found.name] = found.scale
+            self._seen[raw] = found
+        return found
+
+
+def scaled_row(values: Mapping[str, object], scales: Mapping[str, float]) -> tuple[Layout, tuple[object, ...]]:
+    """A PointTable row for {name: raw value}: the layout carries the factors when a name has one."""
+    names = tuple(values)
+    factors = tuple(scales.get(n, 1.0) for n in names) if scales and not scales.keys().isdisjoint(names) else None
+    return Layout(names, factors), tuple(values.values())

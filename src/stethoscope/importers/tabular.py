@@ -4,7 +4,8 @@ CSV: the step is the first of `_step`/`step`/`Step`/`global_step`/`iteration`/`i
 columns, else the row index (from 0, noted in meta); `_timestamp`/`timestamp`/`wall_time` is the time.
 W&B's `_runtime` becomes `perf/elapsed_s`; its panel exports (`run - metric`, `metric__MIN/__MAX`
 columns) keep the metric and leave out the min/max bands. Other numeric columns keep their names
-(mapped onto our vocabulary where we know them); text columns are left out.
+(mapped onto our vocabulary where we know them, values converted when the name gives a unit:
+`step_ms` → `perf/step_time_s` in seconds); text columns are left out.
 JSONL: one object per line, with a step key (as above, or fairseq's `num_updates`); numbers written
 as strings (fairseq) are read as numbers; bare NaN/Infinity are accepted; nested objects flatten
 to `a/b`.
@@ -23,7 +24,7 @@ from typing import Any
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.fairseq import fairseq_name
-from stethoscope.importers.names import metric_name
+from stethoscope.importers.names import FileNames, scaled_row
 from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
 
@@ -98,7 +99,8 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
     step_col, time_col = step_key(header), time_key(header)
     step_at = header.index(step_col) if step_col else None
     time_at = header.index(time_col) if time_col else None
-    columns, skipped = _columns(header, {step_at, time_at})
+    names = FileNames()
+    columns, skipped = _columns(header, {step_at, time_at}, names)
     meta: dict[str, Any] = {"dialect": "wandb" if "_step" in header or "_runtime" in header else "csv",
                             "columns": header}
     if skipped:
@@ -114,11 +116,13 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
                 warnings.append(f"{path}:{line}: no integer step in column {step_col!r}; row left out")
             continue
         when = unix_time(row[time_at]) if time_at is not None and time_at < len(row) else None
-        table.add_values(line, step, when, {name: row[i] for i, name in columns if i < len(row) and row[i].strip()})
+        values = {name: row[i] for i, name in columns if i < len(row) and row[i].strip()}
+        if values:
+            table.add_row(line, step, when, *scaled_row(values, names.scales))
     return table, meta, warnings
 
 
-def _columns(header: list[str], taken: set[int | None]) -> tuple[list[tuple[int, str]], list[str]]:
+def _columns(header: list[str], taken: set[int | None], names: FileNames) -> tuple[list[tuple[int, str]], list[str]]:
     columns: list[tuple[int, str]] = []
     skipped: list[str] = []
     for i, column in enumerate(header):
@@ -128,7 +132,7 @@ def _columns(header: list[str], taken: set[int | None]) -> tuple[list[tuple[int,
             skipped.append(column)
             continue
         wandb = _WANDB_RUN.match(column)
-        columns.append((i, _KNOWN.get(column) or metric_name(wandb.group(1) if wandb else column)))
+        columns.append((i, names(wandb.group(1) if wandb else column, _KNOWN.get).name))
     return columns, skipped
 
 
@@ -173,7 +177,7 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
     table = PointTable()
     warnings: list[str] = []
     meta: dict[str, Any] = {"dialect": "jsonl"}
-    names: dict[str, str] = {}
+    names = FileNames()
     stepless = 0
     for line, text in enumerate(lines, 1):
         if not text.strip():
@@ -193,7 +197,9 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
             meta["dialect"] = "fairseq"
         tkey = time_key(list(flat))
         when = unix_time(flat.pop(tkey)) if tkey else None
-        table.add_values(line, step, when, {_name(names, k, fairseq): v for k, v in flat.items() if _is_value(v)})
+        values = {_name(names, k, fairseq): v for k, v in flat.items() if _is_value(v)}
+        if values:
+            table.add_row(line, step, when, *scaled_row(values, names.scales))
     if stepless:
         warnings.append(f"{path}: {stepless} lines without a step key ({', '.join(STEP_KEYS)}); left out")
     return table, meta, warnings
@@ -218,7 +224,9 @@ def _is_value(value: Any) -> bool:
     return to_float(value) is not None
 
 
-def _name(cache: dict[str, str], key: str, fairseq: bool) -> str:
-    if key not in cache:
-        cache[key] = _KNOWN.get(key) or (fairseq and fairseq_name(key)) or metric_name(key)
-    return cache[key]
+def _name(names: FileNames, key: str, fairseq: bool) -> str:
+    return names(key, _fairseq_name if fairseq else _KNOWN.get).name
+
+
+def _fairseq_name(key: str) -> str | None:
+    return _KNOWN.get(key) or fairseq_name(key)

@@ -4,7 +4,8 @@ Read record by record with tensorboard's own loader: never through `EventAccumul
 which silently keep only 10,000 points per tag. Both scalar kinds are read: `simple_value`
 (tf1, torch's SummaryWriter, tensorboardX) and scalar tensors of the `scalars` plugin (tf2, whose
 plugin metadata comes only with a tag's first event). Tags map onto our names (`train/loss`, `loss`,
-`Loss/train`, Megatron's `lm loss`, `learning-rate` …); Megatron's `… vs samples`/`… vs tokens` tags
+`Loss/train`, Megatron's `lm loss`, `learning-rate`; units in a tag are converted: `mem-reserved-bytes`
+→ `memory/cuda_reserved_gib` in GiB …); Megatron's `… vs samples`/`… vs tokens` tags
 count in samples or tokens, not steps, and are left out. tensorboard is imported only here, when a
 file is read (the `tensorboard` extra).
 """
@@ -16,7 +17,8 @@ from typing import Any
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
-from stethoscope.importers.names import metric_name
+from stethoscope.detect.names import Resolved
+from stethoscope.importers.names import FileNames
 from stethoscope.importers.source import check_file
 from stethoscope.importers.table import PointTable, describe, gc_paused
 
@@ -63,7 +65,8 @@ class _Reader:
         self.consumed = 0
         self.records = 0
         self.plugins: dict[str, str] = {}
-        self.names: dict[str, str | None] = {}
+        self.names: dict[str, Resolved | None] = {}
+        self.resolve = FileNames()
         self.other: dict[str, int] = {}
         self.warnings: list[str] = []
 
@@ -78,9 +81,9 @@ class _Reader:
         for value in event.summary.value:
             number = self._scalar(value)
             if number is not None:
-                name = self._name(value.tag)
-                if name is not None:
-                    self.table.add(self.records, event.step, event.wall_time or None, name, number)
+                found = self._name(value.tag)
+                if found is not None:
+                    self.table.add(self.records, event.step, event.wall_time or None, found.name, number * found.scale)
 
     def _scalar(self, value: Any) -> float | None:
         if value.HasField("metadata") and value.metadata.plugin_data.plugin_name:
@@ -94,9 +97,9 @@ class _Reader:
             return None
         return tensor_scalar(value.tensor)
 
-    def _name(self, tag: str) -> str | None:
+    def _name(self, tag: str) -> Resolved | None:
         if tag not in self.names:
-            self.names[tag] = None if tag.endswith(_OTHER_AXIS) else metric_name(tag)
+            self.names[tag] = None if tag.endswith(_OTHER_AXIS) else self.resolve(tag)
         return self.names[tag]
 
     def result(self) -> ImportedRun:
@@ -106,7 +109,8 @@ class _Reader:
                                  "are a truncated or corrupt record; read up to there")
         columns, rejected = self.table.build_columns()
         self.warnings += describe(rejected, lambda record: f"{self.path}: record {record}")
-        meta: dict[str, Any] = {"tags": {t: n for t, n in self.names.items() if n is not None}, "events": self.records}
+        meta: dict[str, Any] = {"tags": {t: n.name for t, n in self.names.items() if n is not None},
+                                "events": self.records}
         skipped = [t for t, n in self.names.items() if n is None]
         if skipped:
             meta["skipped_tags"] = {t: "counted in samples/tokens, not steps" for t in skipped}

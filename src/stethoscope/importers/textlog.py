@@ -14,7 +14,9 @@ Steps are the log's own counters (nanoGPT/litgpt: the iteration, llm.c main.log 
 from 1). Known non-problems are not turned into points: modded-nanogpt's `step_avg:nanms` (a division
 by zero before timing starts) and nanoGPT's `mfu -100.00%` (not measured yet). A line that is a
 tqdm bar and something else (an NCCL error glued on without a newline) gives both the metrics and
-a log line; `\\r`-separated bar updates are read one by one.
+a log line; `\\r`-separated bar updates are read one by one. A bar's `key=value` fields are named (and
+their units converted) like CSV columns; a step time among them (NeMo's `train_step_timing in s`) wins over
+the bar's own smoothed rate.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.loglines import LineKeeper, parse_timestamp, strip_rank
-from stethoscope.importers.names import EPOCH, metric_name
+from stethoscope.importers.names import EPOCH, metric
 from stethoscope.importers.source import is_text, read_lines
 from stethoscope.importers.table import PointTable, describe, to_float
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR, MFU, STEP_TIME, TOKENS_PER_S
@@ -169,10 +171,10 @@ def _progress(m: re.Match[str], state: _State) -> Parsed:
     for key, text in fields.items():
         if key in ("global_step", "v_num", "step"):
             continue
-        name = "train/loss_smoothed" if key == "loss" and smoothed else metric_name(key)
-        _put(values, name, text)
+        found = metric(key)  # NeMo's `train_step_timing in s=3.13` → perf/step_time_s
+        _put(values, "train/loss_smoothed" if key == "loss" and smoothed else found.name, text, found.scale)
     rate = _RATE.match(m["rate"] or "")
-    if rate:
+    if rate and STEP_TIME not in values:  # a step time in the fields is exact; the bar's rate is smoothed
         number = float(rate.group(1))
         if number > 0:
             values[STEP_TIME] = 1.0 / number if rate.group(2) == "it/s" else number
