@@ -89,10 +89,25 @@ class Incident:
         f.severity = self.worst()
         if shown:
             f.evidence["symptoms"] = len(shown)
-            parts = [f"{s.type.replace('_', ' ')} at {s.step}" for s in shown[:6]]
-            more = f" and {len(shown) - 6} more" if len(shown) > 6 else ""
-            f.message = f"{self.message}; symptoms: {', '.join(parts)}{more}"
+            f.message = f"{self.message}; symptoms: {_summary(shown)}"
         return f
+
+
+def _summary(symptoms: list[Symptom]) -> str:
+    """'loss spike at 602, grad explosion x3 (611-940), nan at 700', one part per type, in order of onset."""
+    by_type: dict[str, list[int | None]] = {}
+    for s in symptoms:
+        by_type.setdefault(s.type, []).append(s.step)
+    parts = []
+    for name, steps in by_type.items():
+        label = name.replace("_", " ")
+        if len(steps) == 1:
+            parts.append(f"{label} at {steps[0]}")
+        else:
+            known = [x for x in steps if x is not None]
+            span = f" ({min(known)}-{max(known)})" if known else ""
+            parts.append(f"{label} x{len(steps)}{span}")
+    return ", ".join(parts)
 
 
 class IncidentBook:
