@@ -131,7 +131,7 @@ def test_series_logged_in_blocks_and_names_with_distinct_identities():
     lr = [Point("".join(["opt/", "lr"]), s, 1e-4) for s in range(6000)]  # equal names, new string objects
     d = diagnose_run(ImportedRun("tb", "tensorboard", loss + lr))
     assert d.steps == 6000
-    from stethoscope.diagnose.engine import _Table
+    from stethoscope.diagnose.table import Table as _Table
 
     table = _Table.from_columns(Columns.of(loss + lr))
     assert table.names == [LOSS, LR] and table.values.shape == (6000, 2)

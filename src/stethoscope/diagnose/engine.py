@@ -4,10 +4,10 @@ apply the field's knowledge, drop known non-problems, and find hangs and crashes
 `diagnose_run(imported)` is what `stethoscope diagnose` calls; `diagnose_records(records, meta)`
 is the same analysis for records already grouped by step (a live run's store).
 
-Big logs: points are pivoted into a step x series matrix with numpy. Up to `_DENSE_LIMIT` steps
-every step is replayed; beyond that the detectors see every k-th step plus every step around
-anything a vectorised screen finds unusual (non-finite values, upward jumps of loss / grad norm /
-step time, loss-scale drops, LR jumps, evals), so a 1M-step log costs ~20k replayed steps.
+The parts: `diagnose.table` (the columnar step x series table and which rows to replay),
+`detect` (the streaming detectors, replayed here as they run live), `findings.pipeline` (merge, fold,
+link, advise, rank: shared with `show`), `diagnose.verdicts` (run-level: underfitting, healthy) and,
+below, the hangs and crashes in the log's text.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,20 +23,25 @@ import numpy as np
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.registry import DetectorSet, merge_findings
+from stethoscope.diagnose import verdicts
 from stethoscope.diagnose.curves import classify_run
 from stethoscope.diagnose.knowledge import advise
-from stethoscope.diagnose import verdicts
+from stethoscope.diagnose.table import Table
 from stethoscope.findings.pipeline import finalise, settle
 from stethoscope.importers.base import Columns, ImportedRun, LogLine
 from stethoscope.importers.table import gc_paused
 from stethoscope.records import (
-    EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, NAN_ITERS, STEP_TIME, Finding, Point, StepRecord, json_safe,
+    EVAL_LOSS,
+    GRAD_NORM,
+    LOSS,
+    LOSS_SCALE,
+    STEP_TIME,
+    Finding,
+    Point,
+    StepRecord,
+    json_safe,
 )
 
-_DENSE_LIMIT = 50_000  # steps replayed one by one; above it, decimate + patches
-_SAMPLE_TARGET = 8_000  # decimated steps in a big log
-_PATCH_BEFORE, _PATCH_AFTER = 40, 60  # dense steps around each unusual one
-_MAX_PATCHES = 400
 _HANG_MIN_S = 1800.0  # silence after the last step that counts as a hang, at least...
 _HANG_STEP_FACTOR = 10.0  # ...and this many step times
 _FINDING_KEYS = ("type", "severity", "step", "end_step", "message", "evidence", "causes", "fixes", "symptoms")
@@ -70,7 +75,7 @@ def diagnose_run(imported: ImportedRun, config: DetectConfig | None = None) -> D
 
 
 def _diagnose(imported: ImportedRun, config: DetectConfig | None) -> Diagnosis:
-    table = _Table.from_columns(imported.columns)
+    table = Table.from_columns(imported.columns)
     cfg = _config(imported.meta, config)
     records = table.records(table.replay_rows(cfg))
     context = _context(table, imported.meta)
@@ -95,199 +100,10 @@ def diagnose_records(records: Iterable[StepRecord], meta: dict[str, Any] | None 
     causes and fixes filled in and known non-problems folded away; ranked like `diagnose_run`."""
     recs = list(records)
     points = [Point(name, r.step, v) for r in recs for name, v in r.values.items()]
-    table = _Table.from_columns(Columns.of(points))
+    table = Table.from_columns(Columns.of(points))
     cfg = _config(meta or {}, config)
     context = _context(table, meta or {})
     return _finalise(_replay(recs, cfg) + _ga_artifact(table, context), context)
-
-
-# -- the step x series table ----------------------------------------------------------------------
-class _Table:
-    """Points pivoted into rows (one per step, in log order with resumes kept apart) x series."""
-
-    def __init__(self, names: list[str], steps: np.ndarray, values: np.ndarray, present: np.ndarray,
-                 last_time: float | None) -> None:
-        self.names = names
-        self.col = {n: i for i, n in enumerate(names)}
-        self.steps = steps
-        self.values = values
-        self.present = present
-        self.last_time = last_time
-        if steps.size and bool(np.all(steps[1:] > steps[:-1])):
-            self.n_steps = int(steps.size)
-        else:
-            self.n_steps = int(np.unique(steps).size) if steps.size else 0
-
-    @classmethod
-    def from_columns(cls, columns: Columns) -> _Table:
-        n = len(columns.names)
-        if n == 0:
-            return cls([], np.zeros(0, np.int64), np.zeros((0, 0)), np.zeros((0, 0), bool), None)
-        names, codes = _name_codes(columns.names)
-        index = {name: i for i, name in enumerate(names)}
-        steps = np.fromiter(columns.steps, dtype=np.int64, count=n)
-        values = np.fromiter(columns.values, dtype=np.float64, count=n)
-        if bool(np.all(steps[1:] >= steps[:-1])):  # the common case: already in step order, no resume
-            order = np.arange(n)
-            seg = np.zeros(n, dtype=np.int64)
-        else:
-            seg = _segments(codes, steps, len(index))
-            order = np.lexsort((steps, seg)) if seg.any() else np.argsort(steps, kind="stable")
-        s_sorted, g_sorted = steps[order], seg[order]
-        new = np.ones(n, dtype=bool)
-        new[1:] = (s_sorted[1:] != s_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
-        row_of = np.cumsum(new) - 1
-        n_rows = int(row_of[-1]) + 1
-        matrix = np.full((n_rows, len(index)), np.nan)
-        present = np.zeros((n_rows, len(index)), dtype=bool)
-        matrix[row_of, codes[order]] = values[order]
-        present[row_of, codes[order]] = True
-        last = columns.times[-1]
-        return cls(list(index), s_sorted[new], matrix, present, last)
-
-    def series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """(steps, values) of one series in row order; empty arrays when absent."""
-        c = self.col.get(name)
-        if c is None:
-            return np.zeros(0, np.int64), np.zeros(0)
-        mask = self.present[:, c]
-        return self.steps[mask], self.values[mask, c]
-
-    def has(self, name: str) -> bool:
-        return name in self.col
-
-    def replay_rows(self, cfg: DetectConfig) -> np.ndarray:
-        n = self.steps.size
-        if n <= _DENSE_LIMIT:
-            return np.arange(n)
-        keep = np.zeros(n, dtype=bool)
-        keep[:: max(1, n // _SAMPLE_TARGET)] = True
-        keep[-_PATCH_AFTER:] = True
-        unusual = self._unusual(cfg)
-        for i in unusual[:_MAX_PATCHES]:
-            keep[max(0, i - _PATCH_BEFORE): i + _PATCH_AFTER] = True
-        keep[unusual] = True
-        return np.flatnonzero(keep)
-
-    def _unusual(self, cfg: DetectConfig) -> np.ndarray:
-        """Rows a detector may care about, found with a few vectorised passes."""
-        hits: list[np.ndarray] = []
-        for name, rel in ((LOSS, cfg.loss_spike_min_rel), (GRAD_NORM, cfg.grad_spike_min_ratio - 1),
-                          (STEP_TIME, cfg.dip_min_rel)):
-            hits.append(self._jumps(name, rel))
-        for name in (EVAL_LOSS, NAN_ITERS):
-            c = self.col.get(name)
-            if c is not None:
-                hits.append(np.flatnonzero(self.present[:, c]))
-        hits.append(self._drops(LOSS_SCALE))
-        hits.append(self._lr_jumps())
-        return np.unique(np.concatenate(hits)) if hits else np.zeros(0, np.int64)
-
-    def _column(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
-        c = self.col.get(name)
-        if c is None:
-            return None
-        rows = np.flatnonzero(self.present[:, c])
-        return rows, self.values[rows, c]
-
-    def _jumps(self, name: str, rel: float) -> np.ndarray:
-        got = self._column(name)
-        if got is None:
-            return np.zeros(0, np.int64)
-        rows, v = got
-        bad = ~np.isfinite(v)
-        ref = _previous_block_median(np.where(bad, np.nan, v), 32)
-        up = np.isfinite(ref) & (v > ref + rel * np.abs(ref))
-        first_bad = bad & ~np.concatenate(([False], bad[:-1]))
-        return rows[up | first_bad]
-
-    def _drops(self, name: str) -> np.ndarray:
-        got = self._column(name)
-        if got is None:
-            return np.zeros(0, np.int64)
-        rows, v = got
-        return rows[1:][v[1:] < v[:-1]]
-
-    def _lr_jumps(self) -> np.ndarray:
-        got = self._column(LR)
-        if got is None or got[1].size < 3:
-            return np.zeros(0, np.int64)
-        rows, v = got
-        d = np.abs(np.diff(v))
-        typical = np.median(d) if d.size else 0.0
-        idx = np.flatnonzero((d > 10 * typical) & (d > 0)) + 1
-        zero = np.flatnonzero(v == 0)
-        return rows[np.unique(np.concatenate((idx, zero[:: max(1, zero.size // 50)] if zero.size else zero)))]
-
-    def records(self, rows: np.ndarray) -> list[StepRecord]:
-        names = self.names
-        out = []
-        vals = self.values[rows].tolist()
-        pres = self.present[rows].tolist()
-        for step, vrow, prow in zip(self.steps[rows].tolist(), vals, pres):
-            out.append(StepRecord(step, {names[c]: vrow[c] for c, p in enumerate(prow) if p}))
-        return out
-
-
-def _name_codes(point_names: Sequence[str]) -> tuple[list[str], np.ndarray]:
-    """The distinct series names (in order of first appearance) and each point's index into them.
-
-    Names are few and their string objects shared, so the identities are compared in numpy (a C loop
-    over millions of points) and equal strings with different identities are merged afterwards."""
-    n = len(point_names)
-    ids = np.fromiter(map(id, point_names), dtype=np.int64, count=n)
-    codes = np.full(n, -1, dtype=np.int64)
-    firsts: list[int] = []
-    todo = ids
-    while todo.size:  # series logged in blocks (TensorBoard) first appear late: repeat on what is left
-        for u in dict.fromkeys(todo[:4096].tolist()):  # the identities seen first, in order
-            hit = ids == u
-            codes[hit] = len(firsts)
-            firsts.append(int(np.argmax(hit)))
-        todo = ids[codes == -1]
-    names: list[str] = []
-    index: dict[str, int] = {}
-    remap = np.empty(len(firsts), dtype=np.int64)
-    for k, first in enumerate(firsts):
-        name = point_names[first]
-        if name not in index:
-            index[name] = len(names)
-            names.append(name)
-        remap[k] = index[name]
-    return names, remap[codes]
-
-
-def _segments(codes: np.ndarray, steps: np.ndarray, n_codes: int) -> np.ndarray:
-    """Per point, how many times its series' steps went backwards before it (a resume in the log)."""
-    order = np.argsort(codes, kind="stable")
-    c, s = codes[order], steps[order]
-    back = np.zeros(codes.size, dtype=np.int64)
-    back[1:] = (s[1:] < s[:-1]) & (c[1:] == c[:-1])
-    if not back.any():
-        return np.zeros(codes.size, dtype=np.int64)
-    cum = np.cumsum(back)
-    first = np.ones(codes.size, dtype=bool)
-    first[1:] = c[1:] != c[:-1]
-    base = np.maximum.accumulate(np.where(first, cum, 0))
-    seg = np.empty_like(cum)
-    seg[order] = cum - base
-    return seg
-
-
-def _previous_block_median(v: np.ndarray, block: int) -> np.ndarray:
-    """For each value, the median of the previous block of `block` values (NaNs ignored)."""
-    n = v.size
-    k = -(-n // block)
-    padded = np.full(k * block, np.nan)
-    padded[:n] = v
-    with np.errstate(all="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            med = np.nanmedian(padded.reshape(k, block), axis=1)
-    prev = np.concatenate(([med[0]], med[:-1]))
-    return np.repeat(prev, block)[:n]
 
 
 # -- replay and knowledge -------------------------------------------------------------------------
@@ -314,7 +130,7 @@ def _meta_int(meta: dict[str, Any], keys: tuple[str, ...]) -> int | None:
     return None
 
 
-def _context(table: _Table, meta: dict[str, Any]) -> dict[str, Any]:
+def _context(table: Table, meta: dict[str, Any]) -> dict[str, Any]:
     return {"fp16": table.has(LOSS_SCALE) or str(meta.get("precision", "")).startswith("16")
             or bool(meta.get("fp16")), "meta": meta}
 
@@ -334,7 +150,7 @@ def _finalise(findings: list[Finding], context: dict[str, Any]) -> list[Finding]
                     keep=lambda f: not (ga and f.type in ("underfitting", "plateau")))
 
 
-def _ga_artifact(table: _Table, context: dict[str, Any]) -> list[Finding]:
+def _ga_artifact(table: Table, context: dict[str, Any]) -> list[Finding]:
     """Known non-problem: the HF Trainer logging train loss x gradient accumulation (transformers#35204)."""
     ts, tv = table.series(LOSS)
     es, evals = table.series(EVAL_LOSS)
@@ -358,7 +174,7 @@ def _ga_artifact(table: _Table, context: dict[str, Any]) -> list[Finding]:
 
 
 # -- curves ---------------------------------------------------------------------------------------
-def _classification(table: _Table, cfg: DetectConfig, context: dict[str, Any]) -> dict[str, Any]:
+def _classification(table: Table, cfg: DetectConfig, context: dict[str, Any]) -> dict[str, Any]:
     ts, tv = table.series(LOSS)
     es, ev = table.series(EVAL_LOSS)
     since = context.get("since")
@@ -380,7 +196,7 @@ def _curve_findings(classification: dict[str, Any]) -> list[Finding]:
 
 
 # -- hangs and crashes in the text ---------------------------------------------------------------
-def _log_findings(lines: list[LogLine], table: _Table) -> list[Finding]:
+def _log_findings(lines: list[LogLine], table: Table) -> list[Finding]:
     if not lines or table.steps.size == 0:
         return []
     last_step = int(table.steps.max())
@@ -426,7 +242,7 @@ def _keyword_fallback(lines: list[LogLine], last_step: int) -> list[Finding]:
     return []
 
 
-def _silence(lines: list[LogLine], table: _Table, last_step: int) -> Finding | None:
+def _silence(lines: list[LogLine], table: Table, last_step: int) -> Finding | None:
     """The log's steps stop while timestamped lines go on for a long time: the run hung."""
     times = [ln.time for ln in lines if ln.time is not None]
     if len(times) < 2:

@@ -1,0 +1,218 @@
+"""The step x series table of a whole log: points pivoted into rows with numpy, and the rows to replay.
+
+Up to `DENSE_LIMIT` steps every step is replayed through the detectors; beyond that they see every
+k-th step plus every step around anything a vectorised screen finds unusual (non-finite values,
+upward jumps of loss / grad norm / step time, loss-scale drops, LR jumps, evals), so a 1M-step log
+costs ~20k replayed steps. Resumes (steps going backwards) are kept apart as row segments.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from stethoscope.detect.config import DetectConfig
+from stethoscope.importers.base import Columns
+from stethoscope.records import (
+    EVAL_LOSS,
+    GRAD_NORM,
+    LOSS,
+    LOSS_SCALE,
+    LR,
+    NAN_ITERS,
+    STEP_TIME,
+    StepRecord,
+)
+
+DENSE_LIMIT = 50_000  # steps replayed one by one; above it, decimate + patches
+_SAMPLE_TARGET = 8_000  # decimated steps in a big log
+_PATCH_BEFORE, _PATCH_AFTER = 40, 60  # dense steps around each unusual one
+_MAX_PATCHES = 400
+
+
+class Table:
+    """Points pivoted into rows (one per step, in log order with resumes kept apart) x series."""
+
+    def __init__(self, names: list[str], steps: np.ndarray, values: np.ndarray, present: np.ndarray,
+                 last_time: float | None) -> None:
+        self.names = names
+        self.col = {n: i for i, n in enumerate(names)}
+        self.steps = steps
+        self.values = values
+        self.present = present
+        self.last_time = last_time
+        if steps.size and bool(np.all(steps[1:] > steps[:-1])):
+            self.n_steps = int(steps.size)
+        else:
+            self.n_steps = int(np.unique(steps).size) if steps.size else 0
+
+    @classmethod
+    def from_columns(cls, columns: Columns) -> Table:
+        n = len(columns.names)
+        if n == 0:
+            return cls([], np.zeros(0, np.int64), np.zeros((0, 0)), np.zeros((0, 0), bool), None)
+        names, codes = _name_codes(columns.names)
+        index = {name: i for i, name in enumerate(names)}
+        steps = np.fromiter(columns.steps, dtype=np.int64, count=n)
+        values = np.fromiter(columns.values, dtype=np.float64, count=n)
+        if bool(np.all(steps[1:] >= steps[:-1])):  # the common case: already in step order, no resume
+            order = np.arange(n)
+            seg = np.zeros(n, dtype=np.int64)
+        else:
+            seg = _segments(codes, steps, len(index))
+            order = np.lexsort((steps, seg)) if seg.any() else np.argsort(steps, kind="stable")
+        s_sorted, g_sorted = steps[order], seg[order]
+        new = np.ones(n, dtype=bool)
+        new[1:] = (s_sorted[1:] != s_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
+        row_of = np.cumsum(new) - 1
+        n_rows = int(row_of[-1]) + 1
+        matrix = np.full((n_rows, len(index)), np.nan)
+        present = np.zeros((n_rows, len(index)), dtype=bool)
+        matrix[row_of, codes[order]] = values[order]
+        present[row_of, codes[order]] = True
+        last = columns.times[-1]
+        return cls(list(index), s_sorted[new], matrix, present, last)
+
+    def series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of one series in row order; empty arrays when absent."""
+        c = self.col.get(name)
+        if c is None:
+            return np.zeros(0, np.int64), np.zeros(0)
+        mask = self.present[:, c]
+        return self.steps[mask], self.values[mask, c]
+
+    def has(self, name: str) -> bool:
+        return name in self.col
+
+    def replay_rows(self, cfg: DetectConfig) -> np.ndarray:
+        n = self.steps.size
+        if n <= DENSE_LIMIT:
+            return np.arange(n)
+        keep = np.zeros(n, dtype=bool)
+        keep[:: max(1, n // _SAMPLE_TARGET)] = True
+        keep[-_PATCH_AFTER:] = True
+        unusual = self._unusual(cfg)
+        for i in unusual[:_MAX_PATCHES]:
+            keep[max(0, i - _PATCH_BEFORE): i + _PATCH_AFTER] = True
+        keep[unusual] = True
+        return np.flatnonzero(keep)
+
+    def _unusual(self, cfg: DetectConfig) -> np.ndarray:
+        """Rows a detector may care about, found with a few vectorised passes."""
+        hits: list[np.ndarray] = []
+        for name, rel in ((LOSS, cfg.loss_spike_min_rel), (GRAD_NORM, cfg.grad_spike_min_ratio - 1),
+                          (STEP_TIME, cfg.dip_min_rel)):
+            hits.append(self._jumps(name, rel))
+        for name in (EVAL_LOSS, NAN_ITERS):
+            c = self.col.get(name)
+            if c is not None:
+                hits.append(np.flatnonzero(self.present[:, c]))
+        hits.append(self._drops(LOSS_SCALE))
+        hits.append(self._lr_jumps())
+        return np.unique(np.concatenate(hits)) if hits else np.zeros(0, np.int64)
+
+    def _column(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        c = self.col.get(name)
+        if c is None:
+            return None
+        rows = np.flatnonzero(self.present[:, c])
+        return rows, self.values[rows, c]
+
+    def _jumps(self, name: str, rel: float) -> np.ndarray:
+        got = self._column(name)
+        if got is None:
+            return np.zeros(0, np.int64)
+        rows, v = got
+        bad = ~np.isfinite(v)
+        ref = _previous_block_median(np.where(bad, np.nan, v), 32)
+        up = np.isfinite(ref) & (v > ref + rel * np.abs(ref))
+        first_bad = bad & ~np.concatenate(([False], bad[:-1]))
+        return rows[up | first_bad]
+
+    def _drops(self, name: str) -> np.ndarray:
+        got = self._column(name)
+        if got is None:
+            return np.zeros(0, np.int64)
+        rows, v = got
+        return rows[1:][v[1:] < v[:-1]]
+
+    def _lr_jumps(self) -> np.ndarray:
+        got = self._column(LR)
+        if got is None or got[1].size < 3:
+            return np.zeros(0, np.int64)
+        rows, v = got
+        d = np.abs(np.diff(v))
+        typical = np.median(d) if d.size else 0.0
+        idx = np.flatnonzero((d > 10 * typical) & (d > 0)) + 1
+        zero = np.flatnonzero(v == 0)
+        return rows[np.unique(np.concatenate((idx, zero[:: max(1, zero.size // 50)] if zero.size else zero)))]
+
+    def records(self, rows: np.ndarray) -> list[StepRecord]:
+        names = self.names
+        out = []
+        vals = self.values[rows].tolist()
+        pres = self.present[rows].tolist()
+        for step, vrow, prow in zip(self.steps[rows].tolist(), vals, pres):
+            out.append(StepRecord(step, {names[c]: vrow[c] for c, p in enumerate(prow) if p}))
+        return out
+
+
+def _name_codes(point_names: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """The distinct series names (in order of first appearance) and each point's index into them.
+
+    Names are few and their string objects shared, so the identities are compared in numpy (a C loop
+    over millions of points) and equal strings with different identities are merged afterwards."""
+    n = len(point_names)
+    ids = np.fromiter(map(id, point_names), dtype=np.int64, count=n)
+    codes = np.full(n, -1, dtype=np.int64)
+    firsts: list[int] = []
+    todo = ids
+    while todo.size:  # series logged in blocks (TensorBoard) first appear late: repeat on what is left
+        for u in dict.fromkeys(todo[:4096].tolist()):  # the identities seen first, in order
+            hit = ids == u
+            codes[hit] = len(firsts)
+            firsts.append(int(np.argmax(hit)))
+        todo = ids[codes == -1]
+    names: list[str] = []
+    index: dict[str, int] = {}
+    remap = np.empty(len(firsts), dtype=np.int64)
+    for k, first in enumerate(firsts):
+        name = point_names[first]
+        if name not in index:
+            index[name] = len(names)
+            names.append(name)
+        remap[k] = index[name]
+    return names, remap[codes]
+
+
+def _segments(codes: np.ndarray, steps: np.ndarray, n_codes: int) -> np.ndarray:
+    """Per point, how many times its series' steps went backwards before it (a resume in the log)."""
+    order = np.argsort(codes, kind="stable")
+    c, s = codes[order], steps[order]
+    back = np.zeros(codes.size, dtype=np.int64)
+    back[1:] = (s[1:] < s[:-1]) & (c[1:] == c[:-1])
+    if not back.any():
+        return np.zeros(codes.size, dtype=np.int64)
+    cum = np.cumsum(back)
+    first = np.ones(codes.size, dtype=bool)
+    first[1:] = c[1:] != c[:-1]
+    base = np.maximum.accumulate(np.where(first, cum, 0))
+    seg = np.empty_like(cum)
+    seg[order] = cum - base
+    return seg
+
+
+def _previous_block_median(v: np.ndarray, block: int) -> np.ndarray:
+    """For each value, the median of the previous block of `block` values (NaNs ignored)."""
+    n = v.size
+    k = -(-n // block)
+    padded = np.full(k * block, np.nan)
+    padded[:n] = v
+    with np.errstate(all="ignore"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            med = np.nanmedian(padded.reshape(k, block), axis=1)
+    prev = np.concatenate(([med[0]], med[:-1]))
+    return np.repeat(prev, block)[:n]
