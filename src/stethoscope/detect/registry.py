@@ -34,11 +34,11 @@ __all__ = ["DetectConfig", "DetectorSet", "default_detectors", "merge_findings"]
 
 log = logging.getLogger(__name__)
 
-def default_detectors(config: DetectConfig | None = None) -> list[Detector]:
-    """A fresh instance of every streaming detector, spikes before trends (so a spike that opens a
-    divergence is still reported as the spike it was)."""
+def default_detectors(config: DetectConfig | None = None, schedule: LrTracker | None = None) -> list[Detector]:
+    """A fresh instance of every streaming detector, spikes before trends (a spike is known before the
+    divergence it opens), sharing one LR-schedule model (`schedule`, new when not given)."""
     cfg = config or DetectConfig()
-    lr = LrTracker(cfg)  # one schedule model, updated once per record, consulted by four detectors
+    lr = schedule if schedule is not None else LrTracker(cfg)
     return [
         NonFiniteDetector(cfg), SpikeDetector(cfg, lr), TrendDetector(cfg, lr), OverfitDetector(cfg),
         GradientDetector(cfg, lr), LossScaleDetector(cfg), ThroughputDetector(cfg), MemoryDetector(cfg),
@@ -53,21 +53,31 @@ class DetectorSet:
 
     def __init__(self, detectors: Iterable[Detector] | None = None, config: DetectConfig | None = None,
                  strict: bool = False) -> None:
-        self.detectors: list[Detector] = list(detectors) if detectors is not None else default_detectors(config)
+        cfg = config or DetectConfig()
+        self.schedule: LrTracker | None = None  # the schedule context, updated once per record, here
+        if detectors is None:
+            self.schedule = LrTracker(cfg)
+            detectors = default_detectors(cfg, self.schedule)
+        self.detectors: list[Detector] = list(detectors)
         names = [d.name for d in self.detectors]
         if len(set(names)) != len(names):
             raise ValueError(f"detector names must be unique, got {names}")
         self.strict = strict
         self.errors = 0
-        self.incidents = IncidentBook((config or DetectConfig()).lead_steps)
+        self.incidents = IncidentBook(cfg.lead_steps)
 
     def update(self, record: StepRecord) -> list[Finding]:
         out: list[Finding] = []
+        if self.schedule is not None:
+            try:
+                self.schedule.observe(record)  # the detectors that consult it see this record's state
+            except Exception as exc:
+                self._failed("lr schedule", exc)
         for d in self.detectors:
             try:
                 found = d.update(record)
             except Exception as exc:  # never crash the run: count, log the first, re-raise when strict
-                self._failed(d, exc)
+                self._failed(d.name, exc)
                 continue
             if found:
                 out.extend(self.incidents.process(found))
@@ -83,15 +93,15 @@ class DetectorSet:
             try:
                 out.extend(self.incidents.process(fin()))
             except Exception as exc:
-                self._failed(d, exc)
+                self._failed(d.name, exc)
         return out
 
-    def _failed(self, d: Detector, exc: Exception) -> None:
+    def _failed(self, name: str, exc: Exception) -> None:
         self.errors += 1
         if self.strict:
-            raise InternalError(f"detector {d.name!r} failed: {exc}") from exc
+            raise InternalError(f"detector {name!r} failed: {exc}") from exc
         if self.errors == 1:
-            log.exception("detector %r failed (further failures are only counted)", d.name)
+            log.exception("detector %r failed (further failures are only counted)", name)
 
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
