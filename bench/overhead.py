@@ -2,7 +2,8 @@
 
 Variants: no monitoring; the Monitor with defaults; with detectors off; with per-layer norms; the
 per-parameter `p.grad.norm().item()` callback tutorials show; TensorBoard's SummaryWriter logging
-the same scalars. Prints each variant's step-time ratio against no monitoring, and how many tensor
+the same scalars. Prints each variant's step-time ratio against no monitoring (the median of the
+per-round ratios, with their min–max and interquartile range across rounds), and how many tensor
 values each variant reads back to the host per step: on a GPU each read is a device sync, which a
 CPU run cannot show in time but can count.
 
@@ -12,6 +13,7 @@ CPU run cannot show in time but can count.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import statistics
 import sys
@@ -94,8 +96,13 @@ def main() -> None:
     names = ["none", "monitor (defaults)", "monitor, no detectors", "monitor + layer norms",
              "per-parameter callback", "tensorboard"]
     data = CharData(stdlib_text(), T)
-    with tempfile.TemporaryDirectory() as tmp:
-        variants = {n: Variant(n, Path(tmp), data, args.device) for n in names}
+    # ExitStack unwinds in reverse: every Monitor is closed (run.json written) before its directory goes,
+    # even when a variant fails half-way
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as closing:
+        variants: dict[str, Variant] = {}
+        for n in names:
+            variants[n] = Variant(n, Path(tmp), data, args.device)
+            closing.callback(variants[n].close)
         for v in variants.values():  # warm-up
             for _ in range(5):
                 v.step()
@@ -114,8 +121,6 @@ def main() -> None:
                     times.append(time.perf_counter() - t0)
                 medians[n].append(statistics.median(times))
         reads = {n: host_reads_per_step(variants[n]) for n in names}
-        for v in variants.values():
-            v.close()
     report(names, medians, reads, args.device)
 
 
@@ -129,18 +134,32 @@ def host_reads_per_step(variant: Variant, steps: int = 40) -> float:
     return reads.count / steps
 
 
+def spread(values: list[float]) -> tuple[float, float, float]:
+    """(min, max, interquartile range) of per-round values; the IQR is 0 for fewer than 2 rounds."""
+    iqr = 0.0
+    if len(values) >= 2:
+        q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+        iqr = q3 - q1
+    return min(values), max(values), iqr
+
+
 def report(names: list[str], medians: dict[str, list[float]], reads: dict[str, float], device: str) -> None:
     base = medians["none"]
-    ratio = {n: statistics.median(m / b for m, b in zip(medians[n], base)) for n in names}
+    per_round = {n: [m / b for m, b in zip(medians[n], base)] for n in names}
+    ratio = {n: statistics.median(r) for n, r in per_round.items()}
     print(f"bench model: tiny GPT (2 layers, d=128) on {device}, batch {B}x{T}; median step "
           f"{statistics.median(base) * 1e3:.1f} ms without monitoring; {len(base)} interleaved rounds")
-    print(f"{'variant':28s} {'median step ms':>15s} {'ratio vs none':>14s} {'added host reads/step':>22s}")
+    print(f"{'variant':28s} {'median step ms':>15s} {'ratio vs none':>14s} {'per-round min–max':>18s} "
+          f"{'IQR':>7s} {'added host reads/step':>22s}")
     for n in names:
-        print(f"{n:28s} {statistics.median(medians[n]) * 1e3:15.2f} {ratio[n]:14.4f} "
-              f"{reads[n] - reads['none']:22.2f}")
+        lo, hi, iqr = spread(per_round[n])
+        print(f"{n:28s} {statistics.median(medians[n]) * 1e3:15.2f} {ratio[n]:14.4f} {f'{lo:.3f}–{hi:.3f}':>18s} "
+              f"{iqr:7.4f} {reads[n] - reads['none']:22.2f}")
     ours = ratio["monitor (defaults)"] - 1
     theirs = ratio["per-parameter callback"] - 1
-    print(f"\nMonitor defaults: {ratio['monitor (defaults)']:.4f}x (target <= 1.02x)")
+    lo, hi, iqr = spread(per_round["monitor (defaults)"])
+    print(f"\nMonitor defaults: {ratio['monitor (defaults)']:.4f}x (rounds {lo:.4f}–{hi:.4f}, IQR {iqr:.4f}; "
+          f"target <= 1.02x)")
     print(f"detectors' share: {ratio['monitor (defaults)'] / ratio['monitor, no detectors'] - 1:+.2%} "
           f"(target <= +0.5%)")
     print(f"vs TensorBoard variant: {ratio['monitor (defaults)'] / ratio['tensorboard']:.4f} (target <= 1)")

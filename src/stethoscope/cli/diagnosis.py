@@ -5,14 +5,17 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from stethoscope.cli import render
 from stethoscope.cli.findings_view import fails, print_findings
-from stethoscope.errors import UsageError
+from stethoscope.errors import InputError, UsageError
 from stethoscope.importers.base import ImportedRun
+
+if TYPE_CHECKING:
+    from stethoscope.detect.config import DetectConfig
 
 BIG_INPUT_BYTES = 20 << 20
 
@@ -28,7 +31,47 @@ def _status(path: str, what: str) -> Any:
     return render.console(stderr=True).status(f"{what} {p.name} ({size / 2**20:,.0f} MiB)…")
 
 
-def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: int | None) -> int:
+def detect_config(config_file: str | None, overrides: tuple[str, ...]) -> DetectConfig | None:
+    """The detectors' thresholds: the [detect] table of `config_file`, then `--set` overrides; None for
+    the defaults. A bad key or value is a UsageError (exit 2) naming it and what is valid."""
+    if config_file is None and not overrides:
+        return None
+    from stethoscope.detect.config import DetectConfig
+
+    config = DetectConfig()
+    if config_file is not None:
+        try:
+            config = DetectConfig.from_mapping(_detect_table(Path(config_file)))
+        except ValueError as exc:
+            raise InputError(config_file, f"[detect]: {exc}") from None
+    try:
+        return config.with_overrides(overrides)
+    except ValueError as exc:
+        raise UsageError(f"--set: {exc}") from None
+
+
+def _detect_table(path: Path) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as tomllib
+        except ModuleNotFoundError:
+            raise UsageError("--config needs Python 3.11+ or the tomli package (pip install tomli)") from None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"not valid TOML ({exc})") from None
+    table = data.get("detect")
+    if not isinstance(table, dict):
+        raise InputError(path, "no [detect] table (detector thresholds go under [detect], e.g. spike_sigma = 8)")
+    return table
+
+
+def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: int | None,
+                   config: DetectConfig | None = None) -> int:
     from stethoscope.diagnose.engine import diagnose_run
     from stethoscope.diagnose.sources import RUN_FORMAT, load
 
@@ -39,7 +82,7 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
         for run in runs:
             _warn(run)
             with _status(path, "diagnosing"):
-                results.append(diagnose_run(run))
+                results.append(diagnose_run(run, config))
             if run.format == RUN_FORMAT or run.meta.get("source_format"):
                 _attach_batches(path, rank, results[-1].findings)
     if as_json:
@@ -129,7 +172,7 @@ def report_input(run: ImportedRun, findings: list[Any]) -> Any:
     return ReportInput(title=title, series=dict(series), findings=findings, meta=meta)
 
 
-def write_report(path: str, out: str, rank: int | None) -> Path:
+def write_report(path: str, out: str, rank: int | None, config: DetectConfig | None = None) -> Path:
     from stethoscope.diagnose.engine import diagnose_run
     from stethoscope.diagnose.report import render_report
     from stethoscope.diagnose.sources import load
@@ -139,13 +182,13 @@ def write_report(path: str, out: str, rank: int | None) -> Path:
         raise UsageError(f"{path}: holds {len(runs)} logs; give one file (or `stethoscope import` them first)")
     run = runs[0]
     _warn(run)
-    html = render_report(report_input(run, diagnose_run(run).findings))
+    html = render_report(report_input(run, diagnose_run(run, config).findings))
     target = Path(out)
     target.write_text(html, encoding="utf-8")
     return target
 
 
-def write_compare(paths: tuple[str, ...], out: str) -> tuple[Path, list[Any]]:
+def write_compare(paths: tuple[str, ...], out: str, config: DetectConfig | None = None) -> tuple[Path, list[Any]]:
     from stethoscope.diagnose.engine import diagnose_run
     from stethoscope.diagnose.report import render_compare
     from stethoscope.diagnose.sources import load
@@ -153,7 +196,7 @@ def write_compare(paths: tuple[str, ...], out: str) -> tuple[Path, list[Any]]:
     inputs = []
     for path in paths:
         for run in load(path):
-            inputs.append(report_input(run, diagnose_run(run).findings))
+            inputs.append(report_input(run, diagnose_run(run, config).findings))
     if len(inputs) < 2:
         raise UsageError("compare needs at least two runs")
     target = Path(out)

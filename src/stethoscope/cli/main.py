@@ -93,23 +93,35 @@ def query(run: str, sql: str, as_json: bool, as_csv: bool) -> None:
 _FAIL_ON = click.Choice(["never", "info", "warning", "error", "critical"])
 
 
+def _detect_options(command: Any) -> Any:
+    """--set key=value (repeatable) and --config FILE.toml: the detectors' thresholds (DetectConfig)."""
+    command = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                           help="A detector threshold, e.g. --set spike_sigma=8 (repeatable; keys: README, "
+                                "'Tuning the detectors').")(command)
+    return click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+                        metavar="FILE.toml", help="Detector thresholds from the [detect] table of a TOML file "
+                                                  "(--set wins).")(command)
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per input (a list for several).")
 @click.option("--fail-on", type=_FAIL_ON, default="never", show_default=True,
               help="Exit 1 when a finding is at or above this severity.")
 @click.option("--rank", type=int, default=None, help="Which rank of a multi-rank run (default: the lowest).")
+@_detect_options
 @click.pass_context
-def diagnose(ctx: click.Context, paths: tuple[str, ...], as_json: bool, fail_on: str, rank: int | None) -> None:
+def diagnose(ctx: click.Context, paths: tuple[str, ...], as_json: bool, fail_on: str, rank: int | None,
+             overrides: tuple[str, ...], config_file: str | None) -> None:
     """What went wrong in a run or a log, at which step, why, and what to do.
 
     PATHS: stethoscope runs, or logs other tools wrote (HF trainer_state.json, TensorBoard event files,
     Lightning metrics.csv, W&B/generic CSV, JSONL, Megatron/NeMo/nanoGPT/llm.c/fairseq/NeoX/litgpt logs),
     files or directories.
     """
-    from stethoscope.cli.diagnosis import diagnose_paths
+    from stethoscope.cli.diagnosis import detect_config, diagnose_paths
 
-    ctx.exit(diagnose_paths(paths, as_json, fail_on, rank))
+    ctx.exit(diagnose_paths(paths, as_json, fail_on, rank, detect_config(config_file, overrides)))
 
 
 @cli.command()
@@ -139,21 +151,23 @@ def import_(path: str, into: str, as_json: bool) -> None:
 @click.argument("path", type=click.Path())
 @click.option("-o", "--out", default="report.html", show_default=True, type=click.Path(dir_okay=False))
 @click.option("--rank", type=int, default=None, help="Which rank of a multi-rank run (default: the lowest).")
-def report(path: str, out: str, rank: int | None) -> None:
+@_detect_options
+def report(path: str, out: str, rank: int | None, overrides: tuple[str, ...], config_file: str | None) -> None:
     """One self-contained HTML report (curves, findings marked on them, causes and fixes, metadata)."""
-    from stethoscope.cli.diagnosis import write_report
+    from stethoscope.cli.diagnosis import detect_config, write_report
 
-    click.echo(f"report written to {write_report(path, out, rank)}")
+    click.echo(f"report written to {write_report(path, out, rank, detect_config(config_file, overrides))}")
 
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--out", default="compare.html", show_default=True, type=click.Path(dir_okay=False))
-def compare(paths: tuple[str, ...], out: str) -> None:
+@_detect_options
+def compare(paths: tuple[str, ...], out: str, overrides: tuple[str, ...], config_file: str | None) -> None:
     """Side by side: the config keys that differ, outcomes, and overlaid curves (HTML)."""
-    from stethoscope.cli.diagnosis import print_compare, write_compare
+    from stethoscope.cli.diagnosis import detect_config, print_compare, write_compare
 
-    target, inputs = write_compare(paths, out)
+    target, inputs = write_compare(paths, out, detect_config(config_file, overrides))
     print_compare(inputs)
     click.echo(f"comparison written to {target}")
 

@@ -192,3 +192,64 @@ class DetectConfig:
         for name in names:
             if not 0 < getattr(self, name) <= 1:
                 raise ValueError(f"DetectConfig.{name} must be in (0, 1], got {getattr(self, name)!r}")
+
+    # -- from a TOML table or the command line ----------------------------------------------------
+    @classmethod
+    def from_mapping(cls, values: dict[str, object]) -> DetectConfig:
+        """The defaults with `values` applied ({field: value}, e.g. a TOML `[detect]` table); numbers are
+        taken as they are, strings parsed as in `with_overrides`. ValueError names a bad key or value."""
+        return cls().updated(values)
+
+    def with_overrides(self, items: list[str] | tuple[str, ...]) -> DetectConfig:
+        """This config with `key=value` strings applied (the CLI's `--set`), each value parsed to its
+        field's type (`none` for an optional field). ValueError names a bad key or value."""
+        values: dict[str, object] = {}
+        for item in items:
+            key, sep, text = item.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"expected key=value, got {item!r} (e.g. spike_sigma=8)")
+            values[key.strip()] = text.strip()
+        return self.updated(values)
+
+    def updated(self, values: dict[str, object]) -> DetectConfig:
+        """A copy with `values` ({field: number, or a string to parse}) applied and validated."""
+        import dataclasses
+
+        types = {f.name: str(f.type) for f in fields(self)}
+        for key in values:
+            if key not in types:
+                raise ValueError(f"unknown detector setting {key!r}{_did_you_mean(key, types)}; "
+                                 f"valid keys: {', '.join(types)}")
+        return dataclasses.replace(self, **{k: _coerce(k, types[k], v) for k, v in values.items()})
+
+
+def _did_you_mean(key: str, names: dict[str, str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key, list(names), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _coerce(name: str, type_text: str, value: object) -> object:
+    """`value` as the field's type: int, float or None (optional fields); strings are parsed."""
+    kinds = {part.strip() for part in type_text.split("|")}
+    want = "an integer" if "int" in kinds else "a number"
+    if "None" in kinds:
+        want += " or none"
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("none", "null") and "None" in kinds:
+            return None
+        try:
+            value = float(text)  # "1e3" is an integer too; the check below keeps 2.5 out of int fields
+        except ValueError:
+            raise ValueError(f"DetectConfig.{name} expects {want}, got {value!r}") from None
+    if value is None and "None" in kinds:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"DetectConfig.{name} expects {want}, got {value!r}")
+    if "int" in kinds:
+        if not float(value).is_integer():
+            raise ValueError(f"DetectConfig.{name} expects {want}, got {value!r}")
+        return int(value)
+    return float(value)
