@@ -1,7 +1,7 @@
 """The Detector protocol. Detectors are pure: no torch, no I/O, no clock.
 
 A detector sees one `StepRecord` at a time, in step order, and returns the findings that record
-completes. A later finding with the same (source, type, step) as an earlier one *supersedes* it:
+completes; `finish()` at the end of a run (or of a replayed log) closes what is still open. A later finding with the same (source, type, step) as an earlier one *supersedes* it:
 that is how an incident is followed up ("recovered after 12 steps", a divergence's end_step).
 """
 
@@ -16,6 +16,8 @@ class Detector(Protocol):
     name: str
 
     def update(self, record: StepRecord) -> list[Finding]: ...
+
+    def finish(self) -> list[Finding]: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 

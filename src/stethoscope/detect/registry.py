@@ -87,7 +87,7 @@ class DetectorSet:
         """End of the run: every detector closes its open incidents (follow-ups with end steps)."""
         out: list[Finding] = []
         for d in self.detectors:
-            fin = getattr(d, "finish", None)
+            fin = getattr(d, "finish", None)  # part of the protocol; a user's older detector may lack it
             if fin is None:
                 continue
             try:
