@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "stethoscope"
-TOP_LAYERS = ("serve", "cli", "diagnose", "importers")
+TOP_LAYERS = ("serve", "cli", "diagnose", "explain", "importers")
 FRAMEWORKS = ("torch", "transformers", "lightning", "pytorch_lightning", "tensorboard", "wandb", "mlflow")
 
 

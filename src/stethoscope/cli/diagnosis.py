@@ -120,7 +120,7 @@ def _classification_text(c: Any) -> str:
 
 
 def explain_source(source: str, as_json: bool, fail_on: str) -> int:
-    from stethoscope.diagnose.logs import explain_text
+    from stethoscope.explain import explain_text
 
     if source == "-":
         text, name = sys.stdin.read(), "<stdin>"

@@ -214,7 +214,7 @@ def _explain(lines: list[LogLine], last_step: int) -> list[Finding]:
         return []
     text = "\n".join(ln.text for ln in lines)
     try:
-        from stethoscope.diagnose.logs import explain_text
+        from stethoscope.explain import explain_text
     except ImportError:  # the error-signature engine is optional; keep a minimal fallback
         return _keyword_fallback(lines, last_step)
     found = explain_text(text, "log")

@@ -1,6 +1,6 @@
 """Crash logs and tracebacks → named failures with cause and fix (`stethoscope explain`).
 
-The knowledge lives in `log_signatures.SIGNATURES`; this engine is generic: it strips rank prefixes
+The knowledge lives in `explain.signatures.SIGNATURES`; this engine is generic: it strips rank prefixes
 (`[default3]:`, `[rank3]:`, `[1,3]<stderr>:`, `3: `), matches every signature over the text, folds
 repeated lines into one finding, finds the last training step before the failure, and turns any
 traceback that no signature explains into a generic `crash` finding naming the exception and the
@@ -15,164 +15,17 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-from stethoscope.diagnose.log_signatures import SIGNATURES, Detail, Hit, Line, Signature, ranks_of
+from stethoscope.explain.lines import StepMarker, split_lines, step_before, step_markers
+from stethoscope.explain.model import Detail, Hit, Line, Signature, ranks_of
+from stethoscope.explain.signatures import SIGNATURES
+from stethoscope.explain.tracebacks import COVER_AFTER, Traceback, find_tracebacks, traceback_at, user_frame
 from stethoscope.records import Finding, severity_rank
 
-# -- reading the text: rank prefixes, step markers, tracebacks ---------------------------------
-
-_PREFIXES = (re.compile(r"^(?:[\w.\-]+:\s)?\[(?:default|rank)(\d+)\]:\s?"),
-             re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>:\s?"),
-             re.compile(r"^\s{0,3}(\d{1,5}):\s"))
-
-
-def _split(text: str) -> list[Line]:
-    lines = []
-    # Only "\n" ends a line (as for grep -n); a bare "\r" is a progress-bar rewrite within a line.
-    for i, raw in enumerate(text.removesuffix("\n").split("\n")):
-        raw = raw.removesuffix("\r")
-        rank = None
-        for prefix in _PREFIXES:
-            m = prefix.match(raw)
-            if m:
-                rank, raw = int(m.group(1)), raw[m.end():]
-                break
-        lines.append(Line(i, rank, raw))
-    return lines
-
-
-_STEP_PREFILTER = re.compile(r"step|iter|/\d|num_updates", re.IGNORECASE)
-_TQDM = re.compile(r"\|\s*(\d+)/\d+\s*\[")
-_STEP_PATTERNS = (
-    re.compile(r"\biter(?:ation)?\b['\"]?\s*[:=#]?\s*(\d+)(?![\d.eE])", re.IGNORECASE),
-    re.compile(r"\b(?:global[_ ])?step\b['\"]?\s*[:=#]?\s*(\d+)(?![\d.eE])", re.IGNORECASE),
-    re.compile(r"\bnum_updates\b\s*[:=]?\s*(\d+)"),
-    _TQDM,
-)
-_NOT_TRAINING_BAR = re.compile(r"Loading|Downloading|Fetching|Generating|Map\b|shards|Tokeniz|Filter|Saving|"
-                               r"Validat|Evaluat|Predict|Sanity", re.IGNORECASE)
-StepMarker = tuple[int, int, int]  # (line index, column, step)
-
-
-def _step_markers(lines: Sequence[Line]) -> list[StepMarker]:
-    # One marker per progress segment (tqdm rewrites a line with \r): its leftmost counter, because
-    # lines such as "iter 8 step 1: loss nan" lead with the counter the log is numbered by.
-    markers = []
-    for line in lines:
-        if not _STEP_PREFILTER.search(line.text):
-            continue
-        offset = 0
-        for segment in line.text.split("\r"):
-            found = _segment_step(segment)
-            if found is not None:
-                markers.append((line.index, offset + found[0], found[1]))
-            offset += len(segment) + 1
-    return markers
-
-
-def _segment_step(segment: str) -> tuple[int, int] | None:
-    best: tuple[int, int] | None = None
-    for pattern in _STEP_PATTERNS:
-        m = pattern.search(segment)
-        if m and (best is None or m.start() < best[0]):
-            if pattern is _TQDM and _NOT_TRAINING_BAR.search(segment):
-                continue
-            best = (m.start(), int(m.group(1)))
-    return best
-
-
-def _step_before(markers: list[StepMarker], index: int, column: int) -> int | None:
-    i = bisect.bisect_left(markers, (index, column))
-    return markers[i - 1][2] if i else None
-
-
-@dataclass(slots=True)
-class _Traceback:
-    rank: int | None
-    start: int
-    end: int = -1
-    frames: list[tuple[str, int, str]] = field(default_factory=list)
-    exc_type: str = ""
-    message: str = ""
-    chained: bool = False
-
-
-_TB_START = re.compile(r"Traceback \(most recent call last\):")
-_TB_FRAME = re.compile(r'^\s*File "(.+?)", line (\d+), in (.+)$')
-_TB_EXC = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
-_TB_CHAIN = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
-_CPP_THROW = re.compile(r"terminate called after throwing an instance of '([^']+)'")
-_CPP_WHAT = re.compile(r"^\s*what\(\):\s+(.*)$")
-_LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen|<string>|importlib")
-_TB_MAX_GAP = 50  # lines of unrelated output tolerated inside one traceback
-
-
-def _tracebacks(lines: Sequence[Line]) -> list[_Traceback]:
-    streams: dict[int | None, list[Line]] = {}
-    for line in lines:
-        streams.setdefault(line.rank, []).append(line)
-    found: list[_Traceback] = []
-    for rank, stream in streams.items():
-        found.extend(_stream_tracebacks(rank, stream))
-    return found
-
-
-def _stream_tracebacks(rank: int | None, stream: list[Line]) -> list[_Traceback]:
-    found: list[_Traceback] = []
-    current: _Traceback | None = None
-    chain_next = False
-    for pos, line in enumerate(stream):
-        text = line.text
-        if _TB_START.search(text):
-            current = _Traceback(rank, line.index, chained=chain_next)
-            chain_next = False
-        elif _TB_CHAIN.match(text):
-            chain_next = bool(found)
-        elif (throw := _CPP_THROW.search(text)) and current is None:
-            what = next((m for later in stream[pos + 1: pos + 4] if (m := _CPP_WHAT.match(later.text))), None)
-            found.append(_Traceback(rank, line.index, line.index, [], throw.group(1), what.group(1) if what else ""))
-        elif current is not None:
-            current = _traceback_line(current, line, found)
-    return found
-
-
-def _traceback_line(tb: _Traceback, line: Line, found: list[_Traceback]) -> _Traceback | None:
-    frame = _TB_FRAME.match(line.text)
-    if frame:
-        tb.frames.append((frame.group(1), int(frame.group(2)), frame.group(3).strip()))
-        return tb
-    if not line.text.strip() or line.text[:1].isspace():
-        return tb
-    exc = _TB_EXC.match(line.text.strip())
-    if exc and tb.frames:
-        tb.end, tb.exc_type, tb.message = line.index, exc.group(1), (exc.group(2) or "").strip()
-        found.append(tb)
-        return None
-    return tb if line.index - tb.start < _TB_MAX_GAP else None
-
-
-def _user_frame(tb: _Traceback) -> str | None:
-    frames = [f for f in tb.frames if not _LIBRARY_PATH.search(f[0])] or tb.frames
-    if not frames:
-        return None
-    path, number, function = frames[-1]
-    return f"{path}:{number} in {function}"
-
-
-def _traceback_at(tracebacks: list[_Traceback], line: Line) -> _Traceback | None:
-    for tb in tracebacks:
-        # Kernel assert lines are printed just before the traceback they cause, hence the slack.
-        if tb.rank == line.rank and tb.start - _COVER_AFTER <= line.index <= tb.end + _COVER_AFTER:
-            return tb
-    return None
-
-
 # -- matching -----------------------------------------------------------------------------------
-
-_COVER_AFTER = 8  # lines after an exception line that still belong to it (multi-line messages)
 
 
 def _match(lines: Sequence[Line]) -> dict[str, list[Hit]]:
@@ -209,15 +62,15 @@ def _excerpt(hit: Hit) -> str:
     return text[start : start + _MAX_TEXT].strip()
 
 
-def _base_evidence(hits: list[Hit], tracebacks: list[_Traceback], sig_id: str) -> dict[str, Any]:
+def _base_evidence(hits: list[Hit], tracebacks: list[Traceback], sig_id: str) -> dict[str, Any]:
     first = hits[0]
     evidence: dict[str, Any] = {"signature": sig_id, "count": len(hits), "line": first.line.index + 1,
                                 "text": _excerpt(first), "lines": [h.line.index + 1 for h in hits[:_MAX_LINES]]}
     ranks = ranks_of(hits)
     if ranks:
         evidence["ranks"] = ranks
-    tb = next((tb for h in hits if (tb := _traceback_at(tracebacks, h.line))), None)
-    frame = _user_frame(tb) if tb else None
+    tb = next((tb for h in hits if (tb := traceback_at(tracebacks, h.line))), None)
+    frame = user_frame(tb) if tb else None
     if frame:
         evidence["frame"] = frame
     return evidence
@@ -241,13 +94,13 @@ class _Ranked:
 
 
 def _signature_finding(sig: Signature, hits: list[Hit], lines: Sequence[Line], markers: list[StepMarker],
-                       tracebacks: list[_Traceback], source: str) -> _Ranked:
+                       tracebacks: list[Traceback], source: str) -> _Ranked:
     detail = sig.parse(hits, lines) if sig.parse else Detail()
     evidence = _base_evidence(hits, tracebacks, sig.id)
     evidence.update(detail.evidence)
     first = hits[0]
     finding = Finding(type=sig.type, severity=detail.severity or sig.severity,
-                      step=_step_before(markers, first.line.index, first.match.start()),
+                      step=step_before(markers, first.line.index, first.match.start()),
                       message=_message(sig.title, detail.summary, evidence), evidence=evidence,
                       causes=list(dict.fromkeys(detail.causes + sig.causes)),
                       fixes=list(dict.fromkeys(detail.fixes + sig.fixes)), source=source)
@@ -268,11 +121,11 @@ _EXCEPTION_HINTS = {
 }
 
 
-def _generic_findings(tracebacks: list[_Traceback], hits: dict[str, list[Hit]], markers: list[StepMarker],
+def _generic_findings(tracebacks: list[Traceback], hits: dict[str, list[Hit]], markers: list[StepMarker],
                       source: str) -> list[_Ranked]:
     # `hits` still holds superseded signatures: a line any signature explains is not "unknown".
     covered = {(h.line.rank, h.line.index) for group in hits.values() for h in group}
-    groups: dict[tuple[str, str], list[_Traceback]] = {}
+    groups: dict[tuple[str, str], list[Traceback]] = {}
     for chain in _chains(tracebacks):
         if any(_is_covered(tb, covered) for tb in chain):
             continue
@@ -281,8 +134,8 @@ def _generic_findings(tracebacks: list[_Traceback], hits: dict[str, list[Hit]], 
     return [_generic_finding(tbs, markers, source) for tbs in groups.values()]
 
 
-def _chains(tracebacks: list[_Traceback]) -> list[list[_Traceback]]:
-    chains: list[list[_Traceback]] = []
+def _chains(tracebacks: list[Traceback]) -> list[list[Traceback]]:
+    chains: list[list[Traceback]] = []
     for tb in sorted(tracebacks, key=lambda t: (str(t.rank), t.start)):
         if tb.chained and chains and chains[-1][-1].rank == tb.rank:
             chains[-1].append(tb)
@@ -291,13 +144,13 @@ def _chains(tracebacks: list[_Traceback]) -> list[list[_Traceback]]:
     return chains
 
 
-def _is_covered(tb: _Traceback, covered: set[tuple[int | None, int]]) -> bool:
-    return any((tb.rank, i) in covered for i in range(tb.start, tb.end + _COVER_AFTER + 1))
+def _is_covered(tb: Traceback, covered: set[tuple[int | None, int]]) -> bool:
+    return any((tb.rank, i) in covered for i in range(tb.start, tb.end + COVER_AFTER + 1))
 
 
-def _generic_finding(tbs: list[_Traceback], markers: list[StepMarker], source: str) -> _Ranked:
+def _generic_finding(tbs: list[Traceback], markers: list[StepMarker], source: str) -> _Ranked:
     tb = tbs[0]
-    frame = _user_frame(tb)
+    frame = user_frame(tb)
     where = f" at {frame}" if frame else ""
     short = tb.exc_type.rsplit(".", 1)[-1]
     evidence: dict[str, Any] = {"signature": "unhandled_exception", "exception": tb.exc_type,
@@ -314,7 +167,7 @@ def _generic_finding(tbs: list[_Traceback], markers: list[StepMarker], source: s
              if frame else "read the full traceback above the exception line",
              "reproduce the failing step alone (same seed, same batch) to debug it quickly"]
     summary = f"{tb.exc_type}: {tb.message[:200]}".rstrip(": ") + where
-    finding = Finding(type="crash", severity="error", step=_step_before(markers, tb.start, 0),
+    finding = Finding(type="crash", severity="error", step=step_before(markers, tb.start, 0),
                       message=_message("Unhandled exception", summary, evidence), evidence=evidence,
                       causes=causes, fixes=fixes, source=source)
     return _Ranked("root", finding)
@@ -344,11 +197,11 @@ def explain_text(text: str, source: str = "<stdin>") -> list[Finding]:
     no known signature explains become a generic `crash` finding naming the exception and the
     innermost frame in the user's own code.
     """
-    lines = _split(text)
+    lines = split_lines(text)
     all_hits = _match(lines)
     hits = _drop_superseded(all_hits)
-    markers = _step_markers(lines)
-    tracebacks = _tracebacks(lines)
+    markers = step_markers(lines)
+    tracebacks = find_tracebacks(lines)
     items = [_signature_finding(sig, hits[sig.id], lines, markers, tracebacks, source)
              for sig in SIGNATURES if sig.id in hits]
     items += _generic_findings(tracebacks, all_hits, markers, source)

@@ -7,8 +7,9 @@ import textwrap
 
 import pytest
 
-from stethoscope.diagnose.log_signatures import SIGNATURES, is_fragmented
-from stethoscope.diagnose.logs import explain_text
+from stethoscope.explain import explain_text
+from stethoscope.explain.signatures import SIGNATURES
+from stethoscope.explain.signatures.memory import is_fragmented
 from stethoscope.records import FINDING_TYPES, SEVERITIES, Finding
 from tests.conftest import realruns_dir
 
