@@ -58,6 +58,10 @@ class Signature:
     supersedes: tuple[str, ...] = ()
 
 
+# The fix several signatures end with, kept in one place.
+RESUME = "resume from the last verified checkpoint"
+
+
 def rx(*patterns: str, flags: int = 0) -> tuple[re.Pattern[str], ...]:
     # MULTILINE: patterns run over the whole (prefix-stripped) text at once, `^`/`$` mean a line.
     return tuple(re.compile(p, flags | re.MULTILINE) for p in patterns)

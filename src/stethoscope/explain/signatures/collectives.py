@@ -6,7 +6,18 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from stethoscope.explain.model import Detail, Hit, Line, Signature, first_group, hit_rank, lines_after, ranks_of, rx
+from stethoscope.explain.model import (
+    RESUME,
+    Detail,
+    Hit,
+    Line,
+    Signature,
+    first_group,
+    hit_rank,
+    lines_after,
+    ranks_of,
+    rx,
+)
 
 
 # -- parsers ------------------------------------------------------------------------------------
@@ -93,8 +104,6 @@ def parse_unused(hits: list[Hit], lines: Sequence[Line]) -> Detail:
 
 # -- signatures ---------------------------------------------------------------------------------
 
-_RESUME = "resume from the last verified checkpoint"
-
 NCCL_TIMEOUT = Signature(
     "nccl_timeout", rx(r"Watchdog caught collective operation timeout", r"watchdog got stuck for",
                         r"Heartbeat monitor timed out", r"Timeout at NCCL work"),
@@ -112,7 +121,7 @@ NCCL_TIMEOUT = Signature(
      "dump the stuck ranks' stacks with py-spy dump --pid PID before the job is torn down",
      "give every rank the same number of batches (drop_last=True) and keep collectives out of "
      "rank-conditional code",
-     f"{_RESUME}; if it recurs on the same node, drain that node"),
+     f"{RESUME}; if it recurs on the same node, drain that node"),
     parse_nccl_timeout, role="symptom")
 
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from stethoscope.explain.model import Detail, Hit, Line, Signature, first_group, rx
+from stethoscope.explain.model import RESUME, Detail, Hit, Line, Signature, first_group, rx
 
 
 # -- parsers: GPU hardware ----------------------------------------------------------------------
@@ -106,8 +106,6 @@ def parse_status(hits: list[Hit], lines: Sequence[Line]) -> Detail:
 
 # -- signatures ---------------------------------------------------------------------------------
 
-_RESUME = "resume from the last verified checkpoint"
-
 GPU_HARDWARE = Signature(
     "gpu_hardware", rx(r"uncorrectable ECC error", r"cudaErrorECCUncorrectable", r"(?i:\bXid\b)(?:\s*\([^)]*\))?\s*:?\s*\d+",
                         r"fallen off the bus", r"GPU is lost", r"row remapp?ing failure",
@@ -118,7 +116,7 @@ GPU_HARDWARE = Signature(
      "power, cooling or PCIe seating problems on that node",),
     ("drain/cordon the node and resubmit excluding it (e.g. sbatch --exclude=NODE): the restarted job "
      "landing on the same GPU will crash again",
-     f"{_RESUME}; the steps just before the crash may have used corrupted memory",
+     f"{RESUME}; the steps just before the crash may have used corrupted memory",
      "check the GPU: nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT, `dcgmi diag -r 3`, dmesg for Xid",
      "reset the GPU or reboot the node, and open a hardware ticket if it recurs"),
     parse_gpu_fault, supersedes=("illegal_memory_access", "cuda_error", "nccl_error"))

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from stethoscope.explain.model import Detail, Hit, Line, Signature, first_group, lines_after, rx
+from stethoscope.explain.model import RESUME, Detail, Hit, Line, Signature, first_group, lines_after, rx
 
 
 # -- parsers ------------------------------------------------------------------------------------
@@ -74,8 +74,6 @@ def parse_interrupt(hits: list[Hit], lines: Sequence[Line]) -> Detail:
 
 # -- signatures ---------------------------------------------------------------------------------
 
-_RESUME = "resume from the last verified checkpoint"
-
 ADDRESS_IN_USE = Signature(
     "address_in_use", rx(r"Address already in use", r"EADDRINUSE", r"errno: 98\b",
                           r"server socket has failed to listen on any local network address"),
@@ -125,7 +123,7 @@ INTERRUPTED = Signature(
     ("the job was stopped from outside: Ctrl-C, the scheduler's time limit or a preemption",),
     ("save a checkpoint when SIGTERM arrives (a handler sets a flag; the loop saves at the next step)",
      "request a signal before the limit (sbatch --signal=USR1@120) and requeue",
-     _RESUME),
+     RESUME),
     parse_interrupt)
 
 

@@ -6,7 +6,17 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from stethoscope.explain.model import SIZE_RE, Detail, Hit, Line, Signature, first_group, fmt_gib, rx, size_gib
+from stethoscope.explain.model import (
+    SIZE_RE,
+    Detail,
+    Hit,
+    Line,
+    Signature,
+    first_group,
+    fmt_gib,
+    rx,
+    size_gib,
+)
 
 
 # -- parsers ------------------------------------------------------------------------------------

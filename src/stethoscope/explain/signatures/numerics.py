@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from stethoscope.explain.model import Detail, Hit, Line, Signature, first_group, rx
+from stethoscope.explain.model import RESUME, Detail, Hit, Line, Signature, first_group, rx
 
 
 # -- parsers ------------------------------------------------------------------------------------
@@ -42,7 +42,6 @@ def parse_nan(hits: list[Hit], lines: Sequence[Line]) -> Detail:
 # -- signatures ---------------------------------------------------------------------------------
 
 _I = re.IGNORECASE
-_RESUME = "resume from the last verified checkpoint"
 
 FP16_LOSS_SCALE_MIN = Signature(
     "fp16_loss_scale_min", rx(r"Current loss scale already at minimum", r"Minimum loss scale reached",
@@ -52,7 +51,7 @@ FP16_LOSS_SCALE_MIN = Signature(
      "the activations",),
     ("train in bf16 instead of fp16 where the hardware supports it",
      "lower the learning rate or lengthen warm-up; clip gradients",
-     f"{_RESUME} from before the overflows started and skip the batches around it"))
+     f"{RESUME} from before the overflows started and skip the batches around it"))
 
 
 NAN_LOSS = Signature(
@@ -70,7 +69,7 @@ NAN_LOSS = Signature(
      "torch.autograd.detect_anomaly() to name the op",
      "clip gradients (clip_grad_norm_ 1.0), lower the LR or lengthen warm-up",
      "use bf16 instead of fp16",
-     f"{_RESUME} before the NaN and skip the offending batches"),
+     f"{RESUME} before the NaN and skip the offending batches"),
     parse_nan)
 
 
