@@ -1,307 +1,251 @@
 """Labelled synthetic runs for `diagnosis_accuracy.py --synthetic`: REAL tiny training runs with faults.
 
-A character-level MLP language model (8 characters of context, ~120k parameters) trains on text from
-Python's own standard library, on the CPU with one thread. Each scenario injects one fault at a known
-iteration, and every run is written through real writers:
+Runs (`synthetic_train.py`) vary model width (hidden 128/256/512), seed, batch (32/64/128), optimizer
+(Adam, AdamW, SGD+momentum), LR schedule (constant, warm-up+cosine), fp16 loss scaling and the fault's
+place and strength. Each is written through every writer variant of its split
+(`synthetic_writers.py`). The DEVELOPMENT set is seeds 0-1; the HELD-OUT set is seeds 2-3, written
+through the development writers AND writer variants no development run uses. Tune on dev; report
+held-out.
 
-* an HF-style `trainer_state.json` (Python's `json`, so NaN is written bare; loss averaged over the
-  logging interval as the Trainer does; steps counted from 1),
-* a TensorBoard event file (`torch.utils.tensorboard.SummaryWriter`; steps from 0),
-* Megatron-style iteration lines (values averaged over the log interval; a NaN iteration prints no
-  `lm loss` field and counts itself in `number of nan iterations`; iterations from 1).
+Labels are the injected faults, measured on the raw per-iteration trace where the truth is a measured
+fact, then placed at the first log row that shows them in each writer's own step numbering:
 
-Labels are the injected faults, in each writer's own step numbering (an event at one iteration is
-labelled at the first log line whose interval holds it); where the truth is a measured fact (the eval
-minimum of an overfitting run, the first non-finite loss of a diverging run, the first loss above
-every pre-fault loss after an LR jump) it is measured on the raw per-iteration data, never on the
-diagnosis. Step times are real wall-clock times, so throughput is only labelled where stalls are
-injected (`unscored` elsewhere).
+* `lr_too_high` (LR x10/30/100 at iteration F): `lr_schedule` at F (the LR series jumps: the mistake
+  a user must see); `divergence` at F+1 (the first loss the new LR can touch) when the loss did not come
+  back (the median of the last 100 losses above every loss of the 50 before F, or a NaN); `loss_spike`
+  at the first clear spike after F (see `garbage_batch`; later spikes are unscored: at that LR the loss
+  spikes again and again); `nan` at the first non-finite loss;
+  `grad_explosion` (no step) when the logged grad norm reaches 10x its pre-fault median.
+* `nan_batch`: `nan` at the first non-finite loss (the NaN gradient poisons the weights).
+* `garbage_batch` (part of one batch replaced by random tokens): `loss_spike` at F when that loss is a
+  clear spike (above the median of the 50 losses before by twice their largest excursion).
+* `tiny_dataset` (300-800 characters) and `data_repeat` (from F, a window of 500-2000 samples cycled):
+  `overfitting` at the eval minimum, when the last eval is at least 2% above it.
+* `lr_too_low` (LR / 1000-10000 from the start, / 10^4-10^5 for SGD+momentum): `underfitting` at the first logged step when the last
+  100 losses stayed within 15% of the first 10. Not also `plateau`: the diagnosis turns a plateau that
+  holds from the start into the `underfitting` verdict (the plateau is its symptom), and one incident
+  is one label.
+* `lr_zero` (a scheduler bug: LR 0 from F): `plateau` at the first logged step whose LR is 0.
+  `lr_schedule` is unscored there (a finding naming the LR drop names the same cause).
+* `schedule_reset` (a resume that rebuilt the scheduler: warm-up restarts at F): `lr_schedule` at F. It
+  is a user-visible problem (the LR climbs back to its peak mid-run, undoing the decay), so it is
+  labelled; the loss bump it may cause is unscored (`loss_spike`).
+* `loss_scale_collapse` (fp16: overflows halve the scale every 2-8 iterations from F, then every step
+  at the floor of 1 is skipped): `plateau` (a `loss_scale_collapse` finding counts for it, see the
+  scoring rules) at its onset as the log shows it: at F, the first halving, where the writer logs the
+  loss scale; else at the first iteration at the floor, where the loss stops improving.
+* `gc_stalls` (a 40 ms pause every 20-50 iterations from F) and `slow_storage` (every step 2-3x slower
+  from F): `throughput_drop` at F. Step times are real wall-clock times on a shared machine, so
+  throughput is scored only in these two scenarios, and only from F on (unscored elsewhere).
+* `healthy`, `healthy_fp16` (fp16 with the odd overflow-skipped step): `healthy`.
+
+A label whose event the writer cannot show is dropped and its type unscored in that case: a one-batch
+spike that an averaging writer dilutes below its neighbours, or a last-value writer never logs; a
+stall no logged row holds; throughput in a writer that logs no step time (the HF Trainer).
 """
 
 from __future__ import annotations
 
-import inspect
-import json
 import math
+import random
+import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-STEPS = 1200
-CONTEXT = 8
-BATCH = 128
-HIDDEN = 512  # ~5 ms steps on one CPU thread: long enough that OS jitter is not the whole story
+from synthetic_train import GENERATOR_VERSION, RunSpec, Trace, cached_trace, corpus
+from synthetic_writers import VARIANTS, Variant, rows, write
+
+SPLITS = {"dev": (0, 1), "heldout": (2, 3)}
+SCENARIOS = ("healthy", "healthy_fp16", "lr_too_high", "nan_batch", "garbage_batch", "tiny_dataset", "lr_too_low",
+             "lr_zero", "schedule_reset", "loss_scale_collapse", "data_repeat", "gc_stalls", "slow_storage")
+Event = tuple[str, int | None]  # (label type, iteration)
 
 
-@dataclass
-class Trace:
-    """What one training run produced, per iteration (0-based)."""
-
-    loss: list[float] = field(default_factory=list)
-    grad_norm: list[float] = field(default_factory=list)
-    lr: list[float] = field(default_factory=list)
-    step_time: list[float] = field(default_factory=list)
-    evals: list[tuple[int, float]] = field(default_factory=list)  # (iteration, eval loss)
-
-
-@dataclass
-class Scenario:
-    name: str
-    labels: Callable[[Trace], list[tuple[str, int | None]]]  # (type, iteration) in 0-based iterations
-    lr: float = 3e-3
-    train_chars: int | None = None
-    eval_every: int = 100
-    fault: Callable[[int], str | None] = lambda i: None
-    lr_at: Callable[[int, float], float] = lambda i, lr: lr
-    healthy: bool = False
-
-
-def _corpus() -> str:
-    """~1 MB of Python source from the standard library: enough text that 1200 steps do not overfit."""
-    import importlib
-
-    names = ("collections", "dataclasses", "textwrap", "json.decoder", "json.encoder", "argparse", "inspect",
-             "typing", "pathlib", "logging", "subprocess", "threading", "tarfile", "zipfile", "email.message",
-             "http.client", "urllib.request", "pydoc", "difflib", "decimal", "fractions", "statistics", "calendar",
-             "configparser", "shutil", "tempfile", "ast", "dis", "pickle", "functools", "enum", "unittest.case")
-    out = []
-    for name in names:
-        try:
-            out.append(inspect.getsource(importlib.import_module(name)))
-        except (ImportError, OSError, TypeError):
-            continue
-    return "".join(out)
+def spec(scenario: str, seed: int) -> RunSpec:
+    """The run of one scenario and seed: everything that is not the fault is drawn from the seed."""
+    r = random.Random(f"{scenario}/{seed}")
+    opt = r.choice(("adam", "adamw", "sgd"))
+    cosine = r.random() < 0.5
+    s = RunSpec(scenario, seed, hidden=r.choice((128, 256, 512)), batch=r.choice((32, 64, 128)), optimizer=opt,
+                lr=(0.1 if opt == "sgd" else 3e-3) * r.choice((0.5, 1.0, 1.5)),
+                schedule="cosine" if cosine else "constant", warmup=r.choice((50, 100)) if cosine else 0,
+                fault_at=r.randrange(450, 850), fp16=scenario == "healthy_fp16")
+    tweak: dict[str, Callable[[], dict[str, Any]]] = {
+        "lr_too_high": lambda: {"strength": r.choice((10, 30, 100))},
+        "garbage_batch": lambda: {"strength": r.choice((0.5, 0.75, 1.0))},
+        "tiny_dataset": lambda: {"train_chars": r.choice((300, 500, 800)), "eval_every": 25},
+        "data_repeat": lambda: {"strength": r.choice((500, 1000, 2000)), "eval_every": 25,
+                                "fault_at": r.randrange(300, 500)},
+        "lr_too_low": lambda: {"lr": s.lr / r.choice((1000, 3000, 10000)) / (10 if opt == "sgd" else 1)},
+        "schedule_reset": lambda: {"schedule": "cosine", "warmup": r.choice((50, 100))},
+        "loss_scale_collapse": lambda: {"fp16": True, "strength": r.choice((2, 4, 8)), "fault_at": r.randrange(450, 700)},
+        "gc_stalls": lambda: {"strength": r.choice((20, 25, 40, 50))},
+        "slow_storage": lambda: {"strength": r.choice((2.0, 2.5, 3.0))},
+    }
+    return replace(s, **tweak[scenario]()) if scenario in tweak else s
 
 
-def _first_nonfinite(xs: list[float]) -> int | None:
-    return next((i for i, x in enumerate(xs) if not math.isfinite(x)), None)
+# -- labels in iterations, measured on the raw trace -----------------------------------------------
+def _finite(xs: list[float]) -> list[float]:
+    return [x for x in xs if math.isfinite(x)]
 
 
-def _scenarios() -> list[Scenario]:
-    def high_lr_labels(t: Trace) -> list[tuple[str, int | None]]:
-        # LR x30 at iteration 600: the loss jumps (a spike) and never comes back (a divergence); labelled
-        # both, as the BigScience chronicles label the same pattern (tr8 exp1, exp12). The spike's step is
-        # measured on the raw losses: the first iteration above every loss of the 50 before the fault.
-        # The first loss the fault can touch is iteration 601's (600's loss is computed before its update).
-        before = max(t.loss[550:600])
-        jump = next((i for i in range(600, len(t.loss)) if t.loss[i] > before), None)
-        out: list[tuple[str, int | None]] = [("divergence", 601)]
-        if jump is not None:
-            out.append(("loss_spike", jump))
-        bad = _first_nonfinite(t.loss)
-        if bad is not None:
-            out.append(("nan", bad))
-        return out
-
-    def overfit_labels(t: Trace) -> list[tuple[str, int | None]]:
-        best = min(t.evals, key=lambda e: e[1])
-        return [("overfitting", best[0])] if best[0] < t.evals[-1][0] else []
-
-    return [
-        Scenario("healthy", lambda t: [], healthy=True),
-        Scenario("lr_too_high", high_lr_labels, lr_at=lambda i, lr: lr * 30 if i >= 600 else lr),
-        Scenario("nan_batch", lambda t: [("nan", 700)], fault=lambda i: "nan" if i == 700 else None),
-        Scenario("garbage_batch", lambda t: [("loss_spike", 800)], fault=lambda i: "garbage" if i == 800 else None),
-        Scenario("tiny_dataset", overfit_labels, train_chars=400, eval_every=25),
-        Scenario("lr_too_low", lambda t: [("plateau", 0)], lr=1e-6),
-        Scenario("gc_pauses", lambda t: [("throughput_drop", 500)], fault=lambda i: "pause" if i >= 500 and i % 50 == 0 else None),
-    ]
+def _first_nonfinite(xs: list[float], start: int = 0) -> int | None:
+    return next((i for i in range(start, len(xs)) if not math.isfinite(xs[i])), None)
 
 
-def train(sc: Scenario, text: str, steps: int = STEPS, seed: int = 0) -> Trace:
-    """Train the tiny model for one scenario and record every iteration."""
-    import torch
-
-    torch.set_num_threads(1)
-    g = torch.Generator().manual_seed(seed)
-    chars = sorted(set(text))
-    idx = {c: i for i, c in enumerate(chars)}
-    data = torch.tensor([idx[c] for c in text], dtype=torch.long)
-    chunks = data[: len(data) // 1000 * 1000].view(-1, 1000)  # every 10th chunk of 1000 characters is held out
-    train_data = chunks[torch.arange(len(chunks)) % 10 != 0].reshape(-1)
-    eval_data = chunks[::10].reshape(-1)
-    if sc.train_chars is not None:
-        train_data = train_data[: sc.train_chars]
-    vocab = len(chars)
-    torch.manual_seed(seed)
-    model = torch.nn.Sequential(
-        torch.nn.Embedding(vocab, 16), torch.nn.Flatten(), torch.nn.Linear(16 * CONTEXT, HIDDEN), torch.nn.GELU(),
-        torch.nn.Linear(HIDDEN, vocab),
-    )
-    opt = torch.optim.Adam(model.parameters(), lr=sc.lr)
-    trace = Trace()
-    eval_set: list[tuple[Any, Any]] = []
-
-    windows = {id(d): d.unfold(0, CONTEXT + 1, 1) for d in (train_data, eval_data)}
-
-    def batch(source: Any) -> tuple[Any, Any]:
-        w = windows[id(source)]
-        rows = w[torch.randint(0, len(w), (BATCH,), generator=g)]
-        return rows[:, :-1], rows[:, -1]
-
-    eval_set.extend(batch(eval_data) for _ in range(16))  # a fixed held-out set, as real evals use
-    for it in range(steps):
-        t0 = time.perf_counter()
-        lr = sc.lr_at(it, sc.lr)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        fault = sc.fault(it)
-        x, y = batch(train_data)
-        if fault == "garbage":
-            x = torch.randint(0, vocab, x.shape, generator=g)
-            y = torch.randint(0, vocab, y.shape, generator=g)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        if fault == "nan":
-            loss = loss * float("nan")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
-        opt.step()
-        if fault == "pause":
-            time.sleep(0.03)  # a stop-the-world pause (GC, a synchronous save) inside the step
-        trace.loss.append(loss.item())  # host sync: a benchmark, not a training loop
-        trace.grad_norm.append(gn.item())
-        trace.lr.append(lr)
-        trace.step_time.append(time.perf_counter() - t0)
-        if (it + 1) % sc.eval_every == 0:
-            with torch.no_grad():
-                losses = [torch.nn.functional.cross_entropy(model(bx), by).item() for bx, by in eval_set]
-            trace.evals.append((it, sum(losses) / len(losses)))
-    return trace
-
-
-# -- writers --------------------------------------------------------------------------------------
-def _mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs) if xs else float("nan")
-
-
-def write_hf(trace: Trace, folder: Path, interval: int = 10) -> Path:
-    """trainer_state.json as the HF Trainer writes it: steps from 1, train loss averaged per interval."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, Any]] = []
-    evals = dict(trace.evals)
-    n = len(trace.loss)
-    for it in range(n):
-        step = it + 1
-        if step % interval == 0:
-            lo = it + 1 - interval
-            rows.append({"epoch": round(step / n, 4), "grad_norm": trace.grad_norm[it],
-                         "learning_rate": trace.lr[it], "loss": round(_mean(trace.loss[lo: it + 1]), 4), "step": step})
-        if it in evals:
-            rows.append({"epoch": round(step / n, 4), "eval_loss": evals[it], "step": step})
-    rows.append({"epoch": 1.0, "step": n, "total_flos": 1.0, "train_loss": _mean(trace.loss), "train_runtime": 1.0})
-    state = {"best_metric": None, "epoch": 1.0, "global_step": n, "logging_steps": interval, "max_steps": n,
-             "log_history": rows}
-    path = folder / "trainer_state.json"
-    path.write_text(json.dumps(state, indent=2))  # Python's json: bare NaN, like the Trainer
-    return path
-
-
-def write_tensorboard(trace: Trace, folder: Path) -> Path:
-    """A TensorBoard event file through torch's SummaryWriter: every iteration, steps from 0."""
-    from torch.utils.tensorboard import SummaryWriter
-
-    folder.mkdir(parents=True, exist_ok=True)
-    w = SummaryWriter(log_dir=str(folder))
-    for it, (lo, gn, lr, st) in enumerate(zip(trace.loss, trace.grad_norm, trace.lr, trace.step_time)):
-        w.add_scalar("train/loss", lo, it)
-        w.add_scalar("train/grad_norm", gn, it)
-        w.add_scalar("train/learning_rate", lr, it)
-        w.add_scalar("perf/step_time_s", st, it)
-    for it, ev in trace.evals:
-        w.add_scalar("eval/loss", ev, it)
-    w.close()
-    return folder
-
-
-def write_megatron(trace: Trace, folder: Path, interval: int = 5) -> Path:
-    """Megatron-LM iteration lines: averages over the log interval, iterations from 1, a NaN iteration
-    drops the `lm loss` field and is counted in `number of nan iterations`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    n = len(trace.loss)
-    lines = []
-    evals = dict(trace.evals)
-    for it in range(n):
-        step = it + 1
-        if step % interval == 0:
-            window = trace.loss[it + 1 - interval: it + 1]
-            finite = [x for x in window if math.isfinite(x)]
-            nan_count = len(window) - len(finite)
-            ms = 1000 * _mean(trace.step_time[it + 1 - interval: it + 1])
-            gn = trace.grad_norm[it]
-            parts = [f" iteration {step:8d}/{n:8d} | consumed samples: {step * BATCH:12d} | "
-                     f"elapsed time per iteration (ms): {ms:.1f} | learning rate: {trace.lr[it]:.3E} | "
-                     f"global batch size: {BATCH:5d} | "]
-            if finite and not nan_count:
-                parts.append(f"lm loss: {_mean(finite):.6E} | ")
-            parts.append("loss scale: 1.0 | ")
-            if math.isfinite(gn):
-                parts.append(f"grad norm: {gn:.3f} | ")
-            parts.append(f"number of skipped iterations: {nan_count:3d} | number of nan iterations: {nan_count:3d} |")
-            lines.append("".join(parts))
-        if it in evals:
-            lines.append("-" * 100)
-            lines.append(f" validation loss at iteration {step} | lm loss value: {evals[it]:.6E} | "
-                         f"lm loss PPL: {math.exp(min(evals[it], 50)):.6E} | ")
-            lines.append("-" * 100)
-    path = folder / "train.log"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-WRITERS: dict[str, tuple[Callable[[Trace, Path], Path], int, int]] = {
-    # name: (writer, logging interval in iterations, step of iteration 0)
-    "hf": (write_hf, 10, 1),
-    "tensorboard": (write_tensorboard, 1, 0),
-    "megatron": (write_megatron, 5, 1),
-}
-
-
-def _grad_exploded(t: Trace, interval: int) -> bool:
-    """Does the grad norm this writer logs (the last iteration of each interval) reach 10x its median of the
-    50 iterations before the fault? Measured on what the log shows, not on the diagnosis."""
-    logged = [i for i in range(len(t.grad_norm)) if (i + 1) % interval == 0]
-    before = sorted(t.grad_norm[i] for i in logged if 550 <= i < 600)
-    if not before:
+def _clear_spike(x: float, window: list[float]) -> bool:
+    """Unmistakable in the log: above the window's median by twice the window's largest excursion."""
+    w = _finite(window)
+    if not w or not math.isfinite(x):
         return False
-    ref = before[len(before) // 2]
-    return any(math.isfinite(t.grad_norm[i]) and t.grad_norm[i] >= 10 * ref for i in logged if i >= 600)
+    med = statistics.median(w)
+    return x - med > 2 * (max(w) - med)
 
 
-def _logged_step(kind: str, it: int | None, interval: int, offset: int) -> int | None:
-    """The label's step in the writer's own numbering. An event at one iteration (a NaN, a bad batch, a
-    pause) shows first on the log line whose interval holds it; evals are logged at their own step."""
-    if it is None:
-        return None
-    step = it + offset
-    if kind in ("nan", "loss_spike", "throughput_drop", "plateau"):
-        return max(interval, -(-step // interval) * interval) if interval > 1 else step
-    return step
+def _overfit(t: Trace) -> list[Event]:
+    best = min(t.evals, key=lambda e: e[1])
+    return [("overfitting", best[0])] if t.evals[-1][1] >= 1.02 * best[1] else []
 
 
-def generate(workdir: Path, steps: int = STEPS) -> list[dict[str, Any]]:
-    """Train every scenario once, write it through every writer; returns bench cases with labels."""
-    text = _corpus()
+def events(s: RunSpec, t: Trace) -> tuple[list[Event], list[str]]:
+    """The run's labels in 0-based iterations, and the types it has no ground truth for."""
+    f = s.fault_at
+    unscored = [] if s.scenario in ("gc_stalls", "slow_storage") else ["throughput_drop"]
+    before = max(_finite(t.loss[f - 50: f]) or [math.inf])  # every loss of the 50 iterations before the fault
+    if s.scenario == "lr_too_high":
+        out: list[Event] = [("lr_schedule", f), ("grad_explosion", None)]
+        tail = t.loss[-100:]
+        bad = _first_nonfinite(t.loss)
+        if bad is not None or statistics.median(tail) > before:
+            out.append(("divergence", f + 1))
+        jump = next((i for i in range(f + 1, len(t.loss))
+                     if not math.isfinite(t.loss[i]) or _clear_spike(t.loss[i], t.loss[f - 50: f])), None)
+        out += [("loss_spike", jump)] if jump is not None and jump != bad else []
+        out += [("nan", bad)] if bad is not None else []
+        return out, unscored
+    if s.scenario == "nan_batch":
+        return [("nan", _first_nonfinite(t.loss))], unscored
+    if s.scenario == "garbage_batch":
+        return ([("loss_spike", f)] if _clear_spike(t.loss[f], t.loss[f - 50: f]) else []), unscored
+    if s.scenario in ("tiny_dataset", "data_repeat"):
+        found = _overfit(t)
+        ambiguous = not found and t.evals[-1][1] > min(e for _, e in t.evals)  # rose, but by less than 2%
+        return found, unscored + (["overfitting"] if ambiguous else [])
+    if s.scenario == "lr_too_low":
+        learned = statistics.median(t.loss[-100:]) < 0.85 * statistics.median(t.loss[:10])
+        return ([] if learned else [("underfitting", 0)]), unscored + (["underfitting", "plateau"] if learned else [])
+    if s.scenario == "lr_zero":
+        return [("plateau", f)], unscored + ["lr_schedule"]
+    if s.scenario == "schedule_reset":
+        return [("lr_schedule", f)], unscored + ["loss_spike"]
+    if s.scenario == "loss_scale_collapse":
+        floor = next(i for i in range(f, len(t.loss_scale)) if t.loss_scale[i] <= 1.0)
+        return [("plateau", floor)], unscored
+    if s.scenario in ("gc_stalls", "slow_storage"):
+        return [("throughput_drop", f)], unscored
+    return [("healthy", None)], unscored
+
+
+# -- labels in a writer's steps ----------------------------------------------------------------------
+def _first_row(v: Variant, logged: list[int], it: int) -> int | None:
+    return next((i for i in logged if i >= it), None)
+
+
+def _stall_row(s: RunSpec, v: Variant, logged: list[int]) -> int | None:
+    """The first logged row that holds a stalled iteration (a last-value writer may log none)."""
+    if v.mean or s.scenario == "slow_storage":
+        return _first_row(v, logged, s.fault_at)
+    period = int(s.strength)
+    return next((i for i in logged if i >= s.fault_at and (i - s.fault_at) % period == 0), None)
+
+
+def _spike_shows(t: Trace, v: Variant, row_it: int, it: int) -> bool:
+    """Is the logged loss at that row a clear spike against the logged losses of the 50 iterations (at
+    least 3 rows) before the event? A one-batch spike averaged over 25 iterations may not be."""
+    logged = rows(t, v)
+    at = next(r["loss"] for r in logged if r["step"] == row_it + v.offset)
+    prior = [r for r in logged if r["step"] < row_it + v.offset]
+    window = [r["loss"] for r in prior if r["step"] >= it - 50 + v.offset]
+    return _clear_spike(at, window if len(window) >= 3 else [r["loss"] for r in prior[-3:]])
+
+
+def _grad_exploded(s: RunSpec, t: Trace, v: Variant) -> bool:
+    """Does the logged grad norm (the last iteration's of each row) reach 10x its median over the 50
+    iterations before the fault? Measured on what the log shows, not on the diagnosis."""
+    logged = v.logged(len(t.grad_norm))
+    pre = sorted(t.grad_norm[i] for i in logged if s.fault_at - 50 <= i < s.fault_at) or [math.inf]
+    ref = pre[len(pre) // 2]
+    return any(math.isfinite(t.grad_norm[i]) and t.grad_norm[i] >= 10 * ref for i in logged if i >= s.fault_at)
+
+
+def labels_for(s: RunSpec, t: Trace, v: Variant) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
+    """The labels in this writer's step numbering, the types unscored for this case, and the spans of
+    steps where one type has no ground truth."""
+    evs, unscored = events(s, t)
+    unscored = list(unscored)
+    logged = v.logged(len(t.loss))
+    out, spans = [], []
+    if s.scenario in ("gc_stalls", "slow_storage"):  # before the fault: a shared machine's own jitter
+        spans.append({"type": "throughput_drop", "from": 0, "to": s.fault_at + v.offset - 1})
+    for kind, it in evs:
+        if kind == "plateau" and s.scenario == "loss_scale_collapse" and v.has_loss_scale:
+            it = s.fault_at  # the collapse shows from its first halving where the scale is logged
+
+        row: int | None
+        if kind in ("healthy", "grad_explosion") or it is None:
+            if kind == "grad_explosion" and not _grad_exploded(s, t, v):
+                continue
+            out.append({"type": kind, "step": None, "note": s.name, "confidence": "high"})
+            continue
+        if kind == "overfitting":
+            row = it  # evals are logged at their own step by every writer
+        elif kind == "underfitting":
+            row = logged[0]
+        elif kind == "throughput_drop":
+            row = _stall_row(s, v, logged) if v.has_step_time else None
+        else:
+            row = _first_row(v, logged, it)
+        if kind == "loss_spike" and row is not None and not _spike_shows(t, v, row, it):
+            row = None
+        if row is None:
+            unscored.append(kind)
+            continue
+        if kind == "loss_spike" and s.scenario == "lr_too_high":  # at that LR it spikes again and again
+            spans.append({"type": "loss_spike", "from": row + v.offset + 1, "to": len(t.loss) + v.offset})
+        out.append({"type": kind, "step": row + v.offset, "note": f"{s.name}: iteration {it}", "confidence": "high"})
+    return out, unscored, spans
+
+
+def generate(workdir: Path, splits: tuple[str, ...] = ("dev", "heldout"), log: Callable[[str], None] = print
+             ) -> list[dict[str, Any]]:
+    """Train (or read from the cache) every run of the splits, write it through its writers; returns
+    bench cases with labels, split and format."""
+    text: str | None = None
     cases = []
-    for sc in _scenarios():
-        trace = train(sc, text, steps)
-        truth = sc.labels(trace)
-        for wname, (writer, interval, offset) in WRITERS.items():
-            if sc.name == "gc_pauses" and wname == "hf":
-                continue  # the HF Trainer's log_history has no per-step time
-            path = writer(trace, workdir / f"{sc.name}-{wname}")
-            labels = [{"type": t, "step": _logged_step(t, it, interval, offset), "note": sc.name, "confidence": "high"}
-                      for t, it in truth]
-            if sc.name == "lr_too_high" and _grad_exploded(trace, interval):
-                labels.append({"type": "grad_explosion", "step": None, "confidence": "high",
-                               "note": "the logged grad norm reached 10x its pre-fault median after the LR jump"})
-            if sc.healthy:
-                labels.append({"type": "healthy", "step": None, "note": "no fault injected", "confidence": "high"})
-            unscored = [] if sc.name == "gc_pauses" else ["throughput_drop"]  # real wall-clock jitter: no truth
-            cases.append({"case": f"synthetic_{sc.name}_{wname}", "path": str(path), "labels": labels,
-                          "unscored": unscored})
+    t_all, trained = time.perf_counter(), 0
+    for split in splits:
+        for seed in SPLITS[split]:
+            for scenario in SCENARIOS:
+                s = spec(scenario, seed)
+                if text is None:
+                    text = corpus()
+                trace, fresh = cached_trace(s, text)
+                if fresh:
+                    trained += 1
+                    log(f"  trained {s.name} ({s.optimizer}, h{s.hidden}, b{s.batch}, {s.schedule}) in {trace.seconds:.1f} s")
+                for v in VARIANTS:
+                    if v.heldout_only and split != "heldout":
+                        continue
+                    labels, unscored, spans = labels_for(s, trace, v)
+                    path = write(trace, workdir / f"{s.name}-{v.name}", v)
+                    cases.append({"case": f"{s.name}-{v.name}", "path": str(path), "labels": labels,
+                                  "unscored": unscored, "unscored_spans": spans, "split": split, "format": v.fmt, "variant": v.name})
+    log(f"synthetic v{GENERATOR_VERSION}: {len(cases)} cases, {trained} runs trained, "
+        f"{time.perf_counter() - t_all:.0f} s")
     return cases
 
 
@@ -310,8 +254,5 @@ if __name__ == "__main__":
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
-        t0 = time.perf_counter()
-        out = generate(Path(d), int(sys.argv[1]) if len(sys.argv) > 1 else STEPS)
-        for c in out:
-            print(c["case"], c["labels"])
-        print(f"{len(out)} cases in {time.perf_counter() - t0:.1f} s")
+        for c in generate(Path(d), tuple(sys.argv[1:]) or ("dev", "heldout")):
+            print(c["case"], [(lb["type"], lb["step"]) for lb in c["labels"]], c["unscored"])

@@ -1,0 +1,231 @@
+"""Writers for the synthetic benchmark: one `Trace`, many real log formats.
+
+Each `Variant` writes what one real trainer writes, in its step numbering, logging interval and
+reduction: the HF Trainer, Megatron-LM, nanoGPT-style loops and W&B users average the train loss over
+the logging interval (Megatron and HF also the step time); TensorBoard-per-step loops and Lightning's
+`self.log(on_step=True)` log the last iteration's value. LR, grad norm and loss scale are the last
+iteration's everywhere, as every one of these trainers logs them. Evals are logged at their own step.
+Metric spellings and step-time units vary per variant (`loss`/`train_loss`/`train/loss`,
+`lr`/`learning_rate`, `grad_norm`/`gnorm`/`norm`, `step_ms`/`dt_ms`/`iter_time_s`/`time (ms)`/
+`step_time`): the benchmark shows which ones the importers do not read yet. `heldout_only` variants are
+written for held-out runs only, so the held-out figure also covers spellings nobody tuned against.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from synthetic_train import Trace
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    fmt: str  # the format family the scores are reported by: hf, tensorboard, megatron, jsonl, csv
+    interval: int
+    offset: int  # the logged step of iteration `it` is `it + offset`
+    mean: bool  # train loss (and step time) averaged over the interval, else the last iteration's
+    keys: dict[str, str] = field(default_factory=dict)  # our name -> this writer's spelling
+    heldout_only: bool = False
+
+    def logged(self, n: int) -> list[int]:
+        """The iterations this writer logs a train row at."""
+        return [it for it in range(n) if (it + self.offset) % self.interval == 0]
+
+    @property
+    def has_step_time(self) -> bool:
+        return self.fmt in ("megatron", "tensorboard") or "step_time" in self.keys
+
+    @property
+    def has_loss_scale(self) -> bool:
+        return self.fmt in ("megatron", "tensorboard") or "loss_scale" in self.keys
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def rows(trace: Trace, v: Variant) -> list[dict[str, Any]]:
+    """The train rows this variant logs, in our names: step, loss, lr, grad_norm, step_time (s), loss_scale,
+    skipped (iterations skipped in the interval)."""
+    out, prev = [], -1
+    for it in v.logged(len(trace.loss)):
+        window = slice(prev + 1, it + 1) if v.mean else slice(it, it + 1)
+        row = {"step": it + v.offset, "loss": _mean(trace.loss[window]), "lr": trace.lr[it],
+               "grad_norm": trace.grad_norm[it], "step_time": _mean(trace.step_time[window]),
+               "skipped": sum(trace.skipped[prev + 1: it + 1]),
+               "nan": sum(not math.isfinite(x) for x in trace.loss[prev + 1: it + 1])}
+        if trace.loss_scale:
+            row["loss_scale"] = trace.loss_scale[it]
+        out.append(row)
+        prev = it
+    return out
+
+
+def write_hf(trace: Trace, folder: Path, v: Variant) -> Path:
+    """trainer_state.json: steps from 1, the loss averaged over `logging_steps`, bare NaN (Python's json)."""
+    n = len(trace.loss)
+    hist: list[dict[str, Any]] = []
+    evals = {it + v.offset: ev for it, ev in trace.evals}
+    for r in rows(trace, v):
+        hist.append({"epoch": round(r["step"] / n, 4), "grad_norm": r["grad_norm"], "learning_rate": r["lr"],
+                     "loss": round(r["loss"], 4), "step": r["step"]})
+        if r["step"] in evals:
+            hist.append({"epoch": round(r["step"] / n, 4), "eval_loss": evals.pop(r["step"]), "step": r["step"]})
+    hist += [{"epoch": round(s / n, 4), "eval_loss": ev, "step": s} for s, ev in evals.items()]
+    hist.sort(key=lambda row: row["step"])  # stable: an eval row stays after its step's train row
+    hist.append({"epoch": 1.0, "step": n, "total_flos": 1.0, "train_loss": _mean(trace.loss), "train_runtime": 1.0})
+    state = {"best_metric": None, "epoch": 1.0, "global_step": n, "logging_steps": v.interval, "max_steps": n,
+             "log_history": hist}
+    path = folder / "trainer_state.json"
+    path.write_text(json.dumps(state, indent=2))
+    return path
+
+
+def write_tensorboard(trace: Trace, folder: Path, v: Variant) -> Path:
+    """An event file through torch's SummaryWriter, with the variant's tags."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    k = v.keys
+    w = SummaryWriter(log_dir=str(folder))
+    for r in rows(trace, v):
+        w.add_scalar(k["loss"], r["loss"], r["step"])
+        w.add_scalar(k["grad_norm"], r["grad_norm"], r["step"])
+        w.add_scalar(k["lr"], r["lr"], r["step"])
+        w.add_scalar(k["step_time"], r["step_time"] * _unit(k["step_time"]), r["step"])
+        if "loss_scale" in r:
+            w.add_scalar(k["loss_scale"], r["loss_scale"], r["step"])
+    for it, ev in trace.evals:
+        w.add_scalar(k["eval_loss"], ev, it + v.offset)
+    w.close()
+    return folder
+
+
+def write_megatron(trace: Trace, folder: Path, v: Variant) -> Path:
+    """Megatron-LM iteration lines: loss and time averaged over the interval, iterations from 1; an
+    interval holding a NaN prints no `lm loss` and counts it in `number of nan iterations`."""
+    n = len(trace.loss)
+    batch = 128
+    evals = {it + v.offset: ev for it, ev in trace.evals}
+    lines = []
+    for r in rows(trace, v):
+        step = r["step"]
+        parts = [(f" iteration {step:8d}/{n:8d} | consumed samples: {step * batch:12d} | "
+                  f"elapsed time per iteration (ms): {1000 * r['step_time']:.1f} | learning rate: {r['lr']:.3E} | "
+                  f"global batch size: {batch:5d} | ")]
+        if not r["nan"]:
+            parts.append(f"lm loss: {r['loss']:.6E} | ")
+        parts.append(f"loss scale: {r.get('loss_scale', 1.0):.1f} | ")
+        if math.isfinite(r["grad_norm"]):
+            parts.append(f"grad norm: {r['grad_norm']:.3f} | ")
+        skipped = max(r["skipped"], r["nan"])
+        parts.append(f"number of skipped iterations: {skipped:3d} | number of nan iterations: {r['nan']:3d} |")
+        lines.append("".join(parts))
+        if step in evals:
+            ev = evals[step]
+            lines += ["-" * 100, (f" validation loss at iteration {step} | lm loss value: {ev:.6E} | "
+                                  f"lm loss PPL: {math.exp(min(ev, 50)):.6E} | "), "-" * 100]
+    path = folder / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _unit(key: str) -> float:
+    """Seconds to the unit a step-time key names."""
+    return 1000.0 if "ms" in key else 1.0
+
+
+def _table(trace: Trace, v: Variant) -> list[dict[str, Any]]:
+    """Rows in this variant's spellings; eval rows separate, as a logger call per metric group makes them."""
+    k = v.keys
+    out = []
+    for r in rows(trace, v):
+        row = {k["step"]: r["step"], k["loss"]: r["loss"], k["lr"]: r["lr"], k["grad_norm"]: r["grad_norm"]}
+        if "step_time" in k:
+            row[k["step_time"]] = round(r["step_time"] * _unit(k["step_time"]), 6)
+        if "loss_scale" in k and "loss_scale" in r:
+            row[k["loss_scale"]] = r["loss_scale"]
+        out.append(row)
+    for it, ev in trace.evals:
+        out.append({k["step"]: it + v.offset, k["eval_loss"]: ev})
+    out.sort(key=lambda row: row[k["step"]])
+    return out
+
+
+def write_jsonl(trace: Trace, folder: Path, v: Variant) -> Path:
+    """One JSON object per logging call (Python's json: bare NaN)."""
+    path = folder / "metrics.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in _table(trace, v)))
+    return path
+
+
+def write_csv(trace: Trace, folder: Path, v: Variant) -> Path:
+    """A wide CSV with empty cells for what a row did not log: Lightning's CSVLogger `metrics.csv` (an
+    `epoch` column) or a W&B history export (`_step`, `_runtime`, `_timestamp`)."""
+    table = _table(trace, v)
+    wandb = v.keys["step"] == "_step"
+    t0, runtime = 1.7e9, 0.0
+    for row in table:
+        if wandb:
+            runtime = row[v.keys["step"]] * _mean(trace.step_time)
+            row["_runtime"], row["_timestamp"] = round(runtime, 3), round(t0 + runtime, 3)
+        else:
+            row["epoch"] = 0
+    header: list[str] = []
+    for row in table:
+        header += [c for c in row if c not in header]
+    path = folder / ("wandb_export.csv" if wandb else "metrics.csv")
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=header)
+        w.writeheader()
+        w.writerows(table)
+    return path
+
+
+WRITE: dict[str, Callable[[Trace, Path, Variant], Path]] = {
+    "hf": write_hf, "tensorboard": write_tensorboard, "megatron": write_megatron, "jsonl": write_jsonl,
+    "csv": write_csv,
+}
+
+_TB = {"loss": "train/loss", "grad_norm": "train/grad_norm", "lr": "train/learning_rate",
+       "step_time": "perf/step_time_s", "loss_scale": "train/loss_scale", "eval_loss": "eval/loss"}
+VARIANTS = [
+    Variant("hf-10", "hf", 10, 1, True),
+    Variant("tensorboard-1", "tensorboard", 1, 0, False, _TB),
+    Variant("megatron-5", "megatron", 5, 1, True),
+    Variant("jsonl-nanogpt-1", "jsonl", 1, 0, False,
+            {"step": "iter", "loss": "loss", "lr": "lr", "grad_norm": "grad_norm", "step_time": "dt_ms",
+             "eval_loss": "val_loss"}),
+    Variant("jsonl-accelerate-10", "jsonl", 10, 1, True,
+            {"step": "step", "loss": "train_loss", "lr": "learning_rate", "grad_norm": "grad_norm",
+             "step_time": "step_time", "loss_scale": "loss_scale", "eval_loss": "eval_loss"}),
+    Variant("csv-lightning-10", "csv", 10, 0, False,
+            {"step": "step", "loss": "train_loss", "lr": "lr-Adam", "grad_norm": "grad_2.0_norm_total",
+             "step_time": "step_ms", "eval_loss": "val_loss"}),
+    Variant("csv-wandb-5", "csv", 5, 1, True,
+            {"step": "_step", "loss": "train/loss", "lr": "train/learning_rate", "grad_norm": "train/grad_norm",
+             "step_time": "perf/iter_time_s", "loss_scale": "train/loss_scale", "eval_loss": "eval/loss"}),
+    # written for held-out runs only: spellings and intervals no detector was tuned on
+    Variant("hf-25", "hf", 25, 1, True, heldout_only=True),
+    Variant("tensorboard-avg-10", "tensorboard", 10, 1, True,
+            {"loss": "Loss/train", "grad_norm": "GradNorm", "lr": "LearningRate", "step_time": "Time/step_ms",
+             "loss_scale": "LossScale", "eval_loss": "Loss/val"}, heldout_only=True),
+    Variant("megatron-10", "megatron", 10, 1, True, heldout_only=True),
+    Variant("jsonl-custom-25", "jsonl", 25, 1, True,
+            {"step": "global_step", "loss": "train/loss", "lr": "lr", "grad_norm": "gnorm",
+             "step_time": "time (ms)", "loss_scale": "scaler/scale", "eval_loss": "eval/loss"}, heldout_only=True),
+    Variant("csv-wandb-last-1", "csv", 1, 0, False,
+            {"step": "_step", "loss": "loss", "lr": "lr", "grad_norm": "norm", "step_time": "iter_time_s",
+             "eval_loss": "val/loss"}, heldout_only=True),
+]
+
+
+def write(trace: Trace, folder: Path, v: Variant) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return WRITE[v.fmt](trace, folder, v)
