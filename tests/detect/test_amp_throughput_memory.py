@@ -114,3 +114,39 @@ def test_one_slow_step_after_an_eval_says_so():
     times[40], evals[39] = 0.6, None  # the same stall without an eval: the generic guesses
     (f,) = replay(ThroughputDetector(), make_records(range(60), STEP_TIME=times, EVAL_LOSS=evals))
     assert "an eval, a checkpoint save or a GC pause" in f.message and not f.causes
+
+
+def _jittery(slow_from: int | None, seed: int = 3) -> list:
+    """Step times of a shared machine: 100 ms typical, 10% of steps x1.5-x5 (p95 about x3)."""
+    import random
+
+    from stethoscope.detect.registry import DetectorSet, merge_findings
+    from stethoscope.records import StepRecord
+
+    rng = random.Random(seed)
+    ds = DetectorSet()
+    out = []
+    for s in range(2000):
+        t = 0.1 * (1 + 0.05 * rng.random())
+        if rng.random() < 0.1:
+            t *= rng.uniform(1.5, 5.0)
+        if slow_from is not None and s >= slow_from:
+            t *= 2.5
+        out += ds.update(StepRecord(s, {"perf/step_time_s": t, "train/loss": 2.0}))
+    out += ds.finish()
+    return [f for f in merge_findings(out) if not f.evidence.get("withdrawn") and not f.evidence.get("transient")]
+
+
+def test_heavy_tailed_jitter_alone_is_no_slowdown_warning():
+    found = _jittery(None)
+    assert not [f for f in found if f.type == "throughput_drop" and f.severity != "info"], \
+        [(f.step, f.message) for f in found if f.type == "throughput_drop"]
+
+
+def test_a_real_slowdown_stands_out_against_the_jitter_and_says_so():
+    found = _jittery(1200)
+    drops = [f for f in found if f.type == "throughput_drop" and f.severity == "warning"]
+    assert drops and abs(drops[0].step - 1200) <= 3, [(f.step, f.severity, f.message) for f in found]
+    ev = drops[0].evidence
+    assert 0.09 <= ev["level"] <= 0.12 and 0.24 <= ev["slow_level"] <= 0.3  # seconds per step, as logged
+    assert ev["typical_spread"] > 0 and ev["duration_steps"] >= 700
