@@ -126,14 +126,20 @@ def write_megatron(trace: Trace, folder: Path, v: Variant) -> Path:
             parts.append(f"grad norm: {r['grad_norm']:.3f} | ")
         skipped = max(r["skipped"], r["nan"])
         parts.append(f"number of skipped iterations: {skipped:3d} | number of nan iterations: {r['nan']:3d} |")
-        lines.append("".join(parts))
-        if step in evals:
-            ev = evals[step]
-            lines += ["-" * 100, (f" validation loss at iteration {step} | lm loss value: {ev:.6E} | "
-                                  f"lm loss PPL: {math.exp(min(ev, 50)):.6E} | "), "-" * 100]
+        lines += _megatron_evals(evals, step - 1) + ["".join(parts)] + _megatron_evals(evals, step)
     path = folder / "train.log"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _megatron_evals(evals: dict[int, float], upto: int) -> list[str]:
+    """The validation blocks of the evals up to that iteration (evals run on their own interval)."""
+    out = []
+    for at in [e for e in evals if e <= upto]:
+        ev = evals.pop(at)
+        out += ["-" * 100, (f" validation loss at iteration {at} | lm loss value: {ev:.6E} | "
+                            f"lm loss PPL: {math.exp(min(ev, 50)):.6E} | "), "-" * 100]
+    return out
 
 
 def _unit(key: str) -> float:
