@@ -1,15 +1,27 @@
-"""End-to-end `stethoscope diagnose` on 1,000,000-step logs (target ≤ 5 s each on this machine).
+"""`stethoscope diagnose` on 1,000,000-step logs, against the cost of merely parsing them.
 
 Generates a trainer_state.json (HF Trainer, logging every step) and a Megatron-DeepSpeed iteration
-log of a healthy run with one injected loss spike, then times the CLI in a fresh process (the
-median of --repeats runs) and checks the spike was found.
+log of a healthy run with one injected loss spike. Per format it prints the medians of interleaved
+repeats (the machine is shared and noisy: only ratios taken in one run compare):
 
-    python bench/diagnose_speed.py [--steps 1000000] [--repeats 3]
+    baseline  json.load of the file / a bare `for line in f: line.split()` loop over its lines
+    io        reading the file's bytes (part of import)
+    import    stethoscope.importers.registry.read_any: sniff, read, parse into points
+    detect    stethoscope.diagnose.engine.diagnose_run: pivot, replay the detectors, classify, advise
+    render    the CLI's --json rendering of the diagnosis
+    total     import + detect + render in this process, and total / baseline (the target: <= 1)
+    cli       `stethoscope diagnose PATH --json` in a fresh process (interpreter start included),
+              and cli / baseline
+
+and checks that the spike was found.
+
+    python bench/diagnose_speed.py [--steps 1000000] [--repeats 3] [--dir DIR] [--no-cli]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -19,9 +31,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+sys.path.insert(0, str(SRC))
+
+from stethoscope.cli import render  # noqa: E402
+from stethoscope.diagnose.engine import diagnose_run  # noqa: E402
+from stethoscope.importers.registry import read_any  # noqa: E402
+
+PHASES = ("baseline", "io", "import", "detect", "render", "total", "cli")
 
 
 def _loss(step: int, rng: random.Random, spike: int) -> float:
@@ -46,36 +66,105 @@ def megatron(path: Path, steps: int, spike: int) -> None:
                     "number of skipped iterations:   0 | number of nan iterations:   0 |\n")
 
 
-def time_cli(path: Path, repeats: int) -> tuple[float, dict]:
+def json_baseline(path: Path) -> None:
+    with path.open() as f:
+        json.load(f)
+
+
+def split_baseline(path: Path) -> None:
+    with path.open() as f:
+        for line in f:
+            line.split()
+
+
+FORMATS: dict[str, tuple[Callable[[Path, int, int], None], Callable[[Path], None]]] = {
+    "trainer_state.json": (trainer_state, json_baseline),
+    "megatron.log": (megatron, split_baseline),
+}
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def in_process(path: Path) -> tuple[dict[str, float], dict]:
+    """Seconds per phase of one in-process diagnosis, and its --json dict."""
+    io, _ = _timed(path.read_bytes)
+    read, runs = _timed(lambda: read_any(path))
+    detect, diagnosis = _timed(lambda: diagnose_run(runs[0]))
+    shown, text = _timed(lambda: render.to_json(diagnosis.to_dict()))
+    del runs, diagnosis
+    return {"io": io, "import": read, "detect": detect, "render": shown, "total": read + detect + shown}, json.loads(text)
+
+
+def cli(path: Path) -> float:
     env = dict(os.environ, PYTHONPATH=str(SRC))
-    times, out = [], {}
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        res = subprocess.run([sys.executable, "-m", "stethoscope.cli.main", "diagnose", str(path), "--json"],
-                             capture_output=True, text=True, env=env)
-        times.append(time.perf_counter() - t0)
-        if res.returncode != 0:
-            raise SystemExit(f"diagnose failed: {res.stderr[-2000:]}")
-        out = json.loads(res.stdout)
-    return statistics.median(times), out
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "stethoscope.cli.main", "diagnose", str(path), "--json"],
+                         capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - t0
+    if res.returncode not in (0, 1):  # 1: findings at or above --fail-on
+        raise SystemExit(f"diagnose failed: {res.stderr[-2000:]}")
+    return seconds
+
+
+def one_round(path: Path, baseline: Callable[[Path], None], with_cli: bool) -> tuple[dict[str, float], dict]:
+    times = {"baseline": _timed(lambda: baseline(path))[0]}
+    gc.collect()
+    phases, out = in_process(path)
+    times.update(phases)
+    gc.collect()
+    if with_cli:
+        times["cli"] = cli(path)
+    return times, out
+
+
+def report(name: str, path: Path, times: dict[str, list[float]], out: dict, spike: int) -> None:
+    med = {k: statistics.median(v) for k, v in times.items()}
+    base = med["baseline"]
+    split = "  ".join(f"{k} {med[k]:.2f}" for k in PHASES[1:5])
+    cli_part = f"  cli {med['cli']:.2f} s (x{med['cli'] / base:.2f})" if "cli" in med else ""
+    spikes = [f["step"] for f in out["findings"] if f["type"] == "loss_spike"]
+    print(f"  {name:19s} {path.stat().st_size / 2**20:6.1f} MiB  baseline {base:.2f} s  |  {split}  |  total "
+          f"{med['total']:.2f} s (x{med['total'] / base:.2f}){cli_part}")
+    print(f"  {'':19s} steps={out['steps']:,}  loss_spike found at {spikes[:3]} (injected at {spike})")
+
+
+def files(folder: Path, steps: int, spike: int) -> dict[str, Path]:
+    """The generated logs under folder/<steps>/, reused when already there."""
+    out = {}
+    for name, (make, _) in FORMATS.items():
+        path = folder / str(steps) / name
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            make(path, steps, spike)
+        out[name] = path
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--dir", type=Path, help="keep the generated logs here (and reuse them next time)")
+    ap.add_argument("--no-cli", action="store_true", help="skip the fresh-process runs")
     args = ap.parse_args()
     spike = args.steps // 2
-    with tempfile.TemporaryDirectory() as d:
-        files = {"trainer_state.json": trainer_state, "megatron.log": megatron}
-        print(f"stethoscope diagnose on {args.steps:,}-step logs (median of {args.repeats}, fresh process each)")
-        for name, make in files.items():
-            path = Path(d) / name
-            make(path, args.steps, spike)
-            seconds, out = time_cli(path, args.repeats)
-            spikes = [f["step"] for f in out["findings"] if f["type"] == "loss_spike"]
-            print(f"  {name:20s} {path.stat().st_size / 2**20:7.1f} MiB  {seconds:6.2f} s  (target <= 5 s)  "
-                  f"steps={out['steps']:,}  loss_spike found at {spikes[:3]} (injected at {spike})")
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = files(args.dir or Path(tmp), args.steps, spike)
+        times: dict[str, dict[str, list[float]]] = {name: {} for name in paths}
+        outs: dict[str, dict] = {}
+        for _ in range(args.repeats):  # interleaved: a burst of load hits every phase alike
+            for name, path in paths.items():
+                got, outs[name] = one_round(path, FORMATS[name][1], not args.no_cli)
+                for phase, seconds in got.items():
+                    times[name].setdefault(phase, []).append(seconds)
+        print(f"stethoscope diagnose on {args.steps:,}-step logs: seconds, median of {args.repeats} interleaved "
+              "repeats; (xN) = time / baseline")
+        for name, path in paths.items():
+            report(name, path, times[name], outs[name], spike)
 
 
 if __name__ == "__main__":

@@ -153,3 +153,48 @@ def test_a_per_step_train_loss_key_is_not_a_summary(write) -> None:
     run = HFTrainerStateImporter().read(write("trainer_state.json", json.dumps({"log_history": rows})))
     assert series(run, LOSS) == {1: 2.0, 2: 1.5}
     assert "summary" not in run.meta
+
+
+def _varied_history() -> list[object]:
+    """Spans of same-keyed rows with every case the row rules handle between and inside them."""
+    train = [{"epoch": s / 10, "grad_norm": 0.5, "learning_rate": 1e-4, "loss": 3.0 - s / 100, "step": s}
+             for s in range(1, 40)]
+    evals = [{"epoch": 3.9, "eval_loss": 0.7, "step": 39}, {"epoch": 3.9, "eval_loss": 0.6, "step": 39}]
+    resumed = [{"epoch": s / 10, "grad_norm": 0.4, "learning_rate": 1e-4, "loss": 2.0, "step": s} for s in range(30, 45)]
+    odd = [{"loss": 1.0, "step": 45}, {"loss": 1.0, "step": 45}, {"loss": "n/a", "step": 46}, {"loss": True, "step": 47},
+           {"step": 48.0, "loss": 1.0}, {"predict_loss": 0.5}, {"predict_loss": 0.4}, {"step": 49},
+           {"step": 50}, {"loss": 1.0, "epoch": None, "step": 51}, {"loss": 1.0, "epoch": None, "step": 51},
+           {"step": 52, "loss": 0.9}, {"loss": 0.8, "step": 53}]
+    summary = [{"epoch": 4.0, "step": 53, "train_loss": 2.0, "train_runtime": 1.0, "train_samples_per_second": 2.0,
+                "train_steps_per_second": 3.0}] * 2
+    return train + evals + resumed + odd + summary + train[:5]
+
+
+@pytest.mark.parametrize("parser", ["orjson", "json"])
+@pytest.mark.parametrize("junk", [False, True])
+def test_blocks_of_rows_read_like_one_row_at_a_time(write, monkeypatch, parser: str, junk: bool) -> None:
+    import stethoscope.importers.hf as hf
+
+    rows = _varied_history() + (["junk", {"loss": 0.1, "step": 60}] if junk else [])
+    path = write("trainer_state.json", json.dumps({"global_step": 53, "log_history": rows}))
+    if parser == "json":
+        monkeypatch.setattr(hf, "orjson", None)  # what a failed import of orjson leaves
+    blocks = []
+    block = hf._Rows.block
+    monkeypatch.setattr(hf._Rows, "block", lambda self, *span: blocks.append(block(self, *span)) or blocks[-1])
+    fast = HFTrainerStateImporter().read(path)
+    monkeypatch.setattr(hf._Rows, "block", lambda self, rows, start, stop: False)
+    slow = HFTrainerStateImporter().read(path)
+    assert blocks.count(True) == (0 if junk else 4)
+    assert fast.columns == slow.columns and len(fast.columns.names) > 200
+    assert fast.warnings == slow.warnings and len(fast.warnings) == 2 + junk
+    assert fast.meta == slow.meta and fast.meta["notes"] and fast.meta["summaries"]
+
+
+def test_bare_nan_falls_back_to_json(write) -> None:
+    text = json.dumps({"log_history": [{"loss": math.nan, "step": 1}, {"loss": math.inf, "step": 2},
+                                       {"loss": 1.0, "note": "NaN Infinity", "step": 3}]})
+    assert "NaN" in text
+    run = HFTrainerStateImporter().read(write("trainer_state.json", text))
+    loss = series(run, LOSS)
+    assert math.isnan(loss[1]) and loss[2] == math.inf and loss[3] == 1.0

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.importers.megatron import GLOBAL_BATCH, LOSS_MISSING, MegatronImporter
 from stethoscope.records import (
     EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, NAN_ITERS, SAMPLES_PER_S, SKIPPED, STEP_TIME, TFLOPS,
@@ -275,3 +275,56 @@ def test_crlf_line_ends(importer, write) -> None:
     assert set(series(run, LOSS)) == {1, 2, 3, 4}
     assert series(run, LOSS_MISSING) == {3: 1.0}
     assert run.warnings == []
+
+
+def _awkward_log() -> str:
+    """Long same-shaped stretches (read a chunk at a time) between every case the general parser handles."""
+    overflow = "[2022-01-19 13:09:13,305] [INFO] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 8.0, reducing to 4.0"
+    neox = ("samples/sec: 1.702 | iteration {}/   55000 | elapsed time per iteration (ms): 18806.7 | learning rate: "
+            "1.212E-09 | approx flops per GPU: 5.7TFLOPS | lm_loss: 2.275809E+00 | number of skipped iterations:   0 | "
+            "number of nan iterations:   0 |")
+    lines: list[str] = []
+    for s in range(1, 6001):
+        stretch, loss = s // 1000, f"{2 + s / 1e4:.6E}"
+        if stretch == 0:
+            lines.append(fp16(s, loss=loss))
+        elif stretch == 1:
+            lines.append(bloom(s, loss, prefix="[default3]:"))
+        elif stretch == 2:
+            lines.append(stamped(s, f"2024-05-01 10:{s % 60:02d}:{s % 60:02d}.{s:06d}"))
+        elif stretch == 3:
+            lines.append(neox.format(s))
+        else:
+            lines.append(fp16(s, loss=None if s % 997 == 0 else ("nan" if s % 991 == 0 else loss),
+                              norm="0.000" if s % 599 == 0 else "1.5", gbs=512 if s < 5500 else 1024))
+        if s % 50 == 0:
+            lines.append("time (ms)")
+        if s % 700 == 0:
+            lines += [overflow, "", f" validation loss at iteration {s} | lm loss value: 2.0E+00 | lm loss PPL: 7.39 |"]
+        if s % 1300 == 0:
+            cut = lines.pop()
+            lines += [cut[:100], cut[100:]]
+    return "\r\n".join(lines[:3000]) + "\r\n" + "\n".join(lines[3000:]) + "\n iteration 6001/ 6001 | lm loss: 1.0"
+
+
+def _same(columns: Columns) -> list[tuple[object, ...]]:
+    """The points as comparable tuples (NaN == NaN here)."""
+    return [(n, s, "nan" if math.isnan(v) else v, t) for n, s, v, t in zip(*columns)]
+
+
+@pytest.mark.parametrize("chunk_bytes", [2000, 1 << 14, 1 << 16])
+def test_chunks_read_like_the_general_parser_on_an_awkward_log(write, monkeypatch, chunk_bytes: int) -> None:
+    from stethoscope.importers.megatron_fast import Template
+
+    path = write("train.log", _awkward_log())
+    blocks: list[bool] = []
+    columns = Template.columns
+    monkeypatch.setattr(Template, "columns", lambda self, *a: blocks.append(columns(self, *a) is not None) or
+                        (columns(self, *a)))
+    fast = MegatronImporter(chunk_bytes=chunk_bytes).read(path)
+    general = MegatronImporter(fast=False).read(path)
+    assert blocks.count(True) >= 3
+    assert _same(fast.columns) == _same(general.columns)
+    assert fast.lines == general.lines and fast.warnings == general.warnings and fast.meta == general.meta
+    assert len(series(general, LOSS)) == 6000 and any(t is not None for t in general.columns.times)
+    assert general.warnings and general.meta["notes"]

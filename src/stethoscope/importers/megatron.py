@@ -36,7 +36,7 @@ import re
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.importers.loglines import LineKeeper, parse_timestamp, stamp_seconds, strip_rank
 from stethoscope.importers.megatron_fast import (
     CHUNK_BYTES, STAMPED, Template, chunks, compile_template, line_count, shape,
@@ -46,7 +46,7 @@ from stethoscope.importers.megatron_fields import (
 )
 from stethoscope.importers.names import normalize
 from stethoscope.importers.source import GZIP_ERRORS, check_file, is_text, open_log, read_error
-from stethoscope.importers.table import PointTable, describe, gc_paused
+from stethoscope.importers.table import PointTable, Rejected, describe, gc_paused
 from stethoscope.records import (
     CUDA_ALLOCATED, CUDA_PEAK, CUDA_RESERVED, DATA_WAIT, GRAD_NORM, LOSS, LOSS_SCALE, NAN_ITERS, SKIPPED,
 )
@@ -110,6 +110,7 @@ class _Reader:
         self.path = path
         self.use_fast = fast
         self.table = PointTable()
+        self.parts: list[PointTable | Columns] = [self.table]  # in log order: tables of rows, blocks of points
         self.keeper = LineKeeper()
         self.warnings: list[str] = []
         self.meta: dict[str, Any] = {"dialect": "megatron"}
@@ -131,23 +132,29 @@ class _Reader:
     def run(self, stream: BinaryIO, chunk_bytes: int) -> ImportedRun:
         line = 0
         for chunk in chunks(stream, chunk_bytes):
-            if not self._block(chunk, line):
+            newlines = chunk.count(b"\n")
+            if not self._block(chunk, line, newlines):
                 self._lines(chunk.removesuffix(b"\n").split(b"\n"), line)
-            line += line_count(chunk)
+            line += line_count(chunk, newlines)
         self._finish_partial()
         self._flush_overflow(line)
         return self._result()
 
-    def _block(self, chunk: bytes, line: int) -> bool:
+    def _block(self, chunk: bytes, line: int, newlines: int) -> bool:
         """Read the whole chunk at once when every line in it fits the current template."""
         template = self._template()
         if template is None:
             return False
         rows = template.findall(chunk)
-        if len(rows) != chunk.count(b"\n") + 1:  # findall also gives the (empty) end after the last newline
+        if len(rows) != newlines + 1:  # findall also gives the (empty) end after the last newline
             return False
-        self.table.add_block(line + 1, template.layout, rows, template.step_at, template.value_at,
-                             template.time_at, stamp_seconds)
+        columns = template.columns(rows, stamp_seconds)
+        if columns is None:
+            self.table.add_block(line + 1, template.layout, rows, template.step_at, template.value_at,
+                                 template.time_at, stamp_seconds)
+        else:
+            self.parts += [columns, PointTable()]
+            self.table = self.parts[-1]
         last = next((row[template.step_at] for row in reversed(rows) if row[template.step_at]), None)
         if last is not None:
             self.last_step = int(last)
@@ -400,7 +407,7 @@ class _Reader:
             self.notes["grad_norm_zero"] = (f"{self.norms_zero} `grad norm: 0.000` values dropped: this log never "
                                             "shows a non-zero grad norm (old Megatron-DeepSpeed under pipeline "
                                             "parallelism printed 0), so they are not real zeros")
-        columns, rejected = self.table.build_columns(rename)
+        columns, rejected = self._columns(rename)
         self.warnings += describe(rejected, lambda line: f"{self.path}:{line}")
         if any(key in self.fields_seen for key in ("lm_loss", "samples/sec")):
             self.meta["dialect"] = "gpt-neox"
@@ -411,3 +418,14 @@ class _Reader:
             self.meta["notes"] = self.notes
         return ImportedRun(str(self.path), NAME, None, self.meta, self.warnings, self.keeper.lines(),
                            columns=columns)
+
+    def _columns(self, rename: dict[str, str | None]) -> tuple[Columns, list[Rejected]]:
+        # Blocks never hold the zero-norm placeholder (a template needs a non-zero norm): no rename there.
+        columns, rejected = Columns.empty(), []
+        for part in self.parts:
+            if isinstance(part, PointTable):
+                part, more = part.build_columns(rename)
+                rejected += more
+            for column, piece in zip(columns, part):
+                column += piece
+        return columns, rejected
