@@ -7,7 +7,8 @@
 Real runs: the cases of `labels.json` (see its README.md). Synthetic runs (`--synthetic`): tiny real
 CPU training runs with injected faults (`synthetic_runs.py`), traces cached in `bench/.cache/`,
 written through many real writers. Its DEVELOPMENT set (seeds 0-1) is for tuning; the HELD-OUT set
-(seeds 2-3, plus writer variants no development run uses) is the figure that counts. Every case is
+(seeds 2-3, plus writer variants no development run uses; its figure is also split by those writers)
+is the figure that counts. Every case is
 read through `importers.registry.read_any` and diagnosed with `diagnose_run`, exactly as the CLI does.
 
 Scoring rules (fixed before looking at results; the same for real and synthetic runs):
@@ -70,6 +71,7 @@ class Case:
     spans: list[dict[str, Any]] = field(default_factory=list)  # {type, from, to}: steps with no ground truth
     fmt: str = "?"
     split: str = ""
+    new_writer: bool = False  # a writer variant only held-out runs are written through
     findings: list[Finding] = field(default_factory=list)
     symptoms: list[Finding] = field(default_factory=list)  # findings an incident owns, as info: recall only
     gap: int = 1  # one logged step: the median gap between logged train steps
@@ -235,7 +237,7 @@ def synthetic_cases(workdir: Path, splits: tuple[str, ...]) -> list[Case]:
     from synthetic_runs import generate
 
     return [Case(c["case"], Path(c["path"]), c["labels"], c.get("traps", []), c.get("unscored", []),
-                 c.get("unscored_spans", []), c["format"], c["split"])
+                 c.get("unscored_spans", []), c["format"], c["split"], c.get("new_writer", False))
             for c in generate(workdir, splits, log=lambda m: print(m, file=sys.stderr))]
 
 
@@ -248,7 +250,7 @@ def _fmt(x: Any, pct: bool = True) -> str:
 
 def print_table(title: str, result: dict[str, Any]) -> None:
     print(f"\n## {title}  ({result['cases']} cases)")
-    print(f"{'':20s} {'labels':>6s} {'found':>5s} {'TP':>4s} {'FP':>4s} {'prec':>5s} {'recall':>6s} {'F1':>5s} "
+    print(f"{'':30s} {'labels':>6s} {'found':>5s} {'TP':>4s} {'FP':>4s} {'prec':>5s} {'recall':>6s} {'F1':>5s} "
           f"{'med.err':>7s}  target")
     rows = [(f"type {k}", r) for k, r in result["types"].items()] + [(f"format {k}", r) for k, r in result["formats"].items()]
     for name, r in rows + [("OVERALL", result["overall"])]:
@@ -347,10 +349,17 @@ def main() -> None:
                 diagnose_case(c)
         for split in splits:
             results[f"synthetic {split}"] = score([c for c in cases if c.split == split], min_conf)
+        if "heldout" in splits:  # unseen seeds through the dev writers vs through writers dev never used
+            for new in (False, True):
+                held = [c for c in cases if c.split == "heldout" and c.new_writer == new]
+                results[f"synthetic heldout, {'new' if new else 'dev'} writers"] = score(held, min_conf)
         if args.verbose and not args.json:
             print_cases(cases)
         if not args.json and len(splits) == 2:
             print_side_by_side(results["synthetic dev"], results["synthetic heldout"])
+            for new in ("dev", "new"):
+                r = results[f"synthetic heldout, {new} writers"]
+                print(f"HELD-OUT through {new} writers ({r['cases']} cases): P/R/F1 {_prf(r['overall'])}")
         elif not args.json:
             print_table(f"synthetic {splits[0]}", results[f"synthetic {splits[0]}"])
     if args.json:

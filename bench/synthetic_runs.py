@@ -243,7 +243,8 @@ def generate(workdir: Path, splits: tuple[str, ...] = ("dev", "heldout"), log: C
                     labels, unscored, spans = labels_for(s, trace, v)
                     path = write(trace, workdir / f"{s.name}-{v.name}", v)
                     cases.append({"case": f"{s.name}-{v.name}", "path": str(path), "labels": labels,
-                                  "unscored": unscored, "unscored_spans": spans, "split": split, "format": v.fmt, "variant": v.name})
+                                  "unscored": unscored, "unscored_spans": spans, "split": split, "format": v.fmt,
+                                  "variant": v.name, "new_writer": v.heldout_only})
     log(f"synthetic v{GENERATOR_VERSION}: {len(cases)} cases, {trained} runs trained, "
         f"{time.perf_counter() - t_all:.0f} s")
     return cases
