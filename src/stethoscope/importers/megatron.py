@@ -152,9 +152,11 @@ class _Reader:
         if columns is None:
             self.table.add_block(line + 1, template.layout, rows, template.step_at, template.value_at,
                                  template.time_at, stamp_seconds)
-        else:
+        elif len(self.table):
             self.parts += [columns, PointTable()]
             self.table = self.parts[-1]
+        else:
+            self.parts.insert(-1, columns)
         last = next((row[template.step_at] for row in reversed(rows) if row[template.step_at]), None)
         if last is not None:
             self.last_step = int(last)
