@@ -78,7 +78,7 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
     results = []
     for path in paths:
         with _status(path, "reading"):
-            runs = load(path, rank)
+            runs = _with_steps(load(path, rank), RUN_FORMAT)
         for run in runs:
             _warn(run)
             with _status(path, "diagnosing"):
@@ -95,6 +95,19 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
                       f"curve: [bold]{_classification_text(d.classification)}[/]")
             print_findings(con, d.findings)
     return 1 if any(fails(d.findings, fail_on) for d in results) else 0
+
+
+def _with_steps(runs: list[ImportedRun], own_format: str) -> list[ImportedRun]:
+    """A foreign log from which no training step was read is never "no problems found": exit 2 naming
+    it and the closest shape seen when nothing else was read; a warning and the others otherwise."""
+    from stethoscope.importers.console import zero_steps
+
+    empty = [r for r in runs if r.format != own_format and not r.meta.get("source_format") and r.steps == 0]
+    if empty and len(empty) == len(runs):
+        raise UsageError(zero_steps(empty[0]))
+    for run in empty:
+        click.echo(f"stethoscope: warning: {zero_steps(run)}", err=True)
+    return [r for r in runs if all(r is not e for e in empty)]
 
 
 def _warn(run: ImportedRun, limit: int = 10) -> None:

@@ -1,7 +1,9 @@
 """Which importer reads a file, and reading every known log under a path.
 
 The order of `default_importers()` is the sniffing order: formats recognised by name or by an
-unmistakable structure first, the text dialects (whose regexes could match a stray line) last.
+unmistakable structure first, the text dialects (whose regexes could match a stray line) next, and
+the general console-log reader last: it takes what they all refuse, and a text log from which a
+dedicated text reader read no step (`console.console_fallback`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun, Importer, iter_names
+from stethoscope.importers.console import ConsoleImporter, console_fallback
 from stethoscope.importers.fairseq import FairseqImporter
 from stethoscope.importers.hf import HFTrainerStateImporter
 from stethoscope.importers.lightning import LightningCSVImporter
@@ -32,13 +35,15 @@ MAX_DEPTH = 8
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", ".git", ".venv", "venv", ".ipynb_checkpoints"}
 _CANDIDATE = re.compile(r"^(?:trainer_state\.json|.*metrics\.csv|events\.out\.tfevents\..*|"
                         r".*\.(?:log|txt|jsonl|ndjson|csv|tsv|out|err))(?:\.gz)?$", re.IGNORECASE)
+# Dedicated text readers: when one of them reads no step, the general console reader gets a try.
+_TEXT_READERS = frozenset({"megatron", "fairseq", "textlog"})
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 
 
 def default_importers() -> list[Importer]:
     """Fresh instances of every importer, in sniffing order."""
     return [HFTrainerStateImporter(), TensorBoardImporter(), LightningCSVImporter(), CSVImporter(),
-            JSONLImporter(), MegatronImporter(), FairseqImporter(), TextLogImporter()]
+            JSONLImporter(), MegatronImporter(), FairseqImporter(), TextLogImporter(), ConsoleImporter()]
 
 
 def sniff_format(path: Path, importers: Sequence[Importer] | None = None) -> Importer:
@@ -66,7 +71,7 @@ def read_any(path: Path, importers: Sequence[Importer] | None = None) -> list[Im
     path = Path(path)
     importers = default_importers() if importers is None else importers
     if not path.is_dir():
-        return [sniff_format(path, importers).read(path)]
+        return [_read(sniff_format(path, importers), path)]
     runs: list[ImportedRun] = []
     tried: list[str] = []
     for candidate in log_files(path):
@@ -86,10 +91,15 @@ def read_any(path: Path, importers: Sequence[Importer] | None = None) -> list[Im
 def _read_one(importer: Importer, path: Path) -> ImportedRun:
     # One unreadable file must not hide the others: it comes back as an empty run that says why.
     try:
-        return importer.read(path)
+        return _read(importer, path)
     except InputError as exc:
         logger.warning("%s", exc)
         return ImportedRun(str(path), importer.name, warnings=[str(exc)])
+
+
+def _read(importer: Importer, path: Path) -> ImportedRun:
+    run = importer.read(path)
+    return console_fallback(path, run) if importer.name in _TEXT_READERS else run
 
 
 def log_files(root: Path) -> list[Path]:

@@ -12,7 +12,9 @@
 
 Steps are the log's own counters (nanoGPT/litgpt: the iteration, llm.c main.log from 0, its stdout
 from 1). Known non-problems are not turned into points: modded-nanogpt's `step_avg:nanms` (a division
-by zero before timing starts) and nanoGPT's `mfu -100.00%` (not measured yet). A line that is a
+by zero before timing starts) and nanoGPT's `mfu -100.00%` (not measured yet). A dict repr after a
+bar (the HF Trainer's `{'loss': 2.3, 'grad_norm': 0.4, …}`) belongs to the bar's step and is read by the
+general console reader's line parser. A line that is a
 tqdm bar and something else (an NCCL error glued on without a newline) gives both the metrics and
 a log line; `\\r`-separated bar updates are read one by one. A bar's `key=value` fields are named (and
 their units converted) like CSV columns; a step time among them (NeMo's `train_step_timing in s`) wins over
@@ -217,6 +219,13 @@ def _agrees(step: int, rounded: float, text: str) -> bool:
     return abs(step - rounded) <= unit / 2
 
 
+def _record(body: str, step: int) -> Parsed:
+    from stethoscope.importers.console import record_values
+
+    values = record_values(body)
+    return (step, values) if values else None
+
+
 _DIALECTS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str], _State], Parsed]]] = [
     ("nanogpt", re.compile(rf"\biter (?P<iter>\d+): loss (?P<loss>{_NUM}), time (?P<ms>{_NUM})ms"
                            rf"(?:, mfu (?P<mfu>{_NUM})%)?(?P<speed>)"), _nanogpt_iter),
@@ -280,6 +289,8 @@ class _Reader:
         time, skip = parse_timestamp(text)
         body = strip_rank(text[skip:].lstrip(" |"))
         parsed = self._parse(body)
+        if parsed is None and body.startswith("{") and self.state.last_step is not None:
+            parsed = _record(body, self.state.last_step)  # the HF Trainer's dict after its bar
         if parsed is None:
             if text.strip():
                 self.keeper.offer(line, text, self.state.last_step)

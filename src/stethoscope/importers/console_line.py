@@ -1,0 +1,235 @@
+"""One line of a trainer's console output, read by its shape: the general parser behind `console.py`.
+
+A line is a prefix (launcher rank `[rank0]:`, timestamp, logger `[titan] … - root - INFO -`, `[Rank 0]`,
+glog `I0724 11:20:07.402 123 train.py:80]`), then a step counter (`step N`, `step: N`, `iter N`,
+`N/TOTAL`, `[batch=N/T]`, `global_step=N`, a tqdm `| N/T [` counter) and metrics in any of the usual
+shapes: `key: value`, `key value`, `key=value`, `| key value |`, `{'key': value}`, `value unit`
+(`3415 tok/s`, `0.0% A100 fp16 MFU`, a bare `224.87 ms`). Numbers may carry thousands separators
+(`15,723`), magnitudes (`3.1k`) and units (`45.6ms`, `0.33GiB`, `%`); a one-number parenthesis right
+after a value (`0.33GiB(1.41%)`, `2.31 (+0.12z)`) is a side figure and is skipped.
+
+Every number is a `NUMBER` token of the whole line, so a parsed line also says which tokens it used:
+`console.py` reuses that as a template for the lines of the same shape.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from stethoscope.importers.loglines import parse_timestamp
+
+NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+                    r"|(?<![\w.])[-+]?(?:nan|inf(?:inity)?)(?![\w])", re.IGNORECASE)
+ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|\][^\x07\x1b]*(?:\x07|\x1b\\))")
+_LAUNCHER = re.compile(r"\s*(?:\[(?:default|rank)?(\d+)\]:|\[(?:\d+),(\d+)\]<std(?:out|err)>:) ?")
+_LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
+_PREFIX = re.compile(
+    rf"\s*(?:\[(?:[A-Za-z_][\w.\-]*|Rank\s?\d+|[\w.\-]+:\d+(?::[\w<>.]+)?)\]:?"  # [titan] [INFO] [Rank 0] [f.py:9:fn]
+    rf"|{_LEVEL}(?::[\w.<>]+:|\s*[-|:]\s|\s+)"  # INFO:root:  INFO -
+    rf"|[-|]\s*[\w.<>]+\s*-\s*(?={_LEVEL})"  # - root - (before INFO)
+    r"|[IWEF]\d{4}\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.\-]+:\d+\]"  # glog/absl
+    r"|[-|:]\s)")
+_STEP = re.compile(
+    r"\[(?:batch|step|iter|iteration|ba)=(?P<a>\d+)(?:/(?P<at>\d+))?\]"  # Composer [batch=10/100]
+    r"|\bglobal[_ ]step['\"]?\s*[:=]\s*(?P<b>\d+)(?![\d.])"  # global_step=N
+    r"|\b(?P<word>step|iter|iteration|Step|Iter|Iteration|STEP|ITER)\b['\"]?\s*[:=#]?\s*"
+    r"(?P<c>\d{1,3}(?:,\d{3})+(?![\d.])|\d+(?![\d.]))(?:\s*/\s*(?P<ct>\d+))?"
+    r"|^\s*(?P<d>\d+)/(?P<dt>\d+)(?=\s|\[|$)")  # Keras `10/100 [==>..]` (tqdm bars are textlog's)
+_EVAL_LINE = re.compile(r"\b(?:val|valid|validate|validation|eval|evaluate|evaluation|Eval|Val|Validation|"
+                        r"Validate|Evaluation|EVAL|VAL)\b")
+_TOKEN = re.compile(
+    r"(?P<num>" + NUMBER.pattern + r")"
+    r"(?P<unit>(?:[kKMB](?![A-Za-z])|\s?(?:%|(?:ms|us|µs|ns|s|sec|min)(?:/(?:it|iter|step|batch))?(?![A-Za-z])|"
+    r"GiB|MiB|KiB|GB|MB|KB|TB|TiB|(?:tok|toks|tokens|samples|seqs|it|iters|steps)/s(?:ec)?(?![A-Za-z])|"
+    r"x(?![A-Za-z]))))?"
+    r"|(?P<word>[A-Za-z_][\w./\-]*(?:\([A-Za-z%/]+\)|\[[A-Za-z%/]+\])?)"
+    r"|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<assign>[:=]\s*)|(?P<sep>[|,;]|\s-\s|\t)",
+    re.IGNORECASE)
+_TIME_UNITS = {"ms", "us", "µs", "ns", "s", "sec", "min"}
+# Words that mean something in a trainer's line but not to the resolver (see the module docstring of
+# `detect/names.py`): llm.c's bare `norm` is the gradient norm, `took` a step time.
+_SYNONYMS = {"norm": "grad_norm", "took": "time", "took time": "time"}
+_SKIP_KEYS = {"eta", "v_num", "epoch_step", "remaining", "remaining time", "total time", "step", "iter", "iteration",
+              "global step", "global_step", "micro step", "micro_step"}
+_GROUP0_LR = re.compile(r"(?:^|\s)lr-[A-Za-z]\w*/group0$")
+_COMPOSER = re.compile(r"^(?:Train|Eval) (?=\S*/)")  # Composer's console prefix: `Train loss/train/total`
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
+@dataclass(slots=True)
+class Value:
+    """One number of a line: the key as written (with its unit), the number's text and token index."""
+
+    key: str
+    text: str
+    unit: str
+    token: int
+
+
+@dataclass(slots=True)
+class Line:
+    """A parsed line: step counter (None: none), counter total, eval or not, values, rank, time."""
+
+    step: int | None = None
+    total: int | None = None
+    eval: bool = False
+    values: list[Value] = field(default_factory=list)
+    rank: str | None = None
+    time: float | None = None
+    step_token: int | None = None
+    time_token: int | None = None
+    bar: bool = False  # a progress-bar counter (Keras, tqdm): restarts every epoch
+    record: bool = False  # a dict repr or an indented continuation line: belongs to the step before it
+    body: str = ""
+
+
+def parse(text: str) -> Line:
+    """Parse one ANSI-free physical line segment."""
+    out = Line()
+    pos = 0
+    launcher = _LAUNCHER.match(text)
+    if launcher:
+        out.rank = launcher.group(1) or launcher.group(2)
+        pos = launcher.end()
+    indented = text[pos:pos + 1] in ("\t", " ") and text[pos:].lstrip()[:1].isalpha()
+    for _ in range(8):
+        time, skip = parse_timestamp(text[pos:].lstrip())
+        if skip:
+            start = len(text) - len(text[pos:].lstrip())
+            out.time, out.time_token = time, _token_index(text, start)
+            pos = start + skip
+            continue
+        m = _PREFIX.match(text, pos)
+        if not m or m.end() == pos:
+            break
+        pos = m.end()
+    body = text[pos:]
+    out.body = body
+    step = _STEP.search(body)
+    if step:
+        _read_step(out, step, text, pos)
+    out.eval = _EVAL_LINE.search(body[:step.start()] if step else body[:12]) is not None or (
+        step is not None and "Eval" in body[:step.start() + 6])
+    out.record = body.lstrip().startswith("{") or (indented and step is None)
+    cut = (step.start() + pos, step.end() + pos) if step else (len(text), len(text))
+    out.values = _values(text, pos, cut)
+    return out
+
+
+def launcher_rank(text: str) -> str | None:
+    """The launcher's rank prefix of `text` (`[rank3]:` → "3"), None without one."""
+    m = _LAUNCHER.match(text)
+    return (m.group(1) or m.group(2)) if m else None
+
+
+def _read_step(out: Line, m: re.Match[str], text: str, offset: int) -> None:
+    for name, total in (("a", "at"), ("b", None), ("c", "ct"), ("d", "dt")):
+        if m.group(name) is not None:
+            out.step = int(m.group(name).replace(",", ""))
+            out.total = int(m.group(total)) if total and m.group(total) else None
+            out.step_token = _token_index(text, m.start(name) + offset)
+            out.bar = name == "d"
+            return
+
+
+def _token_index(text: str, start: int) -> int | None:
+    for i, m in enumerate(NUMBER.finditer(text)):
+        if m.start() == start:
+            return i
+        if m.start() > start:
+            return None
+    return None
+
+
+def _values(text: str, pos: int, cut: tuple[int, int]) -> list[Value]:
+    """The key/value pairs of `text[pos:]`, the step counter's span `cut` excepted."""
+    starts = {m.start(): i for i, m in enumerate(NUMBER.finditer(text))}
+    values: list[Value] = []
+    words: list[str] = []
+    keyless: list[tuple[str, str, int]] = []  # numbers without a key before them, waiting for words after
+    skip_paren = 0
+    last_was_value = False
+    for m in _TOKEN.finditer(text, pos):
+        if cut[0] <= m.start() < cut[1]:
+            words, last_was_value = [], False
+            continue
+        kind = m.lastgroup if m.lastgroup != "unit" else "num"
+        if skip_paren:
+            skip_paren += kind == "open"
+            skip_paren -= kind == "close"
+            continue
+        if kind == "num":
+            token = starts.get(m.start())
+            unit = (m.group("unit") or "").strip()
+            if token is None:
+                words = []
+                continue
+            if words:
+                values.append(Value(" ".join(words), m.group("num"), unit, token))
+                words = []
+            else:
+                keyless.append((m.group("num"), unit, token))
+            last_was_value = True
+            continue
+        if kind == "word":
+            words.append(m.group("word"))
+            last_was_value = False
+            continue
+        if kind == "open" and values and last_was_value and _one_number_group(text, m.end()):
+            skip_paren = 1
+            continue
+        if kind == "assign" or (kind == "open" and words and text[m.start()] == "["):
+            continue  # `key: value`, `key=[value]`
+        _flush_keyless(values, keyless, words)
+        words, last_was_value = [], False
+    _flush_keyless(values, keyless, words)
+    return values
+
+
+def _one_number_group(text: str, start: int) -> bool:
+    end = text.find(")", start)
+    if end < 0:
+        return False
+    inner = text[start:end]
+    return len(NUMBER.findall(inner)) == 1 and not re.search(r"\d\s?(?:ms|s|sec|us)\b", inner)
+
+
+def _flush_keyless(values: list[Value], keyless: list[tuple[str, str, int]], words: list[str]) -> None:
+    """Numbers that came without a key: `3415 tok/s`, `0.0% A100 fp16 MFU` take the words after them;
+    a bare time (`224.87 ms`, Keras `20ms/step`) is the step time."""
+    if not keyless:
+        return
+    if len(keyless) == 1 and words:
+        text, unit, token = keyless[0]
+        values.append(Value(" ".join(words), text, unit, token))
+    else:
+        per_step = [k for k in keyless if "/" in k[1] and k[1].split("/")[0] in _TIME_UNITS]
+        times = per_step or [k for k in keyless if k[1] in _TIME_UNITS]
+        if len(times) == 1:
+            text, unit, token = times[0]
+            values.append(Value("time", text, unit.split("/")[0], token))
+        for text, unit, token in keyless:
+            if "/" in unit and unit.split("/")[0] not in _TIME_UNITS:
+                values.append(Value(unit, text, "", token))
+    keyless.clear()
+
+
+def key_name(key: str, unit: str) -> str | None:
+    """The name to resolve for a key as written and its attached unit; None for keys that are not metrics."""
+    if _GROUP0_LR.search(key):  # Composer's LRMonitor: lr-DecoupledAdamW/group0
+        return "lr"
+    key = _COMPOSER.sub("", key)
+    plain = " ".join(_CAMEL.sub(" ", key).replace("_", " ").split()).lower()
+    if plain in _SKIP_KEYS or not plain:
+        return None
+    if "mfu" in plain.split():
+        plain = "mfu"
+    plain = plain.replace("curr ", "current ")
+    plain = _SYNONYMS.get(plain, plain)
+    if unit in ("k", "K", "M", "B", "x") or not unit:
+        return plain
+    return f"{plain} ({unit})"
+
+
+MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
