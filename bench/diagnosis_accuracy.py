@@ -7,7 +7,7 @@
 Real runs: the cases of `labels.json` (see its README.md). Synthetic runs (`--synthetic`): tiny real
 CPU training runs with injected faults (`synthetic_runs.py`), traces cached in `bench/.cache/`,
 written through many real writers. Its DEVELOPMENT set (seeds 0-1) is for tuning; the HELD-OUT set
-(seeds 2-3, plus writer variants no development run uses; its figure is also split by those writers)
+(seeds 2-4, plus writer variants no development run uses; its figure is also split by those writers)
 is the figure that counts. Every case is read through `importers.registry.read_any` and diagnosed
 with `diagnose_run`, exactly as the CLI does.
 

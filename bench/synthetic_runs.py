@@ -3,7 +3,7 @@
 Runs (`synthetic_train.py`) vary model width (hidden 128/256/512), seed, batch (32/64/128), optimizer
 (Adam, AdamW, SGD+momentum), LR schedule (constant, warm-up+cosine), fp16 loss scaling and the fault's
 place and strength. Each is written through every writer variant of its split
-(`synthetic_writers.py`). The DEVELOPMENT set is seeds 0-1; the HELD-OUT set is seeds 2-3, written
+(`synthetic_writers.py`). The DEVELOPMENT set is seeds 0-1; the HELD-OUT set is seeds 2-4, written
 through the development writers AND writer variants no development run uses. Tune on dev; report
 held-out.
 
@@ -58,7 +58,7 @@ from typing import Any
 from synthetic_train import GENERATOR_VERSION, RunSpec, Trace, cached_trace, corpus
 from synthetic_writers import VARIANTS, Variant, rows, write
 
-SPLITS = {"dev": (0, 1), "heldout": (2, 3)}
+SPLITS = {"dev": (0, 1), "heldout": (2, 3, 4)}
 SCENARIOS = ("healthy", "healthy_fp16", "lr_too_high", "nan_batch", "garbage_batch", "tiny_dataset", "lr_too_low",
              "lr_zero", "schedule_reset", "loss_scale_collapse", "data_repeat", "gc_stalls", "slow_storage")
 Event = tuple[str, int | None]  # (label type, iteration)
