@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 from itertools import compress, repeat
 from operator import add, itemgetter
 
@@ -128,3 +129,14 @@ def _literal(text: str) -> str:
         pos = m.end()
     out.append(re.escape(text[pos:]))
     return "".join(out)
+
+
+def reads_back(template: Template, text: str, line: Line, values: list[Any]) -> bool:
+    """Whether `template` reads `line` (as the full parser read it into `values`) to the same numbers."""
+    m = template.match(text.encode())
+    if m is None:
+        return False
+    groups = m.groups()
+    read = [groups[i].decode() for i in template.values]
+    stamp = template.time is None or stamp_seconds(groups[template.time]) == line.time
+    return stamp and read == [v.text for v in values] and int(groups[template.step].replace(b",", b"")) == line.step

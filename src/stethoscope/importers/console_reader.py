@@ -1,0 +1,316 @@
+"""The reader behind `console.py`: runs of lines of one shape at once (by tokens, `console_tokens.py`,
+else by a regex, `console_fast.py`), every other line through the full line parser (`console_line.py`),
+with the state a console log needs: the last step (for record lines), the kept rank, resumes, bar epochs,
+and the near-misses that name the closest shape of a log read to 0 steps.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import accumulate, compress, count, groupby
+from operator import add, gt
+from typing import Any, NamedTuple
+
+from stethoscope.importers import console_tokens
+from stethoscope.importers.base import Columns, ImportedRun
+from stethoscope.importers.console_fast import Template, reads_back
+from stethoscope.importers.console_line import MAGNITUDE, NUMBER, Line, key_name, parse
+from stethoscope.importers.loglines import LineKeeper
+from stethoscope.importers.names import metric
+from stethoscope.importers.table import Layout, PointTable, describe
+
+NAME = "console"
+MAX_TEMPLATES = 4096
+_OWN = {"step avg (ms)": ("perf/step_avg_s", 1e-3), "train time (ms)": ("perf/train_time_s", 1e-3),
+        "training time (ms)": ("perf/train_time_s", 1e-3), "step avg (s)": ("perf/step_avg_s", 1.0),
+        "train time (s)": ("perf/train_time_s", 1.0)}
+SUMMARY = "train_runtime"  # the HF Trainer's end-of-run summary dict: not a step
+
+
+class _Shape(NamedTuple):
+    """What the first line of a shape taught: its regex template and token plan (either may be None)."""
+
+    template: Template | None
+    plan: console_tokens.Plan | None
+    layout: Layout
+    own_step: bool  # the line carries its step counter; else it is a record of the step before it
+    bar: bool
+    dict: bool
+
+
+class ConsoleReader:
+    """Reads the lines of one console log; `result()` builds the ImportedRun."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.parts: list[PointTable | Columns] = [PointTable()]  # in log order: rows, and blocks of points
+        self.keeper = LineKeeper()
+        self.templates: dict[bytes, _Shape | None] = {}
+        self.names: dict[tuple[str, str, bool], tuple[str, float] | None] = {}
+        self.warnings: list[str] = []
+        self.last_step: int | None = None
+        self.keep_rank: bytes | None = None
+        self.ranks: Counter[str] = Counter()
+        self.bar: tuple[int, int, int] | None = None  # (offset, last raw counter, total) of a per-epoch bar
+        self.ordinal = 0
+        self.last_row = 0
+        self.near: dict[str, tuple[int, int, str]] = {}  # kind → (count, first line, its text)
+        self.lines = self.step_lines = self.resumes = 0
+        self.shapes: Counter[tuple[str, ...]] = Counter()
+
+    def feed(self, data: bytes) -> None:
+        """Read a whole ANSI-free log: runs of lines of one shape at once, the others one by one."""
+        lines = data.split(b"\n")
+        shapes = data.translate(None, b"0123456789").split(b"\n")
+        offsets = [0, *map(add, accumulate(map(len, lines)), count(1))]  # where each line starts in `data`
+        start = 0
+        for shape, run in groupby(shapes):
+            end = start + len(list(run))
+            self._run(lines, data, offsets, start, end, shape)
+            start = end
+        last = lines[-1].decode("utf-8", "replace")
+        if last.strip() and NUMBER.search(last) and self.last_row != len(lines):
+            self.warnings.append(f"{self.path}:{len(lines)}: the last line looks cut short (no newline, no "
+                                 "metrics read from it)")
+
+    def _run(self, lines: list[bytes], data: bytes, offsets: list[int], start: int, end: int, shape: bytes) -> None:
+        if shape not in self.templates and b"\r" not in shape:
+            self.line(start + 1, lines[start])
+            start += 1
+        known = self.templates.get(shape)
+        if known is None or start >= end:
+            for i in range(start, end):
+                self.line(i + 1, lines[i])
+            return
+        if known.plan is not None:
+            tokens = data[offsets[start]:offsets[end]].translate(console_tokens.TOKENS).split()
+            read = console_tokens.read(known.plan, tokens, end - start, self.keep_rank)
+            if read is not None and self._block(known, start + 1, end - start, read):
+                return
+        if known.template is None:
+            for i in range(start, end):
+                self.line(i + 1, lines[i])
+            return
+        rows = known.template.rows(lines[start:end])
+        if rows is None:  # a line that only looks alike: each line alone
+            for i in range(start, end):
+                m = known.template.match(lines[i])
+                if m:
+                    self._rows(known.template, i + 1, [m.groups()])
+                else:
+                    self.line(i + 1, lines[i])
+            return
+        self._rows(known.template, start + 1, rows)
+
+    def _block(self, known: _Shape, first: int, count: int, read: console_tokens.Read) -> bool:
+        """Add a run read by tokens as a block of points; False when its lines' steps are not known here."""
+        steps = read.steps
+        if steps is not None and known.bar:
+            steps = [self._step(s, True) for s in steps]
+        elif steps is None and self.last_step is not None:
+            steps = [self.last_step] * read.kept
+        elif steps is None and known.dict:
+            steps = list(range(self.ordinal + 1, self.ordinal + 1 + read.kept))
+            self.ordinal += read.kept
+        if steps is None:
+            return False
+        self.lines += count
+        for rank in read.ranks:
+            self.ranks[rank.decode()] += 1
+        if steps:
+            self._points(known.layout.names, steps, read.values, read.times)
+            self.last_row = first + count - 1
+        if known.own_step and steps:
+            self.resumes += sum(map(gt, steps, steps[1:])) + (self.last_step is not None and steps[0] < self.last_step)
+            self.last_step = steps[-1]
+            self.step_lines += len(steps)
+            self.shapes[known.layout.names] += len(steps)
+        return True
+
+    def _points(self, names: tuple[str, ...], steps: list[int], values: list[list[float]],
+                times: list[float] | None) -> None:
+        width = len(names)
+        flat: list[Any] = [None] * (len(steps) * width)
+        for at, column in enumerate(values):
+            flat[at::width] = column
+        block = Columns(list(names) * len(steps), _repeated(steps, width), flat,
+                        [None] * len(flat) if times is None else _repeated(times, width))
+        last = self.parts[-1]
+        if isinstance(last, PointTable) and len(last):
+            self.parts.append(block)
+            return
+        if isinstance(last, PointTable):
+            self.parts.pop()
+        if not self.parts or isinstance(self.parts[-1], PointTable):
+            self.parts.append(Columns.empty())
+        for column, extra in zip(self.parts[-1], block):
+            column += extra
+
+    def _table(self) -> PointTable:
+        """The point table that takes the next rows (a new one after a block of points)."""
+        if not isinstance(self.parts[-1], PointTable):
+            self.parts.append(PointTable())
+        return self.parts[-1]  # type: ignore[return-value]
+
+    def _rows(self, t: Template, first: int, rows: list[tuple[bytes, ...]]) -> None:
+        self.lines += len(rows)
+        keep, steps, values, times = t.columns(rows, self.keep_rank)
+        if t.rank is not None:
+            for rank, count in Counter(r[t.rank] or r[t.rank + 1] for r in rows).items():
+                self.ranks[rank.decode()] += count
+        origins: Any = range(first, first + len(rows))
+        if keep is not None:
+            origins = list(compress(origins, keep))
+        ints = list(map(int, steps))
+        if t.bar:
+            ints = [self._step(s, True) for s in ints]
+        if not ints:
+            return
+        self.resumes += sum(map(gt, ints, ints[1:])) + (self.last_step is not None and ints[0] < self.last_step)
+        self.last_step = ints[-1]
+        self._table().add_columns(t.layout, list(origins), ints, values, times)
+        self.step_lines += len(ints)
+        self.shapes[t.layout.names] += len(ints)
+        self.last_row = origins[-1]
+
+    def line(self, number: int, raw: bytes) -> None:
+        """Read one physical line (tqdm's `\\r`-separated updates one by one)."""
+        text = raw.decode("utf-8", "replace")
+        for segment in text.split("\r") if "\r" in text else (text,):
+            if segment and not segment.isspace():
+                self.lines += 1
+                self._slow(number, segment)
+
+    def _slow(self, number: int, text: str) -> None:
+        line = parse(text)
+        if line.rank is not None and (line.values or line.step is not None):
+            self.ranks[line.rank] += 1
+            if self.keep_rank is None:
+                self.keep_rank = line.rank.encode()
+            if line.rank.encode() != self.keep_rank:
+                self.keeper.offer(number, text, self.last_step)
+                return
+        if SUMMARY in line.body:
+            self.keeper.offer(number, text, self.last_step)
+            return
+        names = [self._name(v.key, v.unit, line.eval) for v in line.values]
+        pairs = [(n, v) for n, v in zip(names, line.values) if n is not None]
+        step = self._step_of(number, text, line, pairs)
+        if step is None or not pairs:
+            self.keeper.offer(number, text, self.last_step)
+            return
+        layout = Layout(tuple(n[0] for n, _ in pairs), tuple(n[1] for n, _ in pairs))
+        values = [v.text.replace(",", "") for _, v in pairs]
+        self._table().add_row(number, step, line.time, layout, values)
+        self.last_row = number
+        self.step_lines += line.step is not None
+        self.shapes[layout.names] += line.step is not None
+        self._learn(text, line, layout, [v for _, v in pairs])
+
+    def _step_of(self, number: int, text: str, line: Line, pairs: list[Any]) -> int | None:
+        if line.step is not None:
+            before = self.last_step
+            self.last_step = self._step(line.step, line.bar)
+            if before is not None and self.last_step < before:
+                self.resumes += 1
+            if not pairs:
+                self._near("a step counter without metrics", number, text)
+            return self.last_step
+        if not pairs:
+            return None
+        evals = all(n[0].startswith("eval/") for n, _ in pairs)
+        if self.last_step is not None and (line.record or evals):
+            return self.last_step
+        if line.body.lstrip().startswith("{"):
+            self.ordinal += 1
+            return self.ordinal
+        self._near("metrics without a step counter", number, text)
+        return None
+
+    def _step(self, raw: int, bar: bool) -> int:
+        """The global step of a counter; a bar that restarts after reaching its total starts a new epoch."""
+        if not bar:
+            return raw
+        offset, last, total = self.bar or (0, 0, 0)
+        if raw < last and last >= total > 0:
+            offset += total
+        self.bar = (offset, raw, max(total, last, raw))
+        return offset + raw
+
+    def _name(self, key: str, unit: str, eval_line: bool) -> tuple[str, float] | None:
+        cache = (key, unit, eval_line)
+        if cache not in self.names:
+            raw = key_name(key, unit)
+            if raw is None:
+                self.names[cache] = None
+            elif raw in _OWN:
+                self.names[cache] = _OWN[raw]
+            else:
+                found = metric(raw, "eval" if eval_line else None)
+                self.names[cache] = (found.name, found.scale * MAGNITUDE.get(unit, 1.0))
+        return self.names[cache]
+
+    def _near(self, kind: str, number: int, text: str) -> None:
+        count, first, sample = self.near.get(kind, (0, number, text.strip()[:100]))
+        self.near[kind] = (count + 1, first, sample)
+
+    def _learn(self, text: str, line: Line, layout: Layout, values: list[Any]) -> None:
+        """Make `line` the template and token plan of its shape, each only when it reads the line back to
+        the same numbers."""
+        raw = text.encode()
+        shape = raw.translate(None, b"0123456789")
+        if shape in self.templates or len(self.templates) >= MAX_TEMPLATES:
+            return
+        template: Template | None = None
+        if line.step is not None:
+            try:
+                template = Template(text, line, [v.token for v in values], layout)
+            except ValueError:
+                template = None
+            if template is not None and not reads_back(template, text, line, values):
+                template = None
+        self.templates[shape] = _Shape(template, console_tokens.plan_of(text, raw, line, layout, values), layout,
+                                       line.step is not None, line.bar, line.body.lstrip().startswith("{"))
+
+    def result(self) -> ImportedRun:
+        columns, rejected = Columns.empty(), []
+        for part in self.parts:
+            if isinstance(part, PointTable):
+                part, more = part.build_columns()
+                rejected += more
+            for column, extra in zip(columns, part):
+                column += extra
+        meta: dict[str, Any] = {"confidence": round(self.step_lines / self.lines, 3) if self.lines else 0.0}
+        if self.shapes:
+            meta["key_consistency"] = round(self.shapes.most_common(1)[0][1] / max(1, self.step_lines), 3)
+        warnings = list(self.warnings)
+        if len(self.ranks) > 1:
+            kept = (self.keep_rank or b"").decode()
+            others = ", ".join(r for r in sorted(self.ranks, key=int) if r != kept)
+            warnings.append(f"{self.path}: lines of several ranks are interleaved; read rank {kept}'s "
+                            f"(the first seen), left out ranks {others}")
+            meta["rank"] = int(kept or 0)
+        if self.ordinal:
+            warnings.append(f"{self.path}: {self.ordinal} metric records carry no step counter; numbered 1, 2, 3 … "
+                            "in file order (the trainer's own steps are a multiple of these)")
+        if self.resumes:
+            meta["resumes"] = self.resumes
+        if not columns.names:
+            meta["closest"] = self.closest()
+        warnings += describe(rejected, lambda line: f"{self.path}:{line}")
+        return ImportedRun(self.path, NAME, None, meta, warnings, self.keeper.lines(), columns=columns)
+
+    def closest(self) -> str:
+        """The shape nearest to a step line that this log showed, with its first line, for a 0-step report."""
+        if not self.near:
+            return "no line with a step counter or a `key value` metric"
+        kind, (count, first, sample) = max(self.near.items(), key=lambda item: item[1][0])
+        return f"{kind} ({count} lines, first at line {first}: {sample!r})"
+
+
+def _repeated(items: list[Any], width: int) -> list[Any]:
+    """Each item `width` times in a row, by C-level slice copies."""
+    out: list[Any] = [None] * (len(items) * width)
+    for at in range(width):
+        out[at::width] = items
+    return out

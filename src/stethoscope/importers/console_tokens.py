@@ -1,0 +1,135 @@
+"""The fastest path of the console reader: a run of lines of one shape read as one list of tokens.
+
+Every byte that cannot be part of a number (letters other than e/E, punctuation, ANSI leftovers, bar
+characters) becomes a blank: `bytes.translate`, then `split()`, both at C speed. Lines of one shape (the
+same text once digits are removed) give the same number of tokens at the same places, so a column is a
+slice `tokens[i::width]`. A plan is made from the first line of a shape, checked against what the full
+parser read from it; a run whose token count is off, or a column that is not all numbers, goes to the
+regex path instead (`console_fast.Template`).
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import compress, repeat
+from operator import add, mul
+from typing import Any, NamedTuple
+
+from stethoscope.importers.console_line import NUMBER, Line
+from stethoscope.importers.loglines import stamp_seconds
+from stethoscope.importers.table import Layout
+
+_KEEP = b"0123456789.+-eE,\n"
+TOKENS = bytes(c if c in _KEEP else 32 for c in range(256))
+_SPANS = re.compile(rb"\S+")
+_LAUNCHER_RANK = re.compile(r"\s*\[(?:default|rank)?(\d+)\]:|\s*\[\d+,(\d+)\]<std")
+
+
+class Plan(NamedTuple):
+    """Where a shape's step, values, rank and timestamp (date, then hour, minute, second) are among its tokens."""
+
+    width: int
+    step: int | None
+    values: tuple[int, ...]
+    scales: tuple[float, ...]
+    rank: int | None
+    time: int | None
+
+
+class Read(NamedTuple):
+    """The columns of a run: steps (None when the lines carry none), values per name, times, kept rows."""
+
+    steps: list[int] | None
+    values: list[list[float]]
+    times: list[float] | None
+    kept: int
+    ranks: frozenset[bytes] = frozenset()
+
+
+def plan(raw: bytes, step: int | None, values: list[tuple[int, str]], scales: tuple[float, ...],
+         rank: int | None, time: int | None) -> Plan | None:
+    """The plan of a line given the byte offsets of its step, values (with their text), rank digit and date;
+    None when a token does not hold exactly the number the parser read."""
+    spans = [m.span() for m in _SPANS.finditer(raw.translate(TOKENS))]
+    tokens = [raw[a:b].translate(TOKENS).strip() for a, b in spans]
+
+    def index(offset: int | None) -> int | None:
+        return None if offset is None else next((i for i, (a, b) in enumerate(spans) if a <= offset < b), -1)
+
+    at = [index(offset) for offset, _ in values]
+    if -1 in at or index(step) == -1 or index(rank) == -1 or index(time) == -1:
+        return None
+    if any(tokens[i].replace(b",", b"").decode() != text.replace(",", "") for i, (_, text) in zip(at, values)):
+        return None
+    return Plan(len(spans), index(step), tuple(at), scales, index(rank), index(time))  # type: ignore[arg-type]
+
+
+def read(p: Plan, tokens: list[bytes], lines: int, keep_rank: bytes | None) -> Read | None:
+    """The columns of `lines` lines' `tokens`; None when they do not fit the plan."""
+    w = p.width
+    if len(tokens) != w * lines:
+        return None
+    keep = None
+    ranks: frozenset[bytes] = frozenset()
+    if p.rank is not None and keep_rank is not None:
+        column = tokens[p.rank::w]
+        if b"," in b"".join(column):  # mpirun's [1,0]: the local rank is the second number
+            column = [r.rsplit(b",", 1)[-1] for r in column]
+        keep = list(map(keep_rank.__eq__, column))
+        ranks = frozenset(column)
+        if all(keep):
+            keep = None
+    try:
+        steps = None if p.step is None else list(map(int, _plain(tokens[p.step::w])))
+        values = [_scaled(list(map(float, _plain(tokens[i::w]))), s) for i, s in zip(p.values, p.scales)]
+        times = None if p.time is None else _times(tokens, p.time, w)
+    except ValueError:
+        return None
+    if keep is not None:
+        steps = None if steps is None else list(compress(steps, keep))
+        values = [list(compress(v, keep)) for v in values]
+        times = None if times is None else list(compress(times, keep))
+    return Read(steps, values, times, lines if keep is None else sum(keep), ranks)
+
+
+def _plain(column: list[bytes]) -> list[bytes]:
+    """`column` without commas (thousands separators, a `2.3,` before the next key)."""
+    if b"," not in b"".join(column):
+        return column
+    return list(map(bytes.replace, column, repeat(b","), repeat(b"")))
+
+
+def _scaled(column: list[float], scale: float) -> list[float]:
+    return column if scale == 1.0 else list(map(mul, column, repeat(scale)))
+
+
+class _Minutes(dict):  # type: ignore[type-arg]
+    def __missing__(self, minute: bytes) -> float:
+        self[minute] = value = stamp_seconds(minute + b":00")
+        return value
+
+
+def _times(tokens: list[bytes], at: int, w: int) -> list[float]:
+    """Unix seconds from the date, hour, minute and second tokens (as `stamp_seconds` reads them)."""
+    minutes = map(b"%b %b:%b".__mod__, zip(tokens[at::w], tokens[at + 1::w], tokens[at + 2::w]))
+    seconds = map(float, map(bytes.replace, tokens[at + 3::w], repeat(b","), repeat(b".")))
+    return list(map(add, map(_Minutes().__getitem__, minutes), seconds))
+
+
+def plan_of(text: str, raw: bytes, line: Line, layout: Layout, values: list[Any]) -> Plan | None:
+    """The plan of a line the full parser read into `values`, checked by reading the line back with it."""
+    starts = [m.start() for m in NUMBER.finditer(text)]
+    if len(raw) != len(text):  # non-ASCII before a number: byte offsets differ from character offsets
+        starts = [len(text[:at].encode()) for at in starts]
+    launcher = _LAUNCHER_RANK.match(text) if line.rank is not None else None
+    rank = None if launcher is None else len(text[:launcher.start(1 if launcher.group(1) else 2)].encode())
+    if line.rank is not None and rank is None:
+        return None
+    step = None if line.step_token is None else starts[line.step_token]
+    time = None if line.time is None or line.time_token is None else starts[line.time_token]
+    found = plan(raw, step, [(starts[v.token], v.text) for v in values], layout.scales or
+                               (1.0,) * len(values), rank, time)
+    if found is None or time is None:
+        return found
+    check = read(found, raw.translate(TOKENS).split(), 1, None)
+    return found if check is not None and check.times == [line.time] else None
