@@ -319,8 +319,7 @@ def test_chunks_read_like_the_general_parser_on_an_awkward_log(write, monkeypatc
     path = write("train.log", _awkward_log())
     blocks: list[bool] = []
     columns = Template.columns
-    monkeypatch.setattr(Template, "columns", lambda self, *a: blocks.append(columns(self, *a) is not None) or
-                        (columns(self, *a)))
+    monkeypatch.setattr(Template, "columns", lambda self, *a: blocks.append(columns(self, *a)) or blocks[-1])
     fast = MegatronImporter(chunk_bytes=chunk_bytes).read(path)
     general = MegatronImporter(fast=False).read(path)
     assert blocks.count(True) >= 3
@@ -328,3 +327,37 @@ def test_chunks_read_like_the_general_parser_on_an_awkward_log(write, monkeypatc
     assert fast.lines == general.lines and fast.warnings == general.warnings and fast.meta == general.meta
     assert len(series(general, LOSS)) == 6000 and any(t is not None for t in general.columns.times)
     assert general.warnings and general.meta["notes"]
+
+
+def test_bulk_float_parse_equals_float() -> None:
+    import random
+    import struct
+
+    from stethoscope.importers.megatron_fast import floats
+
+    rng = random.Random(0)
+    texts = [b"-0", b"-0.0", b"0", b"1e-400", b"4.9e-324", b"2.2250738585072011e-308", b"9007199254740993",
+             b"123456789012345678901234567890", b"1.00000000000000011102230246251565404236316680908203125",
+             b"6.009562E+00", b"3.000E-04", b"65536.0", b"1E+05"]
+    for _ in range(20000):
+        x = struct.unpack("d", struct.pack("Q", rng.getrandbits(64)))[0]
+        if math.isfinite(x):
+            texts.append((rng.choice(["%r", "%.3e", "%.6E", "%.17g", "%.25g", "%.1f"]) % x).encode())
+    for batch in (texts, texts[1:], texts[3:]):
+        got, want = floats(batch), list(map(float, batch))
+        assert [(v, math.copysign(1, v)) for v in got] == [(v, math.copysign(1, v)) for v in want]
+    # not JSON numbers: float() reads them (or refuses) as before
+    assert floats([b"nan", b"1.5"])[1] == 1.5 and math.isnan(floats([b"nan", b"1.5"])[0])
+    assert floats([b"+1", b".5", b"1.", b"1e999", b"007"]) == [1.0, 0.5, 1.0, math.inf, 7.0]
+    for bad in ([b"1,2"], [b"true"], [b'"1.5"'], [b"[1", b"2]"], [b"1x"]):
+        with pytest.raises(ValueError):
+            floats(bad)
+
+
+def test_without_orjson_the_fast_path_reads_the_same(write, monkeypatch) -> None:
+    import stethoscope.importers.megatron_fast as fast
+
+    path = write("train.log", _awkward_log())
+    with_orjson = MegatronImporter(chunk_bytes=2000).read(path)
+    monkeypatch.setattr(fast, "orjson", None)
+    assert _same(MegatronImporter(chunk_bytes=2000).read(path).columns) == _same(with_orjson.columns)

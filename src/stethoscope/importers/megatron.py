@@ -148,19 +148,23 @@ class _Reader:
         rows = template.findall(chunk)
         if len(rows) != newlines + 1:  # findall also gives the (empty) end after the last newline
             return False
-        columns = template.columns(rows, stamp_seconds)
-        if columns is None:
+        if not template.columns(rows, stamp_seconds, self._block_columns()):
             self.table.add_block(line + 1, template.layout, rows, template.step_at, template.value_at,
                                  template.time_at, stamp_seconds)
-        elif len(self.table):
-            self.parts += [columns, PointTable()]
-            self.table = self.parts[-1]
-        else:
-            self.parts.insert(-1, columns)
         last = next((row[template.step_at] for row in reversed(rows) if row[template.step_at]), None)
         if last is not None:
             self.last_step = int(last)
         return True
+
+    def _block_columns(self) -> Columns:
+        """Where a block's points go: after the last block's when no row came since (parts ends with the
+        table that rows go into)."""
+        if len(self.table):
+            self.parts += [Columns.empty(), PointTable()]
+            self.table = self.parts[-1]
+        elif len(self.parts) < 2:
+            self.parts.insert(0, Columns.empty())
+        return self.parts[-2]  # type: ignore[return-value]
 
     def _lines(self, lines: list[bytes], line: int) -> None:
         add_row = self.table.add_row
@@ -423,11 +427,15 @@ class _Reader:
 
     def _columns(self, rename: dict[str, str | None]) -> tuple[Columns, list[Rejected]]:
         # Blocks never hold the zero-norm placeholder (a template needs a non-zero norm): no rename there.
-        columns, rejected = Columns.empty(), []
+        columns: Columns | None = None
+        rejected: list[Rejected] = []
         for part in self.parts:
             if isinstance(part, PointTable):
                 part, more = part.build_columns(rename)
                 rejected += more
-            for column, piece in zip(columns, part):
-                column += piece
-        return columns, rejected
+            if columns is None:
+                columns = part  # extended in place: the first part, often the only big one, is not copied
+            else:
+                for column, piece in zip(columns, part):
+                    column += piece
+        return columns or Columns.empty(), rejected
