@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import chain, compress, repeat
 from operator import eq, itemgetter, ne
 from pathlib import Path
@@ -222,25 +222,22 @@ class _Run:
         self.columns = Columns.empty()
         self.rejected: list[Rejected] = []
         self.shape: Any = None
-        self.origins: list[int] = []
-        self.steps: list[int] = []
-        self.values: list[Any] = []
+        self.spans: list[tuple[Iterable[int], Sequence[int], Sequence[Any]]] = []  # (origins, steps, values)
 
-    def extend(self, shape: Any, origins: Iterable[int], steps: Iterable[int], values: Iterable[Any]) -> None:
+    def extend(self, shape: Any, origins: Iterable[int], steps: Sequence[int], values: Sequence[Any]) -> None:
         if shape is not self.shape:
             self.flush()
             self.shape = shape
-        self.origins += origins
-        self.steps += steps
-        self.values += values
+        self.spans.append((origins, steps, values))
 
     def flush(self) -> None:
-        if not self.origins:
+        if not self.spans:
             return
-        block = _numbers(self.shape[0], self.steps, self.values)
+        steps, values = self._joined(1), self._joined(2)
+        block = _numbers(self.shape[0], steps, values)
         if block is None:  # a value is not a number: the table leaves it out and names it
             table = PointTable()
-            table.add_columns(self.shape[0], self.origins, self.steps, self.values)
+            table.add_columns(self.shape[0], self._joined(0), steps, values)
             block, rejected = table.build_columns()
             self.rejected += rejected
         if self.columns.names:
@@ -248,7 +245,14 @@ class _Run:
                 column += part
         else:
             self.columns = block
-        self.origins, self.steps, self.values = [], [], []
+        self.spans = []
+
+    def _joined(self, at: int) -> list[Any]:
+        # One span (a whole training run between evals) is used as it is: no copy of a million items.
+        if len(self.spans) == 1:
+            span = self.spans[0][at]
+            return span if type(span) is list else list(span)
+        return list(chain.from_iterable(map(itemgetter(at), self.spans)))
 
 
 def _numbers(layout: Layout, steps: list[int], values: list[Any]) -> Columns | None:
