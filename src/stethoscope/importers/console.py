@@ -58,7 +58,9 @@ class ConsoleImporter:
         return False
 
     def read(self, path: Path) -> ImportedRun:
-        data = strip_ansi(read_bytes(path)).replace(b"\x08", b"")  # and Keras' backspaces before a redraw
+        data = read_bytes(path)
+        if b"\x08" in data:  # Keras' backspaces before a redraw
+            data = data.replace(b"\x08", b"")
         reader = ConsoleReader(str(path))
         reader.feed(data)
         return reader.result()

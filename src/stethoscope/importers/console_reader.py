@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from stethoscope.importers import console_tokens
 from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.importers.console_fast import Template, reads_back
-from stethoscope.importers.console_line import MAGNITUDE, NUMBER, Line, key_name, parse
+from stethoscope.importers.console_line import ANSI, MAGNITUDE, NUMBER, Line, key_name, parse
 from stethoscope.importers.loglines import LineKeeper
 from stethoscope.importers.names import metric
 from stethoscope.importers.table import Layout, PointTable, describe
@@ -177,11 +177,13 @@ class ConsoleReader:
         """Read one physical line (tqdm's `\\r`-separated updates one by one)."""
         text = raw.decode("utf-8", "replace")
         for segment in text.split("\r") if "\r" in text else (text,):
-            if segment and not segment.isspace():
+            clean = ANSI.sub("", segment) if "\x1b" in segment else segment
+            if clean and not clean.isspace():
                 self.lines += 1
-                self._slow(number, segment)
+                self._slow(number, clean, segment)
 
-    def _slow(self, number: int, text: str) -> None:
+    def _slow(self, number: int, text: str, original: str) -> None:
+        """Read one line segment through the full parser; `text` is `original` without ANSI codes."""
         line = parse(text)
         if line.rank is not None and (line.values or line.step is not None):
             self.ranks[line.rank] += 1
@@ -205,7 +207,7 @@ class ConsoleReader:
         self.last_row = number
         self.step_lines += line.step is not None
         self.shapes[layout.names] += line.step is not None
-        self._learn(text, line, layout, [v for _, v in pairs])
+        self._learn(text, original, line, layout, [v for _, v in pairs])
 
     def _step_of(self, number: int, text: str, line: Line, pairs: list[Any]) -> int | None:
         if line.step is not None:
@@ -254,22 +256,21 @@ class ConsoleReader:
         count, first, sample = self.near.get(kind, (0, number, text.strip()[:100]))
         self.near[kind] = (count + 1, first, sample)
 
-    def _learn(self, text: str, line: Line, layout: Layout, values: list[Any]) -> None:
+    def _learn(self, text: str, original: str, line: Line, layout: Layout, values: list[Any]) -> None:
         """Make `line` the template and token plan of its shape, each only when it reads the line back to
-        the same numbers."""
-        raw = text.encode()
-        shape = raw.translate(None, b"0123456789")
+        the same numbers. The regex template needs a line without ANSI codes; the token plan does not."""
+        shape = original.encode().translate(None, b"0123456789")
         if shape in self.templates or len(self.templates) >= MAX_TEMPLATES:
             return
         template: Template | None = None
-        if line.step is not None:
+        if line.step is not None and text == original:
             try:
                 template = Template(text, line, [v.token for v in values], layout)
             except ValueError:
                 template = None
             if template is not None and not reads_back(template, text, line, values):
                 template = None
-        self.templates[shape] = _Shape(template, console_tokens.plan_of(text, raw, line, layout, values), layout,
+        self.templates[shape] = _Shape(template, console_tokens.plan_of(text, original, line, layout, values), layout,
                                        line.step is not None, line.bar, line.body.lstrip().startswith("{"))
 
     def result(self) -> ImportedRun:

@@ -15,7 +15,7 @@ from itertools import compress, repeat
 from operator import add, mul
 from typing import Any, NamedTuple
 
-from stethoscope.importers.console_line import NUMBER, Line
+from stethoscope.importers.console_line import ANSI, NUMBER, Line
 from stethoscope.importers.loglines import stamp_seconds
 from stethoscope.importers.table import Layout
 
@@ -116,20 +116,38 @@ def _times(tokens: list[bytes], at: int, w: int) -> list[float]:
     return list(map(add, map(_Minutes().__getitem__, minutes), seconds))
 
 
-def plan_of(text: str, raw: bytes, line: Line, layout: Layout, values: list[Any]) -> Plan | None:
-    """The plan of a line the full parser read into `values`, checked by reading the line back with it."""
+def plan_of(text: str, original: str, line: Line, layout: Layout, values: list[Any]) -> Plan | None:
+    """The plan of a line the full parser read into `values` (from `text`, which is `original` without its
+    ANSI codes), checked by reading the line back with it."""
     starts = [m.start() for m in NUMBER.finditer(text)]
-    if len(raw) != len(text):  # non-ASCII before a number: byte offsets differ from character offsets
-        starts = [len(text[:at].encode()) for at in starts]
     launcher = _LAUNCHER_RANK.match(text) if line.rank is not None else None
-    rank = None if launcher is None else len(text[:launcher.start(1 if launcher.group(1) else 2)].encode())
-    if line.rank is not None and rank is None:
+    if line.rank is not None and launcher is None:
         return None
+    rank = None if launcher is None else launcher.start(1 if launcher.group(1) else 2)
     step = None if line.step_token is None else starts[line.step_token]
     time = None if line.time is None or line.time_token is None else starts[line.time_token]
-    found = plan(raw, step, [(starts[v.token], v.text) for v in values], layout.scales or
-                               (1.0,) * len(values), rank, time)
+    where = _in_bytes(original, [step, rank, time, *(starts[v.token] for v in values)])
+    raw = original.encode()
+    found = plan(raw, where[0], list(zip(where[3:], (v.text for v in values))),  # type: ignore[arg-type]
+                 layout.scales or (1.0,) * len(values), where[1], where[2])
     if found is None or time is None:
         return found
     check = read(found, raw.translate(TOKENS).split(), 1, None)
     return found if check is not None and check.times == [line.time] else None
+
+
+def _in_bytes(original: str, positions: list[int | None]) -> list[int | None]:
+    """Character positions in `original` without its ANSI codes → byte offsets in `original`."""
+    codes = [m.span() for m in ANSI.finditer(original)] if "\x1b" in original else []
+    out: list[int | None] = []
+    for at in positions:
+        if at is None:
+            out.append(None)
+            continue
+        removed = 0
+        for a, b in codes:
+            if a - removed > at:
+                break
+            removed += b - a
+        out.append(len(original[:at + removed].encode()))
+    return out
