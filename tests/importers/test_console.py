@@ -17,7 +17,7 @@ from stethoscope.records import (
     CUDA_ALLOCATED, CUDA_PEAK, EVAL_LOSS, GRAD_NORM, LOSS, LR, MFU, SAMPLES_PER_S, STEP_TIME, TFLOPS, TOKENS_PER_S,
 )
 from tests.conftest import run_cli
-from tests.importers.series import series
+from tests.importers.series import names, series
 
 GB = 1e9 / 2**30  # "GB" is read as 10^9 bytes (detect/names.py)
 R, G, O, T, B, C, M, Y, X = ("\x1b[31m", "\x1b[32m", "\x1b[38;2;180;60;0m", "\x1b[38;2;54;234;195m", "\x1b[34m",
@@ -295,7 +295,9 @@ def _noisy() -> str:
         lines.append(_titan(s, 19 - s, 9.0, 31.0, "14,000", 80.0, "25.00%").replace("[rank0]", "[rank1]"))
     lines += ["[rank1]:Traceback (most recent call last):", '[rank1]:  File "train.py", line 9, in <module>',
               "[rank1]:RuntimeError: CUDA error: an illegal memory access was encountered",
-              "[rank0]:/usr/lib/python3/warnings.py:10: UserWarning: something deprecated"]
+              "[rank0]:/usr/lib/python3/warnings.py:10: UserWarning: something deprecated",
+              "Traceback (most recent call last):", '  File "/opt/loader.py", line 42, in prefetch',
+              "    batch = next(it)", "StopIteration"]
     lines.append(_titan(4, 5.0, 0.5, 30.0, "15,100", 90.0, "29.10%"))
     return "\n".join(lines) + "\n"
 
@@ -306,6 +308,7 @@ def test_noise_ansi_ranks_traceback_and_a_bar_are_read_not_refused(write) -> Non
     assert series(run, LOSS) == {1: 8, 2: 7, 3: 6, 4: 5.0}  # rank 0's
     assert any("several ranks" in w and "rank 0" in w for w in run.warnings)
     assert any("illegal memory access" in ln.text for ln in run.lines)
+    assert names(run) == {LOSS, GRAD_NORM, CUDA_ALLOCATED, TOKENS_PER_S, TFLOPS, MFU}  # no `line 42` from a frame
     assert 0 < run.meta["confidence"] < 1
 
 

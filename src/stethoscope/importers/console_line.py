@@ -80,7 +80,7 @@ class Line:
     step_token: int | None = None
     time_token: int | None = None
     bar: bool = False  # a progress-bar counter (Keras, tqdm): restarts every epoch
-    record: bool = False  # a dict repr or an indented continuation line: belongs to the step before it
+    record: bool = False  # a dict repr or a tab-indented continuation line: belongs to the step before it
     body: str = ""
 
 
@@ -92,7 +92,8 @@ def parse(text: str) -> Line:
     if launcher:
         out.rank = launcher.group(1) or launcher.group(2)
         pos = launcher.end()
-    indented = text[pos:pos + 1] in ("\t", " ") and text[pos:].lstrip()[:1].isalpha()
+    # Tab-indented (Composer's `\t Train loss/train/total: 2.3`); not space-indented like a traceback's frames.
+    indented = text[pos:pos + 1] == "\t" and text[pos:].lstrip()[:1].isalpha()
     for _ in range(8):
         time, skip = parse_timestamp(text[pos:].lstrip())
         if skip:
