@@ -13,7 +13,8 @@ repeats (the machine is shared and noisy: only ratios taken in one run compare):
     cli       `stethoscope diagnose PATH --json` in a fresh process (interpreter start included),
               and cli / baseline
 
-and checks that the spike was found.
+Wall-clock seconds; the ratios are also given in CPU seconds (`cpu xN`: this process's, or the child's
+for the CLI), which other jobs on the machine disturb less. It also checks that the spike was found.
 
     python bench/diagnose_speed.py [--steps 1000000] [--repeats 3] [--dir DIR] [--no-cli]
 """
@@ -26,6 +27,7 @@ import json
 import math
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -83,52 +85,61 @@ FORMATS: dict[str, tuple[Callable[[Path, int, int], None], Callable[[Path], None
 }
 
 
-def _timed(fn: Callable[[], object]) -> tuple[float, object]:
-    t0 = time.perf_counter()
+def _timed(fn: Callable[[], object], times: dict[str, float], phase: str) -> object:
+    """Run fn; record its wall seconds as `phase` and its CPU seconds as `phase~cpu`."""
+    t0, c0 = time.perf_counter(), time.process_time()
     out = fn()
-    return time.perf_counter() - t0, out
+    times[phase], times[phase + "~cpu"] = time.perf_counter() - t0, time.process_time() - c0
+    return out
 
 
-def in_process(path: Path) -> tuple[dict[str, float], dict]:
-    """Seconds per phase of one in-process diagnosis, and its --json dict."""
-    io, _ = _timed(path.read_bytes)
-    read, runs = _timed(lambda: read_any(path))
-    detect, diagnosis = _timed(lambda: diagnose_run(runs[0]))
-    shown, text = _timed(lambda: render.to_json(diagnosis.to_dict()))
-    del runs, diagnosis
-    return {"io": io, "import": read, "detect": detect, "render": shown, "total": read + detect + shown}, json.loads(text)
+def in_process(path: Path, times: dict[str, float]) -> dict:
+    """Seconds per phase of one in-process diagnosis into `times`; its --json dict."""
+    _timed(path.read_bytes, times, "io")
+    runs = _timed(lambda: read_any(path), times, "import")
+    diagnosis = _timed(lambda: diagnose_run(runs[0]), times, "detect")
+    text = _timed(lambda: render.to_json(diagnosis.to_dict()), times, "render")
+    for clock in ("", "~cpu"):
+        times["total" + clock] = sum(times[p + clock] for p in ("import", "detect", "render"))
+    return json.loads(str(text))
 
 
-def cli(path: Path) -> float:
+def cli(path: Path, times: dict[str, float]) -> None:
     env = dict(os.environ, PYTHONPATH=str(SRC))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     res = subprocess.run([sys.executable, "-m", "stethoscope.cli.main", "diagnose", str(path), "--json"],
                          capture_output=True, text=True, env=env)
-    seconds = time.perf_counter() - t0
+    times["cli"] = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    times["cli~cpu"] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if res.returncode not in (0, 1):  # 1: findings at or above --fail-on
         raise SystemExit(f"diagnose failed: {res.stderr[-2000:]}")
-    return seconds
 
 
 def one_round(path: Path, baseline: Callable[[Path], None], with_cli: bool) -> tuple[dict[str, float], dict]:
-    times = {"baseline": _timed(lambda: baseline(path))[0]}
+    times: dict[str, float] = {}
+    _timed(lambda: baseline(path), times, "baseline")
     gc.collect()
-    phases, out = in_process(path)
-    times.update(phases)
+    out = in_process(path, times)
     gc.collect()
     if with_cli:
-        times["cli"] = cli(path)
+        cli(path, times)
     return times, out
 
 
 def report(name: str, path: Path, times: dict[str, list[float]], out: dict, spike: int) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
-    base = med["baseline"]
+    base, cpu = med["baseline"], med["baseline~cpu"]
     split = "  ".join(f"{k} {med[k]:.2f}" for k in PHASES[1:5])
-    cli_part = f"  cli {med['cli']:.2f} s (x{med['cli'] / base:.2f})" if "cli" in med else ""
+
+    def ratio(phase: str) -> str:
+        return f"{med[phase]:.2f} s (x{med[phase] / base:.2f}, cpu x{med[phase + '~cpu'] / cpu:.2f})"
+
+    cli_part = f"  cli {ratio('cli')}" if "cli" in med else ""
     spikes = [f["step"] for f in out["findings"] if f["type"] == "loss_spike"]
-    print(f"  {name:19s} {path.stat().st_size / 2**20:6.1f} MiB  baseline {base:.2f} s  |  {split}  |  total "
-          f"{med['total']:.2f} s (x{med['total'] / base:.2f}){cli_part}")
+    print(f"  {name:19s} {path.stat().st_size / 2**20:6.1f} MiB  baseline {base:.2f} s (cpu {cpu:.2f})  |  {split}  |  "
+          f"total {ratio('total')}{cli_part}")
     print(f"  {'':19s} steps={out['steps']:,}  loss_spike found at {spikes[:3]} (injected at {spike})")
 
 
