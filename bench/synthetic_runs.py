@@ -182,6 +182,15 @@ def _grad_exploded(s: RunSpec, t: Trace, v: Variant) -> bool:
     return any(math.isfinite(t.grad_norm[i]) and t.grad_norm[i] >= 10 * ref for i in logged if i >= s.fault_at)
 
 
+def _still_learning(t: Trace, it: int) -> bool:
+    """Was the loss still coming down before `it` (>= 3% between the medians of iterations it-300..it-250
+    and it-50..it)? Only then does a stop at `it` show in a loss curve with nothing else logged."""
+    early, late = _finite(t.loss[max(0, it - 300): max(1, it - 250)]), _finite(t.loss[max(0, it - 50): it])
+    if not early or not late:
+        return False
+    return statistics.median(late) <= 0.97 * statistics.median(early)
+
+
 def labels_for(s: RunSpec, t: Trace, v: Variant) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
     """The labels in this writer's step numbering, the types unscored for this case, and the spans of
     steps where one type has no ground truth."""
@@ -194,6 +203,9 @@ def labels_for(s: RunSpec, t: Trace, v: Variant) -> tuple[list[dict[str, Any]], 
     for kind, it in evs:
         if kind == "plateau" and s.scenario == "loss_scale_collapse" and v.has_loss_scale:
             it = s.fault_at  # the collapse shows from its first halving where the scale is logged
+        elif kind == "plateau" and s.scenario == "loss_scale_collapse" and not _still_learning(t, it):
+            unscored.append(kind)  # no scale logged and the loss had already flattened: nothing shows the stop
+            continue
 
         row: int | None
         if kind in ("healthy", "grad_explosion") or it is None:

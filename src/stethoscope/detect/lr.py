@@ -17,7 +17,8 @@ from stethoscope.records import LOSS, LR, Finding, StepRecord
 
 _LOSSES_KEPT = 16
 _FLAT_RECORDS = 5  # records at the peak before a flat LR counts as "warm-up over" / WSD stable phase
-_JUMP_VS_SLOPE = 10.0  # a jump moves the LR this many times further than the schedule's recent slope
+_JUMP_VS_SLOPE = 10.0
+_RESTART_MAX = 2.0  # a restarted schedule peaks near the old one; an LR far above every earlier one is an override  # a jump moves the LR this many times further than the schedule's recent slope
 
 
 @dataclass(slots=True)
@@ -149,7 +150,9 @@ class LrTracker:
             and abs(delta) >= self.config.lr_jump_rel * peak
             and abs(delta) > _JUMP_VS_SLOPE * expected
         )
-        restart = p <= self.config.lr_jump_rel * peak  # up from (near) zero: a fresh schedule's first step
+        before = max(self.peak, p)  # the schedule's scale before this value
+        # a fresh schedule's first step: up from (near) zero, back to the old schedule's scale, not far above it
+        restart = p <= self.config.lr_jump_rel * before and c <= _RESTART_MAX * before
         if is_jump and delta > 0 and restart and self.ever_positive:
             start = self.prev_step if p == 0 and self.prev_step is not None else step
             self.last_restart_step = start

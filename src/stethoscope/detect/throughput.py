@@ -31,6 +31,8 @@ from stethoscope.records import (
 
 SERIES = (STEP_TIME, TOKENS_PER_S, SAMPLES_PER_S, TFLOPS, MFU)  # first present wins; rates are inverted
 _LEVEL_N = 16
+_RAW_N = 512  # the run's own dispersion is judged over this many records
+_STALL_IN_DROP = 3.0  # during a slowdown, a record this many times its slow level is a stall on top of it
 _REFRESH = 8  # records between recomputations of the O(window) level and noise
 _MIN_BASELINE = 2  # records before a step can be a dip (the first steps of a log: compile, warm-up)
 _MIN_BASELINE_DROP = 3  # records before a slowdown can be persistent (a level shift needs a level)
@@ -42,6 +44,8 @@ _MIN_SLOWDOWN_S = 1e-4  # nor is a persistent slowdown of less than this per ste
 _PRIOR_RATE, _PRIOR_RECORDS = 0.01, 10.0  # slow records expected before the run shows its own rate
 _ALPHA = 0.01  # chance of a streak this long anywhere in the run, under the run's own slow-record rate
 _MAX_STREAK = 20
+_MAX_TRIAL = 64  # a streak is tested against the run's jitter until it is this long (longer streaks have
+# steadier medians: a real level shift passes within a few dozen records)
 # What a slow step can be pinned on, from the record itself; in the order they are named.
 _REASONS = {
     "eval": ("right after an eval", "eval/* recorded since the previous record"),
@@ -57,7 +61,8 @@ class ThroughputDetector:
 
     def __init__(self, config: DetectConfig | None = None) -> None:
         self.config = config or DetectConfig()
-        self.window = Window(64)
+        self.window = Window(64)  # the baseline: records that were not slow
+        self.raw = Window(_RAW_N)  # every record, slow ones too: the run's own dispersion
         self._cache: list[float] | None = None
         self._s: dict[str, Any] = {
             "series": None, "slow": [], "drop": None, "dips": None, "total": 0.0, "records": 0,
@@ -73,15 +78,16 @@ class ThroughputDetector:
             return []
         if s["last_step"] is not None and record.step - s["last_step"] > self.config.gap_reset_steps:
             self.window.clear()  # an excerpt that skips ahead: the old level says nothing about the new one
+            self.raw.clear()
             self._cache = None
             s["slow"] = []
         s["total"] += t
         s["records"] += 1
         prev, s["last_step"] = s["last_step"], record.step
         s["why"] = self._why(record.values, prev)
-        if s["drop"] is not None:
-            return self._in_drop(record.step, t)
-        return self._check(record.step, t)
+        out = self._in_drop(record.step, t) if s["drop"] is not None else self._check(record.step, t)
+        self.raw.push(t)
+        return out
 
     def _why(self, values: dict[str, float], prev_step: int | None) -> list[str]:
         """What the record says the step spent its time on, beyond the model: an eval, GC, data."""
@@ -159,21 +165,50 @@ class ThroughputDetector:
                     s["slow"] = []
                 return out
             if len(slow) >= self._streak_needed():
-                base = sorted(self.window.values())
+                shift = self._level_shift(slow)
+                if shift is None:  # not above what this run's own jitter reaches over as many records (yet)
+                    if len(slow) >= _MAX_TRIAL:  # that long and still not: it was jitter, after all
+                        out.extend(self._streak_over(slow, keep=True))
+                    return out
                 s["drop"] = {"start": slow[0][0], "level": level, "values": [x[1] for x in slow],
-                             "last_step": step, "peak": max(x[1] for x in slow),
-                             "p90": _quantile(base, 0.9), "spread": _quantile(base, 0.9) / level - 1}
+                             "last_step": step, "peak": max(x[1] for x in slow), **shift}
                 s["slow"] = []
                 out.append(self._drop_finding(s["drop"]))
             return out
-        if slow and any(x[3] for x in slow):  # a stall of one or a few records, over now
-            level0 = slow[0][2]
-            excess = sum(x[1] - x[2] for x in slow)
-            why = sorted({w for x in slow for w in x[4]})
-            out.extend(self._on_dip([slow[0][0], level0 + excess, level0, why]))
-        s["slow"] = []
+        out.extend(self._streak_over(slow, keep=False))
         self._push(t)
         return out
+
+    def _streak_over(self, slow: list[list[Any]], keep: bool) -> list[Finding]:
+        """A streak of slow records that made no slowdown: its dips are a stall; with `keep`, the rest
+        joins the baseline (it was the run's usual jitter)."""
+        out: list[Finding] = []
+        if slow and any(x[3] for x in slow):  # a stall of one or a few records, over now
+            level0 = slow[0][2]
+            excess = sum(x[1] - x[2] for x in slow if x[3])
+            why = sorted({w for x in slow for w in x[4]})
+            out.extend(self._on_dip([next(x[0] for x in slow if x[3]), level0 + excess, level0, why]))
+        if keep:
+            for x in slow:
+                if not x[3]:
+                    self._push(x[1])
+        self._s["slow"] = []
+        return out
+
+    def _level_shift(self, slow: list[list[Any]]) -> dict[str, float] | None:
+        """Does the streak's median stand out against the run's own dispersion: above every median of as
+        many consecutive records in the recent past (all records, slow ones included), by `drop_min_rel`?
+        None when it does not; else the baseline's usual spread (90th percentile over median)."""
+        n = len(slow)
+        base = self.raw.values()[: max(0, len(self.raw) - (n - 1))]  # before the streak
+        if len(base) < n + 2:
+            return {"spread": 0.0, "usual_max": math.nan}
+        stride = max(1, n // 4)  # overlapping windows: a quarter-window stride misses no burst worth the name
+        usual = max(_median(base[i: i + n]) for i in range(0, len(base) - n + 1, stride))
+        if _median([x[1] for x in slow]) <= usual * (1 + self.config.drop_min_rel):
+            return None
+        mid = _median(base)
+        return {"spread": _quantile(sorted(base), 0.9) / mid - 1 if mid > 0 else 0.0, "usual_max": usual}
 
     def _streak_needed(self) -> int:
         """Slow records in a row that make a slowdown persistent: at least `drop_records`, more when
@@ -203,6 +238,11 @@ class ThroughputDetector:
     def _in_drop(self, step: int, t: float) -> list[Finding]:
         d = self._s["drop"]
         d["records"] = d.get("records", len(d["values"]))
+        slow_level = _median(d["values"])
+        if t >= _STALL_IN_DROP * slow_level:  # a stall on top of the slowdown: counted with the stalls
+            d["last_step"] = step
+            d["records"] += 1
+            return self._on_dip([step, t, slow_level, self._s.get("why") or []])
         if t <= d["level"] * (1 + 0.5 * self.config.drop_min_rel):
             self._s["drop"] = None
             self._push(t)
@@ -270,29 +310,28 @@ class ThroughputDetector:
 
     # -- findings ---------------------------------------------------------------------------------
     def _drop_finding(self, d: dict[str, Any]) -> Finding:
-        """Quoted in the series' own unit (seconds per step, or the rate as logged); a warning only when the
-        slow level stands out against the run's own dispersion (above its usual 90th percentile)."""
+        """Quoted in the series' own unit (seconds per step, or the rate as logged), with the run's usual
+        spread (90th percentile over median, one record) next to it: it was found because its median stood
+        above every median of as many records in a row before it."""
         slow = _median(d["values"])
         rel = slow / d["level"] - 1
         name = self._s["series"]
         spread = d.get("spread", 0.0)
         duration = d["last_step"] - d["start"]
+        usual = d.get("usual_max", math.nan)
         if name == STEP_TIME:
             scale = self._s.get("batch") or 1.0
-            before, after = d["level"] * scale, slow * scale
+            before, after, usual = d["level"] * scale, slow * scale, usual * scale
             what = f"step time up {rel:.0%} ({_fmt(before)} -> {_fmt(after)} s)"
         else:  # a rate, watched inverted: quote the rate itself
-            before, after = 1.0 / d["level"], 1.0 / slow
+            before, after, usual = 1.0 / d["level"], 1.0 / slow, 1.0 / usual
             what = f"{name} down {1 - after / before:.0%} ({_fmt(before)} -> {_fmt(after)})"
         msg = (f"throughput dropped from step {d['start']}: {what}, against a usual spread of +{spread:.0%} "
                f"(90th percentile), for {duration} steps and staying there")
         ev = {"series": name, "level": before, "slow_level": after, "slowdown": rel, "typical_spread": spread,
-              "duration_steps": duration, "records": d.get("records", len(d["values"]))}
-        tiny = self._seconds(slow - d["level"]) < _MIN_SLOWDOWN_S  # microseconds: no one cares
-        usual = slow <= d.get("p90", 0.0)  # inside the run's own jitter: noted, not a warning
-        if usual:
-            msg += "; within this run's usual step-to-step spread"
-        sev = "info" if tiny or usual else "warning"
+              "duration_steps": duration, "records": d.get("records", len(d["values"])),
+              "usual_worst_level": usual}
+        sev = "info" if self._seconds(slow - d["level"]) < _MIN_SLOWDOWN_S else "warning"  # microseconds: no one cares
         return Finding("throughput_drop", sev, d["start"], msg, evidence=ev, source=self.name)
 
     def _dip_finding(self, d: dict[str, Any]) -> Finding:
@@ -320,10 +359,12 @@ class ThroughputDetector:
         return Finding("periodic_stall", sev, d["first"], msg, evidence=ev, causes=causes, source=self.name)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"window": self.window.state_dict(), "s": self._s}
+        return {"window": self.window.state_dict(), "raw": self.raw.state_dict(), "s": self._s}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.window.load_state_dict(state["window"])
+        if "raw" in state:
+            self.raw.load_state_dict(state["raw"])
         self._s = state["s"]
         self._cache = None
 

@@ -157,7 +157,8 @@ class TrendDetector:
         if runaway is not None:
             self._div = self._open_div(runaway["start"], runaway["value"], step, v, "runaway")
         elif sustained:
-            self._div = self._open_div(int(best[1]), float(best[0]), step, v, "sustained")
+            # the onset is where the loss left its best level for good, not where that best was
+            self._div = self._open_div(int(self._above_since), float(best[0]), step, v, "sustained")
         else:
             return []
         return [self._div_finding(self._div)]
@@ -172,7 +173,10 @@ class TrendDetector:
     def _runup_check(self, step: int, v: float) -> dict[str, Any] | None:
         r = self._runup
         if r is None or v <= r["prev"]:
-            self._runup = {"start": step, "value": v, "prev": v, "rises": 0, "biggest": 0.0}
+            # the climb is measured from the recent level, not from where it started: a low outlier
+            # followed by noise is no climb
+            base = max(v, self.recent.median()) if len(self.recent) else v
+            self._runup = {"start": step, "value": v, "base": base, "prev": v, "rises": 0, "biggest": 0.0}
             return None
         r["rises"] += 1
         r["biggest"] = max(r["biggest"], v - r["prev"])
@@ -181,8 +185,9 @@ class TrendDetector:
             return None
         total = v - r["value"]
         noise = self._raw_sigma() if len(self.noise) >= _EDGE else 0.0
+        climb = v - r.get("base", r["value"])
         # a climb, not one jump at the end of some wiggles (that is a spike's business)
-        if total >= max(self.config.runaway_rise_rel * abs(r["value"]), 6 * noise) and r["biggest"] <= 2 / 3 * total:
+        if climb >= max(self.config.runaway_rise_rel * abs(r["value"]), 6 * noise) and r["biggest"] <= 2 / 3 * total:
             return r
         return None
 

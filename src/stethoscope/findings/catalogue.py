@@ -31,7 +31,8 @@ _INSTABILITY = frozenset({"loss_spike", "grad_spike", "grad_explosion", "nan", "
 
 _TYPES = (
     FindingType("nan", "a NaN/Inf loss, grad norm or eval loss"),
-    FindingType("loss_spike", "the loss jumped far above its recent level"),
+    FindingType("loss_spike", "the loss jumped far above its recent level", ("loss",),
+                symptoms=frozenset({"grad_spike", "grad_explosion", "loss_scale_collapse", "nan", "clipping"})),
     FindingType("grad_spike", "the gradient norm jumped far above its level", ("grad_norm", "loss")),
     FindingType("grad_explosion", "the gradient norm grew by orders of magnitude", ("grad_norm", "loss"),
                 escalates="grad_spike"),

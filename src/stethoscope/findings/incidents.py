@@ -57,8 +57,8 @@ class Incident:
     root: Finding | None = None
 
     def covers(self, f: Finding, lead_steps: int) -> bool:
-        if f.step is None or not owns(self.type, f.type):
-            return False
+        if f.step is None or not owns(self.type, f.type) or self.severity == "info":
+            return False  # a note (a harmless blip, an expected jump) owns nothing
         if f.step < self.step - lead_steps:
             return False
         if f.step < self.step and f.end_step is not None and f.end_step < self.step \
@@ -157,6 +157,17 @@ class IncidentBook:
         if f.end_step is not None and f.evidence.get("recovered") in (True, "fully"):
             inc.open, inc.end_step = False, f.end_step
         out = []
+        for other in list(self.incidents.values()):  # a smaller incident inside this one (a spike that diverged)
+            if other is not inc and other.root is not None and inc.covers(other.root, self.lead_steps):
+                del self.incidents[other.key]
+                self._folded.append(other.key)
+                inc.add(other.root, other.key)
+                for sym in other.symptoms:
+                    if owns(inc.type, sym.type) and all(x.key != sym.key for x in inc.symptoms):
+                        inc.symptoms.append(sym)
+                withdrawn = other.decorated()
+                out.append(dataclasses.replace(withdrawn, evidence={**withdrawn.evidence, "withdrawn": True,
+                                                                    "folded_into": key}))
         for g in list(self._recent):  # symptoms reported before their root was confirmed
             if inc.covers(g, self.lead_steps):
                 self._recent.remove(g)
