@@ -5,7 +5,13 @@ Generates, in a temp dir, a 1,000,000-iteration Megatron-DeepSpeed log (BLOOM's 
 and a 1,000,000-row trainer_state.json written the way the HF Trainer writes it (indent=2,
 sort_keys), then times `read_any` on each in a fresh process (the median of --repeats runs).
 
-    python bench/import_speed.py [--steps 1000000] [--repeats 3]
+Then the general console-log reader (`importers/console.py`) on a 1,000,000-line log of each line shape
+it reads, in MB/s next to the Megatron reader's MB/s on its log (target: at least as fast per MB):
+`key: value` (torchtitan, with ANSI colours, rank and logger prefixes, `15,723`, `0.33GiB(1.41%)`),
+`| key value |` (llm.c), `key=value` with units, dict reprs (the HF Trainer's, no step counter), Keras
+progress lines, and Composer's blocks (a `[batch=N/T]:` header, one metric per line).
+
+    python bench/import_speed.py [--steps 1000000] [--repeats 3] [--console-lines 1000000] [--only-console]
 """
 
 from __future__ import annotations
@@ -22,6 +28,14 @@ import time
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+_CHILD_CONSOLE = """
+import sys, time
+from pathlib import Path
+from stethoscope.importers.console import ConsoleImporter
+t0 = time.perf_counter()
+run = ConsoleImporter().read(Path(sys.argv[1]))
+print(time.perf_counter() - t0, run.n_points, run.steps)
+"""
 _CHILD = """
 import sys, time
 from pathlib import Path
@@ -65,11 +79,63 @@ def trainer_state(path: Path, steps: int) -> int:
     return steps
 
 
-def time_import(path: Path, repeats: int) -> tuple[float, int, int]:
+def _titan(f, s: int, rng: random.Random) -> None:
+    f.write(f"[rank0]:[titan] 2024-07-24 {11 + s // 3600 % 12:02d}:{s // 60 % 60:02d}:{s % 60:02d},402 - root - INFO - "
+            f"\x1b[31mstep: {s:2}  \x1b[32mloss: {2 + rng.random():8.5f}  \x1b[38;2;180;60;0mgrad_norm: "
+            f"{rng.random():7.4f}  \x1b[38;2;54;234;195mmemory: {30 + rng.random():5.2f}GiB(41.20%)  \x1b[34mtps: "
+            f"{round(15000 + rng.random() * 1000):,}  \x1b[36mtflops: {100 + rng.random():,.2f}  \x1b[35mmfu: "
+            f"{40 + rng.random():.2f}%\x1b[39m\n")
+
+
+def _llmc(f, s: int, rng: random.Random) -> None:
+    f.write(f"step {s:4d}/1000000 | train loss {2 + rng.random():7.6f} | norm {rng.random():6.4f} | lr "
+            f"{6e-4 * rng.random():.2e} | {220 + rng.random():.2f} ms | {38 + rng.random():.1f}% A100 fp16 MFU | "
+            f"{3400 + rng.random() * 100:.0f} tok/s\n")
+
+
+def _key_equals(f, s: int, rng: random.Random) -> None:
+    f.write(f"[trainer] step={s}/1000000 loss={2 + rng.random():.4f} lr={3e-4 * rng.random():.3e} "
+            f"grad_norm={rng.random():.4f} throughput={800 + rng.random() * 10:.1f} samples/s "
+            f"peak_mem={12 + rng.random():.2f}GiB\n")
+
+
+def _dicts(f, s: int, rng: random.Random) -> None:
+    f.write(f"{{'loss': {round(2 + rng.random(), 4)}, 'grad_norm': {rng.random()}, 'learning_rate': "
+            f"{3e-4 * rng.random()}, 'epoch': {round(s / 1e5, 2)}}}\n")
+
+
+def _keras(f, s: int, rng: random.Random) -> None:
+    n = s % 1000 + 1
+    bar = "=" * (n * 30 // 1000 - 1) + (">" if n < 1000 else "=")
+    tail = f"- ETA: {(1000 - n) // 50}s" if n < 1000 else "- 20s 20ms/step"
+    f.write(f"{n:4d}/1000 [{bar:.<30}] {tail} - loss: {2 + rng.random():.4f} - accuracy: {rng.random():.4f}\n")
+
+
+def _composer(f, s: int, rng: random.Random) -> None:
+    if s % 4 == 1:
+        f.write(f"[epoch=1][batch={s // 4 + 1}/250000]:\n")
+    else:
+        f.write(f"\t Train {('loss/train/total', 'lr-DecoupledAdamW/group0', 'time/batch')[s % 4 - 2]}: "
+                f"{rng.random():.4f}\n")
+
+
+CONSOLE_SHAPES = {"key: value (torchtitan)": _titan, "| key value | (llm.c)": _llmc, "key=value": _key_equals,
+                  "dict repr (HF, no step)": _dicts, "Keras progress": _keras, "Composer blocks": _composer}
+
+
+def console_log(path: Path, lines: int, write) -> int:
+    rng = random.Random(2)
+    with path.open("w") as f:
+        for s in range(1, lines + 1):
+            write(f, s, rng)
+    return lines
+
+
+def time_import(path: Path, repeats: int, child: str = _CHILD) -> tuple[float, int, int]:
     env = dict(os.environ, PYTHONPATH=str(SRC))
     runs = []
     for _ in range(repeats):
-        out = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, env=env,
+        out = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True, env=env,
                              check=True)
         seconds, points, steps = out.stdout.split()
         runs.append((float(seconds), int(points), int(steps)))
@@ -81,10 +147,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--console-lines", type=int, default=1_000_000)
+    ap.add_argument("--only-console", action="store_true", help="Megatron's log and the console shapes only")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         print(f"import of {args.steps:,}-step logs (median of {args.repeats}, fresh process each; target <= 2.5 s)")
-        for name, make in {"megatron.log": megatron, "trainer_state.json": trainer_state}.items():
+        megatron_mb_s = megatron_points_s = 1.0
+        makers = {"megatron.log": megatron, "trainer_state.json": trainer_state}
+        for name, make in makers.items():
+            if args.only_console and name != "megatron.log":
+                continue
             path = Path(d) / name
             t0 = time.perf_counter()
             lines = make(path, args.steps)
@@ -93,6 +165,21 @@ def main() -> None:
             print(f"  {name:20s} {path.stat().st_size / 2**20:7.1f} MiB  {seconds:6.2f} s  "
                   f"{lines / seconds:>12,.0f} lines|rows/s  {points / seconds:>12,.0f} points/s  "
                   f"({points:,} points, {steps:,} steps; generated in {made:.0f} s)")
+            if name == "megatron.log":
+                megatron_mb_s = path.stat().st_size / 1e6 / seconds
+                megatron_points_s = points / seconds
+                path.unlink()
+        print(f"general console reader, {args.console_lines:,}-line log per shape (ratio: MB/s over the Megatron "
+              f"reader's {megatron_mb_s:.1f} MB/s, target >= 1; and points/s over its {megatron_points_s:,.0f})")
+        for shape, write in CONSOLE_SHAPES.items():
+            path = Path(d) / "console.log"
+            lines = console_log(path, args.console_lines, write)
+            seconds, points, steps = time_import(path, args.repeats, _CHILD_CONSOLE)
+            mb_s = path.stat().st_size / 1e6 / seconds
+            print(f"  {shape:24s} {path.stat().st_size / 2**20:7.1f} MiB  {seconds:6.2f} s  {mb_s:7.1f} MB/s  "
+                  f"ratio {mb_s / megatron_mb_s:5.2f}  {points / seconds:>10,.0f} points/s  ratio "
+                  f"{points / seconds / megatron_points_s:5.2f}  ({lines:,} lines, {points:,} points, {steps:,} steps)")
+            path.unlink()
 
 
 if __name__ == "__main__":
