@@ -135,7 +135,7 @@ CASES = [
          "Step 00021 | Validation bpb: 0.812345\n"
          "step 00022/13920 (0.16%) | loss: 6.690000 | lrm: 1.00 | dt: 1351.10ms | tok/sec: 388,100 | bf16_mfu: 24.20 "
          "| epoch: 1 | total time: 0.49m\n",
-         {LOSS: {20: 6.73, 21: 6.71, 22: 6.69}, STEP_TIME: {20: 1.35044}, TOKENS_PER_S: {20: 388235},
+         {LOSS: {20: 6.73, 21: 6.71, 22: 6.69}, STEP_TIME: {20: 1.35044}, TOKENS_PER_S: {20: 388235}, MFU: {22: 0.242},
           "eval/validation_bpb": {21: 0.812345}}, format="textlog"),
     Case("modded-nanogpt (2024, train_loss)", "KellerJordan/modded-nanogpt records/track_1_short/2024-12-04_ValueEmbed/"
          "train_gpt2.py @ f411b3d346aa52d3504324ca93c230fd84c6c07f",

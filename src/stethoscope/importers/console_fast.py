@@ -139,4 +139,5 @@ def reads_back(template: Template, text: str, line: Line, values: list[Any]) -> 
     groups = m.groups()
     read = [groups[i].decode() for i in template.values]
     stamp = template.time is None or stamp_seconds(groups[template.time]) == line.time
-    return stamp and read == [v.text for v in values] and int(groups[template.step].replace(b",", b"")) == line.step
+    step = groups[template.step].replace(b",", b"")
+    return stamp and read == [v.text for v in values] and step.isdigit() and int(step) == line.step

@@ -92,15 +92,11 @@ class ConsoleReader:
                 self.line(i + 1, lines[i])
             return
         rows = known.template.rows(lines[start:end])
-        if rows is None:  # a line that only looks alike: each line alone
+        if rows is None or not self._rows(known.template, start + 1, rows):  # a line only looks alike
             for i in range(start, end):
                 m = known.template.match(lines[i])
-                if m:
-                    self._rows(known.template, i + 1, [m.groups()])
-                else:
+                if not (m and self._rows(known.template, i + 1, [m.groups()])):
                     self.line(i + 1, lines[i])
-            return
-        self._rows(known.template, start + 1, rows)
 
     def _block(self, known: _Shape, first: int, count: int, read: console_tokens.Read) -> bool:
         """Add a run read by tokens as a block of points; False when its lines' steps are not known here."""
@@ -152,26 +148,31 @@ class ConsoleReader:
             self.parts.append(PointTable())
         return self.parts[-1]  # type: ignore[return-value]
 
-    def _rows(self, t: Template, first: int, rows: list[tuple[bytes, ...]]) -> None:
-        self.lines += len(rows)
+    def _rows(self, t: Template, first: int, rows: list[tuple[bytes, ...]]) -> bool:
+        """Add regex rows; False (and nothing added) when a step is not a whole number."""
         keep, steps, values, times = t.columns(rows, self.keep_rank)
+        try:
+            ints = list(map(int, steps))
+        except ValueError:
+            return False
+        self.lines += len(rows)
         if t.rank is not None:
             for rank, count in Counter(r[t.rank] or r[t.rank + 1] for r in rows).items():
                 self.ranks[rank.decode()] += count
         origins: Any = range(first, first + len(rows))
         if keep is not None:
             origins = list(compress(origins, keep))
-        ints = list(map(int, steps))
         if t.bar:
             ints = [self._step(s, True) for s in ints]
         if not ints:
-            return
+            return True
         self.resumes += sum(map(gt, ints, ints[1:])) + (self.last_step is not None and ints[0] < self.last_step)
         self.last_step = ints[-1]
         self._table().add_columns(t.layout, list(origins), ints, values, times)
         self.step_lines += len(ints)
         self.shapes[t.layout.names] += len(ints)
         self.last_row = origins[-1]
+        return True
 
     def line(self, number: int, raw: bytes) -> None:
         """Read one physical line (tqdm's `\\r`-separated updates one by one)."""

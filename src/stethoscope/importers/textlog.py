@@ -149,7 +149,7 @@ def _modded(m: re.Match[str], state: _State) -> Parsed:
 
 
 _NANOCHAT = {"loss": (LOSS, 1.0), "lrm": ("opt/lr_multiplier", 1.0), "dt": (STEP_TIME, 0.001),
-             "tok/sec": (TOKENS_PER_S, 1.0), "mfu": (MFU, 0.01), "epoch": (EPOCH, 1.0)}
+             "tok/sec": (TOKENS_PER_S, 1.0), "mfu": (MFU, 0.01), "bf16_mfu": (MFU, 0.01), "epoch": (EPOCH, 1.0)}
 
 
 def _nanochat(m: re.Match[str], state: _State) -> Parsed:
