@@ -95,16 +95,22 @@ CASES = [
          "step    3/74: train loss 3.785437 norm 2.0040 lr 1.80e-05 (79.98 ms, 51217 tok/s)\n",
          {LOSS: {2: 4.031402}, GRAD_NORM: {3: 2.004}, LR: {1: 6e-6, 2: 1.2e-5, 3: 1.8e-5}, TOKENS_PER_S: {3: 51217}}),
     Case("llm.c 9 (| train loss %7.4f | … | %.1f%% A100 fp16 MFU | …)", LLMC + "90a745c40c57527d038d002f51d7eef4d4e1b849",
-         "step    1/800 | train loss  4.9883 | norm 1.5812 | lr 6.10e-05 | 224.87 ms | 0.0% A100 fp16 MFU | 3415 tok/s\n"
-         "step    2/800 | train loss  4.7120 | norm 1.4001 | lr 1.22e-04 | 221.04 ms | 38.2% A100 fp16 MFU | 3471 tok/s\n"
+         "step    1/800 | train loss  4.9883 | norm 1.5812 | lr 6.10e-05 | 224.87 ms | 0.0% A100 fp16 MFU | 3415 "
+         "tok/s\n"
+         "step    2/800 | train loss  4.7120 | norm 1.4001 | lr 1.22e-04 | 221.04 ms | 38.2% A100 fp16 MFU | "
+         "3471 tok/s\n"
          "val loss 4.701200\n"
-         "step    3/800 | train loss  4.5003 | norm 1.2222 | lr 1.83e-04 | 220.50 ms | 38.3% A100 fp16 MFU | 3480 tok/s\n",
+         "step    3/800 | train loss  4.5003 | norm 1.2222 | lr 1.83e-04 | 220.50 ms | 38.3% A100 fp16 MFU | "
+         "3480 tok/s\n",
          {LOSS: {1: 4.9883, 2: 4.712, 3: 4.5003}, GRAD_NORM: {1: 1.5812}, LR: {2: 1.22e-4}, STEP_TIME: {1: 0.22487},
           MFU: {1: 0.0, 2: 0.382}, TOKENS_PER_S: {1: 3415, 3: 3480}, EVAL_LOSS: {2: 4.7012}}),
     Case("llm.c 10 (| train loss %7.6f | … A100 fp16 MFU)", LLMC + "c6680a25ae56415daad5c60c8f630ea1aa590725",
-         "step    1/800 | train loss 4.988302 | norm 1.5812 | lr 6.10e-05 | 224.87 ms | 0.0% A100 fp16 MFU | 3415 tok/s\n"
-         "step    2/800 | train loss 4.712000 | norm 1.4001 | lr 1.22e-04 | 221.04 ms | 38.2% A100 fp16 MFU | 3471 tok/s\n"
-         "step    3/800 | train loss 4.500300 | norm 1.2222 | lr 1.83e-04 | 220.50 ms | 38.3% A100 fp16 MFU | 3480 tok/s\n",
+         "step    1/800 | train loss 4.988302 | norm 1.5812 | lr 6.10e-05 | 224.87 ms | 0.0% A100 fp16 MFU | "
+         "3415 tok/s\n"
+         "step    2/800 | train loss 4.712000 | norm 1.4001 | lr 1.22e-04 | 221.04 ms | 38.2% A100 fp16 MFU | "
+         "3471 tok/s\n"
+         "step    3/800 | train loss 4.500300 | norm 1.2222 | lr 1.83e-04 | 220.50 ms | 38.3% A100 fp16 MFU | "
+         "3480 tok/s\n",
          {LOSS: {1: 4.988302, 2: 4.712, 3: 4.5003}, MFU: {3: 0.383}, STEP_TIME: {3: 0.2205}}),
     Case("llm.c 11 (… bf16 MFU …)", LLMC + "9374d751de4da08f6b7aade24e766e2e4ec1e34d",
          "step    1/800 | train loss 4.988302 | norm 1.5812 | lr 6.10e-05 | 224.87 ms | 0.0% bf16 MFU | 3415 tok/s\n"
@@ -114,13 +120,18 @@ CASES = [
          format="textlog"),
     Case("llm.c 12 (| loss %7.6f (z %+.2f)| …)", LLMC + "569f9f16f9468587a65d8a2678114de1a5596946",
          "step    1/800 | loss 4.988302 (z +0.00)| norm 1.5812 | lr 6.10e-05 | 224.87 ms | 0.0% bf16 MFU | 3415 tok/s\n"
-         "step    2/800 | loss 4.712000 (z -0.71)| norm 1.4001 | lr 1.22e-04 | 221.04 ms | 38.2% bf16 MFU | 3471 tok/s\n"
-         "step    3/800 | loss 4.500300 (z -0.70)| norm 1.2222 | lr 1.83e-04 | 220.50 ms | 38.3% bf16 MFU | 3480 tok/s\n",
+         "step    2/800 | loss 4.712000 (z -0.71)| norm 1.4001 | lr 1.22e-04 | 221.04 ms | 38.2% bf16 MFU | 3471 "
+         "tok/s\n"
+         "step    3/800 | loss 4.500300 (z -0.70)| norm 1.2222 | lr 1.83e-04 | 220.50 ms | 38.3% bf16 MFU | 3480 "
+         "tok/s\n",
          {LOSS: {1: 4.988302, 2: 4.712, 3: 4.5003}, GRAD_NORM: {3: 1.2222}, LR: {1: 6.1e-5}}, format="textlog"),
     Case("llm.c 13 (| loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| …)", LLMC + "59830367f253a4b22205740a199d79966b639836",
-         "step    1/800 | loss 4.988302 (+0.00z)| norm 1.5812 (+0.00z)| lr 6.10e-05 | 224.87 ms | 0.0% bf16 MFU | 3415 tok/s\n"
-         "step    2/800 | loss 4.712000 (-0.71z)| norm 1.4001 (-0.70z)| lr 1.22e-04 | 221.04 ms | 38.2% bf16 MFU | 3471 tok/s\n"
-         "step    3/800 | loss 4.500300 (-0.70z)| norm 1.2222 (-0.71z)| lr 1.83e-04 | 220.50 ms | 38.3% bf16 MFU | 3480 tok/s\n",
+         "step    1/800 | loss 4.988302 (+0.00z)| norm 1.5812 (+0.00z)| lr 6.10e-05 | 224.87 ms | 0.0% bf16 MFU "
+         "| 3415 tok/s\n"
+         "step    2/800 | loss 4.712000 (-0.71z)| norm 1.4001 (-0.70z)| lr 1.22e-04 | 221.04 ms | 38.2% bf16 MFU "
+         "| 3471 tok/s\n"
+         "step    3/800 | loss 4.500300 (-0.70z)| norm 1.2222 (-0.71z)| lr 1.83e-04 | 220.50 ms | 38.3% bf16 MFU "
+         "| 3480 tok/s\n",
          {LOSS: {1: 4.988302, 3: 4.5003}, GRAD_NORM: {1: 1.5812, 2: 1.4001}, STEP_TIME: {2: 0.22104}}, format="textlog"),
     Case("nanoGPT", "karpathy/nanoGPT train.py @ 3adf61e154c3fe3fca428ad6bc3818b27a3b8291",
          "step 0: train loss 10.9876, val loss 10.9901\niter 0: loss 10.9812, time 9123.45ms, mfu -100.00%\n"
@@ -151,16 +162,21 @@ CASES = [
          "step:3/1770 train_time:1480ms step_avg:493.33ms\n",
          {"perf/train_time_s": {1: 1.234, 2: 1.357, 3: 1.48}, "perf/step_avg_s": {2: 0.6785}}),
     Case("litgpt", "Lightning-AI/litgpt litgpt/pretrain.py @ 26857050fe3ff627cd714fe92f5838f51a3d5efa",
-         "Epoch 1 | iter 8 step 1 | loss train: 10.912, val: n/a | iter time: 512.30 ms (step) remaining time: 0:10:00\n"
-         "Epoch 1 | iter 16 step 2 | loss train: 10.500, val: n/a | iter time: 510.00 ms (step) remaining time: 0:09:59\n"
+         "Epoch 1 | iter 8 step 1 | loss train: 10.912, val: n/a | iter time: 512.30 ms (step) remaining time: "
+         "0:10:00\n"
+         "Epoch 1 | iter 16 step 2 | loss train: 10.500, val: n/a | iter time: 510.00 ms (step) remaining time: "
+         "0:09:59\n"
          "iter 16: val loss 10.4000, val time: 1234.00 ms\n"
-         "Epoch 1 | iter 24 step 3 | loss train: 10.100, val: 10.400 | iter time: 509.00 ms (step) remaining time: 0:09:58\n",
+         "Epoch 1 | iter 24 step 3 | loss train: 10.100, val: 10.400 | iter time: 509.00 ms (step) remaining "
+         "time: 0:09:58\n",
          {LOSS: {8: 10.912, 16: 10.5, 24: 10.1}, STEP_TIME: {8: 0.5123}, EVAL_LOSS: {16: 10.4}}, format="textlog"),
     Case("Megatron-LM", "NVIDIA/Megatron-LM megatron/training/training.py @ 86df799dc4c78e4bd7fbae972b3ee743e8b14f02 "
          "(training_log; the dedicated parser reads it)",
          "".join(f" [2024-05-01 10:00:{s:02d}] iteration {s:8d}/     100 | consumed samples: {16 * s:12d} | elapsed time per "
-                 f"iteration (ms): {500.0 + s:.1f} | learning rate: {s * 1e-5:.6E} | global batch size:    16 | lm loss: "
-                 f"{3 - s / 10:.6E} | loss scale: 1.0 | grad norm: {0.5 + s / 100:.3f} | number of skipped iterations:   0 | "
+                 f"iteration (ms): {500.0 + s:.1f} | learning rate: {s * 1e-5:.6E} | global batch size:    16 | "
+                 f"lm loss: "
+                 f"{3 - s / 10:.6E} | loss scale: 1.0 | grad norm: {0.5 + s / 100:.3f} | number of skipped "
+                 f"iterations:   0 | "
                  "number of nan iterations:   0 |\n" for s in (1, 2, 3)),
          {LOSS: {1: 2.9, 2: 2.8, 3: 2.7}, LR: {1: 1e-5, 3: 3e-5}, GRAD_NORM: {2: 0.52}, STEP_TIME: {1: 0.501}},
          format="megatron"),
@@ -175,7 +191,8 @@ CASES = [
          "(ThroughputTimer.stop) @ 38327e07f6cd39b63418f60cedd1651b0be3e7c3; log_dist adds '[Rank N] '",
          "".join(f"[2025-02-21 12:05:{s:02d},123] [INFO] [logging.py:128:log_dist] [Rank 0] step={s}, skipped=0, "
                  f"lr=[{s * 1e-5:.5f}], mom=[(0.9, 0.999)]\n"
-                 f"[2025-02-21 12:05:{s:02d},456] [INFO] [timer.py:264:stop] epoch=0/micro_step={2 * s}/global_step={s}, "
+                 f"[2025-02-21 12:05:{s:02d},456] [INFO] [timer.py:264:stop] "
+                 f"epoch=0/micro_step={2 * s}/global_step={s}, "
                  f"RunningAvgSamplesPerSec=31.2{s}, CurrSamplesPerSec=30.{s}, MemAllocated=4.2{s}GB, "
                  f"MaxMemAllocated=9.8{s}GB\n" for s in (10, 20, 30)),
          {LR: {10: 1e-4, 20: 2e-4, 30: 3e-4}, SAMPLES_PER_S: {10: 30.1, 20: 30.2, 30: 30.3},
@@ -225,7 +242,8 @@ CASES = [
          "2020-03-23 11:38:13 | INFO | train_inner | epoch 002:    345 / 356 loss=9.8, nll_loss=8.9, ppl=474.3, "
          "wps=31194.9, ups=0.07, wpb=430000, bsz=14000, num_updates=695, lr=0.00017375, gnorm=55.0, loss_scale=0.5, "
          "train_wall=310, wall=9786\n"
-         "2020-03-23 11:39:44 | INFO | train_inner | epoch 003:      5 / 356 loss=9.44, nll_loss=8.44, num_updates=700, "
+         "2020-03-23 11:39:44 | INFO | train_inner | epoch 003:      5 / 356 loss=9.44, nll_loss=8.44, "
+         "num_updates=700, "
          "lr=0.000175, gnorm=156.036, loss_scale=0.5, wall=9877\n",
          {LOSS: {650: 9.9, 695: 9.8, 700: 9.44}, GRAD_NORM: {700: 156.036}}, format="fairseq"),
     Case("Lightning progress bar", "Lightning-AI/pytorch-lightning src/lightning/pytorch/callbacks/progress/"
@@ -247,9 +265,12 @@ CASES = [
     Case("Keras 3 progress bar", "keras-team/keras keras/src/utils/progbar.py (Progbar.update, verbose=1) @ "
          "3422977a5e38fb2f7709aaa9a08e47f0c43d0f60",
          "Epoch 1/1\n"
-         "\x1b[1m 10/100\x1b[0m \x1b[32m━━\x1b[0m\x1b[37m━━━━━━━━━━━━━━━━━━\x1b[0m \x1b[1m1s\x1b[0m 12ms/step - loss: 2.3000\n"
-         "\x1b[1m 50/100\x1b[0m \x1b[32m━━━━━━━━━━\x1b[0m\x1b[37m━━━━━━━━━━\x1b[0m \x1b[1m0s\x1b[0m 11ms/step - loss: 2.1000\n"
-         "\x1b[1m100/100\x1b[0m \x1b[32m━━━━━━━━━━━━━━━━━━━━\x1b[0m\x1b[37m\x1b[0m \x1b[1m1s\x1b[0m 10ms/step - loss: 1.9000\n",
+         "\x1b[1m 10/100\x1b[0m \x1b[32m━━\x1b[0m\x1b[37m━━━━━━━━━━━━━━━━━━\x1b[0m \x1b[1m1s\x1b[0m 12ms/step - "
+         "loss: 2.3000\n"
+         "\x1b[1m 50/100\x1b[0m \x1b[32m━━━━━━━━━━\x1b[0m\x1b[37m━━━━━━━━━━\x1b[0m \x1b[1m0s\x1b[0m 11ms/step - "
+         "loss: 2.1000\n"
+         "\x1b[1m100/100\x1b[0m \x1b[32m━━━━━━━━━━━━━━━━━━━━\x1b[0m\x1b[37m\x1b[0m \x1b[1m1s\x1b[0m 10ms/step - "
+         "loss: 1.9000\n",
          {LOSS: {10: 2.3, 50: 2.1, 100: 1.9}, STEP_TIME: {10: 0.012, 100: 0.010}}),
 ]
 
