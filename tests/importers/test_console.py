@@ -213,12 +213,14 @@ CASES = [
          "'epoch': 1.0}\n",
          {LOSS: {10: 2.3456, 20: 2.1, 30: 1.9}, GRAD_NORM: {10: 0.4123}, LR: {20: 4.8e-5}, EVAL_LOSS: {20: 2.2},
           EPOCH: {10: 0.33}}, format="textlog"),
-    Case("HF Trainer (PrinterCallback, no bar)", "huggingface/transformers src/transformers/trainer_callback.py @ "
+    Case("HF Trainer (PrinterCallback, no bar; a config dict before it)",
+         "huggingface/transformers src/transformers/trainer_callback.py @ "
          "55093b758b338fdc7903e778509523d755ae080d (PrinterCallback.on_log: print(logs))",
+         "{'learning_rate': 5e-05, 'per_device_train_batch_size': 8, 'warmup_steps': 100}\n"
          "{'loss': 2.3456, 'grad_norm': 0.4123, 'learning_rate': 4.9e-05, 'epoch': 0.33}\n"
          "{'loss': 2.1, 'grad_norm': 0.39, 'learning_rate': 4.8e-05, 'epoch': 0.67}\n"
          "{'loss': 1.9, 'grad_norm': 0.35, 'learning_rate': 4.7e-05, 'epoch': 1.0}\n",
-         {LOSS: {1: 2.3456, 2: 2.1, 3: 1.9}, LR: {1: 4.9e-5}}),
+         {LOSS: {1: 2.3456, 2: 2.1, 3: 1.9}, LR: {1: 4.9e-5, 3: 4.7e-5}}),
     Case("TRL SFTTrainer (HF Trainer dicts with TRL's keys)", "huggingface/trl trl/trainer/sft_trainer.py @ "
          "d11f0f530ee585d0c691ebb78eb36e9f34c1a59f (num_tokens, mean_token_accuracy in _metrics, printed by "
          "transformers' ProgressCallback)",

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.console_line import ANSI, key_name, parse
-from stethoscope.importers.console_reader import NAME, SUMMARY, ConsoleReader
+from stethoscope.importers.console_reader import NAME, SUMMARY, ConsoleReader, has_loss
 from stethoscope.importers.names import metric
 from stethoscope.importers.source import is_text, read_bytes, read_text
 from stethoscope.importers.table import to_float
@@ -105,7 +105,7 @@ def _scan(path: Path) -> str:
 
 def record_values(text: str) -> dict[str, float] | None:
     """The metrics of a record line that carries no step (a dict repr such as the HF Trainer prints),
-    in our names and units; None when it has none or is a run summary."""
+    in our names and units; None when it has no loss (a config dict) or is a run summary."""
     if SUMMARY in text:
         return None
     reader = ConsoleReader("")
@@ -116,7 +116,7 @@ def record_values(text: str) -> dict[str, float] | None:
         number = to_float(value.text.replace(",", ""))
         if found is not None and number is not None:
             out[found[0]] = number * found[1]
-    return out or None
+    return out if has_loss((name, 1.0) for name in out) else None  # else a config dict, not metrics
 
 
 def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:

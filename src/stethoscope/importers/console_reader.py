@@ -219,8 +219,8 @@ class ConsoleReader:
             if not pairs:
                 self._near("a step counter without metrics", number, text)
             return self.last_step
-        if not pairs:
-            return None
+        if not pairs or (line.body.lstrip().startswith("{") and not has_loss(n for n, _ in pairs)):
+            return None  # a dict without a loss is a config, not a metrics record
         evals = all(n[0].startswith("eval/") for n, _ in pairs)
         if self.last_step is not None and (line.record or evals):
             return self.last_step
@@ -308,6 +308,11 @@ class ConsoleReader:
             return "no line with a step counter or a `key value` metric"
         kind, (count, first, sample) = max(self.near.items(), key=lambda item: item[1][0])
         return f"{kind} ({count} lines, first at line {first}: {sample!r})"
+
+
+def has_loss(names: Any) -> bool:
+    """Whether any of the (name, scale) pairs is a loss: what makes a dict a metrics record."""
+    return any(name == "train/loss" or name.endswith("/loss") for name, _ in names)
 
 
 def _repeated(items: list[Any], width: int) -> list[Any]:
