@@ -24,11 +24,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.console_line import ANSI, key_name, parse
 from stethoscope.importers.console_reader import NAME, SUMMARY, ConsoleReader, has_loss
 from stethoscope.importers.names import metric
-from stethoscope.importers.source import is_text, read_bytes, read_text
+from stethoscope.importers.source import is_text, read_bytes, read_head
 from stethoscope.importers.table import to_float
 
 __all__ = ["NAME", "ConsoleImporter", "ConsoleReader", "console_fallback", "record_values", "strip_ansi",
@@ -46,16 +47,8 @@ class ConsoleImporter:
     def sniff(self, path: Path, head: str) -> bool:
         if not is_text(head):
             return False
-        steps = misses = 0
-        for text in _clean(head).split("\n")[:SNIFF_LINES]:
-            for segment in text.split("\r"):
-                line = parse(segment)
-                known = any(_is_metric(v.key, v.unit) for v in line.values)
-                steps += known and line.step is not None
-                misses += known and line.step is None
-            if steps >= 1 or misses >= 3:
-                return True
-        return False
+        steps, misses = _evidence(head)
+        return steps >= 1 or misses >= 3
 
     def read(self, path: Path) -> ImportedRun:
         data = read_bytes(path)
@@ -64,6 +57,27 @@ class ConsoleImporter:
         reader = ConsoleReader(str(path))
         reader.feed(data)
         return reader.result()
+
+
+def _evidence(head: str, enough: int = 3) -> tuple[int, int]:
+    """(step lines, metric lines without a step) among the head's first lines, counting up to `enough`."""
+    steps = misses = 0
+    for text in _clean(head).split("\n")[:SNIFF_LINES]:
+        for segment in text.split("\r"):
+            line = parse(segment)
+            known = any(_is_metric(v.key, v.unit) for v in line.values)
+            steps += known and line.step is not None
+            misses += known and line.step is None
+        if steps >= 1 or misses >= enough:
+            break
+    return steps, misses
+
+
+def _head_run(path: Path) -> ImportedRun:
+    """What the general reader reads from the head of `path` alone (for the closest shape of a 0-step log)."""
+    reader = ConsoleReader(str(path))
+    reader.feed(read_head(path).encode("utf-8", "replace").replace(b"\x08", b""))
+    return reader.result()
 
 
 def strip_ansi(data: bytes) -> bytes:
@@ -98,9 +112,11 @@ def zero_steps(run: ImportedRun) -> str:
 
 def _scan(path: Path) -> str:
     try:
-        return ConsoleImporter().read(path).meta.get("closest", "none")
-    except Exception:  # noqa: BLE001 — a binary or unreadable file: there is no shape to name
-        return "none (not a text log)"
+        if not is_text(read_head(path)):
+            return "none (not a text log)"
+        return _head_run(path).meta.get("closest", "none")
+    except InputError:
+        return "none (not readable)"
 
 
 def record_values(text: str) -> dict[str, float] | None:
@@ -122,12 +138,16 @@ def record_values(text: str) -> dict[str, float] | None:
 def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:
     """`run` (read by a dedicated text importer) or, when it holds no step, what the general reader reads.
     A textlog run read from progress bars alone (a checkpoint-loading bar in a log of another shape) is
-    compared with the general reader's, and the one with more steps is kept."""
+    compared with the general reader's, and the one with more steps is kept. The whole file is read again
+    only when its head has a step line the general reader can read."""
     bars_only = run.format == "textlog" and set(run.meta.get("dialects", {})) <= {"progress"}
     if run.columns.names and not bars_only:
         return run
-    head = read_text(path)[:1 << 16]
+    head = read_head(path)
     if not is_text(head):
+        return run
+    if _evidence(head)[0] == 0:  # no step line in its head: only the closest shape is wanted (a bar log of GBs)
+        run.meta.setdefault("closest", _head_run(path).meta.get("closest"))
         return run
     general = ConsoleImporter().read(path)
     if general.steps > run.steps:

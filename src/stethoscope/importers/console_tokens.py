@@ -34,6 +34,7 @@ class Plan(NamedTuple):
     scales: tuple[float, ...]
     rank: int | None
     time: int | None
+    commas: frozenset[int] = frozenset()  # token indices with a comma (the shape fixes where commas are)
 
 
 class Read(NamedTuple):
@@ -61,7 +62,8 @@ def plan(raw: bytes, step: int | None, values: list[tuple[int, str]], scales: tu
         return None
     if any(tokens[i].replace(b",", b"").decode() != text.replace(",", "") for i, (_, text) in zip(at, values)):
         return None
-    return Plan(len(spans), index(step), tuple(at), scales, index(rank), index(time))  # type: ignore[arg-type]
+    commas = frozenset(i for i, token in enumerate(tokens) if b"," in token)
+    return Plan(len(spans), index(step), tuple(at), scales, index(rank), index(time), commas)  # type: ignore[arg-type]
 
 
 def read(p: Plan, tokens: list[bytes], lines: int, keep_rank: bytes | None) -> Read | None:
@@ -73,15 +75,15 @@ def read(p: Plan, tokens: list[bytes], lines: int, keep_rank: bytes | None) -> R
     ranks: frozenset[bytes] = frozenset()
     if p.rank is not None and keep_rank is not None:
         column = tokens[p.rank::w]
-        if b"," in b"".join(column):  # mpirun's [1,0]: the local rank is the second number
+        if p.rank in p.commas:  # mpirun's [1,0]: the local rank is the second number
             column = [r.rsplit(b",", 1)[-1] for r in column]
         keep = list(map(keep_rank.__eq__, column))
         ranks = frozenset(column)
         if all(keep):
             keep = None
     try:
-        steps = None if p.step is None else list(map(int, _plain(tokens[p.step::w])))
-        values = [_scaled(list(map(float, _plain(tokens[i::w]))), s) for i, s in zip(p.values, p.scales)]
+        steps = None if p.step is None else list(map(int, _plain(tokens[p.step::w], p.step in p.commas)))
+        values = [_scaled(list(map(float, _plain(tokens[i::w], i in p.commas))), s) for i, s in zip(p.values, p.scales)]
         times = None if p.time is None else _times(tokens, p.time, w)
     except ValueError:
         return None
@@ -92,11 +94,9 @@ def read(p: Plan, tokens: list[bytes], lines: int, keep_rank: bytes | None) -> R
     return Read(steps, values, times, lines if keep is None else sum(keep), ranks)
 
 
-def _plain(column: list[bytes]) -> list[bytes]:
-    """`column` without commas (thousands separators, a `2.3,` before the next key)."""
-    if b"," not in b"".join(column):
-        return column
-    return list(map(bytes.replace, column, repeat(b","), repeat(b"")))
+def _plain(column: list[bytes], commas: bool) -> list[bytes]:
+    """`column` without commas (thousands separators, a `2.3,` before the next key) when it has them."""
+    return list(map(bytes.replace, column, repeat(b","), repeat(b""))) if commas else column
 
 
 def _scaled(column: list[float], scale: float) -> list[float]:
@@ -104,14 +104,14 @@ def _scaled(column: list[float], scale: float) -> list[float]:
 
 
 class _Minutes(dict):  # type: ignore[type-arg]
-    def __missing__(self, minute: bytes) -> float:
-        self[minute] = value = stamp_seconds(minute + b":00")
+    def __missing__(self, minute: bytes) -> float:  # b"YYYY-MM-DD" + b"HH" + b"MM"
+        self[minute] = value = stamp_seconds(minute[:10] + b" " + minute[10:12] + b":" + minute[12:14] + b":00")
         return value
 
 
 def _times(tokens: list[bytes], at: int, w: int) -> list[float]:
     """Unix seconds from the date, hour, minute and second tokens (as `stamp_seconds` reads them)."""
-    minutes = map(b"%b %b:%b".__mod__, zip(tokens[at::w], tokens[at + 1::w], tokens[at + 2::w]))
+    minutes = map(bytes.__add__, map(bytes.__add__, tokens[at::w], tokens[at + 1::w]), tokens[at + 2::w])
     seconds = map(float, map(bytes.replace, tokens[at + 3::w], repeat(b","), repeat(b".")))
     return list(map(add, map(_Minutes().__getitem__, minutes), seconds))
 
