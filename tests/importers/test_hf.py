@@ -167,7 +167,8 @@ def _varied_history() -> list[object]:
            {"step": 52, "loss": 0.9}, {"loss": 0.8, "step": 53}]
     summary = [{"epoch": 4.0, "step": 53, "train_loss": 2.0, "train_runtime": 1.0, "train_samples_per_second": 2.0,
                 "train_steps_per_second": 3.0}] * 2
-    return train + evals + resumed + odd + summary + train[:5]
+    kinds = [{"loss": value, "step": 60 + i} for i, value in enumerate([1, 2.5, 3, "4.5", 5.0, "x", 6.0, True, 7])]
+    return train + evals + resumed + odd + summary + train[:5] + kinds[:3] + [{"lr": 1.0, "step": 70}] + kinds[3:]
 
 
 @pytest.mark.parametrize("parser", ["orjson", "json"])
@@ -185,8 +186,9 @@ def test_blocks_of_rows_read_like_one_row_at_a_time(write, monkeypatch, parser: 
     fast = HFTrainerStateImporter().read(path)
     monkeypatch.setattr(hf._Rows, "block", lambda self, rows, start, stop: False)
     slow = HFTrainerStateImporter().read(path)
-    assert blocks.count(True) == (0 if junk else 4)
+    assert blocks.count(True) == (0 if junk else 6)
     assert fast.columns == slow.columns and len(fast.columns.names) > 200
+    assert [list(map(type, column)) for column in fast.columns] == [list(map(type, column)) for column in slow.columns]
     assert fast.warnings == slow.warnings and len(fast.warnings) == 2 + junk
     assert fast.meta == slow.meta and fast.meta["notes"] and fast.meta["summaries"]
 

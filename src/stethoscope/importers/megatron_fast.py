@@ -4,8 +4,10 @@ Once the general parser has read a record, its exact shape (keys in order, units
 size) is compiled into a regex that only matches lines the general parser would read into the same
 points: same keys, same batch size, zero skipped/nan counts, a non-zero grad norm. Whole chunks of
 the file are then matched at once (`findall`, C speed) when every line in them is such a record or
-a bare `time (ms)`/empty line; any other chunk goes line by line. tests/importers/test_megatron.py
-reads every case both ways and compares.
+a bare `time (ms)`/empty line, their values parsed as one JSON array by orjson and appended straight
+to the run's columns; any other chunk goes line by line. tests/importers/test_megatron.py reads every
+case both ways and compares. On a 1M-line log `findall` is about half of the import; the rest is
+reading, number parsing and building the columns.
 """
 
 from __future__ import annotations
