@@ -170,7 +170,7 @@ class ThroughputDetector:
                     if len(slow) >= _MAX_TRIAL:  # that long and still not: it was jitter, after all
                         out.extend(self._streak_over(slow, keep=True))
                     return out
-                s["drop"] = {"start": slow[0][0], "level": level, "values": [x[1] for x in slow],
+                s["drop"] = {"start": _onset(slow, level), "level": level, "values": [x[1] for x in slow],
                              "last_step": step, "peak": max(x[1] for x in slow), **shift}
                 s["slow"] = []
                 out.append(self._drop_finding(s["drop"]))
@@ -379,15 +379,18 @@ def _add_stall(d: dict[str, Any], step: int, excess: float, ratio: float, why: l
     for k in why:
         counts[k] = counts.get(k, 0) + 1
     d["excess"] += excess
-    d["biggest"] = max(d["biggest"], excess)
     d["worst"] = max(d["worst"], ratio)
     d["items"] = (d["items"] + [[step, excess, ratio, why]])[-_STALLS_KEPT:]
+    # the pattern's typical big stall (90th percentile of the kept ones): one odd outlier among small
+    # stalls does not stop a new, much bigger kind of stall from being seen as new
+    d["biggest"] = _quantile(sorted(item[1] for item in d["items"]), 0.9)
 
 
 def _regular_start(items: list[list[Any]]) -> int | None:
     """The first stall of a regular pattern (stalls every ~P steps, P the median gap, other stalls in
-    between allowed): the earliest stall from which at least 3 later stalls, and most of them, fall on
-    its grid start + k*P (within 15% of P). None when no such pattern exists yet."""
+    between allowed): the earliest stall, followed by another within 1.5 P, from which at least 3 later
+    stalls, and most of them, fall on its grid start + k*P (within 15% of P). None when no such pattern
+    exists yet."""
     steps = [it[0] for it in items]
     if len(steps) < 4:
         return None
@@ -397,11 +400,20 @@ def _regular_start(items: list[list[Any]]) -> int | None:
         return None
     tol = max(1.0, 0.15 * period)
     for i, start in enumerate(steps[:-2]):
+        if steps[i + 1] - start > 1.5 * period:
+            continue  # a pattern's first stall is followed by its second one period later, not after a hole
         later = steps[i:]
         on_grid = [s for s in later if abs((s - start) - period * round((s - start) / period)) <= tol]
         if len(on_grid) >= 3 and len(on_grid) >= 0.6 * len(later):
             return start
     return None
+
+
+def _onset(slow: list[list[Any]], level: float) -> int:
+    """Where a slowdown began: the first record of the streak at least halfway (geometrically) from the
+    old level to the streak's median; a few barely-slow records before it were the usual jitter."""
+    mid = math.sqrt(level * _median([x[1] for x in slow]))
+    return next((x[0] for x in slow if x[1] >= mid), slow[0][0])
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:
