@@ -7,7 +7,7 @@ and the near-misses that name the closest shape of a log read to 0 steps.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import accumulate, compress, count, groupby
+from itertools import accumulate, compress, count, groupby, repeat
 from operator import add, gt
 from typing import Any, NamedTuple
 
@@ -134,22 +134,27 @@ class ConsoleReader:
 
     def _points(self, names: tuple[str, ...], steps: list[int], values: list[list[float]],
                 times: list[float] | None) -> None:
-        width = len(names)
-        flat: list[Any] = [None] * (len(steps) * width)
+        """Append a block of points to the last block part (a new one after rows), column-wise."""
+        last = self.parts[-1]
+        if not isinstance(last, Columns):
+            if not len(last):
+                self.parts.pop()
+            last = Columns.empty()
+            self.parts.append(last)
+        width, n = len(names), len(steps)
+        if width == 1:  # a record line of one metric (Composer): no interleaving
+            last.names.extend(repeat(names[0], n))
+            last.steps.extend(steps)
+            last.values.extend(values[0])
+            last.times.extend(repeat(None, n) if times is None else times)
+            return
+        flat: list[Any] = [None] * (n * width)
         for at, column in enumerate(values):
             flat[at::width] = column
-        block = Columns(list(names) * len(steps), _repeated(steps, width), flat,
-                        [None] * len(flat) if times is None else _repeated(times, width))
-        last = self.parts[-1]
-        if isinstance(last, PointTable) and len(last):
-            self.parts.append(block)
-            return
-        if isinstance(last, PointTable):
-            self.parts.pop()
-        if not self.parts or isinstance(self.parts[-1], PointTable):
-            self.parts.append(Columns.empty())
-        for column, extra in zip(self.parts[-1], block):
-            column += extra
+        last.names.extend(names * n)
+        last.steps.extend(_repeated(steps, width))
+        last.values.extend(flat)
+        last.times.extend(repeat(None, n * width) if times is None else _repeated(times, width))
 
     def _table(self) -> PointTable:
         """The point table that takes the next rows (a new one after a block of points)."""
