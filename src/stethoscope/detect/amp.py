@@ -28,6 +28,7 @@ class LossScaleDetector:
         self._prev: float | None = None
         self._drops: deque[tuple[int, float]] = deque(maxlen=64)  # (step, halvings)
         self._open: dict[str, Any] | None = None
+        self._rise: int | None = None  # the last step where the scale grew
 
     def update(self, record: StepRecord) -> list[Finding]:
         scale = record.values.get(LOSS_SCALE)
@@ -35,6 +36,8 @@ class LossScaleDetector:
             return []
         step = record.step
         prev, self._prev = self._prev, scale
+        if prev is not None and scale > prev:
+            self._rise = step
         if prev is not None and scale < prev and scale > 0:
             self._drops.append((step, math.log2(prev / scale)))
         elif prev is not None and scale < prev:
@@ -60,6 +63,9 @@ class LossScaleDetector:
         collapsed = scale < cfg.min_loss_scale or (scale == cfg.min_loss_scale and halvings > 0)
         if not collapsed and halvings < cfg.loss_scale_storm_halvings - 1e-9:
             return []
+        if collapsed:  # the collapse began with the first halving of the descent that led here
+            window = self._descent(step)
+            halvings = sum(h for _, h in window)
         start = window[0][0] if window else step
         before = scale * 2 ** halvings if window else (prev if prev is not None else scale)
         self._open = {
@@ -67,6 +73,17 @@ class LossScaleDetector:
             "halvings": halvings, "collapsed": collapsed,
         }
         return [self._finding(self._open)]
+
+    def _descent(self, step: int) -> list[tuple[int, float]]:
+        """The halvings that led to `step` with no rise in between and no gap longer than a storm window."""
+        out: list[tuple[int, float]] = []
+        last = step
+        for s, h in reversed(self._drops):
+            if last - s > self.config.loss_scale_storm_steps or (self._rise is not None and s <= self._rise):
+                break
+            out.append((s, h))
+            last = s
+        return out[::-1]
 
     def _progress(self, inc: dict[str, Any], step: int, scale: float) -> list[Finding]:
         inc["last"], inc["last_step"] = scale, step
@@ -99,9 +116,10 @@ class LossScaleDetector:
         return Finding("loss_scale_collapse", "warning", inc["start"], msg, evidence=ev, source=self.name)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"prev": self._prev, "drops": [list(d) for d in self._drops], "open": self._open}
+        return {"prev": self._prev, "drops": [list(d) for d in self._drops], "open": self._open, "rise": self._rise}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._prev = state.get("prev")
         self._drops = deque((tuple(d) for d in state.get("drops", [])), maxlen=64)  # type: ignore[misc]
         self._open = state.get("open")
+        self._rise = state.get("rise")

@@ -8,11 +8,12 @@ are facts, not faults. Only an LR stuck at 0 (nothing learns) is a warning.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.stats import is_finite, median
+from stethoscope.detect.stats import diff_sigma, is_finite, median
 from stethoscope.records import LOSS, LR, Finding, StepRecord
 
 _LOSSES_KEPT = 16
@@ -283,7 +284,10 @@ class LrDetector:
         before, now = median(self._before[-8:]), median(self._at_zero[-8:])
         progress = (before - now) / (abs(before) or 1e-12)
         ev.update(loss_before=before, loss_now=now, progress=progress, lr_before=self._lr_before)
-        if progress >= self.config.plateau_max_progress / 2:
+        # the difference of two medians of 8 noisy losses: an "improvement" inside 3 of its sigmas is noise
+        sigma = diff_sigma(self._before[-16:] + self._at_zero[-16:])  # from neighbours: a trend is no noise
+        noise = 3 * 1.2533 * sigma * math.sqrt(2 / 8)
+        if progress >= self.config.plateau_max_progress / 2 and before - now > noise:
             return self._make(step, "warning", lr_note + f", yet the loss still improves ({before:.4g} -> {now:.4g}): "
                               "is the logged LR only one of several param groups?", ev, e.step)
         msg = (f"loss stopped improving at step {step} ({before:.4g} -> {now:.4g} over {e.step - step} steps): the LR "
