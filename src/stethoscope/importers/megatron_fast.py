@@ -13,8 +13,8 @@ reading, number parsing and building the columns.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from itertools import chain, compress, repeat
+from collections.abc import Callable, Iterator, Sequence
+from itertools import compress, repeat
 from operator import itemgetter, mul
 from typing import Any, BinaryIO
 
@@ -50,30 +50,31 @@ class Template:
         self.step_at = self.step - 1
         self.time_at = self.time - 1 if self.time else None
         self.value_at = tuple(g - 1 for g in self.groups)
-        self.values_of = itemgetter(*self.value_at) if len(self.value_at) > 1 else _one(self.value_at[0])
 
     def columns(self, rows: list[tuple[bytes, ...]], time_of: Callable[[bytes], float], out: Columns) -> bool:
         """Append the points of a chunk's `findall` rows to `out` (what PointTable.add_block and
-        build_columns make of them, in a few C-level passes while the chunk is in the CPU cache); False,
-        and `out` untouched, when a value is not a number (PointTable then names it)."""
-        steps = list(map(itemgetter(self.step_at), rows))
-        kept = list(compress(rows, steps))  # a skippable line has an empty step
+        build_columns make of them, a column at a time in C-level passes while the chunk is in the CPU
+        cache); False, and `out` untouched, when a value is not a number (PointTable then names it)."""
+        kept = list(compress(rows, map(itemgetter(self.step_at), rows)))  # a skippable line has no step
+        if not kept:
+            return True
+        groups = list(zip(*kept))  # one tuple per regex group
+        width = len(self.layout.names)
+        values: list[float] = [0.0] * (len(kept) * width)
         try:
-            values = floats(list(chain.from_iterable(map(self.values_of, kept))))
-            steps = _numbers(list(compress(steps, steps)), int) or list(map(int, compress(steps, steps)))
+            for at, (group, scale) in enumerate(zip(self.value_at, self.layout.scales or repeat(1.0))):
+                column = floats(groups[group])
+                values[at::width] = column if scale == 1.0 else map(mul, column, repeat(scale))
+            steps = ints(groups[self.step_at])
         except ValueError:
             return False
-        width = len(self.layout.names)
-        for at, scale in enumerate(self.layout.scales or ()):
-            if scale != 1.0:  # one column (ms -> s): scaled alone, a fifth of the work of a cycle over all
-                values[at::width] = map(mul, values[at::width], repeat(scale))
         out.names.extend(self.layout.names * len(steps))
         _extend_repeated(out.steps, steps, width)
         out.values.extend(values)
         if self.time_at is None:
             out.times.extend(repeat(None, len(values)))
         else:
-            _extend_repeated(out.times, list(map(time_of, map(itemgetter(self.time_at), kept))), width)
+            _extend_repeated(out.times, list(map(time_of, groups[self.time_at])), width)
         return True
 
 
@@ -85,31 +86,35 @@ def _extend_repeated(column: list[Any], items: list[Any], width: int) -> None:
         column[start + at::width] = items
 
 
-def floats(texts: list[bytes]) -> list[float]:
+def floats(texts: Sequence[bytes]) -> list[float]:
     """`float()` of each text (ValueError when one is not a number). Where every text is a JSON number
     orjson parses them all at once, ~3x faster and to the same doubles (both round correctly;
     tests/importers/test_megatron.py compares them); `-0`, which it reads as the int 0, is left to float()."""
-    parsed = _numbers(texts, float, int)
-    return list(map(float, parsed if parsed is not None else texts))
+    parsed, kinds = _json_numbers(texts)
+    if kinds == {float}:
+        return parsed
+    return list(map(float, parsed if kinds and kinds <= {float, int} else texts))
 
 
-def _numbers(texts: list[bytes], *types: type) -> list[Any] | None:
-    """The texts parsed as one JSON array by orjson, or None unless that gives one number of `types`
-    per text (a text holding `,` or `[` gives more or fewer, or a list)."""
-    if orjson is None:
-        return None
+def ints(texts: Sequence[bytes]) -> list[int]:
+    """`int()` of each text (ValueError when one is not an integer), through orjson where it can."""
+    parsed, kinds = _json_numbers(texts)
+    return parsed if kinds == {int} else list(map(int, texts))
+
+
+def _json_numbers(texts: Sequence[bytes]) -> tuple[list[Any], set[type]]:
+    """The texts parsed as one JSON array by orjson and the types it gave; ([], set()) unless that is
+    one value per text (a text holding `,` or `[` gives more or fewer values, or a list)."""
+    if orjson is None or not texts:
+        return [], set()
     joined = b"[" + b",".join(texts) + b"]"
     if _NEG_ZERO(joined):
-        return None
+        return [], set()
     try:
         parsed = orjson.loads(joined)
     except orjson.JSONDecodeError:  # nan, +1, .5, 007, 1e999, a stray character: float()/int() decide
-        return None
-    return parsed if len(parsed) == len(texts) and set(map(type, parsed)) <= set(types) else None
-
-
-def _one(at: int) -> Callable[[tuple[bytes, ...]], tuple[bytes]]:
-    return lambda row: (row[at],)
+        return [], set()
+    return (parsed, set(map(type, parsed))) if len(parsed) == len(texts) else ([], set())
 
 
 def shape(fields: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
