@@ -264,10 +264,12 @@ class _Run:
 def _numbers(layout: Layout, steps: list[int], values: list[Any]) -> Columns | None:
     """The rows as columns when every value is a number: what PointTable builds, in a few C-level
     passes instead of its per-chunk ones (4M points in ~0.2 s); None otherwise."""
-    try:
-        floats = list(map(float, chain.from_iterable(values)))
-    except (TypeError, ValueError):
-        return None
+    floats = list(chain.from_iterable(values))
+    if set(map(type, floats)) != {float}:  # float() of a float is itself: converted only when needed
+        try:
+            floats = list(map(float, floats))
+        except (TypeError, ValueError):
+            return None
     width = len(layout.names)
     repeated: list[int] = [0] * len(floats)
     for at in range(width):
