@@ -18,6 +18,7 @@ from stethoscope.importers.console_line import ANSI, MAGNITUDE, NUMBER, Line, ke
 from stethoscope.importers.loglines import LineKeeper
 from stethoscope.importers.names import metric
 from stethoscope.importers.table import Layout, PointTable, describe
+from stethoscope.records import STEP_TIME
 
 NAME = "console"
 MAX_TEMPLATES = 4096
@@ -26,6 +27,7 @@ CHUNK_LINES = 16384
 _OWN = {"step avg (ms)": ("perf/step_avg_s", 1e-3), "train time (ms)": ("perf/train_time_s", 1e-3),
         "training time (ms)": ("perf/train_time_s", 1e-3), "step avg (s)": ("perf/step_avg_s", 1.0),
         "train time (s)": ("perf/train_time_s", 1.0)}
+CLOCK = "perf/train_time_s"
 SUMMARY = "train_runtime"  # the HF Trainer's end-of-run summary dict: not a step
 
 
@@ -296,6 +298,9 @@ class ConsoleReader:
                 rejected += more
             for column, extra in zip(columns, part):
                 column += extra
+        used = {found[0] for found in self.names.values() if found}
+        if CLOCK in used and STEP_TIME not in used:
+            _step_time_from_clock(columns)
         meta: dict[str, Any] = {"confidence": round(self.step_lines / self.lines, 3) if self.lines else 0.0}
         if self.shapes:
             meta["key_consistency"] = round(self.shapes.most_common(1)[0][1] / max(1, self.step_lines), 3)
@@ -322,6 +327,19 @@ class ConsoleReader:
             return "no line with a step counter or a `key value` metric"
         kind, (count, first, sample) = max(self.near.items(), key=lambda item: item[1][0])
         return f"{kind} ({count} lines, first at line {first}: {sample!r})"
+
+
+def _step_time_from_clock(columns: Columns) -> None:
+    """A log that prints only a cumulative training clock (modded-nanogpt's `train_time:…ms`) gets step
+    times from its differences, per step between consecutive records; appended after the logged points."""
+    last: tuple[int, float] | None = None
+    for name, step, value, time in zip(*columns):
+        if name != CLOCK:
+            continue
+        if last is not None and step > last[0] and value >= last[1]:
+            for column, item in zip(columns, (STEP_TIME, step, (value - last[1]) / (step - last[0]), time)):
+                column.append(item)
+        last = (step, value)
 
 
 def has_loss(names: Any) -> bool:
