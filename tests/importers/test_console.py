@@ -347,6 +347,14 @@ def test_a_resume_keeps_both_passes_in_file_order(write) -> None:
     assert run.meta["resumes"] == 1
 
 
+def test_bracketed_timestamps_stamp_every_row(write) -> None:
+    deepspeed = next(c for c in CASES if c.trainer == "DeepSpeed")
+    (run,) = read_any(write("ds.log", deepspeed.text))
+    times = {(p.name, p.step): p.time for p in run.points}
+    assert times[(LR, 10)] == 1740139510.123 and times[(LR, 30)] == 1740139530.123  # 2025-02-21 12:05:SS,123 UTC
+    assert times[(SAMPLES_PER_S, 30)] == 1740139530.456
+
+
 def test_fast_path_reads_like_the_line_parser(write) -> None:
     text = "".join(_titan(s % 60, 3 - s / 1000, 1.0, 30.0, f"{15000 + s:,}", 90.0, "29.00%") + "\n"
                    for s in range(1, 200))

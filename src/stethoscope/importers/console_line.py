@@ -98,7 +98,7 @@ def parse(text: str) -> Line:
         time, skip = parse_timestamp(text[pos:].lstrip())
         if skip:
             start = len(text) - len(text[pos:].lstrip())
-            out.time, out.time_token = time, _token_index(text, start)
+            out.time, out.time_token = time, _token_index(text, start, start + skip)
             pos = start + skip
             continue
         m = _PREFIX.match(text, pos)
@@ -134,9 +134,11 @@ def _read_step(out: Line, m: re.Match[str], text: str, offset: int) -> None:
             return
 
 
-def _token_index(text: str, start: int) -> int | None:
+def _token_index(text: str, start: int, within: int | None = None) -> int | None:
+    """The index of the NUMBER token that starts at `start` (or, given `within`, the first one in
+    start..within: a bracketed timestamp's year), None when there is none."""
     for i, m in enumerate(NUMBER.finditer(text)):
-        if m.start() == start:
+        if m.start() == start or (within is not None and start <= m.start() < within):
             return i
         if m.start() > start:
             return None
