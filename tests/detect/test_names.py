@@ -19,6 +19,13 @@ NONE = None  # left alone: resolves to itself, scale 1
 
 # (raw name, our name or NONE, scale, where the spelling comes from)
 TABLE = [
+    # CamelCase tags run words together (TensorBoard dashboards of C#/Java-style trainers, custom loggers)
+    ("GradNorm", "grad/norm", 1.0, "CamelCase TensorBoard tag"),
+    ("LearningRate", "opt/lr", 1.0, "CamelCase TensorBoard tag"),
+    ("LossScale", "amp/loss_scale", 1.0, "CamelCase TensorBoard tag"),
+    ("Time/step_ms", "perf/step_time_s", MS, "a `time/` tag that carries a unit is a timing, not a counter"),
+    ("grad_2.0_norm_total", "grad/norm", 1.0, "Lightning utilities/grads.py grad_norm(): grad_{norm_type}_norm_total"),
+    ("time/batch", NONE, 1.0, "Composer: a counter, left alone"),
     # nanoGPT train.py (wandb.log)
     ("train/loss", "train/loss", 1.0, "nanoGPT train.py"),
     ("val/loss", "eval/loss", 1.0, "nanoGPT train.py"),

@@ -98,6 +98,9 @@ _RATE = re.compile(r"(?:/|\bper )(?:s|sec|secs|second|seconds)\b")
 _TIME_PER_STEP = re.compile(r"\b(s|sec|ms)/(it|iter|step|batch)\b")
 _SEPARATORS = re.compile(r"[_\-.\s]+")
 _WORD = re.compile(r"[a-zµ0-9]+|%")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z][a-z])")  # GradNorm, LearningRate, StepTimeMs: words run together
+_UNIT_SUFFIX = re.compile(r"[_\-.](?:ms|s|sec|us|ns)$|\((?:ms|s|sec)\)$")
+_LIGHTNING_GRAD_NORM = re.compile(r"^grad_[\d.]+(?:_norm)?_total$")  # Lightning grad_norm(): grad_2.0_norm_total
 _LIGHTNING_STATS = re.compile(r"^devicestatsmonitor\.\w+/")
 _TORCH_STAT = re.compile(r"(\w+)_bytes\.(\w+)\.(\w+)$")  # torch.cuda.memory_stats(): allocated_bytes.all.peak
 
@@ -110,10 +113,12 @@ def resolve(raw: str) -> Resolved:
 @lru_cache(maxsize=4096)  # importers ask once per column, the text importer once per key and line
 def recognize(raw: str) -> Resolved | None:
     """Like `resolve`, but None for a name we do not know."""
-    text = _LIGHTNING_STATS.sub("", raw.strip().lower())
+    text = _LIGHTNING_STATS.sub("", _CAMEL.sub("_", raw.strip()).lower())
     exact = _EXACT.get("_".join(text.replace("-", "_").split()))
-    if exact or text.startswith("time/"):
-        return exact
+    if exact or (text.startswith("time/") and not _UNIT_SUFFIX.search(text)):
+        return exact  # time/batch, time/train: counters; time/step_ms carries a unit
+    if _LIGHTNING_GRAD_NORM.match(text):
+        return Resolved(GRAD_NORM)
     torch_stat = _TORCH_STAT.search(text)
     if torch_stat:
         return _torch_stat(*torch_stat.groups())

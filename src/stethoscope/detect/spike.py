@@ -101,6 +101,8 @@ class SpikeDetector:
         v = values.get(LOSS)
         if v is not None and math.isfinite(v):
             self._on_loss(step, v, values, out)
+        elif v is not None and self.loss.incident is not None:
+            self.loss.incident["blew_up"] = True  # an open jump that turned into NaN/Inf: a blow-up
         self._last_step = step
         return out
 
@@ -361,13 +363,17 @@ class SpikeDetector:
         # The stream ends inside the jump with the loss still far up: whatever the spike was, the run
         # is now in a diverged state (one event, with the jump as its start).
         # Evidence that it stayed up: several records, or a jump so large (x4: far past a fresh model's
-        # loss for a trained one) that one record is enough.
+        # loss for a trained one) that one record is enough, or a jump that ended in NaN/Inf.
         held = inc.get("records", 1) >= _STUCK_RECORDS or inc["last"] >= _STUCK_JUMP * inc["level"]
         stuck = frac < 0.25 and inc["level"] > 0 and inc["last"] >= _STUCK_RATIO * inc["level"] and held
-        if inc["diverged"] or stuck:
+        if inc["diverged"] or stuck or (inc.get("blew_up") and frac < 0.25):
             d = self._divergence(inc, inc["last_step"])
             d.end_step = inc["last_step"]
-            d.message += f"; {how} by the last record"
+            if inc.get("blew_up"):
+                d.message = (f"loss jumped at step {inc['start']} ({_g(inc['level'])} -> {_g(inc['first'])}) and then "
+                             "turned NaN/Inf: the run blew up")
+            else:
+                d.message += f"; {how} by the last record"
             d.evidence["recovered"] = "not" if frac < 0.25 else "partly"
             out.append(d)
         return out
