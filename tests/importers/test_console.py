@@ -366,6 +366,19 @@ def test_fast_path_reads_like_the_line_parser(write) -> None:
     assert fast.columns == slow.result().columns and len(fast.columns.names) == 6 * 199
 
 
+@pytest.mark.parametrize("case", CASES + MADE_UP, ids=lambda c: c.trainer)
+def test_runs_of_a_shape_read_like_single_lines(case: Case) -> None:
+    data = (case.text * 3).encode()  # every shape recurs: its later lines take the token or regex path
+    fast = ConsoleReader("fast")
+    fast.feed(data)
+    slow = ConsoleReader("slow")
+    for number, line in enumerate(data.split(b"\n"), 1):
+        slow.line(number, line)
+    got, want = fast.result().columns, slow.result().columns
+    assert (got.names, got.steps, got.times) == (want.names, want.steps, want.times)
+    assert [v if v == v else "nan" for v in got.values] == [v if v == v else "nan" for v in want.values]
+
+
 def test_zero_step_log_exits_2_naming_the_closest_shape(tmp_path, cli_env) -> None:
     log = tmp_path / "nohup.out"
     log.write_text("starting\n" + "".join(f"loss: {2 - i / 10:.2f} | lr: 0.001\n" for i in range(5)))

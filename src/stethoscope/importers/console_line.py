@@ -46,6 +46,7 @@ _TOKEN = re.compile(
     r"|(?P<word>[A-Za-z_][\w./\-]*(?:\([A-Za-z%/]+\)|\[[A-Za-z%/]+\])?)"
     r"|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<assign>[:=]\s*)|(?P<sep>[|,;]|\s-\s|\t)",
     re.IGNORECASE)
+_WORD_AFTER = re.compile(r"[ \t]*[A-Za-z_]")
 _TIME_UNITS = {"ms", "us", "µs", "ns", "s", "sec", "min"}
 # Words that mean something in a trainer's line but not to the resolver (see the module docstring of
 # `detect/names.py`): llm.c's bare `norm` is the gradient norm, `took` a step time.
@@ -152,12 +153,13 @@ def _values(text: str, pos: int, cut: tuple[int, int]) -> list[Value]:
     words: list[str] = []
     keyless: list[tuple[str, str, int]] = []  # numbers without a key before them, waiting for words after
     skip_paren = 0
-    last_was_value = False
+    last_was_value = assigned = False
     for m in _TOKEN.finditer(text, pos):
         if cut[0] <= m.start() < cut[1]:
             words, last_was_value = [], False
             continue
         kind = m.lastgroup if m.lastgroup != "unit" else "num"
+        after_assign, assigned = assigned, kind == "assign"
         if skip_paren:
             skip_paren += kind == "open"
             skip_paren -= kind == "close"
@@ -167,6 +169,9 @@ def _values(text: str, pos: int, cut: tuple[int, int]) -> list[Value]:
             unit = (m.group("unit") or "").strip()
             if token is None:
                 words = []
+                continue
+            if m.group("num")[-1:].isalpha() and not after_assign and _WORD_AFTER.match(text, m.end()):
+                words.append(m.group("num"))  # `number of nan iterations:`: a word of a key, not a NaN
                 continue
             if words:
                 values.append(Value(" ".join(words), m.group("num"), unit, token))
