@@ -2,14 +2,15 @@
 
 A line is a prefix (launcher rank `[rank0]:`, timestamp, logger `[titan] … - root - INFO -`, `[Rank 0]`,
 glog `I0724 11:20:07.402 123 train.py:80]`), then a step counter (`step N`, `step: N`, `iter N`,
-`N/TOTAL`, `[batch=N/T]`, `global_step=N`, a tqdm `| N/T [` counter) and metrics in any of the usual
-shapes: `key: value`, `key value`, `key=value`, `| key value |`, `{'key': value}`, `value unit`
-(`3415 tok/s`, `0.0% A100 fp16 MFU`, a bare `224.87 ms`). Numbers may carry thousands separators
+`step N/TOTAL`, Keras' `N/TOTAL [==>..]`, `[batch=N/T]`, `global_step=N`; tqdm bars are textlog's) and
+metrics in any of the usual shapes: `key: value`, `key value`, `key=value`, `| key value |`,
+`{'key': value}`, `value unit` (`3415 tok/s`, `0.0% A100 fp16 MFU`, a bare `224.87 ms`); a `nan` that a
+word follows is part of a key (`number of nan iterations`). Numbers may carry thousands separators
 (`15,723`), magnitudes (`3.1k`) and units (`45.6ms`, `0.33GiB`, `%`); a one-number parenthesis right
 after a value (`0.33GiB(1.41%)`, `2.31 (+0.12z)`) is a side figure and is skipped.
 
 Every number is a `NUMBER` token of the whole line, so a parsed line also says which tokens it used:
-`console.py` reuses that as a template for the lines of the same shape.
+`console_reader.py` turns that into a plan (and a regex) for the lines of the same shape.
 """
 
 from __future__ import annotations
