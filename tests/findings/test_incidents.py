@@ -117,3 +117,15 @@ def test_every_problem_type_has_advice_and_charts_that_exist():
     assert not missing, f"finding types without causes/fixes: {missing}"
     for t in CATALOGUE.values():
         assert set(t.charts) <= chart_ids, (t.name, t.charts)
+
+
+def test_a_root_that_turns_out_a_note_releases_what_it_claimed():
+    """A loss jump first reported as a warning, then found to sit at a resume (expected, info): the NaN
+    it had claimed is critical news of its own again."""
+    book = IncidentBook(lead_steps=5)
+    book.process([_f("loss_spike", 200)])
+    assert [f.type for f in book.process([_f("nan", 201, "critical", "nonfinite")])] == ["loss_spike"]
+    note = Finding("loss_spike", "info", 200, "expected at a restart", source="spike", evidence={"expected": True})
+    out = book.process([note])
+    assert [(f.type, f.severity) for f in out] == [("loss_spike", "info"), ("nan", "critical")]
+    assert not out[1].evidence.get("withdrawn")

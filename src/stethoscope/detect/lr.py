@@ -38,6 +38,7 @@ class LrTracker:
         self.prev_step: int | None = None
         self.prev_lr: float | None = None
         self.peak = 0.0
+        self.top = 0.0  # the highest LR of the run so far, across restarts
         self.peak_step: int | None = None
         self.start_lr: float | None = None
         self.session_n = 0
@@ -98,6 +99,7 @@ class LrTracker:
         else:
             events.extend(self._compare(step, p, lr))
         self._track_zero(step, p, lr, events)
+        self.top = max(self.top, lr)
         self.prev_step, self.prev_lr = step, lr
         return events
 
@@ -151,7 +153,7 @@ class LrTracker:
             and abs(delta) >= self.config.lr_jump_rel * peak
             and abs(delta) > _JUMP_VS_SLOPE * expected
         )
-        before = max(self.peak, p)  # the schedule's scale before this value
+        before = max(self.top, p)  # the run's LR scale before this value (every session's peak)
         # a fresh schedule's first step: up from (near) zero, back to the old schedule's scale, not far above it
         restart = p <= self.config.lr_jump_rel * before and c <= _RESTART_MAX * before
         if is_jump and delta > 0 and restart and self.ever_positive:
@@ -226,7 +228,7 @@ class LrTracker:
 _TRACKER_FIELDS = (
     "prev_step", "prev_lr", "peak", "peak_step", "start_lr", "session_n", "since_jump", "rises", "flat", "rising",
     "warmup_end_step", "decay_step", "slope", "n", "zero_run", "zero_abrupt", "ever_positive",
-    "zero_reported", "last_restart_step", "last_resume_step", "last_jump", "zero_start",
+    "zero_reported", "last_restart_step", "last_resume_step", "last_jump", "zero_start", "top",
 )
 
 

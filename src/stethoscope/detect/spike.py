@@ -104,7 +104,19 @@ class SpikeDetector:
         elif v is not None and self.loss.incident is not None:
             self.loss.incident["blew_up"] = True  # an open jump that turned into NaN/Inf: a blow-up
         self._last_step = step
-        return out
+        return [self._at_reset(f) for f in out] if out and self._last_reset is not None else out
+
+    def _at_reset(self, f: Finding) -> Finding:
+        """A jump that starts right at a resume/schedule restart (within the grace window) is expected."""
+        reset = self._last_reset
+        if (f.type in ("loss_spike", "grad_spike", "grad_explosion") and f.step is not None and reset is not None
+                and 0 <= f.step - reset <= self.config.restart_grace_steps and not f.evidence.get("expected")):
+            f.severity = "info"
+            f.message += (f"; at a resume/LR-schedule restart (step {reset}): expected when the data or "
+                          "schedule starts over, not an instability")
+            f.causes = [f"resume or schedule restart at step {reset} (new data or a fresh schedule)"]
+            f.evidence["expected"] = True
+        return f
 
     def finish(self) -> list[Finding]:
         out: list[Finding] = []

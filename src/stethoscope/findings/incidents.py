@@ -40,6 +40,7 @@ class Symptom:
     step: int | None
     severity: str
     key: str
+    finding: dict[str, Any] | None = None  # the finding it was, released if its root turns out a note
 
 
 @dataclass(slots=True)
@@ -72,7 +73,7 @@ class Incident:
             return False
         news = not any(s.type == f.type for s in self.symptoms) or severity_rank(f.severity) > severity_rank(
             self.worst())
-        self.symptoms.append(Symptom(f.type, f.step, f.severity, key))
+        self.symptoms.append(Symptom(f.type, f.step, f.severity, key, f.to_dict()))
         return news
 
     def worst(self) -> str:
@@ -154,6 +155,8 @@ class IncidentBook:
             while len(self.incidents) > _INCIDENTS:
                 self.incidents.pop(next(iter(self.incidents)))
         inc.root, inc.severity, inc.message = f, f.severity, f.message
+        if f.severity == "info" and inc.symptoms:  # the root was a note after all (an expected jump at a
+            return self._release(inc, f)           # restart): what it had claimed is news of its own again
         if f.end_step is not None and f.evidence.get("recovered") in (True, "fully"):
             inc.open, inc.end_step = False, f.end_step
         out = []
@@ -176,6 +179,21 @@ class IncidentBook:
                 inc.add(g, gkey)
                 out.append(dataclasses.replace(g, evidence={**g.evidence, "withdrawn": True, "folded_into": key}))
         out.append(inc.decorated())
+        return out
+
+    def _release(self, inc: Incident, f: Finding) -> list[Finding]:
+        out = [f]
+        for sym in inc.symptoms:
+            if sym.finding is None:
+                continue
+            if sym.key in self._folded:
+                self._folded.remove(sym.key)
+            g = Finding.from_dict(sym.finding)
+            g.evidence.pop("withdrawn", None)
+            g.evidence.pop("folded_into", None)
+            self._recent.append(g)
+            out.append(g)
+        inc.symptoms = []
         return out
 
     # -- state ------------------------------------------------------------------------------------
