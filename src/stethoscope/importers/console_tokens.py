@@ -19,6 +19,11 @@ from stethoscope.importers.console_line import ANSI, NUMBER, Line
 from stethoscope.importers.loglines import stamp_seconds
 from stethoscope.importers.table import Layout
 
+try:
+    import orjson
+except ImportError:  # a declared dependency; float() does the same work, slower
+    orjson = None  # type: ignore[assignment]
+
 _KEEP = b"0123456789.+-eE,\n"
 TOKENS = bytes(c if c in _KEEP else 32 for c in range(256))
 _SPANS = re.compile(rb"\S+")
@@ -35,6 +40,7 @@ class Plan(NamedTuple):
     rank: int | None
     time: int | None
     commas: frozenset[int] = frozenset()  # token indices with a comma (the shape fixes where commas are)
+    decimals: frozenset[int] = frozenset()  # token indices written with a point or an exponent (never ints)
 
 
 class Read(NamedTuple):
@@ -63,7 +69,9 @@ def plan(raw: bytes, step: int | None, values: list[tuple[int, str]], scales: tu
     if any(tokens[i].replace(b",", b"").decode() != text.replace(",", "") for i, (_, text) in zip(at, values)):
         return None
     commas = frozenset(i for i, token in enumerate(tokens) if b"," in token)
-    return Plan(len(spans), index(step), tuple(at), scales, index(rank), index(time), commas)  # type: ignore[arg-type]
+    decimals = frozenset(i for i, token in enumerate(tokens) if re.search(rb"\d[.eE]", token))
+    return Plan(len(spans), index(step), tuple(at), scales, index(rank), index(time),  # type: ignore[arg-type]
+                commas, decimals)
 
 
 def read(p: Plan, tokens: list[bytes], lines: int, keep_rank: bytes | None) -> Read | None:
@@ -83,7 +91,8 @@ def read(p: Plan, tokens: list[bytes], lines: int, keep_rank: bytes | None) -> R
             keep = None
     try:
         steps = None if p.step is None else list(map(int, _plain(tokens[p.step::w], p.step in p.commas)))
-        values = [_scaled(list(map(float, _plain(tokens[i::w], i in p.commas))), s) for i, s in zip(p.values, p.scales)]
+        values = [_scaled(_floats(_plain(tokens[i::w], i in p.commas), i in p.decimals), s)
+                  for i, s in zip(p.values, p.scales)]
         times = None if p.time is None else _times(tokens, p.time, w)
     except ValueError:
         return None
@@ -97,6 +106,17 @@ def read(p: Plan, tokens: list[bytes], lines: int, keep_rank: bytes | None) -> R
 def _plain(column: list[bytes], commas: bool) -> list[bytes]:
     """`column` without commas (thousands separators, a `2.3,` before the next key) when it has them."""
     return list(map(bytes.replace, column, repeat(b","), repeat(b""))) if commas else column
+
+
+def _floats(column: list[bytes], decimals: bool) -> list[float]:
+    """The column as floats: one orjson parse of the whole column where every token has a point or an
+    exponent (JSON then gives floats, the same doubles as float()), else float() per token."""
+    if decimals and orjson is not None:
+        try:
+            return orjson.loads(b"[" + b",".join(column) + b"]")  # type: ignore[no-any-return]
+        except orjson.JSONDecodeError:  # a leading zero or `+`, `.5`, `5.`: not JSON numbers
+            pass
+    return list(map(float, column))
 
 
 def _scaled(column: list[float], scale: float) -> list[float]:
