@@ -5,6 +5,7 @@ the 0-step report. Values are asserted in our units (seconds, GiB, tokens/s, MFU
 from __future__ import annotations
 
 import math
+import random
 import re
 from dataclasses import dataclass, field
 
@@ -395,3 +396,15 @@ def test_a_dedicated_reader_that_reads_nothing_hands_over(write) -> None:
     (run,) = read_any(write("train.log", text))
     assert run.format == "console" and series(run, LOSS)[1] == pytest.approx(4.9883)
     assert math.isclose(series(run, EVAL_LOSS)[2], 4.7012)
+
+
+def test_orjson_columns_are_the_same_doubles_as_float() -> None:
+    from stethoscope.importers.console_tokens import _floats
+
+    rng = random.Random(0)
+    texts = [f"{rng.uniform(-1e6, 1e6):.{rng.randint(0, 12)}e}" for _ in range(5000)]
+    texts += [f"{rng.random() * 10 ** rng.randint(-8, 8):.6f}" for _ in range(5000)]
+    texts += ["-0.0", "0.0", "1e-310", "4.9e-324", "1.7976931348623157e308", "2.2250738585072014e-308"]
+    got = _floats([t.encode() for t in texts], True)
+    assert [repr(g) for g in got] == [repr(float(t)) for t in texts]
+    assert _floats([b"07.5", b"+1.0"], True) == [7.5, 1.0]  # not JSON: float() reads them
