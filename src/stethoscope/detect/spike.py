@@ -111,11 +111,7 @@ class SpikeDetector:
         reset = self._last_reset
         if (f.type in ("loss_spike", "grad_spike", "grad_explosion") and f.step is not None and reset is not None
                 and 0 <= f.step - reset <= self.config.restart_grace_steps and not f.evidence.get("expected")):
-            f.severity = "info"
-            f.message += (f"; at a resume/LR-schedule restart (step {reset}): expected when the data or "
-                          "schedule starts over, not an instability")
-            f.causes = [f"resume or schedule restart at step {reset} (new data or a fresh schedule)"]
-            f.evidence["expected"] = True
+            _mark_expected(f, reset)
         return f
 
     def finish(self) -> list[Finding]:
@@ -149,13 +145,7 @@ class SpikeDetector:
             track.reset()
 
     def _expected_jump(self, inc: dict[str, Any], kind: str, reset: int) -> Finding:
-        f = self._loss_finding(inc) if kind == "loss" else self._grad_finding(inc)
-        f.severity = "info"
-        f.message += (f"; at a resume/LR-schedule restart (step {reset}): expected when the data or "
-                      "schedule starts over, not an instability")
-        f.causes = [f"resume or schedule restart at step {reset} (new data or a fresh schedule)"]
-        f.evidence["expected"] = True
-        return f
+        return _mark_expected(self._loss_finding(inc) if kind == "loss" else self._grad_finding(inc), reset)
 
     def _gap_check(self, t: _Track, step: int, kind: str, out: list[Finding]) -> None:
         """A record far from the previous one (an excerpt's gap) is not compared with it."""
@@ -446,3 +436,13 @@ def _recovered_fraction(inc: dict[str, Any]) -> float:
 
 def _g(x: float | None) -> str:
     return "?" if x is None else f"{x:.4g}"
+
+
+def _mark_expected(f: Finding, reset: int) -> Finding:
+    """A jump at a resume or schedule restart: a note, not an instability."""
+    f.severity = "info"
+    f.message += (f"; at a resume/LR-schedule restart (step {reset}): expected when the data or "
+                  "schedule starts over, not an instability")
+    f.causes = [f"resume or schedule restart at step {reset} (new data or a fresh schedule)"]
+    f.evidence["expected"] = True
+    return f
