@@ -207,6 +207,12 @@ def labels_for(s: RunSpec, t: Trace, v: Variant) -> tuple[list[dict[str, Any]], 
         elif kind == "plateau" and s.scenario == "loss_scale_collapse" and not _still_learning(t, it):
             unscored.append(kind)  # no scale logged and the loss had already flattened: nothing shows the stop
             continue
+        elif kind == "plateau" and s.scenario == "lr_zero" and not v.has_lr and not _still_learning(t, it):
+            unscored.append(kind)  # no LR logged and the loss had already flattened: likewise
+            continue
+        if kind == "lr_schedule" and not v.has_lr:
+            unscored.append(kind)  # a log without the LR shows no schedule event
+            continue
 
         row: int | None
         if kind in ("healthy", "grad_explosion") or it is None:

@@ -33,6 +33,7 @@ class Variant:
     mean: bool  # train loss (and step time) averaged over the interval, else the last iteration's
     keys: dict[str, str] = field(default_factory=dict)  # our name -> this writer's spelling
     heldout_only: bool = False
+    console: str = ""  # for fmt "console": the trainer whose console lines are printed (CONSOLE)
 
     def logged(self, n: int) -> list[int]:
         """The iterations this writer logs a train row at."""
@@ -40,7 +41,12 @@ class Variant:
 
     @property
     def has_step_time(self) -> bool:
-        return self.fmt in ("megatron", "tensorboard") or "step_time" in self.keys
+        return self.fmt in ("megatron", "tensorboard", "console") or "step_time" in self.keys
+
+    @property
+    def has_lr(self) -> bool:
+        """torchtitan's and nanoGPT's console lines print no learning rate."""
+        return self.console not in ("torchtitan", "nanogpt")
 
     @property
     def has_loss_scale(self) -> bool:
@@ -194,9 +200,84 @@ def write_csv(trace: Trace, folder: Path, v: Variant) -> Path:
     return path
 
 
+# -- console logs: what trainers print (issue 15). Each prints a train line per logged row and its eval
+# line in its own shape; the general console reader must read them without knowing the trainer.
+_TOKENS = 64 * 8  # tokens per step the throughput columns are computed with
+_ANSI = "\x1b[32m{}\x1b[39m"
+
+
+def _console_torchtitan(r: dict[str, Any], n: int) -> str:
+    """torchtitan train.py: rank/logger prefix, ANSI colours, tps with thousands separators, no LR."""
+    tps = _TOKENS / r["step_time"] if r["step_time"] > 0 else 0.0
+    return (f"[rank0]:[titan] 2024-07-24 11:20:07,402 - root - INFO - {_ANSI.format('step: ' + str(r['step']))}  "
+            f"loss: {r['loss']:7.4f}  grad_norm: {r['grad_norm']:7.4f}  memory:  0.33GiB(1.41%)  "
+            f"tps: {tps:,.0f}  tflops: 0.01  mfu: 0.00%")
+
+
+def _console_llmc(r: dict[str, Any], n: int) -> str:
+    """llm.c train_gpt2.cu (2024 printf): `step %4d/%d | train loss %f | norm %.4f | lr %.2e | %.2f ms | …`."""
+    ms = 1000 * r["step_time"]
+    return (f"step {r['step']:4d}/{n} | train loss {r['loss']:.6f} | norm {r['grad_norm']:.4f} | lr {r['lr']:.2e} "
+            f"| {ms:.2f} ms | 0.0% A100 fp16 MFU | {_TOKENS / r['step_time']:.0f} tok/s")
+
+
+def _console_nanogpt(r: dict[str, Any], n: int) -> str:
+    """nanoGPT train.py: `iter %d: loss %.4f, time %.2fms, mfu %.2f%%` (no LR, no grad norm)."""
+    return f"iter {r['step']}: loss {r['loss']:.4f}, time {1000 * r['step_time']:.2f}ms, mfu 1.23%"
+
+
+def _console_keyval(r: dict[str, Any], n: int) -> str:
+    """A made-up trainer (held out): a timestamp, then key=value pairs with units in the names."""
+    return (f"2025-03-01 12:00:{r['step'] % 60:02d} INFO trainer | global_step={r['step']} loss={r['loss']:.4f} "
+            f"lr={r['lr']:.3e} gnorm={r['grad_norm']:.3f} step_ms={1000 * r['step_time']:.1f}")
+
+
+def _console_pipes(r: dict[str, Any], n: int) -> str:
+    """A made-up trainer (held out): `it N/T | key value | …` with units attached to the values."""
+    return (f"it {r['step']}/{n} | loss {r['loss']:.4f} | lr {r['lr']:.2e} | grad_norm {r['grad_norm']:.3f} | "
+            f"{1000 * r['step_time']:.1f}ms")
+
+
+def _console_dict(r: dict[str, Any], n: int) -> str:
+    """A made-up trainer (held out, written after the detectors' last change and never looked at before
+    scoring): a logger prefix and a Python dict repr with the step inside."""
+    d = {"iteration": r["step"], "train_loss": round(r["loss"], 4), "lr": r["lr"], "grad_norm": round(r["grad_norm"], 4),
+         "step_time_ms": round(1000 * r["step_time"], 2)}
+    return f"[metrics] {d}"
+
+
+_EVAL_LINES = {
+    "torchtitan": lambda step, ev: f"[rank0]:[titan] 2024-07-24 11:20:07,402 - root - INFO - validate step: {step}  "
+                                   f"loss: {ev:7.4f}",
+    "llmc": lambda step, ev: f"val loss {ev:.6f}",
+    "nanogpt": lambda step, ev: f"step {step}: train loss {ev:.4f}, val loss {ev:.4f}",
+    "keyval": lambda step, ev: f"2025-03-01 12:00:00 INFO trainer | global_step={step} val_loss={ev:.4f}",
+    "pipes": lambda step, ev: f"eval it {step} | val loss {ev:.4f}",
+    "dict": lambda step, ev: f"[metrics] {{'iteration': {step}, 'val_loss': {round(ev, 4)}}}",
+}
+CONSOLE = {"torchtitan": _console_torchtitan, "llmc": _console_llmc, "nanogpt": _console_nanogpt,
+           "keyval": _console_keyval, "pipes": _console_pipes, "dict": _console_dict}
+
+
+def write_console(trace: Trace, folder: Path, v: Variant) -> Path:
+    """The trainer's console log: its train lines, its eval lines where evals ran, a warning and a
+    progress bar mixed in as real consoles have them."""
+    n = len(trace.loss) + v.offset - 1
+    evals = dict((it + v.offset, ev) for it, ev in trace.evals)
+    line, eval_line = CONSOLE[v.console], _EVAL_LINES[v.console]
+    out = ["UserWarning: TypedStorage is deprecated", "Loading checkpoint shards: 100%|##########| 2/2"]
+    for r in rows(trace, v):
+        out.append(line(r, n))
+        for at in [s for s in evals if s <= r["step"]]:
+            out.append(eval_line(at, evals.pop(at)))
+    path = folder / "train.log"
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
 WRITE: dict[str, Callable[[Trace, Path, Variant], Path]] = {
     "hf": write_hf, "tensorboard": write_tensorboard, "megatron": write_megatron, "jsonl": write_jsonl,
-    "csv": write_csv,
+    "csv": write_csv, "console": write_console,
 }
 
 _TB = {"loss": "train/loss", "grad_norm": "train/grad_norm", "lr": "train/learning_rate",
@@ -217,7 +298,13 @@ VARIANTS = [
     Variant("csv-wandb-5", "csv", 5, 1, True,
             {"step": "_step", "loss": "train/loss", "lr": "train/learning_rate", "grad_norm": "train/grad_norm",
              "step_time": "perf/iter_time_s", "loss_scale": "train/loss_scale", "eval_loss": "eval/loss"}),
+    Variant("console-torchtitan-10", "console", 10, 1, False, console="torchtitan"),
+    Variant("console-llmc-1", "console", 1, 1, False, console="llmc"),
+    Variant("console-nanogpt-5", "console", 5, 0, False, console="nanogpt"),
     # written for held-out runs only: spellings and intervals no detector was tuned on
+    Variant("console-keyval-10", "console", 10, 1, True, console="keyval", heldout_only=True),
+    Variant("console-pipes-5", "console", 5, 1, True, console="pipes", heldout_only=True),
+    Variant("console-dict-10", "console", 10, 1, True, console="dict", heldout_only=True),
     Variant("hf-25", "hf", 25, 1, True, heldout_only=True),
     Variant("tensorboard-avg-10", "tensorboard", 10, 1, True,
             {"loss": "Loss/train", "grad_norm": "GradNorm", "lr": "LearningRate", "step_time": "Time/step_ms",

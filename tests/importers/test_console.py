@@ -408,3 +408,11 @@ def test_orjson_columns_are_the_same_doubles_as_float() -> None:
     got = _floats([t.encode() for t in texts], True)
     assert [repr(g) for g in got] == [repr(float(t)) for t in texts]
     assert _floats([b"07.5", b"+1.0"], True) == [7.5, 1.0]  # not JSON: float() reads them
+
+
+def test_an_it_counter_with_a_total_is_a_step(write) -> None:
+    """`it N/TOTAL` (a made-up trainer's shape): `it` counts steps only when a total follows."""
+    lines = [f"it {s}/300 | loss {3.0 - s / 1000:.4f} | lr 3.00e-04 | grad_norm 0.500 | 41.5ms" for s in (10, 20, 30)]
+    (run,) = read_any(write("train.log", "\n".join(lines + ["it works, but nothing to read here"]) + "\n"))
+    assert series(run, LOSS) == {10: 2.99, 20: 2.98, 30: 2.97}
+    assert series(run, STEP_TIME)[20] == pytest.approx(0.0415)

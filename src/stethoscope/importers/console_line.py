@@ -34,6 +34,7 @@ _PREFIX = re.compile(
 _STEP = re.compile(
     r"\[(?:batch|step|iter|iteration|ba)=(?P<a>\d+)(?:/(?P<at>\d+))?\]"  # Composer [batch=10/100]
     r"|\bglobal[_ ]step['\"]?\s*[:=]\s*(?P<b>\d+)(?![\d.])"  # global_step=N
+    r"|\b(?:it|It|IT)\s+(?P<e>\d+)\s*/\s*(?P<et>\d+)(?![\d.])"  # `it 10/1200`: `it` only with a total
     r"|\b(?P<word>step|iter|iteration|Step|Iter|Iteration|STEP|ITER)\b['\"]?\s*[:=#]?\s*"
     r"(?P<c>\d{1,3}(?:,\d{3})+(?![\d.])|\d+(?![\d.]))(?:\s*/\s*(?P<ct>\d+))?"
     r"|^\s*(?P<d>\d+)/(?P<dt>\d+)(?=\s|\[|$)")  # Keras `10/100 [==>..]` (tqdm bars are textlog's)
@@ -127,7 +128,7 @@ def launcher_rank(text: str) -> str | None:
 
 
 def _read_step(out: Line, m: re.Match[str], text: str, offset: int) -> None:
-    for name, total in (("a", "at"), ("b", None), ("c", "ct"), ("d", "dt")):
+    for name, total in (("a", "at"), ("b", None), ("c", "ct"), ("d", "dt"), ("e", "et")):
         if m.group(name) is not None:
             out.step = int(m.group(name).replace(",", ""))
             out.total = int(m.group(total)) if total and m.group(total) else None
