@@ -72,6 +72,7 @@ class Case:
     fmt: str = "?"
     split: str = ""
     new_writer: bool = False  # a writer variant only held-out runs are written through
+    variant: str = ""
     findings: list[Finding] = field(default_factory=list)
     symptoms: list[Finding] = field(default_factory=list)  # findings an incident owns, as info: recall only
     gap: int = 1  # one logged step: the median gap between logged train steps
@@ -237,7 +238,8 @@ def synthetic_cases(workdir: Path, splits: tuple[str, ...]) -> list[Case]:
     from synthetic_runs import generate
 
     return [Case(c["case"], Path(c["path"]), c["labels"], c.get("traps", []), c.get("unscored", []),
-                 c.get("unscored_spans", []), c["format"], c["split"], c.get("new_writer", False))
+                 c.get("unscored_spans", []), c["format"], c["split"], c.get("new_writer", False),
+                 c.get("variant", ""))
             for c in generate(workdir, splits, log=lambda m: print(m, file=sys.stderr))]
 
 
@@ -353,6 +355,9 @@ def main() -> None:
             for new in (False, True):
                 held = [c for c in cases if c.split == "heldout" and c.new_writer == new]
                 results[f"synthetic heldout, {'new' if new else 'dev'} writers"] = score(held, min_conf)
+            for v in sorted({c.variant for c in cases if c.split == "heldout" and c.new_writer}):
+                held = [c for c in cases if c.split == "heldout" and c.variant == v]
+                results[f"synthetic heldout, writer {v}"] = score(held, min_conf)
         if args.verbose and not args.json:
             print_cases(cases)
         if not args.json and len(splits) == 2:
@@ -360,6 +365,9 @@ def main() -> None:
             for new in ("dev", "new"):
                 r = results[f"synthetic heldout, {new} writers"]
                 print(f"HELD-OUT through {new} writers ({r['cases']} cases): P/R/F1 {_prf(r['overall'])}")
+            for key in [k for k in results if k.startswith("synthetic heldout, writer ")]:
+                r = results[key]
+                print(f"  {key.removeprefix('synthetic heldout, writer ')} ({r['cases']} cases): P/R/F1 {_prf(r['overall'])}")
         elif not args.json:
             print_table(f"synthetic {splits[0]}", results[f"synthetic {splits[0]}"])
     if args.json:
