@@ -47,6 +47,10 @@ class MonitorConfig:
     """Run the streaming detectors on the writer thread and record findings live: True with the default
     thresholds, a `stethoscope.detect.DetectConfig` with those thresholds, False not at all."""
 
+    alerts: Any = None  # None | False | path | stethoscope.act.AlertsConfig | channel(s) (config imports nothing)
+    """Where alerts about incidents go: a TOML file's path, a `stethoscope.act.AlertsConfig`, or channel
+    objects; None reads the file named by $STETHOSCOPE_ALERTS (no alerts when it is unset); False: none."""
+
     strict: bool = False
     """Re-raise stethoscope's own failures (tests); by default they are counted and logged only."""
 
@@ -79,3 +83,13 @@ def env_rank() -> tuple[int, int]:
 def env_runs_dir() -> str:
     """Where `stethoscope runs` looks by default: $STETHOSCOPE_RUNS or ./runs."""
     return os.environ.get("STETHOSCOPE_RUNS", "runs")
+
+
+def env_alerts_file() -> str | None:
+    """The alerts TOML file a Monitor uses when given none: $STETHOSCOPE_ALERTS, or None."""
+    return os.environ.get("STETHOSCOPE_ALERTS") or None
+
+
+def env_secret(name: str) -> str | None:
+    """The value of the environment variable `name` (a webhook URL, a routing key, a password), or None."""
+    return os.environ.get(name) or None

@@ -1,0 +1,133 @@
+"""Each channel against a real server on 127.0.0.1: the payload shape of its API, failures, timeouts."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from stethoscope.act import Alert, DeliveryError, Email, PagerDuty, Slack, Webhook
+from stethoscope.act.dispatch import Dispatcher
+
+
+def _alert(kind: str = "trigger", **kw) -> Alert:
+    base = dict(kind=kind, key="stethoscope/exp1-1234abcd/r0/nan@200", type="nan", severity="critical", step=200,
+                rank=0, message="non-finite train/loss at step 200 <!channel>", onset_time=1_800_000_000.0,
+                evidence={"count": "1"}, cause="LR too high", fix="roll back and lower the LR",
+                run_dir="/runs/exp1", time=1_800_000_100.0)
+    return Alert(**{**base, **kw})
+
+
+def test_webhook_posts_the_alert_as_json(endpoint):
+    ep = endpoint()
+    Webhook(ep.url(), headers={"Authorization": "Bearer tok-123"}).send(_alert())
+    [req] = ep.requests
+    assert req["headers"]["Content-Type"] == "application/json" and req["headers"]["Authorization"] == "Bearer tok-123"
+    body = req["json"]
+    assert body["type"] == "nan" and body["severity"] == "critical" and body["step"] == 200 and body["rank"] == 0
+    assert body["kind"] == "trigger" and body["cause"] == "LR too high" and body["fix"].startswith("roll back")
+    assert body["run_dir"] == "/runs/exp1" and body["look"] == "stethoscope diagnose /runs/exp1"
+    assert body["title"].startswith("[CRITICAL] nan at step 200 on rank 0") and "2027" in body["onset"]
+
+
+def test_slack_uses_blocks_with_a_text_fallback_and_escapes_markup(endpoint):
+    ep = endpoint()
+    ch = Slack(ep.url("/services/T000/B000/XXXXSECRET"))
+    ch.send(_alert())
+    body = ep.bodies()[0]
+    assert body["text"].startswith("[CRITICAL] nan at step 200")
+    kinds = [b["type"] for b in body["blocks"]]
+    assert kinds[0] == "header" and kinds[-1] == "context" and "section" in kinds
+    header = body["blocks"][0]["text"]
+    assert header["type"] == "plain_text" and len(header["text"]) <= 150
+    section = body["blocks"][1]
+    assert section["text"]["type"] == "mrkdwn" and "&lt;!channel&gt;" in section["text"]["text"]
+    assert all(f["type"] == "mrkdwn" for f in section["fields"]) and len(section["fields"]) <= 10
+    assert any("LR too high" in b.get("text", {}).get("text", "") for b in body["blocks"])
+    assert "stethoscope diagnose /runs/exp1" in body["blocks"][-1]["elements"][0]["text"]
+    assert "SECRET" not in ch.target and "/services" not in ch.target  # the URL is the secret
+
+
+def test_pagerduty_triggers_and_resolves_one_incident_by_dedup_key(endpoint):
+    ep = endpoint()
+    ch = PagerDuty("R0UTINGKEY123", url=ep.url("/v2/enqueue"), source="node-7")
+    ch.send(_alert())
+    ch.send(_alert("resolve", note="resolved at step 260", end_step=260))
+    trigger, resolve = ep.bodies()
+    assert trigger["routing_key"] == "R0UTINGKEY123" and trigger["event_action"] == "trigger"
+    p = trigger["payload"]
+    assert p["summary"].startswith("[CRITICAL] nan at step 200") and len(p["summary"]) <= 1024
+    assert p["source"] == "node-7" and p["severity"] in ("critical", "error", "warning", "info")
+    assert p["timestamp"].endswith("Z") and p["custom_details"]["first fix"].startswith("roll back")
+    assert resolve == {"routing_key": "R0UTINGKEY123", "event_action": "resolve", "dedup_key": trigger["dedup_key"]}
+    assert trigger["dedup_key"] == "stethoscope/exp1-1234abcd/r0/nan@200"
+    assert "R0UTINGKEY123" not in ch.target
+
+
+def test_email_over_smtp_with_login(smtp):
+    ch = Email(smtp.host, ["oncall@example.com"], sender="runs@example.com", port=smtp.port, username="user",
+               password="secret-pw")
+    ch.send(_alert())
+    [(rcpt, msg)] = smtp.messages
+    assert rcpt == ["oncall@example.com"] and msg["From"] == "runs@example.com"
+    assert msg["Subject"].startswith("[CRITICAL] nan at step 200 on rank 0")
+    body = msg.get_payload(decode=True).decode()
+    assert "likely cause: LR too high" in body and "look: stethoscope diagnose /runs/exp1" in body
+
+
+def test_email_to_a_dead_relay_fails_retryably_without_the_password():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here once the socket is closed
+    ch = Email("127.0.0.1", "oncall@example.com", port=port, username="user", password="pw-xyz-123", timeout=1.0)
+    with pytest.raises(DeliveryError) as exc:
+        ch.send(_alert())
+    assert exc.value.retryable and "pw-xyz-123" not in str(exc.value) and "pw-xyz-123" not in ch.target
+
+
+def test_a_500_is_retried_a_bounded_number_of_times_then_recorded_failed(endpoint):
+    ep = endpoint("500")
+    d = Dispatcher([Webhook(ep.url(), timeout=2.0)], retries=2, backoff_s=0.01)
+    d.submit([(0, _alert())])
+    d.close(5.0)
+    [out] = d.outcomes()
+    assert not out.ok and out.attempts == 3 and "HTTP 500" in out.error and len(ep.requests) == 3
+
+
+def test_a_4xx_is_not_retried(endpoint):
+    ep = endpoint()
+    d = Dispatcher([Webhook(ep.url(), timeout=2.0)], retries=2, backoff_s=0.01)
+    ep.mode = "500"
+    ep.server.RequestHandlerClass.do_POST = _answer_404
+    d.submit([(0, _alert())])
+    d.close(5.0)
+    [out] = d.outcomes()
+    assert not out.ok and out.attempts == 1 and out.error.startswith("HTTP 404")
+
+
+def _answer_404(handler) -> None:
+    handler.rfile.read(int(handler.headers.get("Content-Length", 0)))
+    handler.send_response(404)
+    handler.send_header("Content-Length", "10")
+    handler.end_headers()
+    handler.wfile.write(b"no_service")
+
+
+def test_a_hanging_server_times_out_and_close_never_waits_past_its_timeout(endpoint):
+    ep = endpoint("hang")
+    d = Dispatcher([Webhook(ep.url(), timeout=0.3)], retries=1, backoff_s=0.01)
+    d.submit([(0, _alert())])
+    time.sleep(0.9)  # two tries of 0.3 s each, both timed out
+    [out] = d.outcomes()
+    assert not out.ok and out.attempts == 2 and "no answer within 0.3 s" in out.error
+    d.close(0.1)
+    slow = Dispatcher([Webhook(ep.url(), timeout=30.0)], retries=2)
+    slow.submit([(0, _alert()), (0, _alert("stop"))])
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    slow.close(0.5)  # the request in flight would wait 30 s: it is cut short at the deadline
+    assert time.monotonic() - t0 < 0.8
+    outs = slow.outcomes()
+    assert [o.ok for o in outs] == [False, False] and "not delivered" in outs[1].error

@@ -1,0 +1,133 @@
+"""Rules: one alert per incident, routed by severity, escalated, resolved, stopped, and resumable."""
+
+from __future__ import annotations
+
+import pytest
+
+from stethoscope.act import AlertRules, RuleConfig
+from stethoscope.records import Finding
+from stethoscope.testing import FakeClock
+
+
+def _nan(step=200, **kw) -> Finding:
+    return Finding("nan", "critical", step, f"non-finite train/loss at step {step}", source="nonfinite", **kw)
+
+
+def _rules(*severities, **config) -> AlertRules:
+    return AlertRules(list(severities) or ["warning"], RuleConfig(**config), rank=3, run_dir="/runs/exp1")
+
+
+def _kinds(deliveries):
+    return [(ch, a.kind, a.severity) for ch, a in deliveries]
+
+
+def test_one_trigger_per_incident_then_one_final_message():
+    rules, clock = _rules("warning", "error"), FakeClock()
+    assert _kinds(rules.on_findings([_nan()], clock())) == [(0, "trigger", "critical"), (1, "trigger", "critical")]
+    for step in range(201, 500):  # the same incident again and again (a detector that repeats itself)
+        clock.advance(1.0)
+        assert rules.on_findings([_nan(step)], clock()) == [] and rules.tick(clock()) == []
+    final = rules.run_ended("completed", 499, clock())
+    assert _kinds(final) == [(0, "stop", "critical"), (1, "stop", "critical")]
+    assert "the run stopped (completed) at step 499" in final[0][1].note
+    assert final[0][1].key == final[1][1].key and final[0][1].key.endswith("/r3/nan@200")
+
+
+def test_a_recovered_follow_up_resolves_on_the_channels_that_were_paged():
+    rules, clock = _rules("warning", "critical"), FakeClock()
+    warn = Finding("loss_spike", "warning", 300, "loss spike", source="spike")
+    assert _kinds(rules.on_findings([warn], clock())) == [(0, "trigger", "warning")]
+    done = Finding("loss_spike", "warning", 300, "loss spike; recovered", end_step=340, source="spike",
+                   evidence={"recovered": True})
+    [(ch, alert)] = rules.on_findings([done], clock())
+    assert (ch, alert.kind, alert.note) == (0, "resolve", "resolved at step 340")
+    assert rules.run_ended("completed", 900, clock()) == []
+
+
+def test_a_channel_only_hears_of_what_reaches_its_severity_and_escalation_adds_it():
+    rules, clock = _rules("warning", "error"), FakeClock()
+    spike = Finding("loss_spike", "warning", 300, "loss spike", source="spike")
+    assert _kinds(rules.on_findings([spike], clock())) == [(0, "trigger", "warning")]
+    worse = Finding("loss_spike", "error", 300, "loss spike, now with a grad explosion", source="spike")
+    assert _kinds(rules.on_findings([worse], clock())) == [(0, "escalate", "error"), (1, "escalate", "error")]
+    assert _kinds(rules.run_ended("failed", 400, clock())) == [(0, "stop", "error"), (1, "stop", "error")]
+
+
+def test_an_incident_that_persists_is_escalated_one_level_after_escalate_after_s():
+    rules, clock = _rules("warning", "critical", escalate_after_s=600), FakeClock()
+    slow = Finding("throughput_drop", "error", 100, "tokens/s down 30%", source="throughput")
+    assert _kinds(rules.on_findings([slow], clock())) == [(0, "trigger", "error")]
+    clock.advance(599)
+    assert rules.tick(clock()) == []
+    clock.advance(2)
+    [(c0, a0), (c1, a1)] = rules.tick(clock())
+    assert (c0, a0.kind, a0.severity, c1) == (0, "escalate", "critical", 1) and "still open after 10 min" in a0.note
+    clock.advance(5000)
+    assert rules.tick(clock()) == []  # critical is the top: nothing further
+
+
+def test_cooldown_counts_a_new_incident_of_a_type_instead_of_paging():
+    rules, clock = _rules(cooldown_s=600), FakeClock()
+    first = Finding("loss_spike", "warning", 100, "spike", source="spike")
+    rules.on_findings([first], clock())
+    rules.on_findings([Finding("loss_spike", "warning", 100, "spike over", end_step=120, source="spike",
+                               evidence={"recovered": True})], clock())
+    clock.advance(60)
+    assert rules.on_findings([Finding("loss_spike", "warning", 500, "spike", source="spike")], clock()) == []
+    assert rules.suppressed == 1
+    clock.advance(600)
+    assert _kinds(rules.on_findings([Finding("loss_spike", "warning", 900, "spike", source="spike")], clock())) == \
+        [(0, "trigger", "warning")]
+
+
+def test_below_the_floor_nothing_is_sent():
+    rules = _rules(min_severity="error")
+    assert rules.on_findings([Finding("plateau", "warning", 10, "plateau", source="trend")], 0.0) == []
+    assert rules.on_findings([Finding("grad_spike", "info", 10, "blip", source="spike")], 0.0) == []
+
+
+def test_a_root_that_claims_an_alerted_symptom_updates_that_alert_and_does_not_page_again():
+    rules, clock = _rules(), FakeClock()
+    nan = _nan(610)
+    assert len(rules.on_findings([nan], clock())) == 1
+    withdrawn = Finding("nan", "critical", 610, nan.message, source="nonfinite",
+                        evidence={"withdrawn": True, "folded_into": "trend|divergence|602"})
+    root = Finding("divergence", "critical", 602, "divergence from 602; symptoms: nan at 610", source="trend",
+                   symptoms=[{"type": "nan", "step": 610}])
+    assert rules.on_findings([withdrawn, root], clock()) == []
+    over = Finding("divergence", "critical", 602, "divergence; recovered", end_step=900, source="trend",
+                   evidence={"recovered": "fully"})
+    [(_, alert)] = rules.on_findings([over], clock())
+    assert alert.kind == "resolve" and alert.type == "nan"
+
+
+def test_state_dict_keeps_a_resumed_run_from_paging_again():
+    rules, clock = _rules(), FakeClock()
+    rules.on_findings([_nan(200)], clock())
+    resumed = _rules()
+    resumed.load_state_dict(rules.state_dict())
+    clock.advance(30)
+    assert resumed.on_findings([_nan(260)], clock()) == []  # the detectors restarted and found it again
+    assert _kinds(resumed.run_ended("completed", 300, clock())) == [(0, "stop", "critical")]
+
+
+def test_alert_content_names_what_when_where_why_and_what_to_do():
+    def advise(f):
+        f.causes, f.fixes = ["LR too high"], ["roll back, lower the LR"]
+        return f
+
+    rules = AlertRules(["warning"], rank=3, run_dir="/runs/exp1", advise=advise)
+    f = _nan(200, evidence={"series": ["train/loss"], "count": 1, "values": {"train/loss": "nan"}})
+    [(_, a)] = rules.on_findings([f], 1_800_000_000.0, lambda step: 1_799_999_990.0)
+    text = a.text()
+    for part in ("[CRITICAL] nan at step 200 on rank 3 (/runs/exp1)", "since: step 200, 2027-01-15",
+                 "numbers: series=train/loss, count=1, values=train/loss nan", "likely cause: LR too high",
+                 "first fix: roll back, lower the LR", "look: stethoscope diagnose /runs/exp1"):
+        assert part in text, (part, text)
+    assert a.key.endswith("/r3/nan@200") and a.key.startswith("stethoscope/exp1-")
+
+
+@pytest.mark.parametrize("bad", [dict(min_severity="loud"), dict(cooldown_s=-1), dict(escalate_after_s=0)])
+def test_rule_config_is_validated(bad):
+    with pytest.raises(ValueError, match="rules."):
+        RuleConfig(**bad)
