@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shutil
 import sqlite3
 
 import pytest
 
-from stethoscope.errors import NotARunError, QueryRefused
+from stethoscope.errors import QueryRefused
 from stethoscope.records import Finding
 from stethoscope.store.db import RunStore, rank_path
 from stethoscope.store.query import open_run
@@ -94,8 +93,10 @@ def test_corrupt_rank_file_is_named(tmp_path, bad_rank):
     _write_run(tmp_path, 12)
     bad = rank_path(tmp_path, bad_rank)
     bad.write_bytes(b"this is not sqlite at all" * 100)
-    with pytest.raises(NotARunError, match=re.escape(str(bad)) + ": not a readable stethoscope store"):
-        open_run(tmp_path)
+    with open_run(tmp_path) as r:  # the other ranks are read; the bad one is named, with what is wrong
+        assert bad_rank not in r.ranks and len(r.ranks) == 11
+        assert r.skipped == [f"{bad}: not a readable stethoscope store (file is not a database)"]
+        assert r.query("SELECT count(DISTINCT rank) FROM metrics")[1] == [(11,)]
 
 
 def test_foreign_sqlite_file_past_the_attach_limit_is_named(tmp_path):
@@ -105,8 +106,9 @@ def test_foreign_sqlite_file_past_the_attach_limit_is_named(tmp_path):
     con.execute("CREATE TABLE other (a)")
     con.commit()
     con.close()
-    with pytest.raises(NotARunError, match=re.escape(str(foreign)) + ": an SQLite file, but not a stethoscope"):
-        open_run(tmp_path)
+    with open_run(tmp_path) as r:
+        assert r.ranks == list(range(11)) and len(r.skipped) == 1
+        assert r.skipped[0].startswith(f"{foreign}: an SQLite file, but not a stethoscope")
 
 
 @pytest.mark.parametrize("n_ranks", [3, 12], ids=["attached", "copied"])

@@ -26,7 +26,7 @@ from stethoscope.capture.throughput import detect_peak_flops, flops_per_token
 from stethoscope.config import MonitorConfig
 from stethoscope.errors import InternalError
 from stethoscope.record.writer import Recorder
-from stethoscope.store.db import RunStore, rank_path
+from stethoscope.store.db import RunStore, fresh_run_dir, rank_path
 from stethoscope.store.schema import RUN_META_FILE
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,9 @@ class Monitor:
     further code; `tokens_per_step` (this rank's tokens per optimizer step) enables tokens/s and MFU.
     `config` is your training config, stored as run metadata. Options of `MonitorConfig` may be
     given as keywords (`flush_interval=0.5`, `grad_norms="layers"`, `detect=DetectConfig(...)`, …) or
-    as `settings=`. `store` replaces the rank's SQLite store (a fake from `stethoscope.testing`).
+    as `settings=`. A `run_dir` that already holds a run is continued only with `resume=True`; otherwise
+    this run is recorded beside it in `run_dir-2` (`mon.run_dir` says where). `store` replaces the rank's
+    SQLite store (a fake from `stethoscope.testing`).
     """
 
     def __init__(self, run_dir: str | os.PathLike[str], model: Any = None, optimizer: Any = None, *,
@@ -48,7 +50,7 @@ class Monitor:
                  max_grad_norm: float | None = None, peak_flops: float | None = None,
                  rank: int | None = None, world_size: int | None = None,
                  settings: MonitorConfig | None = None, device_memory: DeviceMemory | None = None,
-                 store: RunStore | None = None, **options: Any) -> None:
+                 store: RunStore | None = None, resume: bool = False, **options: Any) -> None:
         self.settings = settings or MonitorConfig(**options)
         self.run_dir = Path(run_dir)
         self.control = Control()
@@ -71,6 +73,8 @@ class Monitor:
         self.steps = 0
 
         detection = self._live_detection()  # before the writer starts: a bad config leaves no thread behind
+        if store is None:
+            self._claim_run_dir(resume)
         store = store if store is not None else RunStore(rank_path(self.run_dir, self.rank))
         self._recorder = Recorder(store, self.settings.flush_interval, self.settings.max_queue, self.settings.strict)
         self._info = start_info(self.rank, self.world_size, config)
@@ -111,6 +115,14 @@ class Monitor:
         if not isinstance(config, DetectConfig):  # MonitorConfig cannot import it: checked here
             raise ValueError(f"detect must be True, False or a DetectConfig, got {detect!r}")
         return LiveDetection(DetectorSet(config=config))
+
+    def _claim_run_dir(self, resume: bool) -> None:
+        """A run_dir holding an earlier run is never appended to unless resume=True: record beside it."""
+        fresh = fresh_run_dir(self.run_dir, self.rank, resume)
+        if fresh != self.run_dir:
+            log.warning("stethoscope: %s already holds a run (pass resume=True to continue it); recording this "
+                        "run in %s", self.run_dir, fresh)
+            self.run_dir = fresh
 
     def _on_forward(self, *_: Any) -> None:
         if self._compute_start is None:

@@ -12,7 +12,15 @@ from typing import Any
 
 from stethoscope.errors import InputError
 from stethoscope.records import UNITS, Finding, json_safe
-from stethoscope.store.schema import PRAGMAS, RANK_FILE_FORMAT, SCHEMA_VERSION, TABLES, VIEWS
+from stethoscope.store.schema import (
+    PRAGMAS,
+    RANK_FILE_FORMAT,
+    RANK_FILE_GLOB,
+    RUN_META_FILE,
+    SCHEMA_VERSION,
+    TABLES,
+    VIEWS,
+)
 
 # A point as the writer carries it: (name, step, value, unix time or None).
 RawPoint = tuple[str, int, float, "float | None"]
@@ -20,6 +28,31 @@ RawPoint = tuple[str, int, float, "float | None"]
 
 def rank_path(run_dir: str | os.PathLike[str], rank: int) -> Path:
     return Path(run_dir) / RANK_FILE_FORMAT.format(rank=rank)
+
+
+def holds_run(run_dir: str | os.PathLike[str]) -> bool:
+    """True when `run_dir` already holds a run (a rank file or run.json)."""
+    d = Path(run_dir)
+    return d.is_dir() and ((d / RUN_META_FILE).exists() or any(d.glob(RANK_FILE_GLOB)))
+
+
+def remove_run(run_dir: str | os.PathLike[str]) -> None:
+    """Delete the run in `run_dir` (rank files with their WAL/SHM, run.json); other files stay."""
+    d = Path(run_dir)
+    for f in [*d.glob(RANK_FILE_GLOB + "*"), d / RUN_META_FILE]:
+        f.unlink(missing_ok=True)
+
+
+def fresh_run_dir(run_dir: str | os.PathLike[str], rank: int, resume: bool) -> Path:
+    """Where this rank records: `run_dir`, unless its rank file holds an earlier run and `resume` is False;
+    then the first of `run_dir-2`, `run_dir-3`, … free for this rank (two runs are never mixed in one store)."""
+    d = Path(run_dir)
+    if resume or not rank_path(d, rank).exists():
+        return d
+    n = 2
+    while rank_path(d.with_name(f"{d.name}-{n}"), rank).exists():
+        n += 1
+    return d.with_name(f"{d.name}-{n}")
 
 
 class RunStore:

@@ -16,7 +16,7 @@ import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,23 +61,66 @@ def is_run(path: str | os.PathLike[str]) -> bool:
 
 @dataclass
 class RunReader:
-    """A read-only view over all rank files of one run."""
+    """A read-only view over all rank files of one run.
+
+    A rank file that cannot be read (not SQLite, or corrupt pages found by a query) is left out and
+    named in `skipped` ("FILE: what is wrong"); the other ranks stay readable.
+    """
 
     path: Path
     conn: sqlite3.Connection
     ranks: list[int]
+    files: list[tuple[int, Path]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run one read-only statement; returns (column names, rows)."""
         try:
+            return self._query(sql, params)
+        except sqlite3.DatabaseError as exc:
+            if not _is_corrupt(exc) or not self._drop_corrupt():
+                raise _refusal(sql, exc, self.path) from None
+        try:  # again over the intact ranks
+            return self._query(sql, params)
+        except sqlite3.DatabaseError as exc:
+            raise _refusal(sql, exc, self.path) from None
+
+    def _query(self, sql: str, params: tuple[Any, ...]) -> tuple[list[str], list[tuple[Any, ...]]]:
+        try:
             cur = self.conn.execute(sql, params)
             rows = cur.fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise _refusal(sql, exc) from None
-        except (sqlite3.ProgrammingError, sqlite3.Warning) as exc:
+        except (sqlite3.ProgrammingError, sqlite3.Warning, ValueError, OverflowError) as exc:
             raise QueryRefused(f"query refused: {exc}") from None
-        cols = [d[0] for d in cur.description or ()]
-        return cols, rows
+        return [d[0] for d in cur.description or ()], rows
+
+    def verify(self) -> list[str]:
+        """Check every page of every rank file (SQLite's quick_check: reads the whole files), leave out the
+        corrupt ones; returns `skipped`. Queries find corrupt pages on their own, but only in what they read."""
+        self._drop_corrupt()
+        return self.skipped
+
+    def _drop_corrupt(self) -> bool:
+        """Find the attached rank files with corrupt pages, rebuild the views without them; False when
+        none was found (or every rank is bad: then the error names them all)."""
+        if len(self.files) > MAX_ATTACHED or not self.files:
+            return False
+        self.conn.set_authorizer(None)
+        self.conn.execute("PRAGMA query_only = OFF")
+        try:
+            bad = {i: problem for i, (_, f) in enumerate(self.files) if (problem := _check_pages(self.conn, i))}
+            if not bad:
+                return False
+            for i, problem in bad.items():
+                self.skipped.append(f"{self.files[i][1]}: {problem}")
+            if len(bad) == len(self.files):
+                raise NotARunError("; ".join(self.skipped[-len(bad):]))
+            keep = [(i, rank) for i, (rank, _) in enumerate(self.files) if i not in bad]
+            _create_views(self.conn, keep, replace=True)
+            self.ranks = [rank for _, rank in keep]
+            return True
+        finally:
+            self.conn.execute("PRAGMA query_only = ON")
+            self.conn.set_authorizer(_authorize)
 
     def series(self, name: str, rank: int | None = None) -> tuple[list[int], list[float]]:
         """Steps and values of one metric (rank 0, or the lowest rank present, by default)."""
@@ -101,23 +144,25 @@ class RunReader:
 
 
 def open_run(path: str | os.PathLike[str]) -> RunReader:
-    """Open every rank file of the run at `path` read-only. Raises NotARunError on anything else."""
+    """Open every rank file of the run at `path` read-only. Raises NotARunError when no rank is readable;
+    unreadable ranks are left out and named in `RunReader.skipped`."""
     files = rank_files(path)
     attach = len(files) <= MAX_ATTACHED
     # "" is a private on-disk temporary database, deleted on close: nothing is written to the run.
     conn = sqlite3.connect(":memory:" if attach else "", uri=True, check_same_thread=False)
+    skipped: list[str] = []
     try:
         with _reading(path):  # errors of one file already name it; this catches the rest
-            if attach:
-                _attach_views(conn, files)
-            else:
-                _copy_tables(conn, files)
+            kept = _attach_views(conn, files, skipped) if attach else _copy_tables(conn, files, skipped)
+        if not kept:
+            raise NotARunError("; ".join(skipped))
     except BaseException:
         conn.close()
         raise
     conn.execute("PRAGMA query_only = ON")
     conn.set_authorizer(_authorize)
-    return RunReader(Path(path), conn, [r for r, _ in files])
+    ranks = {rank for rank, _ in kept}
+    return RunReader(Path(path), conn, sorted(ranks), kept if attach else files, skipped)
 
 
 @contextmanager
@@ -128,10 +173,41 @@ def _reading(what: str | os.PathLike[str]) -> Iterator[None]:
         raise NotARunError(f"{what}: not a readable stethoscope store ({exc})") from None
 
 
+_CORRUPT = ("malformed", "not a database", "disk i/o error", "database corrupt", "file is encrypted")
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    return any(k in str(exc).lower() for k in _CORRUPT)
+
+
+def _check_pages(conn: sqlite3.Connection, i: int) -> str | None:
+    """What is wrong with attached file r{i} (SQLite's quick_check), or None when it reads cleanly."""
+    try:
+        rows = conn.execute(f"PRAGMA r{i}.quick_check(3)").fetchall()
+    except sqlite3.DatabaseError as exc:
+        return f"corrupt SQLite file ({exc})"
+    lines = [ln.strip() for r in rows if r[0] != "ok" for ln in str(r[0]).splitlines()]
+    problems = [ln for ln in lines if ln and not ln.startswith("***")]  # "*** in database r1 ***": our alias
+    return f"corrupt SQLite file ({'; '.join(problems[:3])})" if lines else None
+
+
 def _attach(conn: sqlite3.Connection, i: int, f: Path) -> None:
     with _reading(f):
         conn.execute(f"ATTACH DATABASE ? AS r{i}", (f"{f.resolve().as_uri()}?{_open_mode(f)}",))
         _check_store(conn, i, f)
+
+
+def _try_attach(conn: sqlite3.Connection, i: int, f: Path, skipped: list[str]) -> bool:
+    try:
+        _attach(conn, i, f)
+    except NotARunError as exc:
+        skipped.append(str(exc))
+        try:
+            conn.execute(f"DETACH DATABASE r{i}")
+        except sqlite3.DatabaseError:
+            pass  # it was never attached
+        return False
+    return True
 
 
 def _open_mode(f: Path) -> str:
@@ -151,46 +227,73 @@ def _select(i: int, rank: int, name: str) -> str:
     return f"SELECT {rank} AS rank, {RANKED[name]} FROM r{i}.{name}"
 
 
-def _attach_views(conn: sqlite3.Connection, files: list[tuple[int, Path]]) -> None:
-    for i, (_, f) in enumerate(files):
-        _attach(conn, i, f)
+def _attach_views(conn: sqlite3.Connection, files: list[tuple[int, Path]],
+                  skipped: list[str]) -> list[tuple[int, Path]]:
+    kept = [(i, rank, f) for i, (rank, f) in enumerate(files) if _try_attach(conn, i, f, skipped)]
+    if kept:
+        _create_views(conn, [(i, rank) for i, rank, _ in kept])
+    return [(rank, f) for _, rank, f in kept]
+
+
+def _create_views(conn: sqlite3.Connection, attached: list[tuple[int, int]], replace: bool = False) -> None:
+    """One temp view per table over the attached files r{i} of `attached` [(i, rank)]."""
     for name in RANKED:
-        parts = [_select(i, rank, name) for i, (rank, _) in enumerate(files)]
+        if replace:
+            conn.execute(f"DROP VIEW IF EXISTS temp.{name}")
+        parts = [_select(i, rank, name) for i, rank in attached]
         conn.execute(f"CREATE TEMP VIEW {name} AS " + " UNION ALL ".join(parts))
 
 
-def _copy_tables(conn: sqlite3.Connection, files: list[tuple[int, Path]]) -> None:
+def _copy_tables(conn: sqlite3.Connection, files: list[tuple[int, Path]],
+                 skipped: list[str]) -> list[tuple[int, Path]]:
     # The copy is private and dropped on any error, so it needs no rollback journal.
     conn.execute("PRAGMA journal_mode = OFF")
+    kept: list[tuple[int, Path]] = []
     for start in range(0, len(files), MAX_ATTACHED):
         group = files[start:start + MAX_ATTACHED]
-        for i, (_, f) in enumerate(group):
-            _attach(conn, i, f)
+        attached = [(i, rank, f) for i, (rank, f) in enumerate(group) if _try_attach(conn, i, f, skipped)]
         conn.execute("BEGIN")  # one transaction per group: SQLite cannot DETACH a file a transaction read
-        for i, (rank, f) in enumerate(group):
-            with _reading(f):
-                _copy_rank(conn, i, rank, create=start + i == 0)
+        for i, rank, f in attached:
+            created = conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = 'metrics'").fetchone()
+            if _copy_rank(conn, i, rank, create=created is None, problem=skipped, f=f):
+                kept.append((rank, f))
         conn.commit()
-        for i in range(len(group)):
+        for i, _, _ in attached:
             conn.execute(f"DETACH DATABASE r{i}")
-    for table, cols in _INDEXES.items():
-        conn.execute(f"CREATE INDEX {table}_by_rank ON {table} ({cols})")
+    if kept:
+        for table, cols in _INDEXES.items():
+            conn.execute(f"CREATE INDEX {table}_by_rank ON {table} ({cols})")
+    return kept
 
 
-def _copy_rank(conn: sqlite3.Connection, i: int, rank: int, create: bool) -> None:
-    for name in RANKED:
-        if create:  # CREATE TABLE AS keeps the columns' affinities, so comparisons match the views'
+def _copy_rank(conn: sqlite3.Connection, i: int, rank: int, create: bool, problem: list[str], f: Path) -> bool:
+    """Copy rank file r{i} into the private tables; False (its rows removed, `problem` told) when it is corrupt."""
+    if create:  # CREATE TABLE AS keeps the columns' affinities, so comparisons match the views'
+        for name in RANKED:
             conn.execute(f"CREATE TABLE main.{name} AS {_select(i, rank, name)} LIMIT 0")
-        conn.execute(f"INSERT INTO main.{name} {_select(i, rank, name)}")
+    try:
+        for name in RANKED:
+            conn.execute(f"INSERT INTO main.{name} {_select(i, rank, name)}")
+    except sqlite3.DatabaseError as exc:
+        for name in RANKED:
+            conn.execute(f"DELETE FROM main.{name} WHERE rank = ?", (rank,))
+        problem.append(f"{f}: corrupt SQLite file ({exc})")
+        return False
+    return True
 
 
 def _authorize(action: int, *_: object) -> int:
     return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
 
 
-def _refusal(sql: str, exc: sqlite3.DatabaseError) -> Exception:
+def _refusal(sql: str, exc: sqlite3.DatabaseError, path: Path) -> Exception:
     text = str(exc)
     if any(k in text for k in ("not authorized", "readonly", "query_only", "cannot modify")):
         return QueryRefused(f"query refused: only reading is allowed (no writes, ATTACH, pragmas or schema "
                             f"changes): {sql.strip()[:80]!r}")
+    if _is_corrupt(exc):
+        return NotARunError(f"{path}: a rank file is corrupt ({text})")
+    if text.startswith(("no such table", "no such column")):
+        return QueryRefused(f"query failed: {text}; tables: {', '.join(RANKED)} "
+                            f"(columns and units: stethoscope query {path} --schema)")
     return QueryRefused(f"query failed: {text}")

@@ -115,3 +115,40 @@ PRAGMAS = (
     "PRAGMA synchronous=NORMAL",
     "PRAGMA busy_timeout=5000",
 )
+
+# What `stethoscope query RUN --schema` prints: every table a query can read, its columns and units.
+SCHEMA_DOC: dict[str, dict[str, str]] = {
+    "metrics": {"rank": "rank of the process that recorded it", "step": "training step (the log's own numbering)",
+                "name": "metric key, e.g. train/loss, perf/step_time_s (units: see series)",
+                "value": "the value (NULL means NaN)", "time": "unix seconds when it was recorded (NULL if unknown)"},
+    "findings": {"rank": "", "id": "", "step": "step the finding starts at", "time": "unix seconds",
+                 "type": "finding type (nan, loss_spike, divergence, …)", "severity": "info|warning|error|critical",
+                 "source": "detector", "message": "what happened", "data": "the whole finding as JSON"},
+    "alerts": {"rank": "", "id": "", "step": "", "time": "unix seconds", "severity": "", "source": "rule",
+               "message": "", "data": "JSON"},
+    "events": {"rank": "", "id": "", "step": "", "time": "unix seconds", "kind": "finding type, alert, lifecycle, "
+               "checkpoint, rollback, log_line", "severity": "", "source": "", "message": "", "data": "JSON"},
+    "series": {"rank": "", "id": "", "name": "metric key", "unit": "its unit (s, GiB, tokens/s, fraction, …)"},
+    "points": {"rank": "", "series_id": "series.id", "step": "", "time_ms": "ms since the run's t0 (run table)",
+               "value": "NULL means NaN"},
+    "points_superseded": {"rank": "", "series_id": "", "step": "", "time_ms": "ms since t0", "value": "",
+                          "superseded_ms": "ms since t0 when a new value replaced it (a resume, a rollback)"},
+    "batches": {"rank": "", "step": "", "ids": "JSON list of the sample ids in that step's batch"},
+    "checkpoints": {"rank": "", "step": "", "path": "", "bytes": "size in bytes", "digest": "content hash",
+                    "status": "'ok' unless verification failed", "metrics": "JSON"},
+    "trace": {"rank": "", "step": "", "module": "", "stage": "", "duration": "", "memory": ""},
+    "stacks": {"rank": "", "snapshot": "", "time": "unix seconds", "thread": "", "depth": "", "function": "",
+               "file": "", "line": ""},
+    "run": {"rank": "", "key": "run metadata key (config, argv, git, host, start_time, t0 …)",
+            "value": "text or JSON"},
+}
+
+
+def schema_rows() -> list[tuple[str, str, str]]:
+    """(table, column, unit or meaning) for every column a query can read, in the views' order."""
+    rows = []
+    for table, cols in RANKED.items():
+        doc = SCHEMA_DOC.get(table, {})
+        for col in ("rank", *(c.strip() for c in cols.split(","))):
+            rows.append((table, col, doc.get(col, "") or ("rank of the process" if col == "rank" else "")))
+    return rows

@@ -25,21 +25,23 @@ def _meta_value(meta: dict[str, str], key: str) -> Any:
 
 
 def summarize(reader: RunReader) -> dict[str, Any]:
-    """Steps, losses, throughput, memory, findings and timing of a run (rank 0 for the curves)."""
+    """Last step and logged steps, losses, throughput, memory, findings and timing of a run (rank 0 for the curves)."""
     meta = reader.meta()
     rank = reader.ranks[0]
     one = "SELECT {agg} FROM metrics WHERE rank = ? AND name = ?"
     last_loss = _scalar(reader, "SELECT value FROM metrics WHERE rank = ? AND name = ? ORDER BY step DESC LIMIT 1",
                         (rank, R.LOSS))
     findings = dict(reader.query("SELECT severity, COUNT(*) FROM findings GROUP BY severity")[1])
-    start, end = _meta_value(meta, "start_time"), _meta_value(meta, "end_time")
+    start, end = _number(_meta_value(meta, "start_time")), _number(_meta_value(meta, "end_time"))
     last_time = _scalar(reader, "SELECT MAX(time) FROM metrics WHERE rank = ?", (rank,))
+    logged = (_scalar(reader, "SELECT COUNT(DISTINCT step) FROM metrics WHERE rank = ? AND name = ?", (rank, R.LOSS))
+              or _scalar(reader, "SELECT COUNT(DISTINCT step) FROM metrics WHERE rank = ?", (rank,)))
     return {
         "run": str(reader.path),
         "status": _meta_value(meta, "status"),
         "ranks": len(reader.ranks),
-        "steps": _scalar(reader, "SELECT COUNT(DISTINCT step) FROM metrics WHERE rank = ? AND name = ?", (rank, R.LOSS))
-        or _scalar(reader, "SELECT COUNT(DISTINCT step) FROM metrics WHERE rank = ?", (rank,)),
+        "steps": logged,  # kept for scripts written before logged_steps; the same number
+        "logged_steps": logged,  # steps with a record (a run logging every 10th step of 2,000 has 200)
         "last_step": _scalar(reader, "SELECT MAX(step) FROM metrics WHERE rank = ?", (rank,)),
         "last_loss": last_loss,
         "min_loss": _scalar(reader, one.format(agg="MIN(value)"), (rank, R.LOSS)),
@@ -53,6 +55,13 @@ def summarize(reader: RunReader) -> dict[str, Any]:
         "start_time": start,
         "duration_s": (end or last_time) - start if start and (end or last_time) else None,
     }
+
+
+def _number(value: Any) -> float | None:
+    """A meta value that should be a number, or None when the store holds something else."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+        return float(value)
+    return None
 
 
 def _median(reader: RunReader, rank: int, name: str) -> float | None:
