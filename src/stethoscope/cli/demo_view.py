@@ -2,31 +2,74 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 from stethoscope.cli import render
 from stethoscope.cli.findings_view import print_findings
-from stethoscope.cli.listing import with_counts, live_findings, summary_table
+from stethoscope.cli.listing import run_findings, summary_table, with_counts
 from stethoscope.errors import UsageError
+from stethoscope.store.db import holds_run, remove_run
 
 
-def run_demo(steps: int, out: str | None, inject: str | None, seed: int) -> Path:
+def run_demo(steps: int, out: str | None, inject: str | None, seed: int, force: bool = False) -> Path:
+    from stethoscope.demo.run import DemoConfig, default_out
+
+    cfg = DemoConfig(steps=steps, inject=inject, seed=seed)  # a bad --steps/--inject is refused before anything
+    _need_torch()
+    run_dir = Path(out) if out else default_out()
+    if holds_run(run_dir):
+        if not force:
+            raise UsageError(f"{run_dir}: already holds a run; give another --out, or --force to replace it")
+        remove_run(run_dir)
+    return _train_and_show(cfg, run_dir)
+
+
+def _need_torch() -> None:
     try:
         import torch  # noqa: F401
     except ImportError:
-        raise UsageError("the demo trains a small model and needs torch: pip install 'stethoscope[torch]'") from None
-    from stethoscope.demo.run import DemoConfig, default_out, train
+        raise UsageError(f"the demo trains a small model and needs torch: {torch_hint()}") from None
+
+
+def torch_hint() -> str:
+    """How to install torch for the way stethoscope itself was installed (from a clone: editable)."""
+    import json
+    from importlib import metadata
+
+    try:
+        direct = metadata.distribution("stethoscope").read_text("direct_url.json")
+        url = json.loads(direct or "{}")
+    except (metadata.PackageNotFoundError, ValueError):
+        url = {}
+    if url.get("dir_info", {}).get("editable"):
+        where = url.get("url", "").removeprefix("file://")
+        return f"cd {where} && pip install -e '.[torch]'" if where else "pip install -e '.[torch]'"
+    if url.get("url", "").startswith("file://"):
+        return f"pip install '{url['url'].removeprefix('file://')}[torch]'"
+    return "pip install 'stethoscope[torch]'"
+
+
+def _train_and_show(cfg: Any, run_dir: Path) -> Path:
+    from stethoscope.demo.run import train
     from stethoscope.store.query import open_run
     from stethoscope.store.summary import summarize
 
-    cfg = DemoConfig(steps=steps, inject=inject, seed=seed)
-    run_dir = Path(out) if out else default_out()
+    steps, inject = cfg.steps, cfg.inject
     con = render.console()
-    con.print(f"[bold]stethoscope demo[/]: tiny GPT ({cfg.n_layer} layers, d={cfg.n_embd}) on CPU, "
-              f"{steps} steps → {run_dir}" + (f", injecting {inject}" if inject else ""))
+    con.print(Text(f"stethoscope demo: tiny GPT ({cfg.n_layer} layers, d={cfg.n_embd}) on CPU, "
+                   f"{steps} steps → {run_dir}" + (f", injecting {inject}" if inject else "")))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"), TimeRemainingColumn())
     with Progress(*columns, console=con, transient=False) as progress:
@@ -46,11 +89,20 @@ def run_demo(steps: int, out: str | None, inject: str | None, seed: int) -> Path
         train(run_dir, cfg, on_step)
         progress.update(task, completed=steps)
     with open_run(run_dir) as reader:
-        findings = live_findings(reader)
+        findings = run_findings(reader)
         con.print(summary_table(with_counts(summarize(reader), findings)))
     if findings:
-        con.print("[bold]what stethoscope noticed while it trained:[/]")
-        print_findings(con, findings[:10])
-    con.print(f"run stored in [bold]{run_dir}[/]  — try: stethoscope query {run_dir} "
-              "\"SELECT name, COUNT(*), MIN(value), MAX(value) FROM metrics GROUP BY name\"")
+        con.print("[bold]what stethoscope noticed:[/]")
+        print_findings(con, findings, min_severity="warning", limit=10)
+    print_next(run_dir)
     return run_dir
+
+
+def print_next(run_dir: Path) -> None:
+    """The commands a user wants next, one per line, never wrapped mid-command (plain echo, no rich)."""
+    q = shlex.quote(str(run_dir))
+    click.echo(f"\nrun stored in {run_dir}. Next:")
+    for cmd in (f"stethoscope diagnose {q}", f"stethoscope report {q} -o report.html", f"stethoscope show {q}",
+                f"stethoscope query {q} --schema",
+                f"stethoscope query {q} \"SELECT name, COUNT(*), MIN(value), MAX(value) FROM metrics GROUP BY name\""):
+        click.echo(f"  {cmd}")

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from rich.text import Text
 
 from stethoscope.cli import render
 from stethoscope.cli.findings_view import fails, print_findings
 from stethoscope.errors import InputError, UsageError
 from stethoscope.importers.base import ImportedRun
+from stethoscope.records import severity_rank
 
 if TYPE_CHECKING:
     from stethoscope.detect.config import DetectConfig
@@ -71,14 +73,23 @@ def _detect_table(path: Path) -> dict[str, Any]:
 
 
 def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: int | None,
-                   config: DetectConfig | None = None) -> int:
+                   config: DetectConfig | None = None, min_severity: str | None = None) -> int:
+    """Diagnose every input; one that cannot be read is named on stderr (exit 2) and the others still
+    printed. Returns the exit status."""
     from stethoscope.diagnose.engine import diagnose_run
     from stethoscope.diagnose.sources import RUN_FORMAT, load
 
-    results = []
+    results, failed = [], []
     for path in paths:
-        with _status(path, "reading"):
-            runs = _with_steps(load(path, rank), RUN_FORMAT)
+        try:
+            with _status(path, "reading"):
+                runs = _with_steps(load(path, rank), RUN_FORMAT)
+        except UsageError as exc:
+            if len(paths) == 1:
+                raise
+            failed.append(str(exc))
+            click.echo(f"stethoscope: error: {exc}", err=True)
+            continue
         for run in runs:
             _warn(run)
             with _status(path, "diagnosing"):
@@ -86,15 +97,34 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
             if run.format == RUN_FORMAT or run.meta.get("source_format"):
                 _attach_batches(path, rank, results[-1].findings)
     if as_json:
-        dicts = [d.to_dict() for d in results]
-        click.echo(render.to_json(dicts[0] if len(dicts) == 1 else dicts))
+        dicts = [_json(d, min_severity) for d in results]
+        click.echo(render.to_json(dicts[0] if len(dicts) == 1 and len(paths) == 1 else dicts))
     else:
         con = render.console()
         for d in results:
-            con.print(f"[bold]{d.path}[/]  ({d.format}, {d.steps:,} steps)  "
-                      f"curve: [bold]{_classification_text(d.classification)}[/]")
-            print_findings(con, d.findings)
+            con.print(_header(d))
+            print_findings(con, d.findings, min_severity=min_severity or "warning")
+    if failed:
+        return 2
     return 1 if any(fails(d.findings, fail_on) for d in results) else 0
+
+
+def _json(d: Any, min_severity: str | None) -> dict[str, Any]:
+    out = d.to_dict()
+    if min_severity is not None:
+        floor = severity_rank(min_severity)
+        out["findings"] = [f for f in out["findings"] if severity_rank(f["severity"]) >= floor]
+    return out
+
+
+def _header(d: Any) -> Text:
+    """`PATH  (format, last step N, M steps logged)  curve: …`, the path as plain text (never markup)."""
+    head = Text()
+    head.append(d.path, style="bold")
+    last = f"last step {d.last_step:,}, " if getattr(d, "last_step", None) is not None else ""
+    head.append(f"  ({d.format}, {last}{d.steps:,} steps logged)  curve: ")
+    head.append(_classification_text(d.classification), style="bold")
+    return head
 
 
 def _with_steps(runs: list[ImportedRun], own_format: str) -> list[ImportedRun]:
@@ -140,18 +170,34 @@ def explain_source(source: str, as_json: bool, fail_on: str) -> int:
     else:
         from stethoscope.importers.source import read_text
 
-        text, name = read_text(Path(source)), source  # a .gz log is decompressed
+        path = Path(source)
+        if not path.is_file():
+            raise InputError(path, "no such file" if not path.exists() else "a directory; give the log file")
+        text, name = read_text(path), source  # a .gz log is decompressed
+    _check_text(text, name)
     findings = explain_text(text, name)
     if as_json:
         click.echo(render.to_json({"path": name, "findings": [f.to_dict() for f in findings]}))
     else:
         con = render.console()
-        con.print(f"[bold]{name}[/]")
+        con.print(Text(name, style="bold"))
         if findings:
             print_findings(con, findings)
         else:
             con.print("  no known failure signature found (the text has no traceback or error we recognise)")
     return 1 if fails(findings, fail_on) else 0
+
+
+def _check_text(text: str, name: str) -> None:
+    """An empty or binary input is said to be one, not 'no known failure signature'."""
+    if not text.strip():
+        raise InputError(name, "empty: no text to explain (give the log of the failed run, or pipe it: … 2>&1 | "
+                               "stethoscope explain -)")
+    sample = text[:65536]
+    odd = sum(ch == "\x00" or ch == "\ufffd" or (ch < " " and ch not in "\t\n\r\x1b\x0c") for ch in sample)
+    if odd > max(8, len(sample) // 20):
+        raise InputError(name, f"binary data, not a text log ({odd} of the first {len(sample):,} characters are not "
+                               "text); explain reads crash logs and tracebacks")
 
 
 def import_source(source: str, into: str, as_json: bool) -> None:
@@ -164,8 +210,8 @@ def import_source(source: str, into: str, as_json: bool) -> None:
         return
     con = render.console()
     for target, run in done:
-        con.print(f"imported [bold]{run.path}[/] ({run.format}): {run.n_points:,} points over {run.steps:,} "
-                  f"steps → [bold]{target}[/]")
+        con.print(Text(f"imported {run.path} ({run.format}): {run.n_points:,} points over {run.steps:,} "
+                       f"logged steps → {target}"))
         for w in run.warnings[:10]:
             con.print(f"  warning: {w}", markup=False)
 

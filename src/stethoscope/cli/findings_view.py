@@ -43,11 +43,45 @@ def _short(v: Any, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def print_findings(con: Console, findings: Sequence[Finding], indent: str = "  ") -> None:
+def shown(findings: Sequence[Finding], min_severity: str) -> list[Finding]:
+    """The findings at or above `min_severity`."""
+    floor = severity_rank(min_severity)
+    return [f for f in findings if severity_rank(f.severity) >= floor or f.evidence.get("verdict")]
+
+
+def hidden_summary(hidden: Sequence[Finding]) -> str:
+    """One line for the findings below --min-severity: 'info: 11 loss spikes (all recovered within 20 steps),
+    1 eval sparse — details: --min-severity info'."""
+    by_type: dict[str, list[Finding]] = {}
+    for f in hidden:
+        by_type.setdefault(f.type, []).append(f)
+    parts = []
+    for kind, group in sorted(by_type.items(), key=lambda kv: -len(kv[1])):
+        plural = "s" if len(group) > 1 and kind.endswith(("spike", "stall", "drop")) else ""
+        text = f"{len(group)} {kind.replace('_', ' ')}{plural}"
+        back = [f.evidence.get("recovered_step", f.end_step) - f.step for f in group
+                if f.evidence.get("recovered") in (True, "fully") and f.step is not None
+                and isinstance(f.evidence.get("recovered_step", f.end_step), int)]
+        if back and len(back) == len(group):
+            text += f" ({'all ' if len(group) > 1 else ''}recovered within {max(back)} steps)"
+        parts.append(text)
+    severities = sorted({f.severity for f in hidden}, key=severity_rank)
+    return f"{'/'.join(severities)}: {', '.join(parts)} — details: --min-severity {severities[0]}"
+
+
+def print_findings(con: Console, findings: Sequence[Finding], indent: str = "  ", min_severity: str = "info",
+                   limit: int | None = None) -> None:
+    """Findings at or above `min_severity` in full (at most `limit`), the rest as one summary line."""
     if not findings:
         con.print(f"{indent}[green]no problems found[/]")
         return
-    for f in findings:
+    visible = shown(findings, min_severity)
+    hidden = [f for f in findings if all(f is not v for v in visible)]
+    more = visible[limit:] if limit is not None else []
+    visible = visible[:limit] if limit is not None else visible
+    if not visible:
+        con.print(Text(f"{indent}nothing at {min_severity} or above", style="green"))
+    for f in visible:
         head = Text(indent)
         head.append(f" {f.severity.upper()} ", style=STYLE.get(f.severity, ""))
         head.append(f" {f.type}{_steps(f)}: ", style="bold")
@@ -59,3 +93,7 @@ def print_findings(con: Console, findings: Sequence[Finding], indent: str = "  "
             con.print(f"{indent}    {'cause' if i == 0 else '     '}: {cause}", highlight=False, markup=False)
         for i, fix in enumerate(f.fixes[:4]):
             con.print(f"{indent}    {'fix' if i == 0 else '   '}  : {fix}", highlight=False, markup=False)
+    if more:
+        con.print(Text(f"{indent}+ {len(more)} more at {min_severity} or above (--json lists every finding)"))
+    if hidden:
+        con.print(Text(f"{indent}+ {hidden_summary(hidden)}", style="dim"))

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
 from stethoscope.cli import render
+from stethoscope.cli.findings_view import print_findings, shown
 from stethoscope.config import env_runs_dir
-from stethoscope.errors import NotARunError, UsageError
-from stethoscope.cli.findings_view import print_findings
+from stethoscope.errors import StethoscopeError, UsageError
 from stethoscope.records import SEVERITIES, Finding
 from stethoscope.store.query import RunReader, is_run, open_run
 from stethoscope.store.summary import summarize
@@ -36,53 +35,68 @@ def list_runs(directory: str | None, as_json: bool) -> None:
     root = Path(directory or env_runs_dir())
     if not root.is_dir():
         raise UsageError(f"{root}: no such directory (give the folder that holds your runs)")
-    summaries = []
-    for run in find_runs(root):
-        try:
-            with open_run(run) as reader:
-                summaries.append(with_counts(summarize(reader), live_findings(reader)))
-        except NotARunError as exc:
-            summaries.append({"run": str(run), "status": f"unreadable: {exc}"})
+    found = find_runs(root)
+    if not found:
+        raise UsageError(f"{root}: no runs here (a run is a folder with rank-*.sqlite files, looked 3 levels down; "
+                         "make one with `stethoscope demo` or `stethoscope import LOG --into DIR`)")
+    summaries = [_listed(run) for run in found]
     if as_json:
         click.echo(render.to_json(summaries))
         return
-    cols = ("run", "status", "ranks", "steps", "last loss", "tokens/s", "findings", "started", "duration")
-    rows = [(s["run"], s.get("status"), s.get("ranks"), s.get("steps"), s.get("last_loss"), s.get("tokens_per_s"),
-             _findings_text(s.get("findings")), render.fmt_time(s.get("start_time")),
+    cols = ("run", "status", "ranks", "last step", "steps logged", "last loss", "tokens/s", "findings", "started",
+            "duration")
+    rows = [(s["run"], s.get("status"), s.get("ranks"), s.get("last_step"), s.get("logged_steps"), s.get("last_loss"),
+             s.get("tokens_per_s"), _findings_text(s.get("findings")), render.fmt_time(s.get("start_time")),
              render.fmt_duration(s.get("duration_s"))) for s in summaries]
     render.console().print(render.rows_table(cols, rows, title=f"runs under {root}"))
 
 
-def show_run(run: str, as_json: bool) -> None:
+def _listed(run: Path) -> dict[str, Any]:
+    """One run's summary; a run that cannot be read is listed and marked, never aborts the listing."""
+    try:
+        with open_run(run) as reader:
+            reader.verify()
+            summary = with_counts(summarize(reader), run_findings(reader))
+            return _with_skipped(summary, reader)
+    except StethoscopeError as exc:
+        return {"run": str(run), "status": f"unreadable: {exc}"}
+
+
+def show_run(run: str, as_json: bool, min_severity: str | None = None) -> None:
     with open_run(run) as reader:
-        findings = live_findings(reader)
-        summary = with_counts(summarize(reader), findings)
+        reader.verify()
+        findings = run_findings(reader)
+        summary = _with_skipped(with_counts(summarize(reader), findings), reader)
+    for skipped in summary.get("skipped_ranks", []):
+        click.echo(f"stethoscope: warning: skipped {skipped}", err=True)
     if as_json:
-        click.echo(render.to_json({**summary, "findings_list": [f.to_dict() for f in findings]}))
+        floor = shown(findings, min_severity) if min_severity else findings
+        click.echo(render.to_json({**summary, "findings_list": [f.to_dict() for f in floor]}))
         return
     con = render.console()
     con.print(summary_table(summary))
     if findings:
-        con.print("[bold]findings recorded live[/] (most severe first)")
-        print_findings(con, findings[:20])
+        con.print("[bold]findings[/] (most severe first; the same as `stethoscope diagnose` of this run)")
+        print_findings(con, findings, min_severity=min_severity or "warning", limit=20)
 
 
-def live_findings(reader: RunReader) -> list[Finding]:
-    """The findings the live detectors recorded, follow-ups merged, most severe first."""
+def run_findings(reader: RunReader) -> list[Finding]:
+    """What `stethoscope diagnose` says about this run (the same call: one findings pipeline, one set of
+    run-level verdicts), with the stored batch ids attached."""
     from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
-    from stethoscope.diagnose.knowledge import advise
-    from stethoscope.findings.pipeline import finalise, ranked
+    from stethoscope.diagnose.engine import diagnose_run
+    from stethoscope.diagnose.sources import from_store
 
-    _, rows = reader.query("SELECT data FROM findings WHERE data IS NOT NULL ORDER BY id")
-    found = []
-    for (data,) in rows:
-        try:
-            found.append(Finding.from_dict(json.loads(data)))
-        except (ValueError, TypeError, KeyError):
-            continue  # an event that is not a finding (written by a later version, say)
-    findings = finalise(found)  # the same pipeline as `diagnose`
-    attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0]))  # before advice: it names a bad batch
-    return ranked([advise(f) for f in findings])
+    findings = diagnose_run(from_store(reader)).findings
+    attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0]))
+    return findings
+
+
+def _with_skipped(summary: dict[str, Any], reader: RunReader) -> dict[str, Any]:
+    if reader.skipped:
+        summary["skipped_ranks"] = list(reader.skipped)
+        summary["status"] = f"{summary.get('status') or '-'} ({len(reader.skipped)} rank file(s) unreadable)"
+    return summary
 
 
 def with_counts(summary: dict[str, Any], findings: list[Finding]) -> dict[str, Any]:
@@ -92,8 +106,9 @@ def with_counts(summary: dict[str, Any], findings: list[Finding]) -> dict[str, A
 
 def summary_table(s: dict[str, Any]) -> Any:
     items = [
-        ("run", s["run"]), ("status", s.get("status") or "-"), ("ranks", s["ranks"]), ("steps", s["steps"]),
-        ("last step", s["last_step"]), ("last loss", s["last_loss"]), ("min loss", s["min_loss"]),
+        ("run", s["run"]), ("status", s.get("status") or "-"), ("ranks", s["ranks"]),
+        ("last step", s["last_step"]), ("steps logged", s["logged_steps"]),
+        ("last loss", s["last_loss"]), ("min loss", s["min_loss"]),
         ("min eval loss", s["min_eval_loss"]), ("tokens/s (median)", s["tokens_per_s"]),
         ("step time s (median)", s["step_time_s"]), ("MFU (median)", s["mfu"]),
         ("peak host RSS GiB", s["peak_rss_gib"]), ("peak CUDA GiB", s["peak_cuda_gib"]),

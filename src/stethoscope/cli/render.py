@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from stethoscope.records import json_safe
 
@@ -43,8 +45,13 @@ def fmt(value: Any) -> str:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
+    """Seconds as 1h02m03s, 4m05s, 12s or 0.25s; '-' when unknown."""
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
         return "-"
+    if seconds < 0:
+        return "-" + fmt_duration(-seconds)
+    if seconds < 10 and seconds != int(seconds):
+        return f"{seconds:.3g}s"
     seconds = int(round(seconds))
     h, rem = divmod(seconds, 3600)
     m, s = divmod(rem, 60)
@@ -52,24 +59,47 @@ def fmt_duration(seconds: float | None) -> str:
 
 
 def fmt_time(unix: float | None) -> str:
-    return "-" if unix is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix))
+    if not isinstance(unix, (int, float)) or not math.isfinite(unix):
+        return "-"
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix))
+    return stamp + (f".{int(unix * 1000) % 1000:03d}" if unix != int(unix) else "")
+
+
+# Columns whose numbers are unix times or durations in seconds, printed as dates / 1h02m03s in tables.
+_TIME_COLUMNS = ("time", "start_time", "end_time", "imported_at", "started")
+_MS_COLUMNS = ("time_ms", "superseded_ms")
+_UNIX_2001 = 1e9  # smaller numbers in a time column are relative (seconds since the run's start)
+
+
+def fmt_cell(column: str, value: Any) -> str:
+    """A value under `column`: unix times as dates, relative times as durations, numbers via fmt."""
+    name = column.lower()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        if name in _TIME_COLUMNS or name.endswith("_time"):
+            return fmt_time(value) if value >= _UNIX_2001 else f"+{fmt_duration(value)}"
+        if name in _MS_COLUMNS:
+            return f"+{fmt_duration(value / 1000.0)}"
+        if name.endswith("duration_s") or name == "duration":
+            return fmt_duration(value)
+    return fmt(value)
 
 
 def rows_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> Table:
-    table = Table(title=title, show_lines=False)
+    """Cells are plain text: a run named `sweep[lr=1e-3]` is printed as it is, never as markup."""
+    table = Table(title=None if title is None else escape(title), show_lines=False)
     for col in columns:
-        table.add_column(str(col))
+        table.add_column(Text(str(col)))
     for row in rows:
-        table.add_row(*(fmt(v) for v in row))
+        table.add_row(*(Text(fmt_cell(str(c), v)) for c, v in zip(columns, row)))
     return table
 
 
 def kv_table(items: Sequence[tuple[str, Any]], title: str | None = None) -> Table:
-    table = Table(title=title, show_header=False)
+    table = Table(title=None if title is None else escape(title), show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
     for key, value in items:
-        table.add_row(key, value if isinstance(value, str) else fmt(value))
+        table.add_row(Text(key), Text(value if isinstance(value, str) else fmt(value)))
     return table
 
 

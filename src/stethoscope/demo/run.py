@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,10 @@ class DemoConfig:
             raise UsageError(f"--steps must be at least 1, got {self.steps}")
         if self.inject is not None and not _INJECT_RE.match(self.inject):
             raise UsageError(f"--inject {self.inject!r}: expected KIND@STEP with KIND one of {', '.join(INJECTIONS)}")
+        at = self.injection()
+        if at is not None and at[1] >= self.steps:
+            raise UsageError(f"--inject {self.inject}: step {at[1]} is outside the run (steps 0-{self.steps - 1}); "
+                             f"inject before step {self.steps} or raise --steps")
 
     def injection(self) -> tuple[str, int] | None:
         if self.inject is None:
@@ -118,4 +121,11 @@ def evaluate(model: Any, data: Any, cfg: DemoConfig) -> float:
 
 
 def default_out(root: str = "runs") -> Path:
-    return Path(root) / time.strftime("demo-%Y%m%d-%H%M%S")
+    """runs/demo, or the first of runs/demo-2, runs/demo-3, … that holds no run yet."""
+    from stethoscope.store.db import holds_run
+
+    base = Path(root) / "demo"
+    n = 1
+    while holds_run(base if n == 1 else base.with_name(f"demo-{n}")):
+        n += 1
+    return base if n == 1 else base.with_name(f"demo-{n}")

@@ -56,16 +56,17 @@ class Diagnosis:
     steps: int
     findings: list[Finding] = field(default_factory=list)
     classification: dict[str, Any] = field(default_factory=dict)
+    last_step: int | None = None  # `steps` counts the logged steps; a run logging every 10th of 2,000 has 200
 
     def to_dict(self) -> dict[str, Any]:
-        """The `--json` shape: path, format, steps, findings (type, severity, step, end_step, message,
+        """The `--json` shape: path, format, steps (logged), last_step, findings (type, severity, step, end_step, message,
         evidence, causes, fixes, symptoms) and classification."""
         findings = []
         for f in self.findings:
             d = f.to_dict()
             findings.append({k: d[k] for k in _FINDING_KEYS})
-        return {"path": self.path, "format": self.format, "steps": self.steps, "findings": findings,
-                "classification": json_safe(self.classification)}
+        return {"path": self.path, "format": self.format, "steps": self.steps, "last_step": self.last_step,
+                "findings": findings, "classification": json_safe(self.classification)}
 
 
 def diagnose_run(imported: ImportedRun, config: DetectConfig | None = None) -> Diagnosis:
@@ -90,8 +91,9 @@ def _diagnose(imported: ImportedRun, config: DetectConfig | None) -> Diagnosis:
     findings = _finalise(findings, context)
     fine = verdicts.healthy(findings, {"loss": table.series(LOSS), "eval": table.series(EVAL_LOSS),
                                        "grad_norm": table.series(GRAD_NORM)})
+    last = int(table.steps.max()) if table.steps.size else None
     return Diagnosis(imported.path, imported.format, table.n_steps, findings + ([fine] if fine else []),
-                     classification)
+                     classification, last)
 
 
 def diagnose_records(records: Iterable[StepRecord], meta: dict[str, Any] | None = None,
