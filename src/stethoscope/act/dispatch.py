@@ -1,4 +1,5 @@
-"""Delivery off the training thread: one daemon thread, a bounded queue, timeouts, bounded retries.
+"""Delivery off the training thread: per channel a daemon thread and a bounded queue; timeouts, bounded
+retries; a channel that hangs delays no other.
 
 `submit` never blocks (a full queue drops and records the drop). Each delivery is tried at most
 `1 + retries` times, `backoff_s` doubling between tries, each try bounded by the channel's timeout.
@@ -36,7 +37,8 @@ class Outcome:
 
 
 class Dispatcher:
-    """Delivers (channel index, alert) pairs on its own thread (started on the first submit)."""
+    """Delivers (channel index, alert) pairs: one lane (a queue and a thread started on first use) per
+    channel, so a channel that hangs delays no other channel's messages."""
 
     def __init__(self, channels: list[Any], retries: int = 2, backoff_s: float = 0.5, max_pending: int = 256) -> None:
         self.channels = channels
@@ -45,27 +47,20 @@ class Dispatcher:
         self.max_pending = max_pending
         self.sent = 0
         self.failed = 0
-        self._queue: deque[tuple[int, Alert]] = deque()
+        self._lanes = [_Lane(self, i) for i in range(len(channels))]
         self._outcomes: deque[Outcome] = deque()
-        self._wake = threading.Event()
         self._stop = threading.Event()
-        self._closing = False
         self._deadline = float("inf")
-        self._busy: Any = None
-        self._thread: threading.Thread | None = None
         self._logged = False
 
     def submit(self, deliveries: list[tuple[int, Alert]]) -> None:
         for ch, alert in deliveries:
-            if self._stop.is_set() or len(self._queue) >= self.max_pending:
+            lane = self._lanes[ch]
+            if self._stop.is_set() or len(lane.queue) >= self.max_pending:
                 why = "the run had closed" if self._stop.is_set() else f"{self.max_pending} alerts were waiting"
                 self._record(ch, alert, False, 0, f"dropped: {why}")
                 continue
-            self._queue.append((ch, alert))
-        if self._queue and self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="stethoscope-alerts", daemon=True)
-            self._thread.start()
-        self._wake.set()
+            lane.put(alert)
 
     def outcomes(self) -> list[Outcome]:
         """Outcomes since the last call (called by one thread: the record writer)."""
@@ -77,39 +72,32 @@ class Dispatcher:
     def close(self, timeout: float) -> None:
         """Deliver what is queued until `timeout` seconds from now; then give up on the rest."""
         self._deadline = time.monotonic() + timeout
-        self._closing = True
-        self._wake.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(max(0.0, self._deadline - time.monotonic() - 0.1))
-            if thread.is_alive():
-                self._stop.set()
-                busy = self._busy
-                if busy is not None and hasattr(busy, "abort"):
-                    busy.abort()
-                thread.join(max(0.0, self._deadline - time.monotonic()))
+        for lane in self._lanes:
+            lane.closing = True
+            lane.wake.set()
+        for lane in self._lanes:
+            if lane.thread is not None:
+                lane.thread.join(max(0.0, self._deadline - time.monotonic() - 0.1))
         self._stop.set()
-        while self._queue:  # never started, or left behind by the deadline
-            ch, alert = self._queue.popleft()
-            self._record(ch, alert, False, 0, f"not delivered: the run closed (delivery timeout {timeout:g} s)")
+        for lane in self._lanes:
+            if lane.thread is not None and lane.thread.is_alive():
+                abort = getattr(self.channels[lane.index], "abort", None)
+                if abort is not None and lane.busy:
+                    abort()  # a request hanging past the deadline is cut short
+        for lane in self._lanes:
+            if lane.thread is not None:
+                lane.thread.join(max(0.0, self._deadline - time.monotonic()))
+        for lane in self._lanes:
+            while lane.queue:  # never started, or left behind by the deadline
+                self._record(lane.index, lane.queue.popleft(), False, 0,
+                             f"not delivered: the run closed (delivery timeout {timeout:g} s)")
 
-    # -- the delivery thread ------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            if not self._queue:
-                if self._closing:
-                    return
-                self._wake.wait(1.0)
-                self._wake.clear()
-                continue
-            ch, alert = self._queue.popleft()
-            self._deliver(ch, alert)
-
-    def _deliver(self, ch: int, alert: Alert) -> None:
+    # -- the delivery threads -----------------------------------------------------------------
+    def _deliver(self, ch: int, alert: Alert, lane: _Lane) -> None:
         channel = self.channels[ch]
         error = "not tried"
         for attempt in range(1, self.retries + 2):
-            self._busy = channel
+            lane.busy = True
             try:
                 channel.send(alert)
                 self._record(ch, alert, True, attempt, None)
@@ -119,7 +107,7 @@ class Dispatcher:
             except Exception as exc:  # noqa: BLE001 - a channel's bug must not end delivery
                 error, retry = f"{type(exc).__name__}: {exc}", False
             finally:
-                self._busy = None
+                lane.busy = False
             delay = self.backoff_s * 2 ** (attempt - 1)
             if not retry or attempt > self.retries or self._stop.is_set() or \
                     time.monotonic() + delay > self._deadline or self._stop.wait(delay):
@@ -141,3 +129,33 @@ class Dispatcher:
                             "recorded: stethoscope alerts RUN)", name, error)
         self._outcomes.append(Outcome(name, str(getattr(channel, "target", name)), alert, ok, attempts, error,
                                       time.time()))
+
+
+class _Lane:
+    """One channel's queue and delivery thread."""
+
+    def __init__(self, owner: Dispatcher, index: int) -> None:
+        self.owner, self.index = owner, index
+        self.queue: deque[Alert] = deque()
+        self.wake = threading.Event()
+        self.closing = False
+        self.busy = False
+        self.thread: threading.Thread | None = None
+
+    def put(self, alert: Alert) -> None:
+        self.queue.append(alert)
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name=f"stethoscope-alerts-{self.index}", daemon=True)
+            self.thread.start()
+        self.wake.set()
+
+    def _run(self) -> None:
+        stop = self.owner._stop
+        while not stop.is_set():
+            if not self.queue:
+                if self.closing:
+                    return
+                self.wake.wait(1.0)
+                self.wake.clear()
+                continue
+            self.owner._deliver(self.index, self.queue.popleft(), self)

@@ -56,6 +56,7 @@ class Monitor:
         self.control = Control()
         self.errors = 0
         self._closed = False
+        self._alerts: Any = None
         auto_rank, auto_world = rank_and_world()
         self.rank = auto_rank if rank is None else rank
         self.world_size = auto_world if world_size is None else world_size
@@ -73,6 +74,7 @@ class Monitor:
         self.steps = 0
 
         detection = self._live_detection()  # before the writer starts: a bad config leaves no thread behind
+        alerts = self._alerts_config(detection)  # a bad alerts file fails here, naming the key
         if store is None:
             self._claim_run_dir(resume)
         store = store if store is not None else RunStore(rank_path(self.run_dir, self.rank))
@@ -81,7 +83,7 @@ class Monitor:
         self._recorder.call("set_meta", self._info)
         self._write_run_json()
         if detection is not None:
-            self._recorder.observers.append(detection)
+            self._recorder.observers.append(self._with_alerts(detection, alerts))
         self._host = HostStats()
         self._gc = GcPauses()
         self._device_memory = device_memory if device_memory is not None else default_device_memory()
@@ -123,6 +125,27 @@ class Monitor:
             log.warning("stethoscope: %s already holds a run (pass resume=True to continue it); recording this "
                         "run in %s", self.run_dir, fresh)
             self.run_dir = fresh
+
+    def _alerts_config(self, detection: Any) -> Any:
+        from stethoscope.act.config import resolve_alerts
+
+        config = resolve_alerts(self.settings.alerts)
+        if config is not None and detection is None:
+            if self.settings.alerts is None:  # $STETHOSCOPE_ALERTS, for a Monitor that detects nothing
+                return None
+            raise ValueError("alerts need the live detectors: with detect=False there is nothing to alert on")
+        return config
+
+    def _with_alerts(self, detection: Any, config: Any) -> Any:
+        """The live detection observer, wrapped so its findings become alerts (on the writer thread)."""
+        if config is None:
+            return detection
+        from stethoscope.act.live import LiveAlerts, knowledge_advice
+
+        store = self._recorder.store
+        self._alerts = LiveAlerts(detection, config, store.write_events, store.write_points, self.rank,
+                                  str(self.run_dir.resolve()), knowledge_advice())
+        return self._alerts
 
     def _on_forward(self, *_: Any) -> None:
         if self._compute_start is None:
@@ -177,6 +200,8 @@ class Monitor:
         self._closed = True
         atexit.unregister(self._atexit)
         try:
+            if self._alerts is not None:
+                self._alerts.run_ended(status)  # the last message of an open incident says how the run ended
             self._flush_pending()
             self._info.update(status=status, end_time=time.time(), steps=self.steps, last_step=self.last_step,
                               dropped_points=self._recorder.queue.dropped, internal_errors=self.internal_errors)

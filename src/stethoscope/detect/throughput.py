@@ -12,9 +12,11 @@ time). A single slow step (an eval, a checkpoint save) stays info.
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.level_shift import find_shift, sign_cusum_onset, z_needed
 from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.records import (
     DATA_WAIT,
@@ -44,6 +46,9 @@ _MIN_SLOWDOWN_S = 1e-4  # nor is a persistent slowdown of less than this per ste
 _PRIOR_RATE, _PRIOR_RECORDS = 0.01, 10.0  # slow records expected before the run shows its own rate
 _ALPHA = 0.01  # chance of a streak this long anywhere in the run, under the run's own slow-record rate
 _MAX_STREAK = 20
+_ONSET_LOOKBACK = 16  # records before a streak searched for its onset
+_EXIT_RECORDS = 8  # in a noisy series, a slowdown ends when the median of this many records is back
+_BLOCK_EVERY = 4  # records between two block tests of a noisy series (`detect.level_shift`)
 _MAX_TRIAL = 64  # a streak is tested against the run's jitter until it is this long (longer streaks have
 # steadier medians: a real level shift passes within a few dozen records)
 # What a slow step can be pinned on, from the record itself; in the order they are named.
@@ -63,6 +68,7 @@ class ThroughputDetector:
         self.config = config or DetectConfig()
         self.window = Window(64)  # the baseline: records that were not slow
         self.raw = Window(_RAW_N)  # every record, slow ones too: the run's own dispersion
+        self.raw_steps: deque[int] = deque(maxlen=_RAW_N)
         self._cache: list[float] | None = None
         self._s: dict[str, Any] = {
             "series": None, "slow": [], "drop": None, "dips": None, "total": 0.0, "records": 0,
@@ -79,6 +85,7 @@ class ThroughputDetector:
         if s["last_step"] is not None and record.step - s["last_step"] > self.config.gap_reset_steps:
             self.window.clear()  # an excerpt that skips ahead: the old level says nothing about the new one
             self.raw.clear()
+            self.raw_steps.clear()
             self._cache = None
             s["slow"] = []
         s["total"] += t
@@ -86,7 +93,10 @@ class ThroughputDetector:
         prev, s["last_step"] = s["last_step"], record.step
         s["why"] = self._why(record.values, prev)
         out = self._in_drop(record.step, t) if s["drop"] is not None else self._check(record.step, t)
+        if s["drop"] is None and s["records"] % _BLOCK_EVERY == 0:
+            out.extend(self._block_check(record.step, t))
         self.raw.push(t)
+        self.raw_steps.append(record.step)
         return out
 
     def _why(self, values: dict[str, float], prev_step: int | None) -> list[str]:
@@ -170,7 +180,7 @@ class ThroughputDetector:
                     if len(slow) >= _MAX_TRIAL:  # that long and still not: it was jitter, after all
                         out.extend(self._streak_over(slow, keep=True))
                     return out
-                s["drop"] = {"start": _onset(slow, level), "level": level, "values": [x[1] for x in slow],
+                s["drop"] = {"start": self._onset(slow, level, step, t), "level": level, "values": [x[1] for x in slow],
                              "last_step": step, "peak": max(x[1] for x in slow), **shift}
                 s["slow"] = []
                 out.append(self._drop_finding(s["drop"]))
@@ -178,6 +188,34 @@ class ThroughputDetector:
         out.extend(self._streak_over(slow, keep=False))
         self._push(t)
         return out
+
+    def _onset(self, slow: list[list[Any]], level: float, step: int, t: float) -> int:
+        """Where the slowdown began: the sign-CUSUM changepoint over the streak and the records before it
+        (a streak may have started late, broken by a fast record of a noisy series), else the streak's
+        first record halfway to its median."""
+        n = len(slow) - 1 + _ONSET_LOOKBACK
+        if len(self.raw_steps) != len(self.raw) or len(self.raw) < n:
+            return _onset(slow, level)
+        values, steps = self.raw.last(n) + [t], list(self.raw_steps)[-n:] + [step]
+        mid = math.sqrt(level * _median([x[1] for x in slow]))
+        return steps[sign_cusum_onset(values, mid)]
+
+    def _block_check(self, step: int, t: float) -> list[Finding]:
+        """The noisy-series path (`detect.level_shift`): the latest block of records sits above the
+        run's earlier levels although no streak of individually slow records formed."""
+        if len(self.raw_steps) != len(self.raw):  # state saved before steps were kept
+            return []
+        values = self.raw.values() + [t]
+        steps = list(self.raw_steps) + [step]
+        shift = find_shift(values, self.config.drop_min_rel, z_needed(max(self._s["records"], 1)))
+        if shift is None:
+            return []
+        s = self._s
+        slow = values[shift.onset:]
+        s["drop"] = {"start": steps[shift.onset], "level": shift.level, "values": slow[-64:], "last_step": step,
+                     "peak": max(slow), "records": len(slow), "spread": shift.spread, "usual_max": shift.usual_max}
+        s["slow"] = []
+        return [self._drop_finding(s["drop"])]
 
     def _streak_over(self, slow: list[list[Any]], keep: bool) -> list[Finding]:
         """A streak of slow records that made no slowdown: its dips are a stall; with `keep`, the rest
@@ -243,7 +281,7 @@ class ThroughputDetector:
             d["last_step"] = step
             d["records"] += 1
             return self._on_dip([step, t, slow_level, self._s.get("why") or []])
-        if t <= d["level"] * (1 + 0.5 * self.config.drop_min_rel):
+        if self._back_to_normal(d, t):
             self._s["drop"] = None
             self._push(t)
             f = self._drop_finding(d)
@@ -264,6 +302,18 @@ class ThroughputDetector:
         if len(d["values"]) < 64:
             d["values"].append(t)
         return []
+
+    def _back_to_normal(self, d: dict[str, Any], t: float) -> bool:
+        """One record back at the old level ends a slowdown of a clean series; in a noisy one (one record in
+        ten since the onset already looked normal), the median of the last `_EXIT_RECORDS` records must."""
+        normal = d["level"] * (1 + 0.5 * self.config.drop_min_rel)
+        if "noisy" not in d:
+            since = [v for v, at in zip(self.raw.values(), self.raw_steps) if at >= d["start"]]
+            d["noisy"] = bool(since) and sum(v <= normal for v in since) >= 0.1 * len(since)
+        recent = d["recent"] = (d.get("recent", []) + [t])[-_EXIT_RECORDS:]
+        if not d["noisy"]:
+            return t <= normal
+        return t <= normal and len(recent) == _EXIT_RECORDS and _median(recent) <= normal
 
     def _on_dip(self, dip: list[Any]) -> list[Finding]:
         s = self._s
@@ -359,12 +409,14 @@ class ThroughputDetector:
         return Finding("periodic_stall", sev, d["first"], msg, evidence=ev, causes=causes, source=self.name)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"window": self.window.state_dict(), "raw": self.raw.state_dict(), "s": self._s}
+        return {"window": self.window.state_dict(), "raw": self.raw.state_dict(), "raw_steps": list(self.raw_steps),
+                "s": self._s}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.window.load_state_dict(state["window"])
         if "raw" in state:
             self.raw.load_state_dict(state["raw"])
+        self.raw_steps = deque(state.get("raw_steps", []), maxlen=_RAW_N)
         self._s = state["s"]
         self._cache = None
 

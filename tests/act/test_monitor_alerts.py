@@ -1,0 +1,81 @@
+"""Alerts inside a live Monitor: dead endpoints cost the run nothing, failures are recorded, secrets are not."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from stethoscope import Monitor
+from stethoscope.act import AlertsConfig, MemoryChannel, RuleConfig, Slack, Webhook
+from stethoscope.store.query import open_run
+from stethoscope.testing import loss_curve
+
+
+def _train(mon: Monitor, steps: int = 300, nan_from: int = 100) -> None:
+    curve = loss_curve(steps, seed=3)
+    for step in range(steps):
+        bad = step >= nan_from
+        mon.step(step, loss=float("nan") if bad else curve[step], grad_norm=float("nan") if bad else 0.5)
+
+
+def _alert_rows(run):
+    with open_run(run) as r:
+        _, rows = r.query("SELECT step, severity, message, data FROM alerts ORDER BY id")
+    return [(step, sev, msg, json.loads(data)) for step, sev, msg, data in rows]
+
+
+def test_hanging_and_failing_endpoints_are_recorded_and_close_waits_at_most_the_timeout(tmp_path, endpoint):
+    hang, broken, ok = endpoint("hang"), endpoint("500"), endpoint()
+    secret_url = ok.url("/services/T0/B0/SLACKSECRET42")
+    cfg = AlertsConfig([Webhook(hang.url()), Webhook(broken.url()), Slack(secret_url)], timeout_s=0.5, retries=1)
+    mon = Monitor(tmp_path, alerts=cfg, flush_interval=0.2, strict=True)
+    _train(mon)
+    time.sleep(0.5)  # the trigger goes out while training would go on
+    t0 = time.monotonic()
+    mon.close()
+    closing = time.monotonic() - t0
+    assert closing < 0.5 + 0.6, closing  # the delivery timeout, plus the writer's last flush
+    rows = _alert_rows(tmp_path)
+    status = {(d["target"], d["alert"]["kind"]): d["status"] for _, _, _, d in rows}
+    assert status[(Webhook(hang.url()).target, "trigger")] == "failed"
+    assert status[(Webhook(broken.url()).target, "trigger")] == "failed"
+    assert status[("http://127.0.0.1:%d/..." % ok.server.server_address[1], "trigger")] == "sent"
+    assert status[("http://127.0.0.1:%d/..." % ok.server.server_address[1], "stop")] == "sent"
+    failed = [d for _, _, _, d in rows if d["status"] == "failed"]
+    assert any("HTTP 500" in d["error"] for d in failed) and any("no answer within 0.5 s" in d["error"] or
+                                                                  "not delivered" in d["error"] for d in failed)
+    assert all(sev == "critical" for _, sev, _, _ in rows) and {step for step, _, _, _ in rows} == {100}
+    with open_run(tmp_path) as r:
+        _, [(failures,)] = r.query("SELECT MAX(value) FROM metrics WHERE name = 'stethoscope/alerts_failed'")
+    assert failures >= 2
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert b"SLACKSECRET42" not in stored  # the Slack URL is the secret: never in the run
+
+
+def test_a_channel_that_raises_anything_never_reaches_training(tmp_path, caplog):
+    class Broken:
+        name, target = "broken", "nowhere"
+
+        def send(self, alert):
+            raise RuntimeError("bug in a user's channel")
+
+    mem = MemoryChannel()
+    caplog.set_level(logging.WARNING)
+    with Monitor(tmp_path, alerts=AlertsConfig([Broken(), mem], timeout_s=1.0), strict=True) as mon:
+        _train(mon, steps=150)
+    assert [a.kind for a in mem.sent] == ["trigger", "stop"]
+    rows = _alert_rows(tmp_path)
+    assert [d["status"] for _, _, _, d in rows if d["channel"] == "broken"] == ["failed", "failed"]
+    assert "bug in a user's channel" in rows[0][3]["error"]
+
+
+def test_a_run_that_recovers_gets_one_trigger_and_one_resolve(tmp_path):
+    mem = MemoryChannel()
+    cfg = AlertsConfig([mem], RuleConfig(cooldown_s=0))
+    curve = loss_curve(400, seed=3)
+    with Monitor(tmp_path, alerts=cfg, strict=True) as mon:
+        for step in range(400):
+            mon.step(step, loss=float("nan") if 100 <= step < 110 else curve[step], grad_norm=0.5)
+    assert [(a.kind, a.step) for a in mem.sent] == [("trigger", 100), ("resolve", 100)]
+    assert mem.sent[1].note == "resolved at step 109"
