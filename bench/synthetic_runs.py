@@ -37,7 +37,8 @@ fact, then placed at the first log row that shows them in each writer's own step
   loss scale; else at the first iteration at the floor, where the loss stops improving.
 * `gc_stalls` (a 40 ms pause every 20-50 iterations from F) and `slow_storage` (every step 2-3x slower
   from F): `throughput_drop` at F. Step times are real wall-clock times on a shared machine, so
-  throughput is scored only in these two scenarios, and only from F on (unscored elsewhere).
+  throughput is scored only in these two scenarios, and only from F on (unscored elsewhere), until the
+  machine itself slows down by 30% or more against the fault's own level (`_machine_slowdown`).
 * `healthy`, `healthy_fp16` (fp16 with the odd overflow-skipped step): `healthy`.
 
 A label whose event the writer cannot show is dropped and its type unscored in that case: a one-batch
@@ -183,6 +184,33 @@ def _grad_exploded(s: RunSpec, t: Trace, v: Variant) -> bool:
     return any(math.isfinite(t.grad_norm[i]) and t.grad_norm[i] >= 10 * ref for i in logged if i >= s.fault_at)
 
 
+def _machine_slowdown(s: RunSpec, t: Trace) -> int | None:
+    """The first iteration 50 or more after the fault from which the machine itself ran >= 30% slower
+    for 50 iterations than in the 50 iterations after the fault (the fault's own level: a sleep also slows
+    the steps after it, cold caches and clocks, so the level is measured, not assumed). For GC stalls
+    without the stalled iteration and the 3 after it. Such a slowdown is real and in the log, but nobody
+    labelled it: throughput findings from there on are unscored."""
+    f = s.fault_at
+    period = int(s.strength)
+    own = [x for i, x in enumerate(t.step_time)
+           if s.scenario != "gc_stalls" or i < f or (i - f) % period > 3]
+    expected = statistics.median(own[f: f + 50])
+    for i in range(f + 50, len(own) - 49):
+        if statistics.median(own[i: i + 50]) >= 1.3 * expected:
+            return _iteration_of(s, i)
+    return None
+
+
+def _iteration_of(s: RunSpec, kept_index: int) -> int:
+    """The iteration of the `kept_index`-th step kept by `_machine_slowdown` (GC stalls drop some)."""
+    if s.scenario != "gc_stalls" or kept_index < s.fault_at:
+        return kept_index
+    period = int(s.strength)
+    kept = kept_index - s.fault_at  # steps kept after the fault: period - 4 per period
+    cycles, rest = divmod(kept, period - 4)
+    return s.fault_at + cycles * period + 4 + rest
+
+
 def _still_learning(t: Trace, it: int) -> bool:
     """Was the loss still coming down before `it` (>= 3% between the medians of iterations it-300..it-250
     and it-50..it)? Only then does a stop at `it` show in a loss curve with nothing else logged."""
@@ -201,6 +229,10 @@ def labels_for(s: RunSpec, t: Trace, v: Variant) -> tuple[list[dict[str, Any]], 
     out, spans = [], []
     if s.scenario in ("gc_stalls", "slow_storage"):  # before the fault: a shared machine's own jitter
         spans.append({"type": "throughput_drop", "from": 0, "to": s.fault_at + v.offset - 1})
+        shift = _machine_slowdown(s, t)
+        if shift is not None:  # after it, the machine's own slowdown: real, but not what was injected
+            spans.append({"type": "throughput_drop", "from": shift - 50 + v.offset,
+                          "to": len(t.loss) + v.offset})
     for kind, it in evs:
         if kind == "plateau" and s.scenario == "loss_scale_collapse" and v.has_loss_scale:
             it = s.fault_at  # the collapse shows from its first halving where the scale is logged
