@@ -44,6 +44,24 @@ def test_a_recovered_follow_up_resolves_on_the_channels_that_were_paged():
     assert rules.run_ended("completed", 900, clock()) == []
 
 
+def test_an_alert_resolves_when_every_finding_in_it_is_over_and_a_passing_blip_resolves_too():
+    rules, clock = _rules(), FakeClock()
+    drop = Finding("throughput_drop", "warning", 20, "slower", source="throughput")
+    again = Finding("throughput_drop", "warning", 90, "slower again", source="throughput")
+    assert len(rules.on_findings([drop], clock())) == 1 and rules.on_findings([again], clock()) == []
+    blip = Finding("throughput_drop", "info", 20, "slower; back to normal", end_step=24, source="throughput",
+                   evidence={"transient": True})
+    assert rules.on_findings([blip], clock()) == []  # the one from step 90 is still on
+    over = Finding("throughput_drop", "warning", 90, "slower again", end_step=140, source="throughput",
+                   evidence={"recovered": True})
+    [(_, alert)] = rules.on_findings([over], clock())
+    assert alert.kind == "resolve" and alert.note == "resolved at step 140"
+    rules.on_findings([Finding("periodic_stall", "warning", 5, "stall", source="throughput")], clock())
+    [(_, alert)] = rules.on_findings([Finding("periodic_stall", "info", 5, "x", end_step=9, source="throughput",
+                                              evidence={"transient": True})], clock())
+    assert alert.note == "over by step 9: it passed (transient)"
+
+
 def test_a_channel_only_hears_of_what_reaches_its_severity_and_escalation_adds_it():
     rules, clock = _rules("warning", "error"), FakeClock()
     spike = Finding("loss_spike", "warning", 300, "loss spike", source="spike")

@@ -7,8 +7,8 @@
 * cooldown: a new incident of a type paged less than `cooldown_s` ago is counted, not paged;
 * escalation: an incident whose severity rises, or that is still open `escalate_after_s` after it
   was paged, is sent again one level up (never past critical);
-* a finding that says it recovered resolves its alert, and the run's end sends `stop` for what is
-  still open; both go only to the channels that were paged about it.
+* an alert resolves when every finding in it is over (it recovered, or turned out a passing blip),
+  and the run's end sends `stop` for what is still open; both go only to the channels paged about it.
 
 State is `state_dict()`-able so a resumed run does not page again for the incident it already paged.
 """
@@ -66,6 +66,7 @@ class _Open:
     paged_at: float
     lead: str = ""
     keys: list[str] = field(default_factory=list)
+    active: list[str] = field(default_factory=list)  # member findings not over yet
     notified: list[int] = field(default_factory=list)
     finding: dict[str, Any] | None = None
 
@@ -122,8 +123,11 @@ class AlertRules:
         if f.evidence.get("withdrawn"):  # claimed by a root: the root's findings now update this alert
             a = self._by_key(key)
             if a is not None and f.evidence.get("folded_into"):
-                a.lead = str(f.evidence["folded_into"])
-                a.keys.append(a.lead)
+                root = str(f.evidence["folded_into"])
+                a.active = [root if k == key else k for k in a.active]
+                if a.lead == key:
+                    a.lead = root
+                a.keys.append(root)
             return []
         a = self._by_key(key) or self._by_type(f.type)
         if a is not None:
@@ -135,24 +139,32 @@ class AlertRules:
             self.suppressed += 1
             return []
         onset = onset_time(f.step) if onset_time is not None else None
-        a = _Open(key, f.type, f.severity, f.step, onset, now, key, [key], [], f.to_dict())
+        a = _Open(key, f.type, f.severity, f.step, onset, now, key, [key], [key], [], f.to_dict())
         self.last_paged[f.type] = now
         channels = self._channels_for(f.severity)
         a.notified = channels
-        note = f"already over by step {f.end_step}" if _recovered(f) else ""
-        if not _recovered(f):
+        note = f"already over by step {f.end_step}" if _over(f) else ""
+        if not _over(f):
             self.open.append(a)
         return [(ch, self._alert("trigger", a, now, note)) for ch in channels]
 
     def _update(self, a: _Open, f: Finding, key: str, now: float) -> list[Delivery]:
-        if key not in a.keys:
+        if key not in a.keys:  # another finding of the type while this one is open: part of it
             a.keys.append(key)
-        if key == a.lead:  # the finding this alert follows (or the root that claimed it)
+            a.active.append(key)
+        if key == a.lead:
             a.finding = f.to_dict()
-            if _recovered(f):
-                self.open.remove(a)
-                note = f"resolved at step {f.end_step}"
-                return [(ch, self._alert("resolve", a, now, note)) for ch in a.notified] if self.config.resolve else []
+        if _over(f):
+            if key in a.active:
+                a.active.remove(key)
+            if a.active:
+                return []
+            self.open.remove(a)
+            note = f"over by step {f.end_step}: it passed (transient)" if f.evidence.get("transient") else \
+                f"resolved at step {f.end_step}"
+            return [(ch, self._alert("resolve", a, now, note)) for ch in a.notified] if self.config.resolve else []
+        if key not in a.active:
+            a.active.append(key)
         if severity_rank(f.severity) > severity_rank(a.severity):
             return self._escalate(a, f.severity, now, f"now {f.severity}: {f.message}")
         return []
@@ -193,7 +205,10 @@ class AlertRules:
         self.suppressed = int(state.get("suppressed", 0))
 
 
-def _recovered(f: Finding) -> bool:
+def _over(f: Finding) -> bool:
+    """The finding says its incident ended: it recovered, or it was a passing blip after all."""
+    if f.evidence.get("transient") or (f.evidence.get("withdrawn") and not f.evidence.get("folded_into")):
+        return True
     return f.end_step is not None and f.evidence.get("recovered") in (True, "fully")
 
 

@@ -23,17 +23,32 @@ from stethoscope.errors import UsageError
 from stethoscope.store.db import holds_run, remove_run
 
 
-def run_demo(steps: int, out: str | None, inject: str | None, seed: int, force: bool = False) -> Path:
+def run_demo(steps: int, out: str | None, inject: str | None, seed: int, force: bool = False,
+             alerts: str | None = None) -> Path:
     from stethoscope.demo.run import DemoConfig, default_out
 
     cfg = DemoConfig(steps=steps, inject=inject, seed=seed)  # a bad --steps/--inject is refused before anything
+    alerts_config = _load_alerts(alerts)  # so is a bad alerts file (--alerts or $STETHOSCOPE_ALERTS)
     _need_torch()
     run_dir = Path(out) if out else default_out()
     if holds_run(run_dir):
         if not force:
             raise UsageError(f"{run_dir}: already holds a run; give another --out, or --force to replace it")
         remove_run(run_dir)
-    return _train_and_show(cfg, run_dir)
+    return _train_and_show(cfg, run_dir, alerts_config)
+
+
+def _load_alerts(path: str | None) -> Any:
+    from stethoscope.act.config import load_alerts
+    from stethoscope.config import env_alerts_file
+
+    path = path or env_alerts_file()
+    if path is None:
+        return False
+    try:
+        return load_alerts(path)
+    except ValueError as exc:
+        raise UsageError(f"alerts: {exc}") from None
 
 
 def _need_torch() -> None:
@@ -61,7 +76,7 @@ def torch_hint() -> str:
     return "pip install 'stethoscope[torch]'"
 
 
-def _train_and_show(cfg: Any, run_dir: Path) -> Path:
+def _train_and_show(cfg: Any, run_dir: Path, alerts: Any = False) -> Path:
     from stethoscope.demo.run import train
     from stethoscope.store.query import open_run
     from stethoscope.store.summary import summarize
@@ -86,7 +101,7 @@ def _train_and_show(cfg: Any, run_dir: Path) -> Path:
                 progress.update(task, completed=step + 1, loss=f"{loss.item():.3f}", tps=tps)  # host sync: display
                 state["last"] = now
 
-        train(run_dir, cfg, on_step)
+        train(run_dir, cfg, on_step, alerts)
         progress.update(task, completed=steps)
     with open_run(run_dir) as reader:
         findings = run_findings(reader)
@@ -94,6 +109,13 @@ def _train_and_show(cfg: Any, run_dir: Path) -> Path:
     if findings:
         con.print("[bold]what stethoscope noticed:[/]")
         print_findings(con, findings, min_severity="warning", limit=10)
+    if alerts:
+        from stethoscope.cli.alerts_view import alert_rows
+
+        rows = alert_rows(str(run_dir))
+        sent = sum(r["status"] == "sent" for r in rows)
+        click.echo(f"alerts: {sent} delivered, {len(rows) - sent} failed — see: stethoscope alerts "
+                   f"{shlex.quote(str(run_dir))}")
     print_next(run_dir)
     return run_dir
 

@@ -110,11 +110,13 @@ def cli(debug: bool) -> None:
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Run directory [runs/demo; runs/demo-2, -3, … when that holds a run].")
 @click.option("--inject", default=None, metavar="KIND@STEP",
-              help="Inject a fault at a step inside the run: nan@N (all labels masked), spike@N (a garbage batch) "
-                   "or lr@N (LR x50 from N on).")
+              help="Inject a fault at a step inside the run: nan@N (a weight turns NaN: NaN from N on), "
+                   "spike@N (a garbage batch) or lr@N (LR x50 from N on).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the model and the data order.")
 @click.option("--force", is_flag=True, help="Replace the run already in --out (without it, --out must hold no run).")
-def demo(steps: int, out: str | None, inject: str | None, seed: int, force: bool) -> None:
+@click.option("--alerts", type=click.Path(dir_okay=False), default=None, metavar="FILE.toml",
+              help="Send alerts as the run goes (channels in a TOML file; default: $STETHOSCOPE_ALERTS).")
+def demo(steps: int, out: str | None, inject: str | None, seed: int, force: bool, alerts: str | None) -> None:
     """Train a tiny GPT on CPU with stethoscope watching, then show what it noticed.
 
     \b
@@ -122,10 +124,29 @@ def demo(steps: int, out: str | None, inject: str | None, seed: int, force: bool
       stethoscope demo
       stethoscope demo --steps 600 --inject spike@300 --out runs/spike
       stethoscope demo --out runs/demo --force
+      stethoscope demo --steps 500 --inject nan@200 --alerts alerts.toml
     """
     from stethoscope.cli.demo_view import run_demo
 
-    run_demo(steps=steps, out=out, inject=inject, seed=seed, force=force)
+    run_demo(steps=steps, out=out, inject=inject, seed=seed, force=force, alerts=alerts)
+
+
+# -- alerts ------------------------------------------------------------------------------------
+@cli.command(epilog=EXIT_STATUS)
+@click.argument("run", type=click.Path())
+@click.option("--failed", "failed_only", is_flag=True, help="Only the deliveries that failed.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def alerts(run: str, failed_only: bool, as_json: bool) -> None:
+    """What the run's alerts said, to which channel, and which deliveries failed (and why).
+
+    \b
+    Examples:
+      stethoscope alerts runs/demo
+      stethoscope alerts runs/demo --failed --json
+    """
+    from stethoscope.cli.alerts_view import list_alerts
+
+    list_alerts(run, as_json, failed_only)
 
 
 # -- runs / show / query -----------------------------------------------------------------------

@@ -57,8 +57,8 @@ def lr_at(step: int, cfg: DemoConfig) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def train(out: Path, cfg: DemoConfig, progress: Any = None) -> Path:
-    """Train the demo model into the run directory `out`; returns it."""
+def train(out: Path, cfg: DemoConfig, progress: Any = None, alerts: Any = None) -> Path:
+    """Train the demo model into the run directory `out`; returns it. `alerts`: the Monitor's `alerts=`."""
     import torch
 
     from stethoscope.capture.monitor import Monitor
@@ -72,12 +72,14 @@ def train(out: Path, cfg: DemoConfig, progress: Any = None) -> Path:
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.1)
     injection = cfg.injection()
     with Monitor(out, model=model, optimizer=opt, tokens_per_step=cfg.batch_size * cfg.block_size,
-                 config={"demo": vars(cfg), "model": vars(model.config)}, max_grad_norm=1.0) as mon:
+                 config={"demo": vars(cfg), "model": vars(model.config)}, max_grad_norm=1.0, alerts=alerts) as mon:
         for step in range(cfg.steps):
             for group in opt.param_groups:
                 group["lr"] = lr_at(step, cfg) * (50.0 if _after(injection, "lr", step) else 1.0)
             x, y, ids = data.batch(cfg.batch_size)
             x, y = _inject_batch(injection, step, x, y)
+            if injection == ("nan", step):
+                _poison(model)
             _, loss = model(x, y)
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -104,9 +106,16 @@ def _inject_batch(injection: tuple[str, int] | None, step: int, x: Any, y: Any) 
     if kind == "spike":  # a garbage batch: uniformly random tokens the model cannot predict
         g = torch.Generator().manual_seed(step)
         return torch.randint(0, 128, x.shape, generator=g), torch.randint(0, 128, y.shape, generator=g)
-    if kind == "nan":  # every label masked: mean cross-entropy over zero targets is 0/0 = NaN
-        return x, y.fill_(-100)
     return x, y
+
+
+def _poison(model: Any) -> None:
+    """One weight turns NaN, as an unguarded fp16 overflow leaves it: the loss and the gradients are NaN
+    from this step on and the fault stays (the optimizer spreads it), as in a run nobody watches."""
+    import torch
+
+    with torch.no_grad():
+        model.head.weight[0, 0] = float("nan")
 
 
 def evaluate(model: Any, data: Any, cfg: DemoConfig) -> float:
