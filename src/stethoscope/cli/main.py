@@ -122,8 +122,7 @@ def demo(steps: int, out: str | None, inject: str | None, seed: int, force: bool
     \b
     Examples:
       stethoscope demo
-      stethoscope demo --steps 600 --inject spike@300 --out runs/spike
-      stethoscope demo --out runs/demo --force
+      stethoscope demo --steps 600 --inject spike@300 --out runs/spike --force
       stethoscope demo --steps 500 --inject nan@200 --alerts alerts.toml
     """
     from stethoscope.cli.demo_view import run_demo

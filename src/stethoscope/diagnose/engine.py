@@ -24,17 +24,20 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.registry import DetectorSet, merge_findings
 from stethoscope.diagnose import verdicts
 from stethoscope.diagnose.curves import classify_run
-from stethoscope.diagnose.knowledge import advise
+from stethoscope.diagnose.knowledge import advise, reconcile
 from stethoscope.diagnose.table import Table
 from stethoscope.explain import explain_text
 from stethoscope.findings.pipeline import finalise, settle
 from stethoscope.importers.base import Columns, ImportedRun, LogLine
 from stethoscope.importers.table import gc_paused
 from stethoscope.records import (
+    CUDA_ALLOCATED,
+    CUDA_RESERVED,
     EVAL_LOSS,
     GRAD_NORM,
     LOSS,
     LOSS_SCALE,
+    LR,
     STEP_TIME,
     Finding,
     Point,
@@ -133,8 +136,57 @@ def _meta_int(meta: dict[str, Any], keys: tuple[str, ...]) -> int | None:
 
 
 def _context(table: Table, meta: dict[str, Any]) -> dict[str, Any]:
-    return {"fp16": table.has(LOSS_SCALE) or str(meta.get("precision", "")).startswith("16")
-            or bool(meta.get("fp16")), "meta": meta}
+    """What the advice needs to know about the run: precision, device, LR (warm-up end), first steps."""
+    precision = "fp16" if table.has(LOSS_SCALE) else _precision(meta)
+    lr = table.series(LR) if table.has(LR) else None
+    first = table.series(LOSS)[0][:3]
+    return {"fp16": precision == "fp16", "precision": precision, "device": _device(table, meta), "meta": meta,
+            "lr": lr, "warmup_end": _warmup_end(lr), "first_steps": tuple(int(x) for x in first)}
+
+
+_PRECISION_KEYS = ("precision", "mixed_precision", "dtype", "torch_dtype", "fp16", "bf16", "amp_dtype")
+
+
+def _precision(meta: dict[str, Any]) -> str | None:
+    """fp16, bf16 or fp32 when the run's metadata/config says so (Lightning `precision`, HF `bf16: true`, …)."""
+    stack: list[Any] = [meta]
+    while stack:
+        d = stack.pop()
+        if not isinstance(d, dict):
+            continue
+        for k, v in d.items():
+            key = str(k).lower()
+            if isinstance(v, dict):
+                stack.append(v)
+            elif key in ("fp16", "bf16") and v is True:
+                return key
+            elif key in _PRECISION_KEYS and isinstance(v, (str, int)) and not isinstance(v, bool):
+                text = str(v).lower()
+                if "bf16" in text or "bfloat16" in text:
+                    return "bf16"
+                if text.startswith("16") or "fp16" in text or "float16" in text or text == "half":
+                    return "fp16"
+                if text.startswith("32") or text in ("fp32", "float32", "float"):
+                    return "fp32"
+    return None
+
+
+def _device(table: Table, meta: dict[str, Any]) -> str | None:
+    if table.has(CUDA_ALLOCATED) or table.has(CUDA_RESERVED) or meta.get("cuda_available") is True:
+        return "gpu"
+    return "cpu" if meta.get("cuda_available") is False else None
+
+
+def _warmup_end(lr: tuple[np.ndarray, np.ndarray] | None) -> int | None:
+    """The step where a rising LR first reaches its peak; None when the log shows no warm-up."""
+    if lr is None or lr[1].size < 3:
+        return None
+    steps, values = lr
+    finite = np.where(np.isfinite(values), values, -np.inf)
+    peak = float(finite.max())
+    if not peak > 0 or not values[0] < 0.5 * peak:
+        return None
+    return int(steps[int(np.argmax(finite >= 0.99 * peak))])
 
 
 def _replay(records: Iterable[StepRecord], cfg: DetectConfig) -> list[Finding]:
@@ -148,8 +200,10 @@ def _replay(records: Iterable[StepRecord], cfg: DetectConfig) -> list[Finding]:
 
 def _finalise(findings: list[Finding], context: dict[str, Any]) -> list[Finding]:
     ga = bool(context.get("ga_factor"))  # the train loss is inflated x grad-accumulation: no verdict on its level
-    return finalise(findings, advise=lambda f: advise(f, context),
+    done = finalise(findings, advise=lambda f: advise(f, context),
                     keep=lambda f: not (ga and f.type in ("underfitting", "plateau")))
+    reconcile(done)
+    return done
 
 
 def _ga_artifact(table: Table, context: dict[str, Any]) -> list[Finding]:
