@@ -131,3 +131,19 @@ def test_a_hanging_server_times_out_and_close_never_waits_past_its_timeout(endpo
     assert time.monotonic() - t0 < 0.8
     outs = slow.outcomes()
     assert [o.ok for o in outs] == [False, False] and "not delivered" in outs[1].error
+
+
+def test_console_prints_a_panel_and_jsonl_appends_a_line(tmp_path):
+    import io
+    import json
+
+    from stethoscope.act import Console, JsonlFile
+
+    out = io.StringIO()
+    Console(file=out).send(_alert())
+    assert "[CRITICAL] nan at step 200" in out.getvalue() and "LR too high" in out.getvalue()
+    path = tmp_path / "sub" / "alerts.jsonl"
+    ch = JsonlFile(path)
+    ch.send(_alert())
+    ch.send(_alert("stop", note="the run stopped"))
+    assert [json.loads(line)["kind"] for line in path.read_text().splitlines()] == ["trigger", "stop"]

@@ -69,7 +69,8 @@ class JsonPost:
             conn.close()
         if not 200 <= resp.status < 300:
             retry = resp.status >= 500 or resp.status in (408, 429)
-            raise DeliveryError(f"HTTP {resp.status} {resp.reason}: {text[:200].strip()}", retryable=retry)
+            said = f": {text[:200].strip()}" if text.strip() else ""
+            raise DeliveryError(f"HTTP {resp.status} {resp.reason}{said}", retryable=retry)
         return resp.status, text
 
     def abort(self) -> None:
