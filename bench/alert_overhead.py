@@ -8,7 +8,7 @@ delivery lanes stay busy with timeouts and retries. Prints each arm's median ste
 of the per-round ratios B/A with min-max and interquartile range, what B's deliveries did, and how
 long B's close() took (at most the delivery timeout, plus the writer's last flush).
 
-    python bench/alert_overhead.py [--rounds 9] [--steps 40] [--timeout 2]
+    python bench/alert_overhead.py [--rounds 31] [--steps 12] [--timeout 2] [--control]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from stethoscope import Monitor  # noqa: E402
-from stethoscope.act import AlertsConfig, RuleConfig, Webhook  # noqa: E402
+from stethoscope.act import AlertsConfig, MemoryChannel, RuleConfig, Webhook  # noqa: E402
 from stethoscope.demo.data import CharData, stdlib_text  # noqa: E402
 from stethoscope.demo.gpt import GPTConfig, TinyGPT  # noqa: E402
 from stethoscope.detect import DetectConfig  # noqa: E402
@@ -70,10 +70,11 @@ class Arm:
                            detect=DetectConfig(nan_quiet_steps=10))
         self.step_no = 0
 
-    def run(self, steps: int) -> list[float]:
-        times = []
+    def run(self, steps: int) -> tuple[list[float], list[float]]:
+        """Wall time and this (training) thread's CPU time of each step."""
+        times, cpu = [], []
         for i in range(steps):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             x, y, _ = self.data.batch(B)
             _, loss = self.model(x, y)
             loss.backward()
@@ -83,30 +84,38 @@ class Arm:
             self.mon.step(self.step_no, loss=reported)
             self.step_no += 1
             times.append(time.perf_counter() - t0)
-        return times
+            cpu.append(time.thread_time() - c0)
+        return times, cpu
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=31)
+    ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--timeout", type=float, default=2.0, help="delivery timeout (s) of the dead channels")
+    ap.add_argument("--control", action="store_true", help="B without alerts too (A/A): the machine's noise floor")
+    ap.add_argument("--memory", action="store_true", help="B's alerts go to in-memory channels (no network)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     server = Quiet(("127.0.0.1", 0), DeadEndpoint)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     channels = [Webhook(f"{base}/hang"), Webhook(f"{base}/fail-a"), Webhook(f"{base}/fail-b")]
+    if args.memory:
+        channels = [MemoryChannel() for _ in channels]
     alerts = AlertsConfig(channels, RuleConfig(cooldown_s=0), timeout_s=args.timeout, retries=2)
     data = CharData(stdlib_text(), T)
     with tempfile.TemporaryDirectory() as tmp:
-        arms = {"A": Arm(Path(tmp) / "a", data, False), "B": Arm(Path(tmp) / "b", data, alerts)}
+        arms = {"A": Arm(Path(tmp) / "a", data, False), "B": Arm(Path(tmp) / "b", data, False if args.control else alerts)}
         for arm in arms.values():
             arm.run(10)  # warm-up
         medians: dict[str, list[float]] = {"A": [], "B": []}
+        cpu: dict[str, list[float]] = {"A": [], "B": []}
         for r in range(args.rounds):
             for name in ("A", "B") if r % 2 == 0 else ("B", "A"):
-                medians[name].append(statistics.median(arms[name].run(args.steps)))
+                wall, own = arms[name].run(args.steps)
+                medians[name].append(statistics.median(wall))
+                cpu[name].append(statistics.median(own))
         arms["A"].mon.close()
         t0 = time.monotonic()
         arms["B"].mon.close()
@@ -119,7 +128,10 @@ def main() -> None:
     q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
     print(f"rounds: {args.rounds} x {args.steps} steps per arm, interleaved; torch threads: 1")
     print(f"A (Monitor, no alerts):              median step {statistics.median(medians['A']) * 1e3:.2f} ms")
-    print(f"B (alerts to 1 hanging + 2 x 500):   median step {statistics.median(medians['B']) * 1e3:.2f} ms")
+    print(f"B (alerts to {'memory' if args.memory else '1 hanging + 2 x 500'}):   median step {statistics.median(medians['B']) * 1e3:.2f} ms")
+    cpu_ratio = statistics.median(b / a for a, b in zip(cpu["A"], cpu["B"]))
+    print(f"training thread's CPU time per step, ratio B/A: median {cpu_ratio:.4f} (other processes on the "
+          "machine do not move it; a wall-time ratio far from it is the machine's noise)")
     print(f"ratio B/A: median {statistics.median(ratios):.4f}  (min {ratios[0]:.4f}, max {ratios[-1]:.4f}, "
           f"IQR {q[0]:.4f}-{q[2]:.4f})  overhead {100 * (statistics.median(ratios) - 1):+.2f}%")
     print("B's deliveries: " + ", ".join(f"{n} {status}" for status, n in rows) +

@@ -121,3 +121,22 @@ def test_stethoscope_alerts_names_the_file_a_monitor_reads(tmp_path, monkeypatch
         Monitor(tmp_path / "run2")
     assert os.environ["STETHOSCOPE_ALERTS"].endswith("missing.toml")
     Monitor(tmp_path / "run3", alerts=False).close()  # False: none, whatever the environment says
+
+
+def test_a_monitor_without_alerts_imports_no_channel(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.conftest import REPO
+
+    code = textwrap.dedent(f"""
+        import sys
+        from stethoscope import Monitor
+        Monitor({str(tmp_path / 'run')!r}).close()
+        print(sorted(m for m in ("stethoscope.act", "smtplib", "http.client") if m in sys.modules))
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "STETHOSCOPE_ALERTS"}
+    env["PYTHONPATH"] = str(REPO / "src")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert res.returncode == 0 and res.stdout.strip() == "[]", res.stdout + res.stderr

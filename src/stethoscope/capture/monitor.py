@@ -23,7 +23,7 @@ from stethoscope.capture.dist import rank_and_world
 from stethoscope.capture.runinfo import start_info
 from stethoscope.capture.system import DeviceMemory, GcPauses, HostStats, default_device_memory, device_metrics
 from stethoscope.capture.throughput import detect_peak_flops, flops_per_token
-from stethoscope.config import MonitorConfig
+from stethoscope.config import MonitorConfig, env_alerts_file
 from stethoscope.errors import InternalError
 from stethoscope.record.writer import Recorder
 from stethoscope.store.db import RunStore, fresh_run_dir, rank_path
@@ -127,6 +127,9 @@ class Monitor:
             self.run_dir = fresh
 
     def _alerts_config(self, detection: Any) -> Any:
+        spec = self.settings.alerts
+        if spec is False or (spec is None and env_alerts_file() is None):
+            return None  # no alerts: the channels (ssl, smtplib, http.client) are not even imported
         from stethoscope.act.config import resolve_alerts
 
         config = resolve_alerts(self.settings.alerts)
