@@ -15,6 +15,7 @@ import numpy as np
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.importers.base import Columns
+from stethoscope.importers.coded import CodedColumns
 from stethoscope.records import (
     EVAL_LOSS,
     GRAD_NORM,
@@ -49,31 +50,45 @@ class Table:
             self.n_steps = int(np.unique(steps).size) if steps.size else 0
 
     @classmethod
-    def from_columns(cls, columns: Columns) -> Table:
+    def from_columns(cls, columns: Columns | CodedColumns) -> Table:
+        """The table of an importer's points; CodedColumns (a big log's) are pivoted as they are."""
+        if isinstance(columns, CodedColumns):
+            if columns.size == 0:
+                return cls._empty()
+            names, codes = columns.first_seen()
+            return cls._pivot(names, codes, columns.step_array, columns.value_array, columns.last_time)
         n = len(columns.names)
         if n == 0:
-            return cls([], np.zeros(0, np.int64), np.zeros((0, 0)), np.zeros((0, 0), bool), None)
+            return cls._empty()
         names, codes = _name_codes(columns.names)
-        index = {name: i for i, name in enumerate(names)}
         steps = np.fromiter(columns.steps, dtype=np.int64, count=n)
         values = np.fromiter(columns.values, dtype=np.float64, count=n)
+        return cls._pivot(names, codes, steps, values, columns.times[-1])
+
+    @classmethod
+    def _empty(cls) -> Table:
+        return cls([], np.zeros(0, np.int64), np.zeros((0, 0)), np.zeros((0, 0), bool), None)
+
+    @classmethod
+    def _pivot(cls, names: list[str], codes: np.ndarray, steps: np.ndarray, values: np.ndarray,
+               last_time: float | None) -> Table:
+        """One row per step (per resume segment), in step order; `codes` index `names`."""
         if bool(np.all(steps[1:] >= steps[:-1])):  # the common case: already in step order, no resume
-            order = np.arange(n)
-            seg = np.zeros(n, dtype=np.int64)
+            new = np.ones(steps.size, dtype=bool)
+            new[1:] = steps[1:] != steps[:-1]
         else:
-            seg = _segments(codes, steps, len(index))
+            seg = _segments(codes, steps, len(names))
             order = np.lexsort((steps, seg)) if seg.any() else np.argsort(steps, kind="stable")
-        s_sorted, g_sorted = steps[order], seg[order]
-        new = np.ones(n, dtype=bool)
-        new[1:] = (s_sorted[1:] != s_sorted[:-1]) | (g_sorted[1:] != g_sorted[:-1])
+            steps, seg, codes, values = steps[order], seg[order], codes[order], values[order]
+            new = np.ones(steps.size, dtype=bool)
+            new[1:] = (steps[1:] != steps[:-1]) | (seg[1:] != seg[:-1])
         row_of = np.cumsum(new) - 1
         n_rows = int(row_of[-1]) + 1
-        matrix = np.full((n_rows, len(index)), np.nan)
-        present = np.zeros((n_rows, len(index)), dtype=bool)
-        matrix[row_of, codes[order]] = values[order]
-        present[row_of, codes[order]] = True
-        last = columns.times[-1]
-        return cls(list(index), s_sorted[new], matrix, present, last)
+        matrix = np.full((n_rows, len(names)), np.nan)
+        present = np.zeros((n_rows, len(names)), dtype=bool)
+        matrix[row_of, codes] = values
+        present[row_of, codes] = True
+        return cls(list(names), steps[new], matrix, present, last_time)
 
     def series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of one series in row order; empty arrays when absent."""

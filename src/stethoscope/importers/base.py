@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from stethoscope.records import Point
+
+if TYPE_CHECKING:
+    from stethoscope.importers.coded import CodedColumns
 
 
 @dataclass(slots=True)
@@ -40,6 +43,17 @@ class Columns(NamedTuple):
     def empty(cls) -> Columns:
         return cls([], [], [], [])
 
+    @property
+    def size(self) -> int:
+        return len(self.names)
+
+    @property
+    def last_time(self) -> float | None:
+        return self.times[-1] if self.times else None
+
+    def distinct_steps(self) -> int:
+        return len(set(self.steps))
+
     @classmethod
     def of(cls, points: Iterable[Point]) -> Columns:
         cols = cls.empty()
@@ -54,15 +68,16 @@ class Columns(NamedTuple):
 class ImportedRun:
     """Everything read from one foreign log file.
 
-    Points are held as `columns` (what importers build and diagnosis reads); `points` builds Point
-    objects from them on first use. Pass either `points` or `columns`.
+    Points are held as `columns` (what importers build and diagnosis reads: `Columns`, or the
+    `coded.CodedColumns` of a big log); `points` builds Point objects from them on first use. Pass
+    either `points` or `columns`.
     """
 
     __slots__ = ("path", "format", "meta", "warnings", "lines", "_points", "_columns")
 
     def __init__(self, path: str, format: str, points: list[Point] | None = None,
                  meta: dict[str, Any] | None = None, warnings: list[str] | None = None,
-                 lines: list[LogLine] | None = None, columns: Columns | None = None) -> None:
+                 lines: list[LogLine] | None = None, columns: Columns | CodedColumns | None = None) -> None:
         self.path = path
         self.format = format
         self.meta: dict[str, Any] = {} if meta is None else meta
@@ -72,7 +87,7 @@ class ImportedRun:
         self._columns = columns if columns is not None or points is not None else Columns.empty()
 
     @property
-    def columns(self) -> Columns:
+    def columns(self) -> Columns | CodedColumns:
         if self._columns is None:
             self._columns = Columns.of(self._points or [])
         return self._columns
@@ -87,11 +102,11 @@ class ImportedRun:
 
     @property
     def n_points(self) -> int:
-        return len(self._points) if self._points is not None else len(self.columns.names)
+        return len(self._points) if self._points is not None else self.columns.size
 
     @property
     def steps(self) -> int:
-        return len(set(self.columns.steps))
+        return self.columns.distinct_steps()
 
     def __repr__(self) -> str:
         return f"ImportedRun({self.path!r}, {self.format!r}, {self.n_points} points)"

@@ -141,7 +141,7 @@ def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:
     compared with the general reader's, and the one with more steps is kept. The whole file is read again
     only when its head has a step line the general reader can read."""
     bars_only = run.format == "textlog" and set(run.meta.get("dialects", {})) <= {"progress"}
-    if run.columns.names and not bars_only:
+    if run.columns.size and not bars_only:
         return run
     head = read_head(path)
     if not is_text(head):

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from itertools import chain, compress, repeat
 from operator import eq, itemgetter, ne
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import Columns, ImportedRun
@@ -29,6 +29,9 @@ from stethoscope.importers.names import metric_name
 from stethoscope.importers.source import is_text, log_name, read_bytes
 from stethoscope.importers.table import Layout, PointTable, Rejected, describe, gc_paused
 from stethoscope.records import json_safe
+
+if TYPE_CHECKING:
+    from stethoscope.importers.coded import CodedColumns
 
 try:
     import orjson
@@ -42,6 +45,7 @@ _META_KEYS = ("global_step", "max_steps", "num_train_epochs", "epoch", "train_ba
 # What marks the summary row that `Trainer.train()` appends (a custom per-step `train_loss` does not).
 _SUMMARY_KEYS = frozenset(("train_runtime", "train_samples_per_second", "train_steps_per_second"))
 _SUMMARY: Any = ("summary",)
+_NUMBER_TYPES = frozenset((float, int))
 _EMPTY: Any = ("empty",)
 _ARGS_FILES = ("training_args.json", "trainer_config.json", "args.json", "config.json")
 _GA = "gradient_accumulation_steps"
@@ -225,10 +229,17 @@ class _Run:
     training row has the same keys)."""
 
     def __init__(self) -> None:
-        self.columns = Columns.empty()
+        self.parts: list[Columns | CodedColumns] = []
         self.rejected: list[Rejected] = []
         self.shape: Any = None
         self.spans: list[tuple[Iterable[int], Sequence[int], Sequence[Any]]] = []  # (origins, steps, values)
+
+    @property
+    def columns(self) -> Columns | CodedColumns:
+        # numpy: loaded when a log is read, not when the package is imported
+        from stethoscope.importers.coded import join
+
+        return join(self.parts)
 
     def extend(self, shape: Any, origins: Iterable[int], steps: Sequence[int], values: Sequence[Any]) -> None:
         if shape is not self.shape:
@@ -240,17 +251,13 @@ class _Run:
         if not self.spans:
             return
         steps, values = self._joined(1), self._joined(2)
-        block = _numbers(self.shape[0], steps, values)
+        block = _coded(self.shape[0], steps, values) or _numbers(self.shape[0], steps, values)
         if block is None:  # a value is not a number: the table leaves it out and names it
             table = PointTable()
             table.add_columns(self.shape[0], self._joined(0), steps, values)
             block, rejected = table.build_columns()
             self.rejected += rejected
-        if self.columns.names:
-            for column, part in zip(self.columns, block):
-                column += part
-        else:
-            self.columns = block
+        self.parts.append(block)
         self.spans = []
 
     def _joined(self, at: int) -> list[Any]:
@@ -259,6 +266,23 @@ class _Run:
             span = self.spans[0][at]
             return span if type(span) is list else list(span)
         return list(chain.from_iterable(map(itemgetter(at), self.spans)))
+
+
+def _coded(layout: Layout, steps: list[int], values: list[Any]) -> CodedColumns | None:
+    """The rows as arrays when every value is a float or an int and every step fits in 64 bits (numpy
+    converts an int as float() does); None otherwise, for `_numbers` and the table to decide."""
+    import numpy as np
+
+    from stethoscope.importers.coded import CodedColumns
+
+    floats = list(chain.from_iterable(values))
+    if not set(map(type, floats)) <= _NUMBER_TYPES:
+        return None
+    try:
+        step_array = np.array(steps, dtype=np.int64)
+    except OverflowError:
+        return None
+    return CodedColumns.of_rows(layout.names, step_array, np.array(floats, dtype=np.float64).reshape(len(steps), -1))
 
 
 def _numbers(layout: Layout, steps: list[int], values: list[Any]) -> Columns | None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.importers.loglines import LineKeeper, parse_timestamp, stamp_seconds, strip_rank
@@ -50,6 +50,9 @@ from stethoscope.importers.table import PointTable, Rejected, describe, gc_pause
 from stethoscope.records import (
     CUDA_ALLOCATED, CUDA_PEAK, CUDA_RESERVED, DATA_WAIT, GRAD_NORM, LOSS, LOSS_SCALE, NAN_ITERS, SKIPPED,
 )
+
+if TYPE_CHECKING:
+    from stethoscope.importers.coded import CodedColumns
 
 NAME = "megatron"
 _ZERO_NORM = "grad/norm~zero"  # placeholder until we know whether the log ever printed a real norm
@@ -110,7 +113,7 @@ class _Reader:
         self.path = path
         self.use_fast = fast
         self.table = PointTable()
-        self.parts: list[PointTable | Columns] = [self.table]  # in log order: tables of rows, blocks of points
+        self.parts: list[PointTable | CodedColumns] = [self.table]  # in log order: tables of rows, blocks
         self.keeper = LineKeeper()
         self.warnings: list[str] = []
         self.meta: dict[str, Any] = {"dialect": "megatron"}
@@ -148,23 +151,24 @@ class _Reader:
         rows = template.findall(chunk)
         if len(rows) != newlines + 1:  # findall also gives the (empty) end after the last newline
             return False
-        if not template.columns(rows, stamp_seconds, self._block_columns()):
+        block = template.coded(rows, stamp_seconds)
+        if block is None:
             self.table.add_block(line + 1, template.layout, rows, template.step_at, template.value_at,
                                  template.time_at, stamp_seconds)
+        else:
+            self._add_block(block)
         last = next((row[template.step_at] for row in reversed(rows) if row[template.step_at]), None)
         if last is not None:
             self.last_step = int(last)
         return True
 
-    def _block_columns(self) -> Columns:
-        """Where a block's points go: after the last block's when no row came since (parts ends with the
-        table that rows go into)."""
+    def _add_block(self, block: CodedColumns) -> None:
+        """A block's points go after the rows read so far (parts ends with the table that rows go into)."""
         if len(self.table):
-            self.parts += [Columns.empty(), PointTable()]
-            self.table = self.parts[-1]
-        elif len(self.parts) < 2:
-            self.parts.insert(0, Columns.empty())
-        return self.parts[-2]  # type: ignore[return-value]
+            self.table = PointTable()
+            self.parts += [block, self.table]
+        else:
+            self.parts.insert(len(self.parts) - 1, block)
 
     def _lines(self, lines: list[bytes], line: int) -> None:
         add_row = self.table.add_row
@@ -425,17 +429,16 @@ class _Reader:
         return ImportedRun(str(self.path), NAME, None, self.meta, self.warnings, self.keeper.lines(),
                            columns=columns)
 
-    def _columns(self, rename: dict[str, str | None]) -> tuple[Columns, list[Rejected]]:
+    def _columns(self, rename: dict[str, str | None]) -> tuple[Columns | CodedColumns, list[Rejected]]:
         # Blocks never hold the zero-norm placeholder (a template needs a non-zero norm): no rename there.
-        columns: Columns | None = None
+        # numpy: loaded when a log is read, not when the package is imported
+        from stethoscope.importers.coded import join
+
+        parts: list[Columns | CodedColumns] = []
         rejected: list[Rejected] = []
         for part in self.parts:
             if isinstance(part, PointTable):
                 part, more = part.build_columns(rename)
                 rejected += more
-            if columns is None:
-                columns = part  # extended in place: the first part, often the only big one, is not copied
-            else:
-                for column, piece in zip(columns, part):
-                    column += piece
-        return columns or Columns.empty(), rejected
+            parts.append(part)
+        return join(parts), rejected

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from itertools import compress, repeat
-from operator import itemgetter, mul
-from typing import Any, BinaryIO
+from itertools import compress
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from stethoscope.importers.base import Columns
 from stethoscope.importers.megatron_fields import COUNTER_KEYS, GLOBAL_BATCH_KEY, field_name, number
 from stethoscope.importers.table import Layout
+
+if TYPE_CHECKING:
+    from stethoscope.importers.coded import CodedColumns
 
 try:
     import orjson
@@ -51,39 +53,28 @@ class Template:
         self.time_at = self.time - 1 if self.time else None
         self.value_at = tuple(g - 1 for g in self.groups)
 
-    def columns(self, rows: list[tuple[bytes, ...]], time_of: Callable[[bytes], float], out: Columns) -> bool:
-        """Append the points of a chunk's `findall` rows to `out` (what PointTable.add_block and
-        build_columns make of them, a column at a time in C-level passes while the chunk is in the CPU
-        cache); False, and `out` untouched, when a value is not a number (PointTable then names it)."""
+    def coded(self, rows: list[tuple[bytes, ...]], time_of: Callable[[bytes], float]) -> CodedColumns | None:
+        """The points of a chunk's `findall` rows as arrays (what PointTable.add_block and build_columns
+        make of them, while the chunk is in the CPU cache); None when a value is not a number or a step
+        does not fit in 64 bits (PointTable then reads and names it)."""
+        import numpy as np  # loaded when a log is read, not when the package is imported
+
+        from stethoscope.importers.coded import CodedColumns
+
         kept = list(compress(rows, map(itemgetter(self.step_at), rows)))  # a skippable line has no step
         if not kept:
-            return True
+            return CodedColumns([], np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0))
         groups = list(zip(*kept))  # one tuple per regex group
-        width = len(self.layout.names)
-        values: list[float] = [0.0] * (len(kept) * width)
         try:
-            for at, (group, scale) in enumerate(zip(self.value_at, self.layout.scales or repeat(1.0))):
-                column = floats(groups[group])
-                values[at::width] = column if scale == 1.0 else map(mul, column, repeat(scale))
-            steps = ints(groups[self.step_at])
-        except ValueError:
-            return False
-        out.names.extend(self.layout.names * len(steps))
-        _extend_repeated(out.steps, steps, width)
-        out.values.extend(values)
-        if self.time_at is None:
-            out.times.extend(repeat(None, len(values)))
-        else:
-            _extend_repeated(out.times, list(map(time_of, groups[self.time_at])), width)
-        return True
-
-
-def _extend_repeated(column: list[Any], items: list[Any], width: int) -> None:
-    """Append each item `width` times in a row, by C-level slice copies of the same objects."""
-    start = len(column)
-    column.extend(repeat(None, len(items) * width))
-    for at in range(width):
-        column[start + at::width] = items
+            values = np.array(floats([text for at in self.value_at for text in groups[at]]), dtype=np.float64)
+            steps = np.array(ints(groups[self.step_at]), dtype=np.int64)
+        except (ValueError, OverflowError):
+            return None
+        values = values.reshape(len(self.layout.names), len(kept)).T
+        if self.layout.scales:
+            values = values * np.array(self.layout.scales)
+        times = None if self.time_at is None else list(map(time_of, groups[self.time_at]))
+        return CodedColumns.of_rows(self.layout.names, steps, values, times)
 
 
 def floats(texts: Sequence[bytes]) -> list[float]:

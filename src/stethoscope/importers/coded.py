@@ -1,0 +1,150 @@
+"""Points as numpy columns: what the readers of big logs build, with no Python object per point.
+
+A million-step log holds several million points. As Python lists (`Columns`) they cost ~0.3 µs a point
+to build and as much again for diagnosis to turn back into arrays; `CodedColumns` keeps each point's
+name as a code into a short list of labels and its step and value in numpy arrays, which the step x
+series table (`diagnose.table`) pivots directly. The list form is built on first use, equal to what
+the list-building path gives (tests/importers/test_coded.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import repeat
+from typing import Any, Union
+
+import numpy as np
+
+from stethoscope.importers.base import Columns
+
+_ARGMAX_LABELS = 64  # up to this many labels, first appearances are found one label at a time
+
+
+class CodedColumns:
+    """Points in log order: `codes` index `labels` (the names), `step_array` (int64), `value_array`
+    (float64), `time_list` (unix seconds or None per point; None when no point has a time)."""
+
+    __slots__ = ("labels", "codes", "step_array", "value_array", "time_list", "_lists")
+
+    def __init__(self, labels: Sequence[str], codes: np.ndarray, steps: np.ndarray, values: np.ndarray,
+                 times: list[float | None] | None = None) -> None:
+        self.labels = list(labels)
+        self.codes = codes
+        self.step_array = steps
+        self.value_array = values
+        self.time_list = times
+        self._lists: Columns | None = None
+
+    @classmethod
+    def of_rows(cls, names: Sequence[str], steps: np.ndarray, values: np.ndarray,
+                times: list[float | None] | None = None) -> CodedColumns:
+        """Rows of one layout: `values` is (rows x len(names)), `times` one per row (or None)."""
+        width = len(names)
+        codes = np.tile(np.arange(width, dtype=np.int32), steps.size)
+        per_point = None if times is None else [t for t in times for _ in range(width)]
+        return cls(names, codes, np.repeat(steps, width), values.reshape(-1), per_point)
+
+    @property
+    def size(self) -> int:
+        return int(self.codes.size)
+
+    @property
+    def last_time(self) -> float | None:
+        return self.time_list[-1] if self.time_list else None
+
+    def distinct_steps(self) -> int:
+        return int(np.unique(self.step_array).size)
+
+    def first_seen(self) -> tuple[list[str], np.ndarray]:
+        """The distinct names in order of first appearance, and each point's index into them."""
+        counts = np.bincount(self.codes, minlength=len(self.labels)) if self.codes.size else np.zeros(0, int)
+        used = np.flatnonzero(counts)
+        if used.size <= _ARGMAX_LABELS:
+            firsts = np.array([int(np.argmax(self.codes == c)) for c in used.tolist()], dtype=np.int64)
+        else:
+            firsts = np.full(len(self.labels), self.codes.size, dtype=np.int64)
+            np.minimum.at(firsts, self.codes, np.arange(self.codes.size))
+            firsts = firsts[used]
+        names: list[str] = []
+        index: dict[str, int] = {}
+        remap = np.zeros(len(self.labels), dtype=np.int64)
+        for code in used[np.argsort(firsts, kind="stable")].tolist():
+            remap[code] = index.setdefault(self.labels[code], len(names))
+            if len(index) > len(names):
+                names.append(self.labels[code])
+        return names, remap[self.codes]
+
+    # -- the list form, for everything that reads points one by one ------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return self.lists().names
+
+    @property
+    def steps(self) -> list[int]:
+        return self.lists().steps
+
+    @property
+    def values(self) -> list[float]:
+        return self.lists().values
+
+    @property
+    def times(self) -> list[float | None]:
+        return self.lists().times
+
+    def lists(self) -> Columns:
+        if self._lists is None:
+            labels = np.empty(len(self.labels), dtype=object)
+            labels[:] = self.labels
+            times = self.time_list if self.time_list is not None else [None] * self.size
+            self._lists = Columns(labels[self.codes].tolist(), self.step_array.tolist(),
+                                  self.value_array.tolist(), list(times))
+        return self._lists
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        return iter(self.lists())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (Columns, CodedColumns)) and tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+AnyColumns = Union[Columns, CodedColumns]
+
+
+def encode(columns: AnyColumns) -> CodedColumns:
+    """Any columns as CodedColumns (list columns are converted: names by a dict, numbers by numpy)."""
+    if isinstance(columns, CodedColumns):
+        return columns
+    index: dict[str, int] = {}
+    codes = np.fromiter(map(index.setdefault, columns.names, map(len, repeat(index))), dtype=np.int32,
+                        count=len(columns.names))
+    times = columns.times if any(t is not None for t in columns.times) else None
+    return CodedColumns(list(index), codes, np.array(columns.steps, dtype=np.int64),
+                        np.array(columns.values, dtype=np.float64), times)
+
+
+def join(parts: Sequence[AnyColumns]) -> AnyColumns:
+    """The parts one after the other: list columns when every part is one (extended in place: the first
+    part is not copied), else CodedColumns."""
+    if not parts:
+        return Columns.empty()
+    if all(isinstance(part, Columns) for part in parts):
+        out = parts[0]
+        for part in parts[1:]:
+            for column, piece in zip(out, part):
+                column += piece
+        return out
+    coded = [encode(part) for part in parts if part.size]
+    if len(coded) <= 1:
+        return coded[0] if coded else Columns.empty()
+    labels: dict[str, int] = {}
+    codes = []
+    for part in coded:
+        remap = np.array([labels.setdefault(name, len(labels)) for name in part.labels], dtype=np.int32)
+        codes.append(remap[part.codes])
+    times = None
+    if any(part.time_list is not None for part in coded):
+        times = [t for part in coded for t in (part.time_list or repeat(None, part.size))]
+    return CodedColumns(list(labels), np.concatenate(codes), np.concatenate([p.step_array for p in coded]),
+                        np.concatenate([p.value_array for p in coded]), times)
