@@ -6,6 +6,8 @@ import json
 import logging
 import time
 
+import pytest
+
 from stethoscope import Monitor
 from stethoscope.act import AlertsConfig, MemoryChannel, RuleConfig, Slack, Webhook
 from stethoscope.store.query import open_run
@@ -79,3 +81,30 @@ def test_a_run_that_recovers_gets_one_trigger_and_one_resolve(tmp_path):
             mon.step(step, loss=float("nan") if 100 <= step < 110 else curve[step], grad_norm=0.5)
     assert [(a.kind, a.step) for a in mem.sent] == [("trigger", 100), ("resolve", 100)]
     assert mem.sent[1].note == "resolved at step 109"
+
+
+def test_a_failure_inside_the_alerts_keeps_the_findings_and_is_counted():
+    from stethoscope.act.live import ALERTS_ERRORS, LiveAlerts
+    from stethoscope.records import Finding
+
+    nan = Finding("nan", "critical", 5, "non-finite train/loss at step 5", source="nonfinite")
+
+    class Detection:
+        def observe(self, points):
+            return [nan]
+
+        def finish(self):
+            return []
+
+    def advise(f):
+        raise RuntimeError("advice broke")
+
+    points: list = []
+    live = LiveAlerts(Detection(), AlertsConfig([MemoryChannel()]), lambda rows: None, points.extend, advise=advise)
+    assert live.observe([("train/loss", 5, float("nan"), 1.0)]) == [nan]  # the findings still reach the store
+    assert live.errors == 1 and points == [(ALERTS_ERRORS, 5, 1.0, 1.0)]
+    live.finish()
+    strict = LiveAlerts(Detection(), AlertsConfig([MemoryChannel()]), lambda rows: None, points.extend,
+                        advise=advise, strict=True)
+    with pytest.raises(RuntimeError, match="advice broke"):  # strict (tests): re-raised to the writer
+        strict.observe([("train/loss", 5, float("nan"), 1.0)])

@@ -6,7 +6,8 @@ go through the rules, the deliveries to the dispatcher's own thread, and what be
 (sent, failed) is written to the run's store as `alert` events, with the counts as
 `stethoscope/alerts_sent` and `stethoscope/alerts_failed` points. At the end of the run the
 detectors close their incidents, still-open incidents get their `stop` message, and delivery gets
-at most `timeout_s` to finish. A failure here is counted and logged once; it never reaches training.
+at most `timeout_s` to finish. A failure here is counted (`stethoscope/alerts_errors`) and logged once;
+it never reaches training (with `strict`, tests, it is re-raised to the writer, which re-raises it later).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 ALERTS_SENT = "stethoscope/alerts_sent"
 ALERTS_FAILED = "stethoscope/alerts_failed"
+ALERTS_ERRORS = "stethoscope/alerts_errors"
 _ONSETS = 4096  # step -> wall time of the newest steps, for the onset time of a finding
 
 
@@ -34,13 +36,15 @@ class LiveAlerts:
 
     def __init__(self, detection: Any, config: AlertsConfig, write_events: Callable[[list[Any]], Any],
                  write_points: Callable[[list[Any]], Any], rank: int = 0, run_dir: str = "",
-                 advise: Callable[[Finding], Finding] | None = None, clock: Callable[[], float] = time.time) -> None:
+                 advise: Callable[[Finding], Finding] | None = None, clock: Callable[[], float] = time.time,
+                 strict: bool = False) -> None:
         self.detection = detection
         self.config = config
         severities = [getattr(ch, "min_severity", "warning") for ch in config.channels]
         self.rules = AlertRules(severities, config.rules, rank, run_dir, advise)
         self.dispatcher = Dispatcher(config.channels, config.retries)
         self.errors = 0
+        self.strict = strict
         self._write_events, self._write_points = write_events, write_points
         self._clock = clock
         self._status = "completed"
@@ -113,8 +117,22 @@ class LiveAlerts:
             fn(*args)
         except Exception:  # noqa: BLE001 - alerts must never cost the run its findings or its life
             self.errors += 1
+            if self.strict:
+                raise  # tests: the writer records it and re-raises at flush/close
             if self.errors == 1:
-                log.exception("stethoscope alerts failed (further failures are only counted)")
+                log.exception("stethoscope alerts failed (further failures are only counted, in %s)", ALERTS_ERRORS)
+            try:
+                self._write_points([(ALERTS_ERRORS, self._last[0], float(self.errors), self._last[1])])
+            except Exception:  # noqa: BLE001 - the store itself is failing: the writer counts that
+                pass
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The rules' state (open alerts, cooldowns): saved with a checkpoint, a resumed run does not re-page."""
+        return {"rules": self.rules.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rules.load_state_dict(state.get("rules", {}))
 
 
 def knowledge_advice() -> Callable[[Finding], Finding]:

@@ -147,7 +147,7 @@ class Monitor:
 
         store = self._recorder.store
         self._alerts = LiveAlerts(detection, config, store.write_events, store.write_points, self.rank,
-                                  str(self.run_dir.resolve()), knowledge_advice())
+                                  str(self.run_dir.resolve()), knowledge_advice(), strict=self.settings.strict)
         return self._alerts
 
     def _on_forward(self, *_: Any) -> None:
