@@ -1,5 +1,8 @@
 """Overfitting: eval loss rising above its best while the train loss keeps falling.
 
+An eval that rose while the train loss rose too (a jump after an LR change) is the model getting
+worse, not overfitting: the search starts afresh from that eval.
+
 Raised at the `overfit_patience`-th eval after the best one (all of them worse than the best), so
 at most `patience` evals after the eval minimum, and it names the best step: the checkpoint to keep.
 A rise beyond `overfit_sigma` eval-noise sigmas is a warning; a rise inside the eval noise is an
@@ -71,6 +74,11 @@ class OverfitDetector:
         best = self._best
         if best is None or v < best["value"]:
             return self._new_best(step, v)
+        if self._open is None and not self._train_better(best):
+            # the whole model got worse (a loss jump): not a widening gap; judge afresh from this eval
+            self._best = {"value": v, "step": step, "train": self.train.value}
+            self._since_best = []
+            return []
         self._since_best.append([step, v])
         del self._since_best[: -self.config.overfit_patience * 4]
         if self._open is not None:
@@ -79,6 +87,12 @@ class OverfitDetector:
         if len(self._since_best) < self.config.overfit_patience or best.get("reported"):
             return []
         return self._maybe_raise(best, step, v)
+
+    def _train_better(self, best: dict[str, Any]) -> bool:
+        """Is the train loss (smoothed) at least as low as at the best eval? An eval that got worse while the
+        train loss did too (an LR jump, a bad batch) says the model got worse, not that it overfits."""
+        train_now = self.train.value
+        return best["train"] is None or train_now is None or train_now <= best["train"]
 
     def _new_best(self, step: int, v: float) -> list[Finding]:
         out: list[Finding] = []

@@ -46,6 +46,11 @@ class _Track:
     def level(self) -> float:
         return self.levels.median()
 
+    def recent_level(self, since: int) -> float | None:
+        """Median of the newest raw values from step `since` on (an open incident's): where the series is now."""
+        values = sorted(v for _, v in self.recent.since(since)[-8:] if math.isfinite(v))
+        return values[len(values) // 2] if values else None
+
     def data_sigma(self) -> float:
         if self.sigma_age <= 0 or len(self.window) < 4 * _SIGMA_REFRESH:
             self.sigma = self.window.diff_sigma()
@@ -346,12 +351,13 @@ class SpikeDetector:
         f.message += f"; recovered after {step - inc['start']} steps"
         f.evidence.update(recovered="fully", recovered_step=step)
         out.append(f)
-        if inc["diverged"]:
+        if inc["diverged"]:  # it stayed up long enough to be called a divergence, and then came back
             d = self._divergence(inc, step)
             d.end_step = step
-            d.message += f"; recovered fully at step {step}"
             d.evidence["recovered"] = "fully"
-            out.append(d)
+            if f.severity == "info":
+                f.severity = "warning"
+            out.append(_withdrawn_divergence(d, f"the loss came back to its level at step {step}"))
         return out
 
     def _loss_unrecovered(self, inc: dict[str, Any], step: int) -> list[Finding]:
@@ -371,6 +377,9 @@ class SpikeDetector:
         if inc["diverged"] or stuck or (inc.get("blew_up") and frac < 0.25):
             d = self._divergence(inc, inc["last_step"])
             d.end_step = inc["last_step"]
+            if not inc.get("blew_up") and _came_back(inc["level"], self.loss.recent_level(inc["start"]), self.config):
+                out.append(_withdrawn_divergence(d, "the loss came back to its level before the jump by the end"))
+                return out
             if inc.get("blew_up"):
                 d.message = (f"loss jumped at step {inc['start']} ({_g(inc['level'])} -> {_g(inc['first'])}) and then "
                              "turned NaN/Inf: the run blew up")
@@ -425,6 +434,21 @@ class SpikeDetector:
 _STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
 _STUCK_RECORDS = 3  # ...held over this many records...
 _STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged
+
+
+def _came_back(before: float, now: float | None, cfg: DetectConfig) -> bool:
+    """Is the loss level at the end back within `divergence_rise_rel` of its level before an incident? Then
+    the incident was a jump the run took long to undo (a spike, at warning), not a divergence."""
+    return now is not None and math.isfinite(now) and before > 0 and now <= before * (1 + cfg.divergence_rise_rel)
+
+
+def _withdrawn_divergence(d: Finding, why: str) -> Finding:
+    """A divergence reported while the loss stayed up, taken back at the end: an info the pipeline drops
+    (the incident book releases what it claimed)."""
+    d.severity = "info"
+    d.message += f"; withdrawn: {why}"
+    d.evidence["withdrawn"] = True
+    return d
 
 
 def _recovered_fraction(inc: dict[str, Any]) -> float:

@@ -94,7 +94,7 @@ class TrendDetector:
     def finish(self) -> list[Finding]:
         out: list[Finding] = []
         if self._div is not None:
-            out.append(self._div_final(self._div))
+            out.extend(self._div_final(self._div))
         if self._plateau is not None and self._last_step is not None:
             f = self._plateau_finding(self._plateau)
             f.end_step = self._last_step
@@ -138,7 +138,11 @@ class TrendDetector:
             sigma = _MEDIAN_OF_EDGE * raw  # the noise of a median of 8 losses
             self._best = best = [level, step, sigma]
         margin = max(cfg.divergence_rise_rel * abs(best[0]), _TREND_SIGMA * best[2])
-        above = level > best[0] + margin and v > best[0] + margin
+        # a rise starts at a record above the margin whose level (median of 8) is too, and lasts while the
+        # level stays there and no record is back at the best level: one low record of a noisy per-step
+        # log inside the margin does not restart it
+        floor = best[0] if self._above_since is not None else best[0] + margin
+        above = level > best[0] + margin and v > floor
         div = self._div
         if div is not None:
             return self._div_progress(div, step, v, level, margin)
@@ -209,19 +213,37 @@ class TrendDetector:
         self._best = None
         f = self._div_finding(div)
         f.end_step = step
-        f.message += f"; recovered fully at step {step}"
         f.evidence["recovered"] = "fully"
-        return [f]
+        return self._slow_comeback(div, f, level)
 
-    def _div_final(self, div: dict[str, Any]) -> Finding:
+    def _div_final(self, div: dict[str, Any]) -> list[Finding]:
         f = self._div_finding(div)
         f.end_step = div["last_step"]
+        level = self.recent.median() if len(self.recent) else None
+        if div["kind"] == "sustained" and level is not None and \
+                level <= div["base"] * (1 + self.config.divergence_rise_rel):
+            return self._slow_comeback(div, f, level)
         excess = div["peak"] - div["base"]
         frac = 1.0 if excess <= 0 else max(0.0, min(1.0, (div["peak"] - div["last"]) / excess))
         how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the rise)"
         f.message += f"; {how} by the last record (step {div['last_step']}, loss {div['last']:.4g})"
         f.evidence.update(recovered="not" if frac < 0.25 else "partly", recovered_fraction=frac)
-        return f
+        return [f]
+
+    def _slow_comeback(self, div: dict[str, Any], f: Finding, level: float) -> list[Finding]:
+        """A rise the run undid (by its end, or fully before): a jump that took long to come back (a loss spike, at warning),
+        not a divergence. The divergence reported while the loss stayed up is withdrawn."""
+        f.severity = "info"
+        f.message += f"; withdrawn: the loss came back to {level:.4g} at step {div['last_step']}"
+        f.evidence["withdrawn"] = True
+        msg = (f"loss jumped at step {div['start']} ({div['base']:.4g} -> {div['peak']:.4g} at step "
+               f"{div['peak_step']}) and took {div['last_step'] - div['start']} steps to come back (loss {level:.4g} "
+               f"at step {div['last_step']})")
+        ev = {"level": div["base"], "peak": div["peak"], "peak_step": div["peak_step"], "last_level": level,
+              "recovered": "slowly"}
+        spike = Finding("loss_spike", "warning", div["start"], msg, end_step=div["last_step"], evidence=ev,
+                        causes=list(div.get("causes", [])), source=self.name)
+        return [f, spike]
 
     def _div_finding(self, div: dict[str, Any]) -> Finding:
         what = ("the loss rose on consecutive records" if div["kind"] == "runaway"
