@@ -30,14 +30,15 @@ def _alert_rows(run):
 def test_hanging_and_failing_endpoints_are_recorded_and_close_waits_at_most_the_timeout(tmp_path, endpoint):
     hang, broken, ok = endpoint("hang"), endpoint("500"), endpoint()
     secret_url = ok.url("/services/T0/B0/SLACKSECRET42")
-    cfg = AlertsConfig([Webhook(hang.url()), Webhook(broken.url()), Slack(secret_url)], timeout_s=0.5, retries=1)
+    cfg = AlertsConfig([Webhook(hang.url()), Webhook(broken.url()), Slack(secret_url)], timeout_s=1.0, retries=1)
     mon = Monitor(tmp_path, alerts=cfg, flush_interval=0.2, strict=True)
     _train(mon)
     time.sleep(0.5)  # the trigger goes out while training would go on
     t0 = time.monotonic()
     mon.close()
     closing = time.monotonic() - t0
-    assert closing < 0.5 + 0.6, closing  # the delivery timeout, plus the writer's last flush
+    # unbounded, the hanging endpoint would hold close() for 2 messages x (1 s + 0.5 s backoff + 1 s) = 5 s
+    assert closing < 1.0 + 1.0, closing  # the delivery timeout, plus the writer's last flush
     rows = _alert_rows(tmp_path)
     status = {(d["target"], d["alert"]["kind"]): d["status"] for _, _, _, d in rows}
     assert status[(Webhook(hang.url()).target, "trigger")] == "failed"
@@ -45,7 +46,7 @@ def test_hanging_and_failing_endpoints_are_recorded_and_close_waits_at_most_the_
     assert status[("http://127.0.0.1:%d/..." % ok.server.server_address[1], "trigger")] == "sent"
     assert status[("http://127.0.0.1:%d/..." % ok.server.server_address[1], "stop")] == "sent"
     failed = [d for _, _, _, d in rows if d["status"] == "failed"]
-    assert any("HTTP 500" in d["error"] for d in failed) and any("no answer within 0.5 s" in d["error"] or
+    assert any("HTTP 500" in d["error"] for d in failed) and any("no answer within 1 s" in d["error"] or
                                                                   "not delivered" in d["error"] for d in failed)
     assert all(sev == "critical" for _, sev, _, _ in rows) and {step for step, _, _, _ in rows} == {100}
     with open_run(tmp_path) as r:
@@ -67,9 +68,9 @@ def test_a_channel_that_raises_anything_never_reaches_training(tmp_path, caplog)
     with Monitor(tmp_path, alerts=AlertsConfig([Broken(), mem], timeout_s=1.0), strict=True) as mon:
         _train(mon, steps=150)
     assert [a.kind for a in mem.sent] == ["trigger", "stop"]
-    rows = _alert_rows(tmp_path)
-    assert [d["status"] for _, _, _, d in rows if d["channel"] == "broken"] == ["failed", "failed"]
-    assert "bug in a user's channel" in rows[0][3]["error"]
+    broken = [d for _, _, _, d in _alert_rows(tmp_path) if d["channel"] == "broken"]
+    assert [d["status"] for d in broken] == ["failed", "failed"]
+    assert all(d["error"] == "RuntimeError: bug in a user's channel" for d in broken)
 
 
 def test_a_run_that_recovers_gets_one_trigger_and_one_resolve(tmp_path):
