@@ -178,3 +178,12 @@ class FullDisk:
 
     def close(self) -> None:
         self.store.close()
+
+
+def __getattr__(name: str) -> Any:
+    """`MemoryChannel` (alerts kept in a list) comes from `stethoscope.act`, imported only when asked for."""
+    if name == "MemoryChannel":
+        from stethoscope.act.channels.memory import MemoryChannel
+
+        return MemoryChannel
+    raise AttributeError(f"module 'stethoscope.testing' has no attribute {name!r}")

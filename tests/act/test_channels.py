@@ -147,3 +147,14 @@ def test_console_prints_a_panel_and_jsonl_appends_a_line(tmp_path):
     ch.send(_alert())
     ch.send(_alert("stop", note="the run stopped"))
     assert [json.loads(line)["kind"] for line in path.read_text().splitlines()] == ["trigger", "stop"]
+
+
+def test_the_memory_fake_is_shipped_in_stethoscope_testing():
+    from stethoscope.act import MemoryChannel
+    from stethoscope.testing import MemoryChannel as Fake
+
+    assert Fake is MemoryChannel
+    fake = Fake(fail_with="endpoint down")
+    with pytest.raises(DeliveryError, match="endpoint down"):
+        fake.send(_alert())
+    assert fake.attempts == 1 and fake.sent == []

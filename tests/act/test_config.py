@@ -71,6 +71,8 @@ to = ["oncall@example.com", "ml@example.com"]
     names = [ch.name for ch in cfg.channels]
     assert names == ["console", "jsonl", "webhook", "slack", "pagerduty", "email"]
     assert cfg.timeout_s == 2.5 and cfg.retries == 1 and cfg.rules.min_severity == "error"
+    never = load_alerts(_file(tmp_path, MINIMAL + "[rules]\nescalate_after_s = false\n"))
+    assert never.rules.escalate_after_s is None
     targets = " ".join(str(ch.target) for ch in cfg.channels) + repr(cfg)
     for secret in ("SECRETSECRET", "pdkey-0123456789", "smtp-pw-0123"):
         assert secret not in targets

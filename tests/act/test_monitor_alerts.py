@@ -109,3 +109,19 @@ def test_a_failure_inside_the_alerts_keeps_the_findings_and_is_counted():
                         advise=advise, strict=True)
     with pytest.raises(RuntimeError, match="advice broke"):  # strict (tests): re-raised to the writer
         strict.observe([("train/loss", 5, float("nan"), 1.0)])
+
+
+def test_a_divergence_that_ends_in_nan_is_one_incident_one_alert_thread(tmp_path):
+    """Spike, explosion, divergence, then NaN: the symptoms never page apart from their root."""
+    mem = MemoryChannel()
+    curve = loss_curve(700, seed=3)
+    with Monitor(tmp_path, alerts=AlertsConfig([mem], RuleConfig(cooldown_s=0)), strict=True) as mon:
+        for step in range(700):
+            bad = float("nan") if step >= 450 else None
+            mon.step(step, loss=bad or (curve[step] * (3 if step >= 300 else 1)),
+                     grad_norm=bad or (5.0 if step >= 300 else 0.5))
+    assert {a.key for a in mem.sent} == {mem.sent[0].key} and mem.sent[0].step == 300
+    assert [a.kind for a in mem.sent][0] == "trigger" and [a.kind for a in mem.sent][-1] == "stop"
+    assert all(a.kind == "escalate" for a in mem.sent[1:-1])
+    assert mem.sent[-1].type == "divergence" and mem.sent[-1].severity == "critical"
+    assert not any(a.type == "nan" for a in mem.sent)  # the NaN at 450 is a symptom of the divergence

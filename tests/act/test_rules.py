@@ -116,7 +116,7 @@ def test_a_root_that_claims_an_alerted_symptom_updates_that_alert_and_does_not_p
     over = Finding("divergence", "critical", 602, "divergence; recovered", end_step=900, source="trend",
                    evidence={"recovered": "fully"})
     [(_, alert)] = rules.on_findings([over], clock())
-    assert alert.kind == "resolve" and alert.type == "nan"
+    assert alert.kind == "resolve" and alert.type == "divergence" and alert.key.endswith("/r3/nan@610")
 
 
 def test_state_dict_keeps_a_resumed_run_from_paging_again():

@@ -8,7 +8,7 @@ min_severity = "error"
 
 [rules]                     # optional
 cooldown_s = 600
-escalate_after_s = 1800
+escalate_after_s = 1800     # false: never
 
 [delivery]                  # optional
 timeout_s = 5
@@ -131,7 +131,9 @@ def alerts_from_mapping(data: dict[str, Any]) -> AlertsConfig:
     delivery = _table(data, "delivery", ("timeout_s", "retries"))
     timeout = delivery.get("timeout_s", 5.0)
     channels = [build_channel(t, i + 1, timeout) for i, t in enumerate(tables)]
-    rules_table = _table(data, "rules", tuple(RuleConfig.__dataclass_fields__))
+    rules_table = dict(_table(data, "rules", tuple(RuleConfig.__dataclass_fields__)))
+    if rules_table.get("escalate_after_s") is False:  # TOML has no null: false means never
+        rules_table["escalate_after_s"] = None
     return AlertsConfig(channels, RuleConfig(**rules_table), timeout, delivery.get("retries", 2))
 
 

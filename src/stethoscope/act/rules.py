@@ -166,7 +166,7 @@ class AlertRules:
         if key not in a.active:
             a.active.append(key)
         if severity_rank(f.severity) > severity_rank(a.severity):
-            return self._escalate(a, f.severity, now, f"now {f.severity}: {f.message}")
+            return self._escalate(a, f.severity, now, f"now {f.severity}")
         return []
 
     def _escalate(self, a: _Open, severity: str, now: float, note: str) -> list[Delivery]:
@@ -189,7 +189,8 @@ class AlertRules:
         f = Finding.from_dict(a.finding) if a.finding else Finding(a.type, a.severity, a.step, a.type)
         if self.advise is not None:
             f = self.advise(f)
-        return Alert(kind=kind, key=f"{self._tag}/r{self.rank}/{a.type}@{a.step}", type=a.type, severity=a.severity,
+        # the key stays the first finding's (PagerDuty's dedup_key); the type shown is the lead finding's
+        return Alert(kind=kind, key=f"{self._tag}/r{self.rank}/{a.type}@{a.step}", type=f.type, severity=a.severity,
                      step=a.step, rank=self.rank, message=f.message, onset_time=a.onset_time, end_step=f.end_step,
                      evidence=headline_numbers(f), cause=f.causes[0] if f.causes else None,
                      fix=f.fixes[0] if f.fixes else None, run_dir=self.run_dir, note=note, time=now)
