@@ -90,6 +90,7 @@ to = ["oncall@example.com", "ml@example.com"]
     ('[[channel]]\ntype = "webhook"\nurl = "http://x"\nmethod = "PUT"\n', "channel 1 (webhook): unknown key 'method'"),
     ('[[channel]]\ntype = "webhook"\nurl = "http://x"\n[rules]\ncooldown = 5\n', "rules: unknown key 'cooldown'"),
     ('[[channel]]\ntype = "webhook"\nurl = "http://x"\n[delivery]\ntimeout_s = -1\n', "delivery.timeout_s"),
+    ('[[channel]]\ntype = "webhook"\nurl = "http://x"\n[delivery]\ntimeout_s = 60\n', "delivery.timeout_s must be"),
     ('[[channel]]\ntype = "jsonl"\n', "channel 1 (jsonl): missing path"),
     ('[[channel]]\ntype = "email"\nhost = "h"\n', "channel 1 (email).to: expected an address"),
     ('channels = 3\n', "unknown key 'channels'"),

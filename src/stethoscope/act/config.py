@@ -52,6 +52,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
 }
 _COMMON = ("type", "min_severity")
 _TOP = ("channel", "rules", "delivery")
+_MAX_TIMEOUT_S = 20.0  # within the 30 s the record writer is given to finish at close
 
 
 @dataclass
@@ -74,8 +75,9 @@ class AlertsConfig:
             if not callable(getattr(ch, "send", None)):
                 raise ValueError(f"a channel needs a send(alert) method, got {ch!r}")
             _check_severity(getattr(ch, "min_severity", "warning"), "min_severity")
-        if not isinstance(self.timeout_s, (int, float)) or not 0 < self.timeout_s <= 300:
-            raise ValueError(f"delivery.timeout_s must be a number of seconds in (0, 300], got {self.timeout_s!r}")
+        if not isinstance(self.timeout_s, (int, float)) or not 0 < self.timeout_s <= _MAX_TIMEOUT_S:
+            raise ValueError(f"delivery.timeout_s must be a number of seconds in (0, {_MAX_TIMEOUT_S:g}] (close() "
+                             f"waits up to this for alerts to go out), got {self.timeout_s!r}")
         if not isinstance(self.retries, int) or isinstance(self.retries, bool) or not 0 <= self.retries <= 10:
             raise ValueError(f"delivery.retries must be an integer from 0 to 10, got {self.retries!r}")
 
