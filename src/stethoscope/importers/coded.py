@@ -10,7 +10,7 @@ the list-building path gives (tests/importers/test_coded.py).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any, Union
 
 import numpy as np
@@ -22,17 +22,20 @@ _ARGMAX_LABELS = 64  # up to this many labels, first appearances are found one l
 
 class CodedColumns:
     """Points in log order: `codes` index `labels` (the names), `step_array` (int64), `value_array`
-    (float64), `time_list` (unix seconds or None per point; None when no point has a time)."""
+    (float64), `time_list` (unix seconds or None per point; None when no point has a time).
+    `ordered`: the labels are distinct, each is used, and in order of first appearance (what the
+    constructors below build), so `first_seen` has nothing to do."""
 
-    __slots__ = ("labels", "codes", "step_array", "value_array", "time_list", "_lists")
+    __slots__ = ("labels", "codes", "step_array", "value_array", "time_list", "ordered", "_lists")
 
     def __init__(self, labels: Sequence[str], codes: np.ndarray, steps: np.ndarray, values: np.ndarray,
-                 times: list[float | None] | None = None) -> None:
+                 times: list[float | None] | None = None, ordered: bool = False) -> None:
         self.labels = list(labels)
         self.codes = codes
         self.step_array = steps
         self.value_array = values
         self.time_list = times
+        self.ordered = ordered
         self._lists: Columns | None = None
 
     @classmethod
@@ -41,8 +44,9 @@ class CodedColumns:
         """Rows of one layout: `values` is (rows x len(names)), `times` one per row (or None)."""
         width = len(names)
         codes = np.tile(np.arange(width, dtype=np.int32), steps.size)
-        per_point = None if times is None else [t for t in times for _ in range(width)]
-        return cls(names, codes, np.repeat(steps, width), values.reshape(-1), per_point)
+        per_point = None if times is None else list(chain.from_iterable(map(repeat, times, repeat(width))))
+        return cls(names, codes, np.repeat(steps, width), values.reshape(-1), per_point,
+                   ordered=steps.size > 0 and len(set(names)) == width)
 
     @property
     def size(self) -> int:
@@ -57,6 +61,8 @@ class CodedColumns:
 
     def first_seen(self) -> tuple[list[str], np.ndarray]:
         """The distinct names in order of first appearance, and each point's index into them."""
+        if self.ordered:
+            return self.labels, self.codes
         counts = np.bincount(self.codes, minlength=len(self.labels)) if self.codes.size else np.zeros(0, int)
         used = np.flatnonzero(counts)
         if used.size <= _ARGMAX_LABELS:
@@ -121,7 +127,7 @@ def encode(columns: AnyColumns) -> CodedColumns:
                         count=len(columns.names))
     times = columns.times if any(t is not None for t in columns.times) else None
     return CodedColumns(list(index), codes, np.array(columns.steps, dtype=np.int64),
-                        np.array(columns.values, dtype=np.float64), times)
+                        np.array(columns.values, dtype=np.float64), times, ordered=True)
 
 
 def join(parts: Sequence[AnyColumns]) -> AnyColumns:
@@ -147,4 +153,5 @@ def join(parts: Sequence[AnyColumns]) -> AnyColumns:
     if any(part.time_list is not None for part in coded):
         times = [t for part in coded for t in (part.time_list or repeat(None, part.size))]
     return CodedColumns(list(labels), np.concatenate(codes), np.concatenate([p.step_array for p in coded]),
-                        np.concatenate([p.value_array for p in coded]), times)
+                        np.concatenate([p.value_array for p in coded]), times,
+                        ordered=all(part.ordered for part in coded))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from itertools import compress
+from itertools import chain, compress
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -22,6 +22,8 @@ from stethoscope.importers.megatron_fields import COUNTER_KEYS, GLOBAL_BATCH_KEY
 from stethoscope.importers.table import Layout
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from stethoscope.importers.coded import CodedColumns
 
 try:
@@ -29,6 +31,7 @@ try:
 except ImportError:  # a core dependency; without it float() parses every value
     orjson = None
 
+_NUMBER_TYPES = frozenset((float, int))
 STAMPED = "[stamped]"  # the value text of an `iteration` field that carried Megatron-LM's timestamp
 CHUNK_BYTES = 256 * 1024  # small enough that a chunk with one odd line wastes little
 _PREFIX = rb"(?:\[(?:default|rank)?\d+\]:|\[\d+,\d+\]<std(?:out|err)>:)? ?"
@@ -64,17 +67,37 @@ class Template:
         kept = list(compress(rows, map(itemgetter(self.step_at), rows)))  # a skippable line has no step
         if not kept:
             return CodedColumns([], np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0))
-        groups = list(zip(*kept))  # one tuple per regex group
-        try:
-            values = np.array(floats([text for at in self.value_at for text in groups[at]]), dtype=np.float64)
-            steps = np.array(ints(groups[self.step_at]), dtype=np.int64)
-        except (ValueError, OverflowError):
-            return None
-        values = values.reshape(len(self.layout.names), len(kept)).T
+        table = self._table(kept)
+        if table is not None:  # the common case: every group a JSON number, parsed in one call
+            steps, values = table[:, self.step_at].astype(np.int64), table[:, list(self.value_at)]
+            times = None
+        else:
+            groups = list(zip(*kept))  # one tuple per regex group
+            try:
+                values = np.array(floats([text for at in self.value_at for text in groups[at]]), dtype=np.float64)
+                steps = np.array(ints(groups[self.step_at]), dtype=np.int64)
+            except (ValueError, OverflowError):
+                return None
+            values = values.reshape(len(self.layout.names), len(kept)).T
+            times = None if self.time_at is None else list(map(time_of, groups[self.time_at]))
         if self.layout.scales:
             values = values * np.array(self.layout.scales)
-        times = None if self.time_at is None else list(map(time_of, groups[self.time_at]))
         return CodedColumns.of_rows(self.layout.names, steps, values, times)
+
+    def _table(self, rows: list[tuple[bytes, ...]]) -> np.ndarray | None:
+        """The rows' groups as a (rows x groups) float array when there is no timestamp and orjson reads
+        every group as one number (as `floats`/`ints` would, steps below 2**53 so they stay exact);
+        None otherwise."""
+        import numpy as np
+
+        if self.time_at is not None:
+            return None
+        width = len(rows[0])
+        parsed, kinds = _json_numbers(list(chain.from_iterable(rows)))
+        if not kinds or not kinds <= _NUMBER_TYPES:
+            return None
+        table = np.array(parsed, dtype=np.float64).reshape(len(rows), width)  # ints converted as float() does
+        return table if bool(np.all(table[:, self.step_at] < 2.0**53)) else None
 
 
 def floats(texts: Sequence[bytes]) -> list[float]:
