@@ -29,6 +29,7 @@ _SIGMA_REFRESH = 16  # recompute the O(window) noise estimate every this many pu
 _MIN_WARN_HISTORY = 2  # earlier values a loss spike needs before it can be a warning
 _BLIP_RECORDS = 1  # a spike on this many records that then recovers is a blip...
 _REAL_SPIKE_RATIO = 2.0  # ...unless it reached 2x the level and twice the spike threshold in sigmas
+_EXCURSION_N = 50  # values of the record-excursion test (`_record_excursion`)
 _RECENT = 16  # raw (step, value) pairs kept for look-backs
 
 
@@ -255,7 +256,7 @@ class SpikeDetector:
             t.push(v)
             return
         sigma = shrunk_sigma(t.data_sigma(), n, self.config.loss_prior_rel_noise * scale, self.config.prior_weight)
-        if v <= level + self.config.spike_sigma * sigma:
+        if v <= level + self.config.spike_sigma * sigma and not _record_excursion(t.window, v):
             t.push(v)
             return
         t.incident = self._open_loss(step, v, level, sigma, n, values)
@@ -434,6 +435,17 @@ class SpikeDetector:
 _STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
 _STUCK_RECORDS = 3  # ...held over this many records...
 _STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged
+
+
+def _record_excursion(window: Window, v: float) -> bool:
+    """Twice as far above the median of the last `_EXCURSION_N` values as the highest of them: a value
+    no spread estimate needs to vouch for (a noisy per-step log's sigma can hide a one-batch spike that
+    anyone looking at the curve sees at once)."""
+    if len(window) < _EXCURSION_N:
+        return False
+    last = window.last(_EXCURSION_N)
+    mid = sorted(last)[_EXCURSION_N // 2]
+    return v - mid > 2 * (max(last) - mid) > 0
 
 
 def _came_back(before: float, now: float | None, cfg: DetectConfig) -> bool:
