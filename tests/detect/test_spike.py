@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.spike import SpikeDetector
@@ -178,12 +179,6 @@ def test_detectors_in_a_set_share_one_lr_tracker():
 def test_one_batch_spike_in_a_noisy_per_step_log_is_seen():
     """Per-step losses jump +-20% from batch to batch; a batch at x1.8 is below 6 sigma of that noise but
     twice as far above the level as any of the 50 losses before it: anyone sees it on the curve."""
-    import random
-
-    from stethoscope.detect.spike import SpikeDetector
-
-    from .conftest import make_records, of_type, replay
-
     rng = random.Random(0)
     loss = [2.15 * rng.uniform(0.78, 1.15) for _ in range(300)]
     loss[250] = 3.9
