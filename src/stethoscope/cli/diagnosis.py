@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,7 @@ from rich.text import Text
 
 from stethoscope.cli import render
 from stethoscope.cli.findings_view import fails, print_findings
-from stethoscope.errors import InputError, UsageError
+from stethoscope.errors import InputError, StethoscopeError, UsageError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.records import severity_rank
 
@@ -83,7 +84,7 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
     for path in paths:
         try:
             with _status(path, "reading"):
-                runs = _with_steps(load(path, rank), RUN_FORMAT)
+                runs = _with_steps(read_input(load, path, rank), RUN_FORMAT)
         except UsageError as exc:
             if len(paths) == 1:
                 raise
@@ -125,6 +126,18 @@ def _header(d: Any) -> Text:
     head.append(f"  ({d.format}, {last}{d.steps:,} steps logged)  curve: ")
     head.append(_classification_text(d.classification), style="bold")
     return head
+
+
+def read_input(read: Callable[..., Any], path: str, *args: Any) -> Any:
+    """`read(path, *args)`, where a reader's own failure (a bug on input it did not expect) becomes one line
+    naming the file: the CLI never shows a traceback (--debug shows the one behind it)."""
+    try:
+        return read(path, *args)
+    except (StethoscopeError, OSError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the boundary between a reader and the person
+        raise InputError(path, f"could not be read ({type(exc).__name__}: {str(exc)[:200]}); this is a bug in "
+                               "stethoscope's reader: please report it with the file") from exc
 
 
 def _with_steps(runs: list[ImportedRun], own_format: str) -> list[ImportedRun]:
@@ -203,7 +216,7 @@ def _check_text(text: str, name: str) -> None:
 def import_source(source: str, into: str, as_json: bool) -> None:
     from stethoscope.diagnose.sources import import_into
 
-    done = import_into(source, into)
+    done = read_input(import_into, source, into)
     if as_json:
         click.echo(render.to_json([{"run": str(t), "path": r.path, "format": r.format, "points": r.n_points,
                                     "steps": r.steps, "warnings": r.warnings} for t, r in done]))
@@ -236,7 +249,7 @@ def write_report(path: str, out: str, rank: int | None, config: DetectConfig | N
     from stethoscope.diagnose.report import render_report
     from stethoscope.diagnose.sources import load
 
-    runs = load(path, rank)
+    runs = read_input(load, path, rank)
     if len(runs) > 1:
         raise UsageError(f"{path}: holds {len(runs)} logs; give one file (or `stethoscope import` them first)")
     run = runs[0]
@@ -254,7 +267,7 @@ def write_compare(paths: tuple[str, ...], out: str, config: DetectConfig | None 
 
     inputs = []
     for path in paths:
-        for run in load(path):
+        for run in read_input(load, path):
             inputs.append(report_input(run, diagnose_run(run, config).findings))
     if len(inputs) < 2:
         raise UsageError("compare needs at least two runs")
