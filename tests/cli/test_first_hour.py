@@ -144,7 +144,9 @@ def test_times_print_as_dates_and_durations(tmp_path):
 MARKUP = "sweep[lr=1e-3][bold]"
 
 
-def test_user_strings_are_never_markup(tmp_path):
+def test_user_strings_are_never_markup(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # short relative paths: a table cell never wraps them
+    tmp_path = Path(".")
     log = hf_state(tmp_path / MARKUP / "trainer_state.json", "divergence_climb.txt")
     run, other = tmp_path / "runs" / MARKUP, tmp_path / "runs" / f"b{MARKUP}"
     for args in (("import", str(log), "--into", str(run)), ("import", str(log), "--into", str(other))):
