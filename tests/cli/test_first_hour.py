@@ -164,6 +164,20 @@ def test_user_strings_are_never_markup(tmp_path, monkeypatch):
     assert MARKUP in invoke("explain", str(crash)).stdout
 
 
+def test_compare_of_two_lightning_runs_shows_their_hparams(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name, lr, epochs in (("a", 3e-4, 10), ("b", 1e-3, 1)):
+        d = Path(name) / "version_0"
+        d.mkdir(parents=True)
+        (d / "hparams.yaml").write_text(f"lr: {lr}\nnum_epochs: {epochs}\nd_model: 768\n")
+        (d / "metrics.csv").write_text("epoch,step,train_loss\n" + "".join(f"0,{s},{3 - s / 100}\n" for s in range(50)))
+    res = invoke("compare", "a/version_0", "b/version_0", "-o", "c.html")
+    assert res.exit_code == 0, res.stderr
+    rows = {ln.split("│")[1].strip(): ln for ln in res.stdout.splitlines() if ln.count("│") >= 3}
+    assert "0.0003" in rows["lr"] and "0.001" in rows["lr"] and "10" in rows["num_epochs"]
+    assert "d_model" not in rows  # the same in both
+
+
 # -- errors that name the problem ----------------------------------------------------------------
 def corrupt_pages(f: Path) -> None:
     data = bytearray(f.read_bytes())

@@ -276,11 +276,17 @@ def write_compare(paths: tuple[str, ...], out: str, config: DetectConfig | None 
     return target, inputs
 
 
+def _hyperparameters(meta: dict[str, Any]) -> dict[str, Any]:
+    """The run's config: ours (`config`), Lightning's hparams.yaml (`hparams`), or both."""
+    found = {k: meta[k] for k in ("config", "hparams") if isinstance(meta.get(k), dict) and meta[k]}
+    return next(iter(found.values())) if len(found) == 1 else found
+
+
 def print_compare(inputs: list[Any]) -> None:
     from stethoscope.diagnose.report import flatten
     from stethoscope.records import EVAL_LOSS, LOSS, TOKENS_PER_S
 
-    flat = [flatten(i.meta.get("config") or {}) for i in inputs]
+    flat = [flatten(_hyperparameters(i.meta)) for i in inputs]
     keys = sorted({k for f in flat for k in f})
     differ = [k for k in keys if len({f.get(k) for f in flat}) > 1]
     cols = ["", *[i.title for i in inputs]]
