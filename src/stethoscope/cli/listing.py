@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,8 @@ def _listed(run: Path) -> dict[str, Any]:
             return _with_skipped(summary, reader)
     except StethoscopeError as exc:
         return {"run": str(run), "status": f"unreadable: {exc}"}
+    except Exception as exc:  # noqa: BLE001 - one run's surprise never hides the others
+        return {"run": str(run), "status": f"unreadable: {type(exc).__name__}: {exc} (a bug: please report it)"}
 
 
 def show_run(run: str, as_json: bool, min_severity: str | None = None) -> None:
@@ -90,6 +93,25 @@ def run_findings(reader: RunReader) -> list[Finding]:
     findings = diagnose_run(from_store(reader)).findings
     attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0]))
     return findings
+
+
+def live_findings(reader: RunReader) -> list[Finding]:
+    """The findings the live detectors recorded in the store (the Monitor's thresholds), through the same
+    pipeline, most severe first. `show` prints `run_findings` instead: what `diagnose` says."""
+    from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
+    from stethoscope.diagnose.knowledge import advise
+    from stethoscope.findings.pipeline import finalise, ranked
+
+    _, rows = reader.query("SELECT data FROM findings WHERE data IS NOT NULL ORDER BY id")
+    found = []
+    for (data,) in rows:
+        try:
+            found.append(Finding.from_dict(json.loads(data)))
+        except (ValueError, TypeError, KeyError):
+            continue  # an event that is not a finding (written by a later version, say)
+    findings = finalise(found)
+    attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0]))  # before advice: it names a bad batch
+    return ranked([advise(f) for f in findings])
 
 
 def _with_skipped(summary: dict[str, Any], reader: RunReader) -> dict[str, Any]:
