@@ -367,6 +367,38 @@ def test_fast_path_reads_like_the_line_parser(write) -> None:
     assert fast.columns == slow.result().columns and len(fast.columns.names) == 6 * 199
 
 
+def test_shapes_read_alike_are_read_as_one_run(monkeypatch) -> None:
+    # the HF Trainer's dicts: an LR written 1.2e-05 on one line and 0.00012 on the next changes the shape
+    text = "".join(f"{{'loss': {2 + i % 7 / 10}, 'grad_norm': {0.5 + i % 3 / 10}, 'learning_rate': "
+                   f"{(1.5e-05, 0.00012)[i % 3 == 0]}, 'epoch': {i / 100}}}\n" for i in range(1, 3000))
+    merged: list[int] = []
+    runs = ConsoleReader._runs
+    monkeypatch.setattr(ConsoleReader, "_runs", lambda self, *a: merged.append(len(a[-1])) or runs(self, *a))
+    fast = ConsoleReader("log")
+    fast.feed(text.encode())
+    slow = ConsoleReader("log")
+    for number, line in enumerate(text.encode().split(b"\n"), 1):
+        slow.line(number, line)
+    got, want = fast.result().columns, slow.result().columns
+    assert sum(merged) > 1000 and len(got.names) == 4 * 2999
+    assert got == want and fast.result().warnings == slow.result().warnings
+
+
+@pytest.mark.parametrize("case", CASES + MADE_UP, ids=lambda c: c.trainer)
+def test_long_runs_read_as_arrays_like_lists(case: Case, monkeypatch) -> None:
+    import stethoscope.importers.console_reader as reader
+
+    data = (case.text * 300).encode()  # runs of hundreds of lines of a shape: read as arrays
+    coded = ConsoleReader("coded")
+    coded.feed(data)
+    monkeypatch.setattr(reader, "CODED_ROWS", 10**9)
+    lists = ConsoleReader("lists")
+    lists.feed(data)
+    got, want = coded.result().columns, lists.result().columns
+    assert (got.names, got.steps, got.times) == (want.names, want.steps, want.times)
+    assert [v if v == v else "nan" for v in got.values] == [v if v == v else "nan" for v in want.values]
+
+
 @pytest.mark.parametrize("case", CASES + MADE_UP, ids=lambda c: c.trainer)
 def test_runs_of_a_shape_read_like_single_lines(case: Case) -> None:
     data = (case.text * 3).encode()  # every shape recurs: its later lines take the token or regex path

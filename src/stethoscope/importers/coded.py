@@ -118,6 +118,17 @@ class CodedColumns:
 AnyColumns = Union[Columns, CodedColumns]
 
 
+def rows_of(names: Sequence[str], steps: list[int], values: list[list[float]],
+            times: list[float | None] | None) -> CodedColumns | None:
+    """Rows of one layout given a column of values per name; None when a step does not fit in 64 bits."""
+    try:
+        step_array = np.array(steps, dtype=np.int64)
+    except OverflowError:
+        return None
+    table = np.array(values, dtype=np.float64).reshape(len(names), len(steps)).T
+    return CodedColumns.of_rows(names, step_array, table, times)
+
+
 def encode(columns: AnyColumns) -> CodedColumns:
     """Any columns as CodedColumns (list columns are converted: names by a dict, numbers by numpy)."""
     if isinstance(columns, CodedColumns):

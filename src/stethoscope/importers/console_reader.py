@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from itertools import accumulate, compress, count, groupby, repeat
 from operator import add, gt
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stethoscope.importers import console_tokens
 from stethoscope.importers.base import Columns, ImportedRun
@@ -17,12 +17,16 @@ from stethoscope.importers.console_fast import Template, reads_back
 from stethoscope.importers.console_line import ANSI, MAGNITUDE, NUMBER, Line, key_name, parse
 from stethoscope.importers.loglines import LineKeeper
 from stethoscope.importers.names import metric
-from stethoscope.importers.table import Layout, PointTable, describe
+from stethoscope.importers.table import Layout, PointTable, Rejected, describe
 from stethoscope.records import STEP_TIME
+
+if TYPE_CHECKING:
+    from stethoscope.importers.coded import CodedColumns
 
 NAME = "console"
 MAX_TEMPLATES = 4096
 CHUNK_LINES = 16384
+CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
 # Cumulative clocks and running averages that the resolver would take for a step time (modded-nanogpt).
 _OWN = {"step avg (ms)": ("perf/step_avg_s", 1e-3), "train time (ms)": ("perf/train_time_s", 1e-3),
         "training time (ms)": ("perf/train_time_s", 1e-3), "step avg (s)": ("perf/step_avg_s", 1.0),
@@ -47,7 +51,7 @@ class ConsoleReader:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.parts: list[PointTable | Columns] = [PointTable()]  # in log order: rows, and blocks of points
+        self.parts: list[PointTable | Columns | CodedColumns] = [PointTable()]  # in log order: rows, blocks
         self.keeper = LineKeeper()
         self.templates: dict[bytes, _Shape | None] = {}
         self.names: dict[tuple[str, str, bool], tuple[str, float] | None] = {}
@@ -68,11 +72,18 @@ class ConsoleReader:
         lines = data.split(b"\n")
         shapes = data.translate(None, b"0123456789").split(b"\n")
         offsets = [0, *map(add, accumulate(map(len, lines)), count(1))]  # where each line starts in `data`
-        start = 0
+        runs: list[tuple[bytes, int, int]] = []  # (shape, first line, end), 0-based
         for shape, run in groupby(shapes):
-            end = start + len(list(run))
-            self._run(lines, data, offsets, start, end, shape)
-            start = end
+            start = runs[-1][2] if runs else 0
+            runs.append((shape, start, start + len(list(run))))
+        at = 0
+        while at < len(runs):
+            alike = self._alike(runs, at)
+            if alike - at > 1:
+                self._runs(lines, data, offsets, runs[at:alike])
+            else:
+                self._run(lines, data, offsets, runs[at][1], runs[at][2], runs[at][0])
+            at = alike
         last = lines[-1].decode("utf-8", "replace")
         if last.strip() and NUMBER.search(last) and self.last_row != len(lines):
             self.warnings.append(f"{self.path}:{len(lines)}: the last line looks cut short (no newline, no "
@@ -95,6 +106,32 @@ class ConsoleReader:
                 read = console_tokens.read(known.plan, tokens, b - a, self.keep_rank)
             if read is None or not self._block(known, a + 1, b - a, read):
                 self._by_regex(known.template, lines, a, b)
+
+    def _alike(self, runs: list[tuple[bytes, int, int]], at: int) -> int:
+        """The end of the runs from `at` on whose shapes are known and read by the same token plan into the
+        same layout (a dict whose LR is written `1.2e-05` on one line and `0.00012` on the next): they are
+        read as one run, not a few lines at a time."""
+        known = self.templates.get(runs[at][0])
+        if known is None or known.plan is None:
+            return at + 1
+        end = at + 1
+        while end < len(runs) and (other := self.templates.get(runs[end][0])) is not None \
+                and other[1:] == known[1:]:
+            end += 1
+        return end
+
+    def _runs(self, lines: list[bytes], data: bytes, offsets: list[int], runs: list[tuple[bytes, int, int]]) -> None:
+        """Runs of shapes read alike (`_alike`), by tokens a chunk at a time; a chunk that does not read
+        goes back to its runs, each read as it would be alone."""
+        known = self.templates[runs[0][0]]
+        for a in range(runs[0][1], runs[-1][2], CHUNK_LINES):
+            b = min(a + CHUNK_LINES, runs[-1][2])
+            tokens = data[offsets[a]:offsets[b]].translate(console_tokens.TOKENS).split()
+            read = console_tokens.read(known.plan, tokens, b - a, self.keep_rank)  # type: ignore[arg-type]
+            if read is None or not self._block(known, a + 1, b - a, read):
+                for shape, start, end in runs:
+                    if start < b and end > a:
+                        self._run(lines, data, offsets, max(start, a), min(end, b), shape)
 
     def _by_regex(self, template: Template | None, lines: list[bytes], start: int, end: int) -> None:
         """Lines start..end (0-based) by the shape's regex, each line alone when the run does not fit it."""
@@ -136,10 +173,21 @@ class ConsoleReader:
 
     def _points(self, names: tuple[str, ...], steps: list[int], values: list[list[float]],
                 times: list[float] | None) -> None:
-        """Append a block of points to the last block part (a new one after rows), column-wise."""
+        """Append a block of points: a long run as arrays (a part of its own), a short one to the last
+        block part of lists (a new one after rows), column-wise."""
+        if len(steps) >= CODED_ROWS:
+            # numpy: loaded when a log is read, not when the package is imported
+            from stethoscope.importers.coded import rows_of
+
+            block = rows_of(names, steps, values, times)
+            if block is not None:
+                if isinstance(self.parts[-1], PointTable) and not len(self.parts[-1]):
+                    self.parts.pop()
+                self.parts.append(block)
+                return
         last = self.parts[-1]
         if not isinstance(last, Columns):
-            if not len(last):
+            if isinstance(last, PointTable) and not len(last):
                 self.parts.pop()
             last = Columns.empty()
             self.parts.append(last)
@@ -291,15 +339,20 @@ class ConsoleReader:
                                        line.step is not None, line.bar, line.body.lstrip().startswith("{"))
 
     def result(self) -> ImportedRun:
-        columns, rejected = Columns.empty(), []
+        # numpy: loaded when a log is read, not when the package is imported
+        from stethoscope.importers.coded import join
+
+        parts: list[Any] = [Columns.empty()]  # a first part of lists: extended in place, as it always was
+        rejected: list[Rejected] = []
         for part in self.parts:
             if isinstance(part, PointTable):
                 part, more = part.build_columns()
                 rejected += more
-            for column, extra in zip(columns, part):
-                column += extra
+            parts.append(part)
+        columns = join(parts)
         used = {found[0] for found in self.names.values() if found}
         if CLOCK in used and STEP_TIME not in used:
+            columns = Columns(*columns)  # the list form: step times are appended to it
             _step_time_from_clock(columns)
         meta: dict[str, Any] = {"confidence": round(self.step_lines / self.lines, 3) if self.lines else 0.0}
         if self.shapes:
@@ -316,7 +369,7 @@ class ConsoleReader:
                             "in file order (the trainer's own steps are a multiple of these)")
         if self.resumes:
             meta["resumes"] = self.resumes
-        if not columns.names:
+        if not columns.size:
             meta["closest"] = self.closest()
         warnings += describe(rejected, lambda line: f"{self.path}:{line}")
         return ImportedRun(self.path, NAME, None, meta, warnings, self.keeper.lines(), columns=columns)
