@@ -38,7 +38,7 @@ def test_hanging_and_failing_endpoints_are_recorded_and_close_waits_at_most_the_
     mon.close()
     closing = time.monotonic() - t0
     # unbounded, the hanging endpoint would hold close() for 2 messages x (1 s + 0.5 s backoff + 1 s) = 5 s
-    assert closing < 1.0 + 1.0, closing  # the delivery timeout, plus the writer's last flush
+    assert closing < 1.0 + 1.5, closing  # the delivery timeout, plus the writer's last flush on a loaded machine
     rows = _alert_rows(tmp_path)
     status = {(d["target"], d["alert"]["kind"]): d["status"] for _, _, _, d in rows}
     assert status[(Webhook(hang.url()).target, "trigger")] == "failed"
