@@ -98,6 +98,8 @@ class Table:
         if c is None:
             return np.zeros(0, np.int64), np.zeros(0)
         mask = self.present[:, c]
+        if mask.all():  # the common case (a series logged at every row): copies, ~5x cheaper than masking
+            return self.steps.copy(), self.values[:, c].copy()
         return self.steps[mask], self.values[mask, c]
 
     def has(self, name: str) -> bool:
@@ -230,6 +232,18 @@ def _previous_block_median(v: np.ndarray, block: int) -> np.ndarray:
     with np.errstate(all="ignore"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            med = np.nanmedian(padded.reshape(k, block), axis=1)
+            med = _block_medians(padded.reshape(k, block))
     prev = np.concatenate(([med[0]], med[:-1]))
     return np.repeat(prev, block)[:n]
+
+
+def _block_medians(blocks: np.ndarray) -> np.ndarray:
+    """np.nanmedian per row; rows without a NaN (nearly all) by np.median, which gives the same doubles
+    (tests/diagnose/test_table.py) at a third of the cost."""
+    holed = np.isnan(blocks).any(axis=1)
+    if not holed.any():
+        return np.median(blocks, axis=1)
+    med = np.empty(blocks.shape[0])
+    med[~holed] = np.median(blocks[~holed], axis=1)
+    med[holed] = np.nanmedian(blocks[holed], axis=1)
+    return med
