@@ -178,12 +178,17 @@ class Table:
         return out
 
 
+_SHARED_NAMES_MAX = 256  # distinct string objects among the first points above which names are hashed
+
+
 def _name_codes(point_names: Sequence[str]) -> tuple[list[str], np.ndarray]:
     """The distinct series names (in order of first appearance) and each point's index into them.
 
     Names are few and their string objects shared, so the identities are compared in numpy (a C loop
     over millions of points) and equal strings with different identities are merged afterwards."""
     n = len(point_names)
+    if len({id(x) for x in point_names[:4096]}) > _SHARED_NAMES_MAX:
+        return _name_codes_by_value(point_names)  # one string object per point (rows read from SQLite)
     ids = np.fromiter(map(id, point_names), dtype=np.int64, count=n)
     codes = np.full(n, -1, dtype=np.int64)
     firsts: list[int] = []
@@ -204,6 +209,14 @@ def _name_codes(point_names: Sequence[str]) -> tuple[list[str], np.ndarray]:
             names.append(name)
         remap[k] = index[name]
     return names, remap[codes]
+
+
+def _name_codes_by_value(point_names: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """`_name_codes` by hashing each name: O(points) whatever the string objects."""
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(x, len(index)) for x in point_names), dtype=np.int64,
+                        count=len(point_names))
+    return list(index), codes
 
 
 def _segments(codes: np.ndarray, steps: np.ndarray, n_codes: int) -> np.ndarray:
