@@ -84,15 +84,32 @@ def show_run(run: str, as_json: bool, min_severity: str | None = None) -> None:
 
 
 def run_findings(reader: RunReader) -> list[Finding]:
-    """What `stethoscope diagnose` says about this run (the same call: one findings pipeline, one set of
-    run-level verdicts), with the stored batch ids attached."""
+    """What `stethoscope diagnose` says about this run, with the stored batch ids attached: an imported log
+    is diagnosed by the same call; a recorded run keeps what its live detectors found (the same detectors,
+    no replay of a long run) and gets the same merge, run-level verdicts, advice and ranking."""
     from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
-    from stethoscope.diagnose.engine import diagnose_run
+    from stethoscope.diagnose.engine import conclude_run, diagnose_run
     from stethoscope.diagnose.sources import from_store
 
-    findings = diagnose_run(from_store(reader)).findings
+    run = from_store(reader)
+    if run.meta.get("source_format"):
+        findings = diagnose_run(run).findings
+    else:
+        findings = conclude_run(run, _recorded(reader)).findings
     attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0]))
     return findings
+
+
+def _recorded(reader: RunReader) -> list[Finding]:
+    _, rows = reader.query("SELECT data FROM findings WHERE rank = ? AND data IS NOT NULL ORDER BY id",
+                           (reader.ranks[0],))
+    found = []
+    for (data,) in rows:
+        try:
+            found.append(Finding.from_dict(json.loads(data)))
+        except (ValueError, TypeError, KeyError):
+            continue  # an event that is not a finding (written by a later version, say)
+    return found
 
 
 def live_findings(reader: RunReader) -> list[Finding]:

@@ -78,12 +78,18 @@ def diagnose_run(imported: ImportedRun, config: DetectConfig | None = None) -> D
         return _diagnose(imported, config)
 
 
-def _diagnose(imported: ImportedRun, config: DetectConfig | None) -> Diagnosis:
+def conclude_run(imported: ImportedRun, found: list[Finding], config: DetectConfig | None = None) -> Diagnosis:
+    """`diagnose_run` for findings already made (those the live detectors recorded in a run's store: the same
+    detectors, so no replay): the same merge, verdicts, advice and ranking."""
+    with gc_paused():
+        return _diagnose(imported, config, found)
+
+
+def _diagnose(imported: ImportedRun, config: DetectConfig | None, found: list[Finding] | None = None) -> Diagnosis:
     table = Table.from_columns(imported.columns)
     cfg = _config(imported.meta, config)
-    records = table.records(table.replay_rows(cfg))
     context = _context(table, imported.meta)
-    findings = _replay(records, cfg)
+    findings = _replay(table.records(table.replay_rows(cfg)), cfg) if found is None else merge_findings(found)
     context["since"] = max((f.step for f in findings if f.evidence.get("reset") and f.step is not None), default=None)
     findings += _ga_artifact(table, context)
     classification = _classification(table, cfg, context)
