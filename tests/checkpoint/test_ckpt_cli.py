@@ -1,0 +1,120 @@
+"""`stethoscope ckpt list|verify|prune|inspect`, on our checkpoints and on HF / Megatron layouts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+from pathlib import Path
+
+import torch
+from click.testing import CliRunner
+
+import stethoscope
+from stethoscope.cli.main import cli
+
+
+def _ckpt(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(cli, ["ckpt", *args])
+    return res.exit_code, res.output
+
+
+def _ours(root: Path, steps: range) -> Path:
+    model = torch.nn.Linear(3, 2)
+    ck = stethoscope.Checkpoints(root, keep_last=None, keep_best="eval/loss", extra={"model": model},
+                                 milestones_every=4, on_signal=None, strict=True)
+    for s in steps:
+        ck.note({"eval/loss": 10.0 - s if s != 2 else 0.5})
+        ck.save(s)
+    return root
+
+
+def _safetensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """A .safetensors file by its spec (8-byte header length, JSON header, raw little-endian data)."""
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        raw = t.contiguous().numpy().tobytes()
+        header[name] = {"dtype": {torch.float32: "F32", torch.int64: "I64"}[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    head = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+
+
+def test_list_verify_prune(tmp_path):
+    root = _ours(tmp_path / "ck", range(1, 7))
+    code, out = _ckpt("list", str(root), "--json")
+    rows = json.loads(out)
+    assert code == 0 and [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert [r["milestone"] for r in rows] == [False, False, False, True, False, False]
+    code, out = _ckpt("verify", str(root))
+    assert code == 0 and "6 ok, 0 bad" in out
+    model = root / "step-00000005" / "model.pt"
+    model.write_bytes(model.read_bytes()[:-9])
+    code, out = _ckpt("verify", str(root))
+    assert code == 1 and "step-00000005: model.pt has" in out and "truncated" in out
+    code, out = _ckpt("prune", str(root), "--keep-last", "1", "--dry-run")
+    assert code == 0 and "4 to delete, 2 kept" in out  # 4 (milestone) and 6 (newest) stay
+    code, out = _ckpt("prune", str(root), "--keep-last", "1", "--keep-best", "eval/loss", "--corrupt")
+    assert code == 0 and sorted(p.name for p in root.iterdir()) == ["step-00000002", "step-00000004",
+                                                                    "step-00000006"]
+
+
+def test_inspect_ours(tmp_path):
+    root = _ours(tmp_path / "ck", range(1, 2))
+    code, out = _ckpt("inspect", str(root / "step-00000001"), "--json")
+    info = json.loads(out)
+    assert code == 0 and info["layout"] == "stethoscope" and info["step"] == 1
+    assert {"file": "model.pt", "key": "weight", "shape": [2, 3], "dtype": "float32", "bytes": 24} in info["tensors"]
+
+
+def test_inspect_hf_trainer_checkpoint(tmp_path):
+    ck = tmp_path / "output" / "checkpoint-500"
+    ck.mkdir(parents=True)
+    _safetensors(ck / "model.safetensors", {"lm_head.weight": torch.zeros(8, 4), "pos": torch.arange(3)})
+    model = torch.nn.Linear(4, 8)
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 4)).sum().backward()
+    opt.step()
+    torch.save(opt.state_dict(), ck / "optimizer.pt")
+    torch.save({"last_epoch": 500, "_last_lr": [1e-4]}, ck / "scheduler.pt")
+    (ck / "trainer_state.json").write_text(json.dumps({"global_step": 500, "epoch": 1.5, "best_metric": 0.7,
+                                                       "log_history": [{"loss": 2.0, "step": 10}] * 50}))
+    code, out = _ckpt("inspect", str(ck), "--json")
+    info = json.loads(out)
+    assert code == 0 and info["layout"] == "hf" and info["step"] == 500 and not info["problems"]
+    assert info["trainer_state"] == {"global_step": 500, "epoch": 1.5, "best_metric": 0.7, "log_entries": 50}
+    keys = {(t["file"], t["key"]): (t["shape"], t["dtype"]) for t in info["tensors"]}
+    assert keys[("model.safetensors", "lm_head.weight")] == ([8, 4], "F32")
+    assert keys[("optimizer.pt", "state.0.exp_avg")] == ([8, 4], "float32")
+    code, out = _ckpt("list", str(tmp_path / "output"), "--json")
+    assert code == 0 and json.loads(out)[0]["status"] == "foreign" and json.loads(out)[0]["step"] == 500
+    code, out = _ckpt("inspect", str(ck))  # the readable table
+    assert code == 0 and "lm_head.weight" in out and "8x4" in out and "global_step" in out
+
+
+def test_inspect_megatron_layout_and_trust(tmp_path):
+    root = tmp_path / "megatron"
+    (root / "iter_0000100" / "mp_rank_00").mkdir(parents=True)
+    rank = root / "iter_0002000" / "mp_rank_00"
+    rank.mkdir(parents=True)
+    (root / "latest_checkpointed_iteration.txt").write_text("2000\n")
+    sd = {"model": {"language_model": {"embedding.weight": torch.zeros(16, 4)}}, "iteration": 2000,
+          "args": argparse.Namespace(hidden_size=4)}  # Megatron pickles its args: not weights-only
+    torch.save(sd, rank / "model_optim_rng.pt")
+    code, out = _ckpt("inspect", str(root), "--json")
+    info = json.loads(out)
+    assert code == 0 and info["layout"] == "megatron" and info["step"] == 2000
+    assert not info["tensors"] and "pickled Python objects" in info["problems"][0] and "--trust" in info["problems"][0]
+    code, out = _ckpt("inspect", str(root), "--json", "--trust")
+    tensors = json.loads(out)["tensors"]
+    assert tensors == [{"file": "mp_rank_00/model_optim_rng.pt", "key": "model.language_model.embedding.weight",
+                        "shape": [16, 4], "dtype": "float32", "bytes": 256}]
+    code, out = _ckpt("list", str(root), "--json")
+    assert [r["step"] for r in json.loads(out)] == [100, 2000]
+
+
+def test_bad_path_is_one_line_exit_2(tmp_path):
+    code, out = _ckpt("verify", str(tmp_path / "nope"))
+    assert code == 2 and "nope: no such file or folder" in out
