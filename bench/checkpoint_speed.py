@@ -27,7 +27,7 @@ from stethoscope.checkpoint.manifest import verify
 
 def state(mb: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     """A model with `mb`/3 MB of weights and an Adam that has stepped once (2 moments): `mb` MB in all."""
-    n = max(1, int(mb * (1 << 20) / 3 / 4 / (4096 * 1024)))
+    n = max(1, -(-mb * (1 << 20) // (3 * 4 * 4096 * 1024)))  # rounded up: at least `mb`
     model = torch.nn.Sequential(*[torch.nn.Linear(4096, 1024, bias=False) for _ in range(n)])
     opt = torch.optim.Adam(model.parameters())
     for p in model.parameters():

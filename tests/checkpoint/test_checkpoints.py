@@ -158,3 +158,28 @@ def test_core_imports_checkpoints_without_torch():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONPATH": str(Path(__file__).parents[2] / "src"), "PATH": os.environ["PATH"]})
     assert res.stdout.strip() == "ok", res.stderr
+
+
+def test_requested_checkpoint_and_sigusr1_stop_mode(tmp_path):
+    import signal
+
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ck = stethoscope.Checkpoints(tmp_path / "ck", on_signal="stop", strict=True)
+    with stethoscope.Monitor(tmp_path / "run", model, opt, checkpoints=ck) as mon:
+        mon.control.request_checkpoint("a rule asked for one")
+        mon.step(3, loss=1.0)
+        os.kill(os.getpid(), signal.SIGUSR1)  # handled between bytecodes: acted on after the next step
+        ctl = mon.step(4, loss=1.0)
+        assert ctl.stop and "SIGUSR1" in ctl.reasons[-1]
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # the old handler is back after close
+    assert [i.step for i in ck.list()] == [3, 4]
+    assert [m for _, k, m in _events(tmp_path / "run") if k == "checkpoint"][1].endswith("(SIGUSR1 (preemption))")
+
+
+def test_resume_skips_a_damaged_newest_and_records_why(tmp_path):
+    tiny.run(tmp_path / "run", tmp_path / "ck", 11, every=5)
+    (disk.step_dir(tmp_path / "ck", 10) / "optimizer.pt").unlink()
+    assert min(tiny.run(tmp_path / "run", tmp_path / "ck", 12, every=5)) == 6
+    skipped = [m for _, k, m in _events(tmp_path / "run") if k == "checkpoint_skipped"]
+    assert skipped == [f"skipped checkpoint {disk.step_dir(tmp_path / 'ck', 10)}: optimizer.pt is missing"]

@@ -1,0 +1,191 @@
+"""The manifest of a checkpoint: every file with its size and content hash, and the check against it.
+
+A checkpoint counts only when `manifest.json` is present, parses, hashes to its own digest and every
+file it lists has the listed size and hash. The hash is zlib's CRC-32 over 64 MiB chunks (stdlib,
+releases the GIL: chunks verify in parallel threads; ~1.2 GB/s per core on our 2-core box, where
+blake2b does 0.28 and sha256 0.64 — measured by bench/checkpoint_speed.py). It detects every
+truncation, single-bit flip and burst error up to 32 bits; other random damage escapes with
+probability 2^-32 per chunk. `hash="sha256"` trades speed for a cryptographic digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import queue
+import threading
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, BinaryIO
+
+MANIFEST = "manifest.json"
+FORMAT = "stethoscope-checkpoint/1"
+CHUNK = 64 << 20
+HASHES = ("crc32", "sha256")
+
+
+class Digest:
+    """A running hash of one algorithm."""
+
+    def __init__(self, algo: str) -> None:
+        if algo not in HASHES:
+            raise ValueError(f"hash must be one of {HASHES}, got {algo!r}")
+        self.algo = algo
+        self._crc = 0
+        self._sha = hashlib.sha256() if algo == "sha256" else None
+
+    def update(self, data: bytes | memoryview) -> None:
+        if self._sha is not None:
+            self._sha.update(data)
+        else:
+            self._crc = zlib.crc32(data, self._crc)
+
+    def hexdigest(self) -> str:
+        return self._sha.hexdigest() if self._sha is not None else f"{self._crc:08x}"
+
+
+class HashingWriter:
+    """A write-only file object that hashes each CHUNK-sized piece of what passes through it.
+
+    With `background=True` a copy of each write is hashed on a thread (the hash releases the GIL), so
+    hashing overlaps serialisation; `finish()` waits for it.
+    """
+
+    def __init__(self, f: BinaryIO, algo: str, background: bool = False) -> None:
+        self._f, self._algo = f, algo
+        self.size = 0
+        self.chunks: list[str] = []
+        self._digest = Digest(algo)
+        self._in_chunk = 0
+        self._queue: queue.Queue[bytes | None] | None = None
+        self._thread: threading.Thread | None = None
+        if background:
+            self._queue = queue.Queue(maxsize=8)
+            self._thread = threading.Thread(target=self._drain, name="stethoscope-hash", daemon=True)
+            self._thread.start()
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        n = len(view)
+        self._f.write(view)
+        self.size += n
+        if self._queue is not None:
+            self._queue.put(bytes(view))  # a copy: the writer may reuse its buffer once we return
+        else:
+            self._hash(view)
+        return n
+
+    def _drain(self) -> None:
+        assert self._queue is not None
+        while (block := self._queue.get()) is not None:
+            self._hash(memoryview(block))
+
+    def _hash(self, view: memoryview) -> None:
+        while len(view):
+            take = min(len(view), CHUNK - self._in_chunk)
+            self._digest.update(view[:take])
+            self._in_chunk += take
+            view = view[take:]
+            if self._in_chunk == CHUNK:
+                self._close_chunk()
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def finish(self) -> dict[str, Any]:
+        if self._thread is not None and self._queue is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        if self._in_chunk or not self.chunks:
+            self._close_chunk()
+        return {"bytes": self.size, "chunks": self.chunks}
+
+    def _close_chunk(self) -> None:
+        self.chunks.append(self._digest.hexdigest())
+        self._digest, self._in_chunk = Digest(self._algo), 0
+
+
+def hash_file(path: Path, algo: str) -> dict[str, Any]:
+    """Size and chunk hashes of a file already on disk (files the user wrote into the checkpoint)."""
+    with open(path, "rb") as f:
+        w = HashingWriter(_NullSink(), algo)
+        while block := f.read(CHUNK):
+            w.write(block)
+    return w.finish()
+
+
+class _NullSink:
+    def write(self, data: Any) -> int:
+        return len(data)
+
+
+def write_manifest(directory: Path, files: dict[str, dict[str, Any]], algo: str, meta: dict[str, Any]) -> None:
+    body = {"format": FORMAT, "hash": algo, "chunk_bytes": CHUNK, **meta, "files": files}
+    body["digest"] = _self_digest(body)
+    path = directory / MANIFEST
+    with open(path, "w") as f:
+        json.dump(body, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """The parsed manifest; ValueError naming the problem when it is missing, unreadable or altered."""
+    path = directory / MANIFEST
+    try:
+        body = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError("no manifest.json (half-written: the save never finished)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"manifest.json is unreadable ({exc})") from None
+    if not isinstance(body, dict) or body.get("format") != FORMAT or not isinstance(body.get("files"), dict):
+        raise ValueError("manifest.json is not a stethoscope checkpoint manifest")
+    if body.get("digest") != _self_digest(body):
+        raise ValueError("manifest.json was altered (its own digest does not match)")
+    return body
+
+
+def verify(directory: Path, threads: int | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """(manifest, None) when every listed file has its size and hashes; (manifest or None, why) when not."""
+    try:
+        body = read_manifest(directory)
+    except ValueError as exc:
+        return None, str(exc)
+    algo, chunk = body["hash"], int(body.get("chunk_bytes", CHUNK))
+    jobs: list[tuple[str, int, int, str]] = []
+    for name, entry in body["files"].items():
+        path = directory / name
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return body, f"{name} is missing"
+        if size != entry["bytes"]:
+            return body, f"{name} has {size} bytes, the manifest says {entry['bytes']} (truncated or overwritten)"
+        jobs += [(name, i * chunk, chunk, h) for i, h in enumerate(entry["chunks"])]
+    with ThreadPoolExecutor(max_workers=threads or min(8, os.cpu_count() or 1)) as pool:
+        for (name, offset, _, want), got in zip(jobs, pool.map(lambda j: _hash_range(directory / j[0], j[1], j[2], algo), jobs)):
+            if got != want:
+                return body, f"{name} does not match its hash at byte {offset}..{offset + chunk} (corrupt)"
+    return body, None
+
+
+def _hash_range(path: Path, offset: int, length: int, algo: str) -> str:
+    d = Digest(algo)
+    with open(path, "rb", buffering=0) as f:
+        f.seek(offset)
+        left = length
+        while left > 0:
+            block = f.read(min(left, 8 << 20))
+            if not block:
+                break
+            d.update(block)
+            left -= len(block)
+    return d.hexdigest()
+
+
+def _self_digest(body: dict[str, Any]) -> str:
+    rest = {k: v for k, v in body.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()

@@ -1,0 +1,33 @@
+"""Which checkpoints retention keeps: the newest `keep_last`, the best by a metric, every milestone."""
+
+from __future__ import annotations
+
+import math
+
+from stethoscope.checkpoint.disk import CheckpointInfo
+
+
+def best(infos: list[CheckpointInfo], metric: str | None, mode: str) -> CheckpointInfo | None:
+    scored = [(float(i.metrics[metric]), i) for i in infos
+              if metric and i.status == "ok" and isinstance(i.metrics.get(metric), (int, float))
+              and math.isfinite(float(i.metrics[metric]))]
+    if not scored:
+        return None
+    pick = min if mode == "min" else max
+    return pick(scored, key=lambda s: (s[0], -s[1].step) if mode == "min" else (s[0], s[1].step))[1]
+
+
+def to_delete(infos: list[CheckpointInfo], keep_last: int | None, metric: str | None, mode: str,
+              protect: int | None = None) -> list[CheckpointInfo]:
+    """The ok checkpoints that retention removes (never the newest ok one, the best, a milestone or
+    `protect`); corrupt and partial ones are left for `ckpt prune --corrupt` to judge."""
+    ok = sorted((i for i in infos if i.status == "ok"), key=lambda i: i.step)
+    if keep_last is None or not ok:
+        return []
+    keep = {i.step for i in ok[-max(1, keep_last):]}
+    b = best(ok, metric, mode)
+    if b is not None:
+        keep.add(b.step)
+    if protect is not None:
+        keep.add(protect)
+    return [i for i in ok if i.step not in keep and not i.milestone]

@@ -1,0 +1,66 @@
+"""What a checkpoint holds besides the user's objects: RNG states, and copies made safe to write later.
+
+Everything here is saved with `torch.save` and must load with `torch.load(weights_only=True)`: only
+tensors, dicts, lists, tuples, strings and numbers (numpy's RNG key travels as a tensor).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from typing import Any
+
+
+def rng_state() -> dict[str, Any]:
+    """Python, numpy (when loaded), torch and CUDA (when initialised) generator states."""
+    import torch
+
+    out: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        s = np.random.get_state(legacy=False)
+        out["numpy"] = {"bit_generator": s["bit_generator"], "key": torch.from_numpy(s["state"]["key"].copy()),
+                        "pos": int(s["state"]["pos"]), "has_gauss": int(s["has_gauss"]), "gauss": float(s["gauss"])}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = torch.cuda.get_rng_state_all()
+    return out
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    import torch
+
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    torch.set_rng_state(state["torch"])
+    if "numpy" in state:
+        import numpy as np
+
+        s = state["numpy"]
+        np.random.set_state({"bit_generator": s["bit_generator"], "has_gauss": s["has_gauss"], "gauss": s["gauss"],
+                             "state": {"key": s["key"].numpy().astype(np.uint32), "pos": s["pos"]}})
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class HostStaging:
+    """Copies (nested) state dicts into host buffers kept from one save to the next, so an async save's
+    blocking part is one memcpy per tensor, without allocating and faulting in fresh pages each time.
+    A buffer is reused only after the previous save's write finished (the caller waits for it)."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, Any] = {}
+
+    def copy(self, obj: Any, key: str = "") -> Any:
+        import torch
+
+        if isinstance(obj, torch.Tensor):
+            t = obj.detach()
+            buf = self._buffers.get(key)
+            if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
+                buf = self._buffers[key] = torch.empty(t.shape, dtype=t.dtype, device="cpu")
+            return buf.copy_(t)
+        if isinstance(obj, dict):
+            return {k: self.copy(v, f"{key}/{k}") for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self.copy(v, f"{key}/{i}") for i, v in enumerate(obj))
+        return obj
