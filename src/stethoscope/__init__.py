@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
+    "Checkpoints",
     "Control",
     "Finding",
     "Monitor",
@@ -22,11 +23,13 @@ __all__ = [
 if TYPE_CHECKING:
     from stethoscope.capture.control import Control
     from stethoscope.capture.monitor import Monitor
+    from stethoscope.checkpoint import Checkpoints
     from stethoscope.config import MonitorConfig
     from stethoscope.records import Finding
     from stethoscope.store.query import open_run
 
 _LAZY = {
+    "Checkpoints": "stethoscope.checkpoint",
     "Control": "stethoscope.capture.control",
     "Monitor": "stethoscope.capture.monitor",
     "MonitorConfig": "stethoscope.config",

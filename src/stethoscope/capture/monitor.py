@@ -50,7 +50,8 @@ class Monitor:
                  max_grad_norm: float | None = None, peak_flops: float | None = None,
                  rank: int | None = None, world_size: int | None = None,
                  settings: MonitorConfig | None = None, device_memory: DeviceMemory | None = None,
-                 store: RunStore | None = None, resume: bool = False, **options: Any) -> None:
+                 store: RunStore | None = None, resume: bool = False, checkpoints: Any = None,
+                 **options: Any) -> None:
         self.settings = settings or MonitorConfig(**options)
         self.run_dir = Path(run_dir)
         self.control = Control()
@@ -72,6 +73,8 @@ class Monitor:
         self._user_grad_norm = False
         self.last_step: int | None = None
         self.steps = 0
+        self.checkpoints = checkpoints
+        """The `stethoscope.Checkpoints` this Monitor saves after steps and resumes from, or None."""
 
         detection = self._live_detection()  # before the writer starts: a bad config leaves no thread behind
         alerts = self._alerts_config(detection)  # a bad alerts file fails here, naming the key
@@ -82,6 +85,7 @@ class Monitor:
         self._info = start_info(self.rank, self.world_size, config)
         self._recorder.call("set_meta", self._info)
         self._write_run_json()
+        self._detection = detection
         if detection is not None:
             self._recorder.observers.append(self._with_alerts(detection, alerts))
         self._host = HostStats()
@@ -91,6 +95,8 @@ class Monitor:
         self._peak_flops = peak_flops or detect_peak_flops()
         self._grads = self._hook_optimizer(model, optimizer)
         self._forward_hook = model.register_forward_pre_hook(self._on_forward) if model is not None else None
+        if checkpoints is not None:
+            checkpoints.attach(self, model, optimizer, scaler, self._checkpoint_event)
         atexit.register(self._atexit)
 
     # -- setup ---------------------------------------------------------------------------------
@@ -160,15 +166,49 @@ class Monitor:
         """Record one optimizer step. Cheap: no host sync, no I/O. Returns the Control to act on."""
         try:
             self._step(step, loss, grad_norm, batch_ids, tokens, samples, metrics)
+            if self.checkpoints is not None:  # saves when due; on SIGTERM saves and exits (SystemExit)
+                self.checkpoints.note(metrics)
+                self.checkpoints.after_step(step, self.control)
         except Exception as exc:  # noqa: BLE001 - never crash the run
             self._fail(exc)
         return self.control
+
+    def resume(self) -> int:
+        """Restore the newest verified checkpoint (model, optimizer, scheduler, RNG, data position, this
+        Monitor's detector and alert state); the step to continue from (its step + 1), or 0."""
+        if self.checkpoints is None:
+            return 0
+        try:
+            step = self.checkpoints.restore()
+        except Exception as exc:  # noqa: BLE001 - a resume that fails starts from scratch, loudly
+            self._fail(exc, "resuming from a checkpoint", always_log=True)
+            return 0
+        return 0 if step is None else step + 1
+
+    def state_dict(self) -> dict[str, Any]:
+        """The live detectors' and alert rules' state, saved with each checkpoint (flushes first)."""
+        self.flush()
+        return {"detection": self._detection.state_dict() if self._detection is not None else None,
+                "alerts": self._alerts.state_dict() if self._alerts is not None else None}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.flush()
+        if self._detection is not None and state.get("detection") is not None:
+            self._detection.load_state_dict(state["detection"])
+        if self._alerts is not None and state.get("alerts") is not None:
+            self._alerts.load_state_dict(state["alerts"])
+
+    def _checkpoint_event(self, step: int | None, kind: str, severity: str, message: str,
+                          data: dict[str, Any]) -> None:
+        self._recorder.call("write_events", [(step, time.time(), kind, severity, "checkpoint", message, data)])
 
     def eval(self, step: int, eval_loss: Any = None, **metrics: Any) -> None:
         """Record evaluation results at `step` (eval_loss → eval/loss, other keys → eval/<key>)."""
         values = {f"eval/{k}" if "/" not in k else k: v for k, v in metrics.items()}
         if eval_loss is not None:
             values[R.EVAL_LOSS] = eval_loss
+        if self.checkpoints is not None:
+            self.checkpoints.note(values)
         self.log(values, step)
 
     def log(self, values: Mapping[str, Any], step: int | None = None) -> None:
@@ -215,6 +255,8 @@ class Monitor:
         except Exception as exc:  # noqa: BLE001 - never crash the run, not even on its way out
             self._fail(exc, "closing the run")
         finally:
+            if self.checkpoints is not None:
+                self.checkpoints.close()
             self._finish()
 
     def __enter__(self) -> Monitor:

@@ -358,6 +358,15 @@ def compare(paths: tuple[str, ...], out: str, overrides: tuple[str, ...], config
     click.echo(f"comparison written to {target}")
 
 
+def _add_ckpt() -> None:
+    from stethoscope.cli.ckpt_view import ckpt  # click and the checkpoint catalogue only: no torch
+
+    cli.add_command(ckpt)
+
+
+_add_ckpt()
+
+
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="stethoscope")
 
