@@ -183,3 +183,29 @@ def test_resume_skips_a_damaged_newest_and_records_why(tmp_path):
     assert min(tiny.run(tmp_path / "run", tmp_path / "ck", 12, every=5)) == 6
     skipped = [m for _, k, m in _events(tmp_path / "run") if k == "checkpoint_skipped"]
     assert skipped == [f"skipped checkpoint {disk.step_dir(tmp_path / 'ck', 10)}: optimizer.pt is missing"]
+
+
+def test_rollback_restores_supersedes_newer_and_scales_lr(tmp_path):
+    ref = tiny.run(tmp_path / "a", tmp_path / "ca", 25, every=5)
+    model, opt, sched, pos = tiny.make()
+    ck = stethoscope.Checkpoints(tmp_path / "ck", every=5, scheduler=sched, data=pos, on_signal=None, strict=True)
+    with stethoscope.Monitor(tmp_path / "run", model, opt, checkpoints=ck) as mon:
+        for step in range(21):
+            mon.step(step, loss=tiny.train_step(model, opt, sched, pos))
+        assert ck.rollback(before=13) == 10
+        assert [i.step for i in ck.list()] == [10]  # 15 and 20 set aside, not deleted (5: retention, keep_last=3)
+        assert sorted(p.name[:24] for p in (tmp_path / "ck").glob("superseded-*")) == [
+            "superseded-step-00000015", "superseded-step-00000020"]
+        again = {s: tiny.train_step(model, opt, sched, pos) for s in range(11, 16)}
+        assert again == {s: ref[s] for s in range(11, 16)}  # the same steps, bitwise
+        assert ck.rollback(before=12, lr_factor=0.5) == 10
+        assert opt.param_groups[0]["lr"] == pytest.approx(ref_lr(10) * 0.5)
+    assert [k for _, k, _ in _events(tmp_path / "run")].count("rollback") == 2
+
+
+def ref_lr(step: int) -> float:
+    _, opt, sched, _ = tiny.make()
+    for _ in range(step + 1):
+        opt.step()
+        sched.step()
+    return opt.param_groups[0]["lr"]

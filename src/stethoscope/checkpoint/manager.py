@@ -201,6 +201,32 @@ class Checkpoints:
                    {"path": str(state["path"]), "step": state["step"]})
         return state["step"]
 
+    def rollback(self, before: int, lr_factor: float | None = None) -> int | None:
+        """Go back to the newest verified checkpoint at or before step `before`: restore it, set the
+        checkpoints after it aside as `superseded-step-N/` (a crash later never resumes into the
+        abandoned steps; they are kept, not deleted) and multiply every LR by `lr_factor` when given.
+        Its step (continue from step + 1), or None when there is none to go back to."""
+        step = self.restore(before)
+        if step is None:
+            return None
+        newer = [i for i in disk.catalogue(self.dir) if i.step > step and i.status != "partial"]
+        for info in newer:
+            os.rename(info.path, info.path.with_name(f"superseded-{info.path.name}-{time.time_ns()}"))
+        if newer:
+            disk.fsync_dir(self.dir)
+        if lr_factor is not None:
+            self._scale_lr(lr_factor)
+        self._emit(step, "rollback", "warning", f"rolled back to step {step} (asked: at or before {before})",
+                   {"step": step, "before": before, "superseded": [i.step for i in newer], "lr_factor": lr_factor})
+        return step
+
+    def _scale_lr(self, factor: float) -> None:
+        opt, sched = self.objects.get("optimizer"), self.objects.get("scheduler")
+        for group in opt.param_groups if opt is not None else ():
+            group["lr"] *= factor
+        if sched is not None and hasattr(sched, "base_lrs"):  # a schedule recomputing LRs from base_lrs
+            sched.base_lrs = [lr * factor for lr in sched.base_lrs]
+
     def prune(self) -> list[CheckpointInfo]:
         """Apply retention now; the checkpoints deleted."""
         c = self.config
