@@ -209,3 +209,11 @@ def ref_lr(step: int) -> float:
         opt.step()
         sched.step()
     return opt.param_groups[0]["lr"]
+
+
+def test_each_rank_saves_into_its_own_folder(tmp_path):
+    model = torch.nn.Linear(2, 1)
+    ck = stethoscope.Checkpoints(tmp_path / "ck", every=1, on_signal=None, strict=True)
+    with stethoscope.Monitor(tmp_path / "run", model, rank=1, world_size=2, checkpoints=ck) as mon:
+        mon.step(1, loss=1.0)
+    assert [p.name for p in (tmp_path / "ck" / "rank-00001").iterdir()] == ["step-00000001"]

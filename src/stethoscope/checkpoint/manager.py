@@ -106,6 +106,8 @@ class Checkpoints:
             if obj is not None:
                 self.objects.setdefault(name, obj)
         self._monitor, self._event = monitor, event
+        if getattr(monitor, "world_size", 1) > 1:  # every rank saves its own state (RNG, data position, shards)
+            self.dir = self.dir / f"rank-{monitor.rank:05d}"
         self._install_signals()
 
     def note(self, values: Mapping[str, Any]) -> None:
