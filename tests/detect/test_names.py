@@ -259,3 +259,13 @@ def test_tensorboard_tags_are_converted(tmp_path: Path) -> None:
     [run] = read_any(next(tmp_path.glob("events.out.tfevents.*")))
     assert {(p.name, p.value) for p in run.points} == {("memory/cuda_reserved_gib", 2.0), ("perf/step_time_s", 0.25)}
     assert run.meta["tags"]["iter_ms"] == "perf/step_time_s"
+
+
+@pytest.mark.timeout(120)
+def test_one_huge_token_is_not_a_hang():
+    """A corrupt log can hold a single 1 MB 'word' where a metric name goes; the torch memory-stat
+    pattern used to backtrack over it quadratically (hours at this size)."""
+    from stethoscope.detect.names import recognize
+
+    for tok in ("1" * 1_000_000, "aB" * 500_000, "x_bytes." * 100_000):
+        assert recognize(tok) is None

@@ -102,7 +102,6 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z][a-z])")  # GradNorm, LearningRate, S
 _UNIT_SUFFIX = re.compile(r"[_\-.](?:ms|s|sec|us|ns)$|\((?:ms|s|sec)\)$")
 _LIGHTNING_GRAD_NORM = re.compile(r"^grad_[\d.]+(?:_norm)?_total$")  # Lightning grad_norm(): grad_2.0_norm_total
 _LIGHTNING_STATS = re.compile(r"^devicestatsmonitor\.\w+/")
-_TORCH_STAT = re.compile(r"(\w+)_bytes\.(\w+)\.(\w+)$")  # torch.cuda.memory_stats(): allocated_bytes.all.peak
 
 
 def resolve(raw: str) -> Resolved:
@@ -119,9 +118,9 @@ def recognize(raw: str) -> Resolved | None:
         return exact  # time/batch, time/train: counters; time/step_ms carries a unit
     if _LIGHTNING_GRAD_NORM.match(text):
         return Resolved(GRAD_NORM)
-    torch_stat = _TORCH_STAT.search(text)
+    torch_stat = _torch_stat_parts(text)
     if torch_stat:
-        return _torch_stat(*torch_stat.groups())
+        return _torch_stat(*torch_stat)
     words = _words(text)
     namespace = next((_EVAL[w] for w in words if w in _EVAL), None)
     words = [w for w in words if w not in _EVAL]
@@ -129,6 +128,26 @@ def recognize(raw: str) -> Resolved | None:
     if found is None or namespace is None or found.name in (EVAL_LOSS, LOSS):
         return found
     return Resolved(f"{namespace}/{found.name.split('/', 1)[1]}", found.scale)
+
+
+def _torch_stat_parts(text: str) -> tuple[str, str, str] | None:
+    """`<kind>_bytes.<pool>.<stat>` at the end of the name (torch.cuda.memory_stats keys:
+    allocated_bytes.all.peak), each part made of word characters, found in linear time (a regex search
+    backtracks quadratically over a huge word in a corrupt log)."""
+    if "_bytes." not in text:
+        return None
+    head, _, tail = text.rpartition("_bytes.")
+    pool, dot, stat = tail.partition(".")
+    if not dot or not _is_word(pool) or not _is_word(stat):
+        return None
+    i = len(head)
+    while i > 0 and _is_word(head[i - 1]):
+        i -= 1
+    return (head[i:], pool, stat) if i < len(head) else None
+
+
+def _is_word(s: str) -> bool:
+    return bool(s) and (s.replace("_", "a").isalnum())
 
 
 def _words(text: str) -> list[str]:
@@ -149,7 +168,8 @@ def _loss(words: list[str], namespace: str | None) -> Resolved | None:
 
 def _measure(words: list[str], train: bool) -> Resolved | None:
     units = [w for w in words if w in _TIME_UNITS or w in _MEMORY_UNITS or w in _PERCENT or w == "persec"]
-    rest = [w for w in words if w not in units]
+    unit_set = set(units)
+    rest = [w for w in words if w not in unit_set]
     if any(w in _MEMORY_UNITS for w in units):
         return _memory(rest, next(_MEMORY_UNITS[w] for w in units if w in _MEMORY_UNITS))
     percent = any(w in _PERCENT for w in units)
