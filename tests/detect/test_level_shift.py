@@ -40,3 +40,11 @@ def test_block_test_needs_the_rank_test_and_every_earlier_level():
     assert find_shift(flat + [1.02] * 16, 0.03, z_needed(100)) is None  # below min_rel
     slow_phase = [1.0] * 40 + [1.6] * 20 + [1.0] * 40
     assert find_shift(slow_phase + [1.5] * 16, 0.03, z_needed(200)) is None  # the run was slower before
+
+
+def test_a_slowdown_that_ends_says_it_recovered():
+    times = [1.0] * 100 + [1.6] * 60 + [1.0] * 40
+    found = replay(ThroughputDetector(), make_records(range(200), STEP_TIME=times))
+    ended = [f for f in found if f.type == "throughput_drop" and f.end_step is not None]
+    assert ended and ended[-1].evidence["recovered"] is True and ended[-1].severity == "warning"
+    assert "back to normal at step 160" in ended[-1].message

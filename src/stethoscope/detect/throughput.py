@@ -296,6 +296,7 @@ class ThroughputDetector:
                 f.message = f.message.replace(" and staying there", "")
                 out.extend(self._on_dip([d["start"], d["level"] + excess, d["level"], []]))
             f.message += f"; back to normal at step {step}"
+            f.evidence["recovered"] = True  # the incident is over (an alert on it resolves)
             return out
         d["last_step"] = step
         d["records"] += 1
