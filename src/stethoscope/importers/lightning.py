@@ -21,6 +21,7 @@ from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.names import EPOCH, FileNames, metric_name, scaled_row
 from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
+from stethoscope.importers.tabular import checked_rows
 
 NAME = "lightning_csv"
 _HPARAM = re.compile(r"^([A-Za-z_][\w.-]*):\s*(.*?)\s*$")
@@ -34,11 +35,14 @@ class LightningCSVImporter:
     def sniff(self, path: Path, head: str) -> bool:
         if not is_text(head) or not log_name(path).endswith("metrics.csv"):
             return False
-        header = next(csv.reader(io.StringIO(head.partition("\n")[0])), [])
+        try:
+            header = next(csv.reader(io.StringIO(head.partition("\n")[0])), [])
+        except csv.Error:  # binary or damaged: not a CSVLogger file
+            return False
         return "step" in header
 
     def read(self, path: Path) -> ImportedRun:
-        rows = csv.reader(io.StringIO(read_text(path)))
+        rows = checked_rows(path, csv.reader(io.StringIO(read_text(path))))
         header = next(rows, None)
         if not header or "step" not in header:
             raise InputError(path, "expected a CSVLogger header with a `step` column", line=1)

@@ -17,6 +17,7 @@ import csv
 import io
 import json
 import re
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,7 @@ class CSVImporter:
     def read(self, path: Path) -> ImportedRun:
         text = read_text(path)
         first = text.partition("\n")[0]
-        rows = csv.reader(io.StringIO(text), delimiter="\t" if "\t" in first and "," not in first else ",")
+        rows = checked_rows(path, csv.reader(io.StringIO(text), delimiter="\t" if "\t" in first and "," not in first else ","))
         header = next(rows, None)
         if not header:
             raise InputError(path, "empty CSV: expected a header row", line=1)
@@ -87,6 +88,15 @@ class CSVImporter:
             columns, rejected = table.build_columns()
         warnings += describe(rejected, lambda line: f"{path}:{line}")
         return ImportedRun(str(path), CSV_NAME, None, meta, warnings, columns=columns)
+
+
+def checked_rows(path: Path, reader: Any) -> Iterator[list[str]]:
+    """The rows of a `csv.reader`, with its errors (a field over the size limit, a newline inside an
+    unquoted field: binary or damaged files) as an InputError naming the file and the line."""
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise InputError(path, f"malformed CSV ({exc})", line=reader.line_num) from None
 
 
 def _header(line: str) -> list[str]:
