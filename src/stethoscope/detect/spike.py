@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from stethoscope.detect.comeback import came_back, recovered_fraction, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, StepSeries, Window, shrunk_sigma
@@ -358,11 +359,11 @@ class SpikeDetector:
             d.evidence["recovered"] = "fully"
             if f.severity == "info":
                 f.severity = "warning"
-            out.append(_withdrawn_divergence(d, f"the loss came back to its level at step {step}"))
+            out.append(withdrawn_divergence(d, f"the loss came back to its level at step {step}"))
         return out
 
     def _loss_unrecovered(self, inc: dict[str, Any], step: int) -> list[Finding]:
-        frac = _recovered_fraction(inc)
+        frac = recovered_fraction(inc)
         how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the jump)"
         f = self._loss_finding(inc)
         f.end_step = inc["last_step"]
@@ -378,8 +379,8 @@ class SpikeDetector:
         if inc["diverged"] or stuck or (inc.get("blew_up") and frac < 0.25):
             d = self._divergence(inc, inc["last_step"])
             d.end_step = inc["last_step"]
-            if not inc.get("blew_up") and _came_back(inc["level"], self.loss.recent_level(inc["start"]), self.config):
-                out.append(_withdrawn_divergence(d, "the loss came back to its level before the jump by the end"))
+            if not inc.get("blew_up") and came_back(inc["level"], self.loss.recent_level(inc["start"]), self.config):
+                out.append(withdrawn_divergence(d, "the loss came back to its level before the jump by the end"))
                 return out
             if inc.get("blew_up"):
                 d.message = (f"loss jumped at step {inc['start']} ({_g(inc['level'])} -> {_g(inc['first'])}) and then "
@@ -405,7 +406,7 @@ class SpikeDetector:
                        causes=list(inc["causes"]), source=self.name)
 
     def _divergence(self, inc: dict[str, Any], step: int) -> Finding:
-        frac = _recovered_fraction(inc)
+        frac = recovered_fraction(inc)
         ev = {
             "level_before": inc["level"], "peak": inc["peak"], "peak_step": inc["peak_step"],
             "last": inc["last"], "last_step": inc["last_step"], "recovered_fraction": frac,
@@ -446,28 +447,6 @@ def _record_excursion(window: Window, v: float) -> bool:
     last = window.last(_EXCURSION_N)
     mid = sorted(last)[_EXCURSION_N // 2]
     return v - mid > 2 * (max(last) - mid) > 0
-
-
-def _came_back(before: float, now: float | None, cfg: DetectConfig) -> bool:
-    """Is the loss level at the end back within `divergence_rise_rel` of its level before an incident? Then
-    the incident was a jump the run took long to undo (a spike, at warning), not a divergence."""
-    return now is not None and math.isfinite(now) and before > 0 and now <= before * (1 + cfg.divergence_rise_rel)
-
-
-def _withdrawn_divergence(d: Finding, why: str) -> Finding:
-    """A divergence reported while the loss stayed up, taken back at the end: an info the pipeline drops
-    (the incident book releases what it claimed)."""
-    d.severity = "info"
-    d.message += f"; withdrawn: {why}"
-    d.evidence["withdrawn"] = True
-    return d
-
-
-def _recovered_fraction(inc: dict[str, Any]) -> float:
-    excess = inc["peak"] - inc["level"]
-    if excess <= 0:
-        return 1.0
-    return max(0.0, min(1.0, (inc["peak"] - inc["last"]) / excess))
 
 
 def _g(x: float | None) -> str:

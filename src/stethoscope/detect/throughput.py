@@ -17,6 +17,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.level_shift import find_shift, sign_cusum_onset, z_needed
+from stethoscope.detect.stall_patterns import STALLS_KEPT, add_stall, new_stalls, regular_start
 from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.records import (
     DATA_WAIT,
@@ -40,7 +41,6 @@ _MIN_BASELINE = 2  # records before a step can be a dip (the first steps of a lo
 _MIN_BASELINE_DROP = 3  # records before a slowdown can be persistent (a level shift needs a level)
 _PERSISTENT_RECORDS = 20  # a slowdown that ends within fewer records was transient: info once it ends
 _DOMINANT = 4.0  # a stall this many times bigger than every earlier one starts a new stall pattern
-_STALLS_KEPT = 32
 _MIN_STALL_S = 1e-3  # stalls shorter than this (seconds) are never worth a warning, whatever their share
 _MIN_SLOWDOWN_S = 1e-4  # nor is a persistent slowdown of less than this per step
 _PRIOR_RATE, _PRIOR_RECORDS = 0.01, 10.0  # slow records expected before the run shows its own rate
@@ -325,14 +325,14 @@ class ThroughputDetector:
             out.append(self._dip_finding(d))  # small earlier dips were jitter; the real stalls start here
             d = None
         if d is None:
-            d = s["dips"] = _new_stalls(step, level)
-        _add_stall(d, step, t - level, t / level, why)
+            d = s["dips"] = new_stalls(step, level)
+        add_stall(d, step, t - level, t / level, why)
         d["level"] = level
-        regular = None if d.get("settled") else _regular_start(d["items"])
+        regular = None if d.get("settled") else regular_start(d["items"])
         if regular is not None and regular > d["first"]:
             out.extend(self._split(d, regular))
             d = s["dips"]
-        if regular is not None or d["count"] >= _STALLS_KEPT // 4:
+        if regular is not None or d["count"] >= STALLS_KEPT // 4:
             d["settled"] = True  # the pattern is known: later jitter among its stalls does not split it
         if d["count"] <= self.config.periodic_min_dips or self._dip_severity(d) != d.get("reported"):
             out.append(self._dip_finding(d))
@@ -340,10 +340,10 @@ class ThroughputDetector:
 
     def _split(self, d: dict[str, Any], start: int) -> list[Finding]:
         """Stalls before a regular pattern (every ~P steps) were jitter: close them, key the pattern at its start."""
-        early = _new_stalls(d["first"], d["level"])
-        late = _new_stalls(start, d["level"])
+        early = new_stalls(d["first"], d["level"])
+        late = new_stalls(start, d["level"])
         for item in d["items"]:
-            _add_stall(early if item[0] < start else late, *item)
+            add_stall(early if item[0] < start else late, *item)
         self._s["dips"] = late
         return [self._dip_finding(early)] if early["count"] else []
 
@@ -420,46 +420,6 @@ class ThroughputDetector:
         self.raw_steps = deque(state.get("raw_steps", []), maxlen=_RAW_N)
         self._s = state["s"]
         self._cache = None
-
-
-def _new_stalls(step: int, level: float) -> dict[str, Any]:
-    return {"first": step, "items": [], "count": 0, "excess": 0.0, "worst": 0.0, "level": level, "biggest": 0.0}
-
-
-def _add_stall(d: dict[str, Any], step: int, excess: float, ratio: float, why: list[str]) -> None:
-    d["count"] += 1
-    counts = d.setdefault("why", {})
-    for k in why:
-        counts[k] = counts.get(k, 0) + 1
-    d["excess"] += excess
-    d["worst"] = max(d["worst"], ratio)
-    d["items"] = (d["items"] + [[step, excess, ratio, why]])[-_STALLS_KEPT:]
-    # the pattern's typical big stall (90th percentile of the kept ones): one odd outlier among small
-    # stalls does not stop a new, much bigger kind of stall from being seen as new
-    d["biggest"] = _quantile(sorted(item[1] for item in d["items"]), 0.9)
-
-
-def _regular_start(items: list[list[Any]]) -> int | None:
-    """The first stall of a regular pattern (stalls every ~P steps, P the median gap, other stalls in
-    between allowed): the earliest stall, followed by another within 1.5 P, from which at least 3 later
-    stalls, and most of them, fall on its grid start + k*P (within 15% of P). None when no such pattern
-    exists yet."""
-    steps = [it[0] for it in items]
-    if len(steps) < 4:
-        return None
-    gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
-    period = gaps[len(gaps) // 2]
-    if period <= 0:
-        return None
-    tol = max(1.0, 0.15 * period)
-    for i, start in enumerate(steps[:-2]):
-        if steps[i + 1] - start > 1.5 * period:
-            continue  # a pattern's first stall is followed by its second one period later, not after a hole
-        later = steps[i:]
-        on_grid = [s for s in later if abs((s - start) - period * round((s - start) / period)) <= tol]
-        if len(on_grid) >= 3 and len(on_grid) >= 0.6 * len(later):
-            return start
-    return None
 
 
 def _onset(slow: list[list[Any]], level: float) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from stethoscope.detect.comeback import came_back, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, median
@@ -220,8 +221,7 @@ class TrendDetector:
         f = self._div_finding(div)
         f.end_step = div["last_step"]
         level = self.recent.median() if len(self.recent) else None
-        if div["kind"] == "sustained" and level is not None and \
-                level <= div["base"] * (1 + self.config.divergence_rise_rel):
+        if div["kind"] == "sustained" and came_back(div["base"], level, self.config):
             return self._slow_comeback(div, f, level)
         excess = div["peak"] - div["base"]
         frac = 1.0 if excess <= 0 else max(0.0, min(1.0, (div["peak"] - div["last"]) / excess))
@@ -233,9 +233,7 @@ class TrendDetector:
     def _slow_comeback(self, div: dict[str, Any], f: Finding, level: float) -> list[Finding]:
         """A rise the run undid (by its end, or fully before): a jump that took long to come back (a loss spike, at warning),
         not a divergence. The divergence reported while the loss stayed up is withdrawn."""
-        f.severity = "info"
-        f.message += f"; withdrawn: the loss came back to {level:.4g} at step {div['last_step']}"
-        f.evidence["withdrawn"] = True
+        withdrawn_divergence(f, f"the loss came back to {level:.4g} at step {div['last_step']}")
         msg = (f"loss jumped at step {div['start']} ({div['base']:.4g} -> {div['peak']:.4g} at step "
                f"{div['peak_step']}) and took {div['last_step'] - div['start']} steps to come back (loss {level:.4g} "
                f"at step {div['last_step']})")

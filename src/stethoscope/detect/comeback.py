@@ -1,0 +1,33 @@
+"""How a loss jump ended: how much of it the run undid, and whether a divergence reported while the loss
+stayed up is taken back because the loss came back (then it was a slow loss spike). Shared by
+`detect.spike` (jumps) and `detect.trend` (sustained rises)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stethoscope.detect.config import DetectConfig
+from stethoscope.records import Finding
+
+
+def came_back(before: float, now: float | None, cfg: DetectConfig) -> bool:
+    """Is the loss level at the end back within `divergence_rise_rel` of its level before an incident? Then
+    the incident was a jump the run took long to undo (a spike, at warning), not a divergence."""
+    return now is not None and math.isfinite(now) and before > 0 and now <= before * (1 + cfg.divergence_rise_rel)
+
+
+def withdrawn_divergence(d: Finding, why: str) -> Finding:
+    """A divergence reported while the loss stayed up, taken back at the end: an info the pipeline drops
+    (the incident book releases what it claimed)."""
+    d.severity = "info"
+    d.message += f"; withdrawn: {why}"
+    d.evidence["withdrawn"] = True
+    return d
+
+
+def recovered_fraction(inc: dict[str, Any]) -> float:
+    excess = inc["peak"] - inc["level"]
+    if excess <= 0:
+        return 1.0
+    return max(0.0, min(1.0, (inc["peak"] - inc["last"]) / excess))

@@ -1,0 +1,52 @@
+"""Stall patterns: the slow steps of one kind (GC pauses, evals, I/O), counted and priced together, and
+whether they fall on a regular grid (every ~P steps) from some stall on. Used by `detect.throughput`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+STALLS_KEPT = 32  # the newest stalls of a pattern kept for its period and its typical size
+
+
+def new_stalls(step: int, level: float) -> dict[str, Any]:
+    return {"first": step, "items": [], "count": 0, "excess": 0.0, "worst": 0.0, "level": level, "biggest": 0.0}
+
+
+def add_stall(d: dict[str, Any], step: int, excess: float, ratio: float, why: list[str]) -> None:
+    d["count"] += 1
+    counts = d.setdefault("why", {})
+    for k in why:
+        counts[k] = counts.get(k, 0) + 1
+    d["excess"] += excess
+    d["worst"] = max(d["worst"], ratio)
+    d["items"] = (d["items"] + [[step, excess, ratio, why]])[-STALLS_KEPT:]
+    # the pattern's typical big stall (90th percentile of the kept ones): one odd outlier among small
+    # stalls does not stop a new, much bigger kind of stall from being seen as new
+    d["biggest"] = _quantile(sorted(item[1] for item in d["items"]), 0.9)
+
+
+def regular_start(items: list[list[Any]]) -> int | None:
+    """The first stall of a regular pattern (stalls every ~P steps, P the median gap, other stalls in
+    between allowed): the earliest stall, followed by another within 1.5 P, from which at least 3 later
+    stalls, and most of them, fall on its grid start + k*P (within 15% of P). None when no such pattern
+    exists yet."""
+    steps = [it[0] for it in items]
+    if len(steps) < 4:
+        return None
+    gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
+    period = gaps[len(gaps) // 2]
+    if period <= 0:
+        return None
+    tol = max(1.0, 0.15 * period)
+    for i, start in enumerate(steps[:-2]):
+        if steps[i + 1] - start > 1.5 * period:
+            continue  # a pattern's first stall is followed by its second one period later, not after a hole
+        later = steps[i:]
+        on_grid = [s for s in later if abs((s - start) - period * round((s - start) / period)) <= tol]
+        if len(on_grid) >= 3 and len(on_grid) >= 0.6 * len(later):
+            return start
+    return None
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))] if sorted_values else float("nan")
