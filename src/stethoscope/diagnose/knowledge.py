@@ -18,305 +18,32 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from stethoscope.findings.remedies import (  # the tables and flags (re-exported: tests and alerts read them here)
+    ADVICE,
+    AFTER_WARMUP,
+    AT_RESTART,
+    CHANGE_SCHEDULE,
+    CONDITIONAL,
+    CPU,
+    FIRST_UPDATE,
+    FP16,
+    IN_WARMUP,
+    KEEP_SCHEDULE,
+    LR_TINY,
+    NON_PROBLEMS,
+    NOT_FP16,
+    Conditional,
+    Remedy,
+)
 from stethoscope.records import Finding, severity_rank
 
-# Flags a context sets (per finding) and a remedy may be ruled out by.
-FP16, NOT_FP16, CPU, AFTER_WARMUP, IN_WARMUP = "fp16", "not_fp16", "cpu", "after_warmup", "in_warmup"
-LR_TINY, AT_RESTART, FIRST_UPDATE = "lr_tiny", "at_restart", "first_update"
-# Stances two findings of one report must not take both.
-KEEP_SCHEDULE, CHANGE_SCHEDULE = "schedule:keep", "schedule:change"
 _TINY_LR = 1e-7  # an update at this LR cannot move trained weights measurably
-
-
-@dataclass(frozen=True, slots=True)
-class Remedy:
-    """One probable cause and the fix that answers it; `unless` names the context flags that rule it out."""
-
-    cause: str
-    fix: str
-    unless: frozenset[str] = frozenset()
-    stance: str = ""
-
-
-def _r(cause: str, fix: str, *unless: str, stance: str = "") -> Remedy:
-    return Remedy(cause, fix, frozenset(unless), stance)
-
-
-@dataclass(frozen=True, slots=True)
-class Advice:
-    """Generic (cause, fix) pairs of one finding type, most likely first."""
-
-    remedies: tuple[Remedy, ...]
-
-    @property
-    def causes(self) -> tuple[str, ...]:
-        return tuple(r.cause for r in self.remedies)
-
-    @property
-    def fixes(self) -> tuple[str, ...]:
-        return tuple(r.fix for r in self.remedies)
-
-
-@dataclass(frozen=True, slots=True)
-class Conditional:
-    """A remedy for a cause the data named (`when` is in one of the finding's causes or its message), or,
-    with `when="context:FLAG"`, a pair the context makes likely. `first`: listed before the data's causes."""
-
-    type: str
-    when: str
-    remedy: Remedy
-    first: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class NonProblem:
-    """Something that looks like a problem in a log but is not one."""
-
-    id: str
-    looks_like: str
-    why: str
-
-
-_LR_HIGH = "LR too high"
-ADVICE: dict[str, Advice] = {
-    "nan": Advice((
-        _r("LR too high: the update overshoots until activations overflow",
-           "roll back to the last good checkpoint (before the first NaN) and resume with a lower LR", LR_TINY),
-        _r("fp16 overflow (the range ends at 65504); bf16 has fp32's range",
-           "train in bf16 instead of fp16 where the GPU supports it (A100/H100); otherwise keep a dynamic loss scaler",
-           NOT_FP16, CPU),
-        _r("a bad batch (empty sequence, all labels masked -> 0/0, corrupt tokens)",
-           "check the batch at the first NaN step: no empty sequences, at least one unmasked label"),
-        _r("log/sqrt/division of zero in a custom loss or layer",
-           "torch.autograd.set_detect_anomaly(True) for a few steps to find the first NaN-producing op"),
-        _r("no or too short LR warm-up", "add or lengthen warm-up and clip gradients (max_norm=1.0)", AFTER_WARMUP),
-    )),
-    "loss_spike": Advice((
-        _r("a bad or unusual batch (duplicated, corrupt or out-of-distribution data)",
-           "if it recovered within tens of steps it was a hiccup; if it repeats, restart ~100 steps before it and "
-           "skip the batches around it (PaLM)"),
-        _r("LR too high for this stage (often right after warm-up)",
-           "if spikes repeat: lower the peak LR; clip gradients at 1.0", LR_TINY, stance=CHANGE_SCHEDULE),
-        _r("Adam's second-moment estimate lagging a sudden gradient change (epsilon too small, beta2 too high)",
-           "lower Adam beta2 (0.95) or raise epsilon; keep z-loss / QK-layernorm for large models"),
-        _r("fp16 overflow or loss-scale trouble", "train in bf16, or check the loss scale around the spike",
-           NOT_FP16, CPU, FIRST_UPDATE),  # a collapse takes many overflowing steps; one update cannot
-    )),
-    "grad_spike": Advice((
-        _r("an unusual batch (long sequence, rare tokens)",
-           "nothing if it recovered at once and the loss did not move (a harmless blip)"),
-        _r("a transient optimizer instability",
-           "clip gradients (max_norm=1.0) so single blips cannot move the weights much"),
-    )),
-    "grad_explosion": Advice((
-        _r("LR too high", "roll back before the explosion and lower the LR; clip gradients at 1.0",
-           LR_TINY, stance=CHANGE_SCHEDULE),
-        _r("warm-up too short for the peak LR", "roll back and lengthen warm-up", AFTER_WARMUP, LR_TINY,
-           stance=CHANGE_SCHEDULE),
-        _r("fp16 overflow feeding the loss scaler", "use bf16 (no loss scaling)", NOT_FP16, CPU),
-        _r("a bad batch pushing the model into an unstable region",
-           "skip the data around the explosion (PaLM: 200-500 batches)"),
-        _r("attention logit growth in large transformers (no QK-norm / z-loss)",
-           "add QK-layernorm or z-loss; lower Adam beta2 to 0.95 to react faster"),
-    )),
-    "grad_vanishing": Advice((
-        _r("frozen parameters (requires_grad=False, a LoRA config that targets no module)",
-           "count trainable parameters: sum(p.numel() for p in model.parameters() if p.requires_grad)"),
-        _r("the optimizer was given no trainable parameters",
-           "check that the optimizer's param groups hold the trainable parameters"),
-        _r("dead ReLUs or saturated activations", "check activation statistics; lower the LR or use GELU/SiLU"),
-        _r("LR at 0 or the loss detached from the graph",
-           "check that loss.backward() reaches the weights (no .detach()/torch.no_grad() in forward)"),
-    )),
-    "divergence": Advice((
-        _r("LR too high for this model/batch size",
-           "roll back to a checkpoint before the divergence and lower the LR (halve it); clip gradients at 1.0",
-           LR_TINY, stance=CHANGE_SCHEDULE),
-        _r("no or too short warm-up", "roll back and lengthen warm-up", AFTER_WARMUP, LR_TINY, stance=CHANGE_SCHEDULE),
-        _r("fp16 range trouble (loss scale collapsing)", "train in bf16", NOT_FP16, CPU, FIRST_UPDATE),
-        _r("a stretch of bad data", "roll back and skip the batches around the start of the divergence"),
-        _r("a bug after a resume (optimizer state lost, wrong LR or scheduler state)",
-           "on resume, restore the optimizer and scheduler state with the weights"),
-    )),
-    "loss_scale_collapse": Advice((
-        _r("fp16 gradients overflow on every step: activations or grads beyond 65504",
-           "switch to bf16 (no loss scaling needed) where the hardware supports it"),
-        _r("LR too high, driving the overflows",
-           "restart from a checkpoint whose loss scale was still healthy and lower the LR (OPT-175B)", LR_TINY),
-        _r("a diverging model", "set a minimum loss scale and clip gradients"),
-    )),
-    "clipping": Advice((
-        _r("LR too high: the raw gradient norm keeps exceeding the clip threshold",
-           "lower the LR until clipping engages only on occasional steps", LR_TINY),
-        _r("the clip threshold is too low for this model", "raise max_grad_norm if it is far below the typical norm"),
-    )),
-    "update_ratio": Advice((
-        _r("LR too high: each step changes the weights by ~1e-1 of their size (healthy ~1e-3)",
-           "lower the LR by 10x and watch the ratio settle near 1e-3", LR_TINY),
-        _r("warm-up too short for this LR", "lengthen warm-up", AFTER_WARMUP),
-    )),
-    "overfitting": Advice((
-        _r("too many epochs over a small dataset",
-           "keep the checkpoint of the best eval step (named in the finding); stop there (early stopping)"),
-        _r("model too large for the data", "more or more varied data; fewer epochs"),
-        _r("too little regularisation", "more dropout / weight decay; for LoRA a lower rank"),
-    )),
-    "eval_sparse": Advice((
-        _r("evaluation interval too long for the run length",
-           "evaluate at least ~10 times per run (eval_steps <= max_steps / 10)"),
-    )),
-    "underfitting": Advice((
-        _r("the run is too short: the loss was still falling at the end", "train longer (more steps or epochs)"),
-        _r("LR too low", "raise the LR (try 3x) or use a schedule with a higher peak", stance=CHANGE_SCHEDULE),
-        _r("model too small", "a bigger model or fewer regularisers"),
-    )),
-    "plateau": Advice((
-        _r("LR too low (or 0)", "check the LR that the optimizer actually uses"),
-        _r("labels masked wrongly: the loss only covers padding or the prompt",
-           "print one batch: decoded inputs and the unmasked labels"),
-        _r("frozen weights / no trainable parameters", "count trainable parameters"),
-        _r("data/label mismatch (shuffled labels, wrong tokenizer)",
-           "overfit a single batch first: if that fails, the pipeline is broken"),
-    )),
-    "frozen_loss": Advice((
-        _r("the weights are not updated (LR 0, optimizer without parameters, frozen model)",
-           "check optimizer.param_groups and the LR"),
-        _r("the same batch/loss value is logged every time (a logging bug)",
-           "check that the logged value is recomputed each step"),
-        _r("the model outputs a constant (e.g. uniform logits: the loss equals ln(vocab))",
-           "overfit one batch: the loss must go down"),
-    )),
-    "label_masking": Advice((
-        _r("every label is -100 (masked): the chat template / response template did not match",
-           "decode one batch and print which tokens carry labels"),
-        _r("sequences truncated before the response starts", "fix the response template or raise max_seq_length"),
-    )),
-    "throughput_drop": Advice((
-        _r("another process on the machine competing for CPU or I/O",
-           "check what else runs there (top, iostat); pin the job to free cores"),
-        _r("a data-loader or storage slowdown", "check data-loader wait time and storage throughput"),
-        _r("a slow or faulty GPU (thermal throttling, ECC retries) slowing every rank",
-           "find the slow rank (per-rank step times, nvidia-smi -q -d PERFORMANCE) and exclude the node (BLOOM)", CPU),
-        _r("memory fragmentation", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", CPU),
-    )),
-    "periodic_stall": Advice((
-        _r("Python garbage-collection pauses (gen2) on every rank",
-           "gc.freeze() after setup and gc.disable() with a manual gc.collect() every N steps (nanochat)"),
-        _r("periodic evals or checkpoint saves", "make checkpointing asynchronous; evaluate less often"),
-        _r("logging or metric flushes that sync the GPU", "log less often; keep metrics on the device until a flush",
-           CPU),
-    )),
-    "memory_leak": Advice((
-        _r("tensors kept across steps (losses appended to a list without .item()/.detach())",
-           "store loss.item() rather than loss; detach what you keep"),
-        _r("a growing cache (KV cache, metrics history)", "bound the cache; clear it between evals"),
-        _r("the CUDA caching allocator fragmenting", "torch.cuda.memory_snapshot() to find the growth", CPU),
-    )),
-    "memory_pressure": Advice((
-        _r("batch or sequence length near the device limit", "activation checkpointing or a smaller micro-batch"),
-        _r("fragmentation (reserved >> allocated)", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", CPU),
-    )),
-    "lr_schedule": Advice((
-        _r("a schedule milestone (warm-up end, decay start) or a deliberate reset on resume",
-           "nothing if the schedule is the one you configured", stance=KEEP_SCHEDULE),
-    )),
-    "hang": Advice((
-        _r("a collective waiting for a rank that died or is stuck (NCCL timeout)",
-           "dump every rank's stacks (py-spy dump) to find the rank that is not in the collective; set NCCL/"
-           "torch.distributed timeouts so hangs fail fast", CPU),
-        _r("a DataLoader deadlock", "py-spy dump the main process and its workers; try num_workers=0 to confirm"),
-        _r("a storage stall during checkpoint/eval", "check the file system; restart from the last checkpoint"),
-    )),
-    "crash": Advice((
-        _r("see the error: out-of-memory, a hardware fault, a collective timeout, or a bug",
-           "restart from the last verified checkpoint; exclude a machine that shows hardware errors"),
-    )),
-}
-
-_WEIGHTS = _r("the first optimizer update wrecked already-trained weights: a checkpoint loaded or converted wrong "
-              "(mismatched layer names or shapes, wrong dtype, tied embeddings not tied, optimizer state of "
-              "other weights)",
-              "evaluate the loaded model before any update (its loss must match the first logged one), then check "
-              "the conversion: dtypes, tied weights, the optimizer state you load (try without it)")
-
-CONDITIONAL: tuple[Conditional, ...] = (
-    Conditional("divergence", f"context:{FIRST_UPDATE}", _WEIGHTS, first=True),
-    Conditional("loss_spike", f"context:{FIRST_UPDATE}", _WEIGHTS, first=True),
-    Conditional("loss_spike", "grad norm rose", _r("", "the grad norm led the loss: clip gradients and lower the LR; "
-                                                       "watch grad norm live to roll back early", LR_TINY)),
-    Conditional("loss_spike", "single bad batch",
-                _r("", "look up the batch ids of that step in the data loader and inspect or drop them")),
-    Conditional("loss_spike", "bad batch at step",
-                _r("", "log the grad norm to tell a bad batch from an instability; inspect that step's batch")),
-    Conditional("loss_spike", "warm-up and rising",
-                _r("", "lengthen warm-up (e.g. 2-5% of the steps) or lower the peak LR", LR_TINY,
-                   stance=CHANGE_SCHEDULE)),
-    Conditional("divergence", "warm-up and rising",
-                _r("", "lengthen warm-up (e.g. 2-5% of the steps) or lower the peak LR", LR_TINY,
-                   stance=CHANGE_SCHEDULE)),
-    Conditional("loss_spike", "after LR warm-up ended",
-                _r("", "lower the peak LR (or reach it more slowly)", LR_TINY, stance=CHANGE_SCHEDULE)),
-    Conditional("loss_spike", "resume or schedule restart",
-                _r("", "nothing: a loss jump after a resume on new data or a fresh schedule is expected",
-                   stance=KEEP_SCHEDULE)),
-    Conditional("grad_spike", "resume or schedule restart",
-                _r("", "nothing: a grad-norm jump after a resume on new data or a fresh schedule is expected",
-                   stance=KEEP_SCHEDULE)),
-    Conditional("grad_explosion", "resume or schedule restart",
-                _r("", "nothing while the loss comes back: a jump right after a resume or a fresh schedule is "
-                       "expected; if it does not, resume with the previous LR schedule", stance=KEEP_SCHEDULE)),
-    Conditional("divergence", "resume or schedule restart",
-                _r("", "check the resumed state: the optimizer and scheduler state must be restored with the "
-                       "weights")),
-    Conditional("nan", "context:fp16", _r("this run uses fp16 loss scaling: overflows are the usual source",
-                                          "bf16 avoids the overflow entirely (A100/H100)", CPU)),
-    Conditional("grad_explosion", "context:fp16", _r("the run uses fp16 loss scaling: overflows feed the explosion",
-                                                     "prefer bf16", CPU)),
-    Conditional("nan", "loss scaler", _r("fp16 overflow steps skipped by the loss scaler (harmless when rare)",
-                                         "nothing if rare and the loss stays finite; many in a row mean the scale "
-                                         "is collapsing", NOT_FP16)),
-    Conditional("loss_spike", "LR jumped", _r("", "undo the LR change (check the resumed config / scheduler "
-                                                  "override)", stance=CHANGE_SCHEDULE)),
-    Conditional("divergence", "LR jumped", _r("", "undo the LR change (check the resumed config / scheduler "
-                                                  "override)", stance=CHANGE_SCHEDULE)),
-    Conditional("grad_explosion", "LR jumped", _r("", "undo the LR change (check the resumed config / scheduler "
-                                                      "override)", stance=CHANGE_SCHEDULE)),
-    Conditional("plateau", "LR went to 0", _r("", "print optimizer.param_groups[0]['lr'] at a few steps; check the "
-                                                  "scheduler's total steps and what a resume restored")),
-    Conditional("lr_schedule", "exactly 0",
-                _r("the LR is 0: a scheduler stepped past its end, warm-up from 0 never started, or lr=0 in the config",
-                   "print optimizer.param_groups[0]['lr'] at a few steps; check the scheduler's total steps")),
-    Conditional("lr_schedule", "jumped",
-                _r("a resume that overrides the LR scheduler (Megatron --override-lr-scheduler) or a changed config",
-                   "if unintended: resume with the saved scheduler state (drop the override)",
-                   stance=CHANGE_SCHEDULE)),
-    Conditional("plateau", "uniform", _r("the model predicts uniformly: its outputs ignore the input",
-                                         "check that the inputs reach the model (masking, embeddings) and the LR")),
-    Conditional("frozen_loss", "uniform", _r("uniform predictions: the output layer is not learning (zeroed or "
-                                             "frozen head)", "check the output layer's requires_grad and init")),
-    Conditional("periodic_stall", "right after an eval", _r("", "evaluate less often, or asynchronously")),
-    Conditional("periodic_stall", "garbage-collection",
-                _r("", "gc.freeze() after setup and gc.disable() with a manual gc.collect() every N steps (nanochat)")),
-    Conditional("periodic_stall", "waiting for data",
-                _r("", "more DataLoader workers, pin_memory=True, prefetch; check storage throughput")),
-)
 _DATA_FALLBACK = "start with this cause: the log points to it (the fixes of the causes below may apply too)"
 
-NON_PROBLEMS: tuple[NonProblem, ...] = (
-    NonProblem("resume_reset", "a loss spike / divergence right after a resume",
-               "a deliberate LR or data reset on resume makes the loss jump and recover; expected"),
-    NonProblem("hf_grad_accum_loss", "train loss many times the eval loss (underfitting, explosion)",
-               "the HF Trainer logged the loss summed over gradient-accumulation micro-batches "
-               "(transformers#35204, fixed by PR #35207): the train loss is inflated x grad_accum"),
-    NonProblem("step_avg_nan", "a NaN in the first steps of a speedrun log",
-               "`step_avg:nanms` is a timing average divided by zero before timing starts, not a NaN loss"),
-    NonProblem("grad_blips", "grad-norm spikes", "one-step grad-norm blips that recover at once and leave the loss alone"),
-    NonProblem("megatron_zero_grad_norm", "grad norm 0.000 on every line",
-               "old Megatron-DeepSpeed printed 0.000 under pipeline parallelism; not a real zero"),
-)
+__all__ = ["ADVICE", "CONDITIONAL", "NON_PROBLEMS", "advise", "context_flags", "reconcile"]
+
 _GENERIC = {r.cause for a in ADVICE.values() for r in a.remedies} | {c.remedy.cause for c in CONDITIONAL}
 _STANCES = {r.fix: r.stance for a in ADVICE.values() for r in a.remedies if r.stance} | {
     c.remedy.fix: c.remedy.stance for c in CONDITIONAL if c.remedy.stance}
