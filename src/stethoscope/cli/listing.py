@@ -103,12 +103,18 @@ def run_findings(reader: RunReader) -> list[Finding]:
 def _recorded(reader: RunReader) -> list[Finding]:
     _, rows = reader.query("SELECT data FROM findings WHERE rank = ? AND data IS NOT NULL ORDER BY id",
                            (reader.ranks[0],))
+    return _parsed(rows)
+
+
+def _parsed(rows: list[tuple[str]]) -> list[Finding]:
+    """The findings among stored rows of JSON (an event that is not a finding, written by a later
+    version say, is left out)."""
     found = []
     for (data,) in rows:
         try:
             found.append(Finding.from_dict(json.loads(data)))
         except (ValueError, TypeError, KeyError):
-            continue  # an event that is not a finding (written by a later version, say)
+            continue
     return found
 
 
@@ -120,13 +126,7 @@ def live_findings(reader: RunReader) -> list[Finding]:
     from stethoscope.findings.pipeline import finalise, ranked
 
     _, rows = reader.query("SELECT data FROM findings WHERE data IS NOT NULL ORDER BY id")
-    found = []
-    for (data,) in rows:
-        try:
-            found.append(Finding.from_dict(json.loads(data)))
-        except (ValueError, TypeError, KeyError):
-            continue  # an event that is not a finding (written by a later version, say)
-    findings = finalise(found)
+    findings = finalise(_parsed(rows))
     attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0]))  # before advice: it names a bad batch
     return ranked([advise(f) for f in findings])
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,17 +128,21 @@ def _config(meta: dict[str, Any], config: DetectConfig | None) -> DetectConfig:
 
 
 def _meta_int(meta: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    return next((int(v) for k, v in _items(meta) if k in keys and isinstance(v, (int, float))
+                 and not isinstance(v, bool)), None)
+
+
+def _items(meta: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    """Every (key, value) of the metadata, nested dicts (configs inside configs) included, depth first."""
     stack: list[Any] = [meta]
     while stack:
         d = stack.pop()
         if not isinstance(d, dict):
             continue
         for k, v in d.items():
-            if k in keys and isinstance(v, (int, float)) and not isinstance(v, bool):
-                return int(v)
+            yield k, v
             if isinstance(v, dict):
                 stack.append(v)
-    return None
 
 
 def _context(table: Table, meta: dict[str, Any]) -> dict[str, Any]:
@@ -155,25 +159,18 @@ _PRECISION_KEYS = ("precision", "mixed_precision", "dtype", "torch_dtype", "fp16
 
 def _precision(meta: dict[str, Any]) -> str | None:
     """fp16, bf16 or fp32 when the run's metadata/config says so (Lightning `precision`, HF `bf16: true`, …)."""
-    stack: list[Any] = [meta]
-    while stack:
-        d = stack.pop()
-        if not isinstance(d, dict):
-            continue
-        for k, v in d.items():
-            key = str(k).lower()
-            if isinstance(v, dict):
-                stack.append(v)
-            elif key in ("fp16", "bf16") and v is True:
-                return key
-            elif key in _PRECISION_KEYS and isinstance(v, (str, int)) and not isinstance(v, bool):
-                text = str(v).lower()
-                if "bf16" in text or "bfloat16" in text:
-                    return "bf16"
-                if text.startswith("16") or "fp16" in text or "float16" in text or text == "half":
-                    return "fp16"
-                if text.startswith("32") or text in ("fp32", "float32", "float"):
-                    return "fp32"
+    for k, v in _items(meta):
+        key = str(k).lower()
+        if key in ("fp16", "bf16") and v is True:
+            return key
+        if key in _PRECISION_KEYS and isinstance(v, (str, int)) and not isinstance(v, bool):
+            text = str(v).lower()
+            if "bf16" in text or "bfloat16" in text:
+                return "bf16"
+            if text.startswith("16") or "fp16" in text or "float16" in text or text == "half":
+                return "fp16"
+            if text.startswith("32") or text in ("fp32", "float32", "float"):
+                return "fp32"
     return None
 
 
