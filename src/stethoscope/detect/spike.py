@@ -95,6 +95,7 @@ class SpikeDetector:
         self.grad = _Track(self.config)
         self._last_step: int | None = None
         self._last_reset: int | None = None
+        self._blowup_jump: float | None = None  # the LR jump whose blow-up was reported (once per jump)
 
     # -- entry points -----------------------------------------------------------------------------
     def update(self, record: StepRecord) -> list[Finding]:
@@ -110,6 +111,8 @@ class SpikeDetector:
             self._on_loss(step, v, values, out)
         elif v is not None and self.loss.incident is not None:
             self.loss.incident["blew_up"] = True  # an open jump that turned into NaN/Inf: a blow-up
+        elif v is not None:
+            out.extend(self._blown_up_by_lr(step, v))
         self._last_step = step
         return [self._at_reset(f) for f in out] if out and self._last_reset is not None else out
 
@@ -405,6 +408,27 @@ class SpikeDetector:
         return Finding("loss_spike", inc["severity"], inc["start"], msg, evidence=ev,
                        causes=list(inc["causes"]), source=self.name)
 
+    def _blown_up_by_lr(self, step: int, v: float) -> list[Finding]:
+        """A loss that turns NaN/Inf with no jump before it, right after the LR was pushed up off its
+        schedule, is a divergence: the finite climb was too fast for the log to show (a log written
+        every 10-25 steps goes from a normal row straight to NaN). The NaN is its symptom. Once per
+        LR jump; a NaN with no such jump before it (a bad batch) stays a `nan` finding alone."""
+        jump = self.lr.last_jump
+        cause = self.lr.jump_cause(step, self.config.lead_steps)
+        if cause is None or jump is None or jump[0] == self._blowup_jump or jump[1] <= 0:
+            return []
+        if jump[2] / jump[1] < _BLOWUP_LR_FACTOR:
+            return []
+        self._blowup_jump = jump[0]
+        shown = "NaN" if math.isnan(v) else "Inf"
+        lag = step - int(jump[0])
+        when = f"{lag} step{'s' if lag > 1 else ''} after" if lag else "as"
+        msg = (f"the loss turned {shown} at step {step}, {when} the LR jumped {_g(jump[1])} -> {_g(jump[2])} "
+               f"(x{jump[2] / jump[1]:.3g}) at step {int(jump[0])}: the run blew up")
+        ev = {"lr_before": jump[1], "lr_after": jump[2], "lr_jump_step": int(jump[0]), "value": shown,
+              "level_before": self.loss.level() if self.loss.window else None, "blew_up": True, "recovered": "not"}
+        return [Finding("divergence", "error", step, msg, evidence=ev, causes=[cause], source=self.name)]
+
     def _divergence(self, inc: dict[str, Any], step: int) -> Finding:
         frac = recovered_fraction(inc)
         ev = {
@@ -422,7 +446,7 @@ class SpikeDetector:
     def state_dict(self) -> dict[str, Any]:
         return {
             "lr": self.lr.state_dict(), "loss": self.loss.state_dict(), "grad": self.grad.state_dict(),
-            "last_step": self._last_step, "last_reset": self._last_reset,
+            "last_step": self._last_step, "last_reset": self._last_reset, "blowup_jump": self._blowup_jump,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -431,8 +455,10 @@ class SpikeDetector:
         self.grad.load_state_dict(state["grad"])
         self._last_step = state.get("last_step")
         self._last_reset = state.get("last_reset")
+        self._blowup_jump = state.get("blowup_jump")
 
 
+_BLOWUP_LR_FACTOR = 2.0  # an LR pushed up at least this much, then a NaN/Inf loss: a blow-up
 _STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
 _STUCK_RECORDS = 3  # ...held over this many records...
 _STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged
