@@ -1,0 +1,48 @@
+"""`stethoscope export parquet RUN… DEST`: runs as Hive-partitioned Parquet, appendable while they run."""
+
+from __future__ import annotations
+
+import click
+
+from stethoscope.cli import render
+
+EXIT_STATUS = """\b
+Exit status: 0 fine, 2 usage or input error (one line on stderr naming the file and the problem)."""
+
+
+@click.command("parquet", epilog=EXIT_STATUS)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(), metavar="RUN... DEST")
+@click.option("--name", default=None, help="The run's name in the export (one RUN only) [default: its folder name].")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def parquet(paths: tuple[str, ...], name: str | None, as_json: bool) -> None:
+    """Write runs as Hive-partitioned Parquet (DEST/metrics/run=…/rank=…/), zstd, for DuckDB, Spark, Trino.
+
+    Run it again (by hand, from cron, while the run trains) to append only what is new: a watermark per
+    run and rank in DEST/_stethoscope_export.json. Tables: metrics, events, findings, series, run. Query
+    the result with `stethoscope query DEST "SQL"` or any Parquet reader.
+
+    \b
+    Examples:
+      stethoscope export parquet runs/demo fleet/
+      stethoscope export parquet runs/exp1 runs/exp2 fleet/ --json
+      duckdb -c "SELECT run, rank, max(value) FROM read_parquet('fleet/metrics/**/*.parquet',
+                 hive_partitioning=true) WHERE name = 'perf/step_time_s' GROUP BY ALL"
+    """
+    from stethoscope.errors import UsageError
+    from stethoscope.store.export import export_runs
+
+    if len(paths) < 2:
+        raise UsageError("give one or more runs and then the destination directory (RUN... DEST)")
+    runs, dest = paths[:-1], paths[-1]
+    if name is not None and len(runs) != 1:
+        raise UsageError("--name names one run; give a single RUN with it")
+    result = export_runs(runs, dest, None if name is None else [name])
+    for problem in result.skipped:
+        click.echo(f"stethoscope: warning: skipped {problem}", err=True)
+    cols = ["run", "rank", "metrics", "events", "findings", "files", "bytes", "rewritten"]
+    rows = [(r.run, r.rank, r.rows.get("metrics", 0), r.rows.get("events", 0), r.rows.get("findings", 0),
+             r.files, r.bytes, r.rewritten) for r in result.ranks]
+    if as_json:
+        click.echo(render.rows_json(cols, rows))
+        return
+    render.console().print(render.rows_table(cols, rows, title=f"new rows exported to {result.dest}"))
