@@ -78,7 +78,7 @@ def test_bad_input_is_one_line(runs, tmp_path, cli_env):
 
 
 def test_without_pyarrow_and_duckdb_the_core_imports_and_the_verbs_name_the_extra(runs, tmp_path, cli_env):
-    code = textwrap.dedent(f"""
+    code = textwrap.dedent("""
         import sys
         sys.modules["pyarrow"] = None; sys.modules["duckdb"] = None  # as if not installed
         import stethoscope, stethoscope.cli.main
