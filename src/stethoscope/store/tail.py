@@ -137,9 +137,11 @@ def _rate(conn: sqlite3.Connection, sid: int, t0: float | None, window: int = 50
 
 
 def _findings(conn: sqlite3.Connection, n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The newest `n` findings, newest first; a finding the detector updated later (a spike that recovered)
+    is shown once, in its latest words. Counts per severity count each finding once."""
+    latest = (f"SELECT MAX(id) FROM events WHERE kind NOT IN {_NOT_FINDINGS} GROUP BY kind, step")
     rows = conn.execute(f"SELECT id, step, time, kind, severity, source, message FROM events "
-                        f"WHERE kind NOT IN {_NOT_FINDINGS} ORDER BY id DESC LIMIT ?", (n,)).fetchall()
+                        f"WHERE id IN ({latest}) ORDER BY id DESC LIMIT ?", (n,)).fetchall()
     keys = ("id", "step", "time", "type", "severity", "source", "message")
-    counts = dict(conn.execute(f"SELECT severity, COUNT(*) FROM events WHERE kind NOT IN {_NOT_FINDINGS} "
-                               "GROUP BY severity").fetchall())
+    counts = dict(conn.execute(f"SELECT severity, COUNT(*) FROM events WHERE id IN ({latest}) GROUP BY severity"))
     return [dict(zip(keys, r)) for r in rows], counts
