@@ -13,7 +13,7 @@ Then times, interleaved, medians of --rounds:
 and prints the bytes on disk of the stores and of the export. Every answer is checked against the
 generator's known slowest rank (rank (step // 1000) % 64 is made 50 ms slower).
 
-    python bench/fleet.py [--ranks 64] [--steps 100000] [--rounds 5]
+    python bench/fleet.py [--ranks 64] [--steps 100000] [--rounds 5] [--reexport --jobs N] [--skip-stores]
 """
 
 from __future__ import annotations
@@ -69,12 +69,12 @@ def generate(run: Path, ranks: int, steps: int) -> float:
     return time.perf_counter() - start
 
 
-def export(run: Path, dest: Path) -> float:
-    if (dest / ".complete").exists():
+def export(run: Path, dest: Path, jobs: int, again: bool) -> float:
+    if (dest / ".complete").exists() and not again:
         return 0.0
     shutil.rmtree(dest, ignore_errors=True)
     start = time.perf_counter()
-    export_runs([run], dest)
+    export_runs([run], dest, jobs=jobs)
     took = time.perf_counter() - start
     (dest / ".complete").write_text("")
     return took
@@ -124,14 +124,17 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--skip-stores", action="store_true", help="Leave out the DuckDB-over-rank-stores timing.")
+    ap.add_argument("--reexport", action="store_true", help="Export to Parquet again (timed) even when cached.")
+    ap.add_argument("--jobs", type=int, default=1, help="Ranks exported at once (export parquet --jobs).")
     args = ap.parse_args()
     run = CACHE / f"fleet-{args.ranks}x{args.steps}"
     dest = CACHE / f"fleet-{args.ranks}x{args.steps}-parquet"
     took = generate(run, args.ranks, args.steps)
     print(f"rank stores: {args.ranks} ranks x {args.steps:,} steps x {len(SERIES)} series = "
           f"{args.ranks * args.steps * len(SERIES):,} points" + (f", generated in {took:.1f} s" if took else " (cached)"))
-    took = export(run, dest)
-    print("parquet export: " + (f"{took:.1f} s" if took else "(cached)") + f"  ({os.cpu_count()} CPUs)")
+    took = export(run, dest, args.jobs, args.reexport)
+    print("parquet export: " + (f"{took:.1f} s with --jobs {args.jobs}" if took else "(cached)")
+          + f"  ({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
     want = (np.arange(args.steps) // 1000) % args.ranks
     kinds = {"parquet": lambda: by_parquet(dest), "sqlite": lambda: by_sqlite_files(run, args.steps)}
     times: dict[str, list[float]] = {k: [] for k in kinds}

@@ -184,3 +184,15 @@ def test_names_and_destinations_are_checked(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(UsageError, match="not a directory"):
         export_runs([a], tmp_path / "file")
+
+
+def test_ranks_exported_in_parallel_processes_write_the_same(tmp_path):
+    run = tmp_path / "par"
+    _closed(_make_run(run, ranks=3))
+    one = export_runs([run], tmp_path / "one")
+    two = export_runs([run], tmp_path / "two", jobs=2)
+    assert [(r.rank, r.rows, r.files) for r in one.ranks] == [(r.rank, r.rows, r.files) for r in two.ranks]
+    for table in COLUMNS:
+        assert _pyarrow_rows(tmp_path / "two", table) == _pyarrow_rows(tmp_path / "one", table)
+    assert (json.loads((tmp_path / "two" / STATE_FILE).read_text())["runs"]["par"]["ranks"]
+            == json.loads((tmp_path / "one" / STATE_FILE).read_text())["runs"]["par"]["ranks"])

@@ -13,8 +13,10 @@ Exit status: 0 fine, 2 usage or input error (one line on stderr naming the file 
 @click.command("parquet", epilog=EXIT_STATUS)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(), metavar="RUN... DEST")
 @click.option("--name", default=None, help="The run's name in the export (one RUN only) [default: its folder name].")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Ranks exported at once, each in its own process.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
-def parquet(paths: tuple[str, ...], name: str | None, as_json: bool) -> None:
+def parquet(paths: tuple[str, ...], name: str | None, jobs: int, as_json: bool) -> None:
     """Write runs as Hive-partitioned Parquet (DEST/metrics/run=…/rank=…/), zstd, for DuckDB, Spark, Trino.
 
     Run it again (by hand, from cron, while the run trains) to append only what is new: a watermark per
@@ -24,7 +26,7 @@ def parquet(paths: tuple[str, ...], name: str | None, as_json: bool) -> None:
     \b
     Examples:
       stethoscope export parquet runs/demo fleet/
-      stethoscope export parquet runs/exp1 runs/exp2 fleet/ --json
+      stethoscope export parquet runs/exp1 runs/exp2 fleet/ --jobs 8 --json
       duckdb -c "SELECT run, rank, max(value) FROM read_parquet('fleet/metrics/**/*.parquet',
                  hive_partitioning=true) WHERE name = 'perf/step_time_s' GROUP BY ALL"
     """
@@ -36,7 +38,7 @@ def parquet(paths: tuple[str, ...], name: str | None, as_json: bool) -> None:
     runs, dest = paths[:-1], paths[-1]
     if name is not None and len(runs) != 1:
         raise UsageError("--name names one run; give a single RUN with it")
-    result = export_runs(runs, dest, None if name is None else [name])
+    result = export_runs(runs, dest, None if name is None else [name], jobs=jobs)
     for problem in result.skipped:
         click.echo(f"stethoscope: warning: skipped {problem}", err=True)
     cols = ["run", "rank", "metrics", "events", "findings", "files", "bytes", "rewritten"]

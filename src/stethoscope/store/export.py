@@ -70,28 +70,52 @@ def run_name(path: str | os.PathLike[str]) -> str:
 
 
 def export_runs(runs: Sequence[str | os.PathLike[str]], dest: str | os.PathLike[str],
-                names: Sequence[str] | None = None) -> ExportResult:
-    """Export (or bring up to date) `runs` into `dest`; `names` overrides the run names (default: folder names)."""
-    pq = arrow.require("pyarrow.parquet")
+                names: Sequence[str] | None = None, jobs: int = 1) -> ExportResult:
+    """Export (or bring up to date) `runs` into `dest`; `names` overrides the run names (default: folder
+    names); `jobs` ranks are read and written at once, each in its own process."""
     names = list(names) if names is not None else [run_name(r) for r in runs]
     _check_names(runs, names)
     out = Path(dest)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out}: not a directory (the Parquet export goes into a directory)")
+    arrow.require("pyarrow.parquet")
     out.mkdir(parents=True, exist_ok=True)
     result = ExportResult(out)
     with _locked(out):
         state = _load_state(out)
+        tasks = []
         for run, name in zip(runs, names):
             files = rank_files(run)
             _claim(state, name, run, out)
-            for rank, f in files:
-                try:
-                    result.ranks.append(_export_rank(pq, out, state, name, rank, f))
-                except UsageError as exc:  # one unreadable rank file: the others are still exported
-                    result.skipped.append(str(exc))
-                _save_state(out, state)
+            tasks += [(out, name, rank, f, state["runs"][name]["ranks"].get(str(rank))) for rank, f in files]
+        for task, (done, mark) in zip(tasks, _run(tasks, jobs)):
+            if isinstance(done, UsageError):  # one unreadable rank file: the others are still exported
+                result.skipped.append(str(done))
+                continue
+            state["runs"][task[1]]["ranks"][str(task[2])] = mark
+            result.ranks.append(done)
+            _save_state(out, state)
     return result
+
+
+def _run(tasks: list[tuple[Any, ...]], jobs: int) -> Iterator[tuple[Any, Any]]:
+    if jobs <= 1 or len(tasks) <= 1:
+        yield from map(_export_task, tasks)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn: a fresh interpreter per worker (no fork of a process that may hold threads or open SQLite files)
+    with ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield from pool.map(_export_task, tasks)
+
+
+def _export_task(task: tuple[Any, ...]) -> tuple[Any, Any]:
+    dest, name, rank, f, mark = task
+    try:
+        return _export_rank(dest, name, rank, f, mark)
+    except UsageError as exc:
+        return exc, None
 
 
 def _check_names(runs: Sequence[Any], names: list[str]) -> None:
@@ -115,9 +139,10 @@ def _claim(state: dict[str, Any], name: str, run: Any, dest: Path) -> None:
                          f"export {run} with --name OTHER, or into another destination")
 
 
-def _export_rank(pq: Any, dest: Path, state: dict[str, Any], name: str, rank: int, f: Path) -> RankExport:
-    ranks = state["runs"][name]["ranks"]
-    mark = ranks.get(str(rank)) or _fresh_mark()
+def _export_rank(dest: Path, name: str, rank: int, f: Path, mark: dict[str, Any] | None) -> tuple[RankExport, Any]:
+    """Write what rank file `f` holds past `mark` (its watermark); returns what was written and the new mark."""
+    pq = arrow.require("pyarrow.parquet")
+    mark = mark or _fresh_mark()
     done = RankExport(name, rank)
     conn = arrow.connect(f)
     try:
@@ -136,8 +161,7 @@ def _export_rank(pq: Any, dest: Path, state: dict[str, Any], name: str, rank: in
     finally:
         conn.close()
     mark["parts"] = seq + int(wrote)
-    ranks[str(rank)] = mark
-    return done
+    return done, mark
 
 
 def _fresh_mark() -> dict[str, Any]:
