@@ -81,3 +81,17 @@ def test_sparkline():
     assert sparkline([0.0, 1.0, None, math.nan, 0.5]).plain == "▁█ x▅"
     assert sparkline([2.0, 2.0]).plain == "▁▁"
     assert sparkline([]).plain == ""
+
+
+def test_the_rank_furthest_behind_is_named(tmp_path, cli_env):
+    from stethoscope.store.db import RunStore, rank_path
+
+    for rank, steps in ((0, 30), (1, 24), (2, 30)):
+        s = RunStore(rank_path(tmp_path / "r", rank))
+        s.write_points([("train/loss", i, 2.0, s.t0 + i) for i in range(steps)])
+        s.close()
+    (tmp_path / "r" / "rank-00003.sqlite").write_bytes(b"not sqlite" * 100)
+    res = run_cli("watch", str(tmp_path / "r"), "--once", "--rank", "2", env=cli_env)
+    assert res.returncode == 0, res.stderr
+    assert "rank 2 of 4" in res.stdout and "step 29" in res.stdout
+    assert "4 ranks: last step 23..29  rank 1 furthest behind (6 steps)  1 rank file(s) unreadable" in res.stdout

@@ -66,7 +66,23 @@ def _spark_width(columns: int) -> int:
 
 def frame(snap: Any, seen: set[int] | None) -> Group:
     """One screen: header, curves, rates, findings (new ones since the previous frame marked)."""
-    return Group(_header(snap), _curves(snap), _rates(snap), _findings(snap, seen))
+    return Group(_header(snap), _ranks(snap), _curves(snap), _rates(snap), _findings(snap, seen))
+
+
+def _ranks(snap: Any) -> Text:
+    """Every rank's last step, and which rank is furthest behind (a straggler, or a rank that stopped)."""
+    steps = {r: s for r, s in snap.rank_steps.items() if s is not None}
+    if not steps:
+        return Text()
+    low, high = min(steps.values()), max(steps.values())
+    text = Text(f"{len(snap.rank_steps)} ranks: last step {low}" + (f"..{high}" if high != low else ""), style="dim")
+    if high != low:
+        behind = min(steps, key=lambda r: (steps[r], r))
+        text.append(f"  rank {behind} furthest behind ({high - low} steps)", style="yellow")
+    unread = len(snap.rank_steps) - len(steps)
+    if unread:
+        text.append(f"  {unread} rank file(s) unreadable", style="red")
+    return text
 
 
 def _header(snap: Any) -> Text:

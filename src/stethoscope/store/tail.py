@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope import records as R
-from stethoscope.errors import NotARunError
+from stethoscope.errors import NotARunError, UsageError
 from stethoscope.store import arrow
 from stethoscope.store.query import rank_files
 
 CURVES = (R.LOSS, R.EVAL_LOSS, R.GRAD_NORM, R.LR, R.TOKENS_PER_S)
 RATES = (R.STEP_TIME, R.TOKENS_PER_S, R.MFU, R.DATA_WAIT, R.RSS, R.CUDA_PEAK)
 _NOT_FINDINGS = "('alert', 'lifecycle', 'checkpoint', 'rollback')"
+MAX_RANKS = 256  # the last step of every rank is read each refresh up to this many rank files
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Snapshot:
     latest: dict[str, float | None] = field(default_factory=dict)
     findings: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    rank_steps: dict[int, int | None] = field(default_factory=dict)  # every rank's last step (up to MAX_RANKS)
 
 
 def read(run: str | os.PathLike[str], rank: int | None = None, width: int = 60, findings: int = 8) -> Snapshot:
@@ -61,9 +63,27 @@ def read(run: str | os.PathLike[str], rank: int | None = None, width: int = 60, 
     conn = arrow.connect(f)
     try:
         conn.execute("BEGIN")
-        return _read(conn, Path(run), r, len(files), max(8, width), findings)
+        snap = _read(conn, Path(run), r, len(files), max(8, width), findings)
     except sqlite3.DatabaseError as exc:
         raise NotARunError(f"{f}: not a readable stethoscope store ({exc})") from None
+    finally:
+        conn.close()
+    if 1 < len(files) <= MAX_RANKS:
+        snap.rank_steps = {k: _last_step(g) for k, g in files}
+    return snap
+
+
+def _last_step(f: Path) -> int | None:
+    """The last step rank file `f` recorded (None when it cannot be read: the view goes on without it)."""
+    try:
+        conn = arrow.connect(f)
+    except UsageError:
+        return None
+    try:
+        row = conn.execute("SELECT MAX((SELECT MAX(step) FROM points WHERE series_id = s.id)) FROM series s").fetchone()
+        return row[0]
+    except sqlite3.DatabaseError:
+        return None
     finally:
         conn.close()
 
