@@ -196,3 +196,12 @@ def test_ranks_exported_in_parallel_processes_write_the_same(tmp_path):
         assert _pyarrow_rows(tmp_path / "two", table) == _pyarrow_rows(tmp_path / "one", table)
     assert (json.loads((tmp_path / "two" / STATE_FILE).read_text())["runs"]["par"]["ranks"]
             == json.loads((tmp_path / "one" / STATE_FILE).read_text())["runs"]["par"]["ranks"])
+
+
+def test_an_unreadable_rank_is_skipped_and_named(tmp_path):
+    run = tmp_path / "r"
+    _closed(_make_run(run, ranks=2))
+    (run / "rank-00002.sqlite").write_bytes(b"garbage" * 500)
+    result = export_runs([run], tmp_path / "fleet")
+    assert [r.rank for r in result.ranks] == [0, 1]
+    assert len(result.skipped) == 1 and "rank-00002.sqlite" in result.skipped[0]

@@ -90,3 +90,12 @@ def test_parse_ranks():
     assert parse_ranks("0,3,8-10") == {0, 3, 8, 9, 10}
     with pytest.raises(UsageError, match="--ranks"):
         parse_ranks("x")
+
+
+def test_an_unreadable_rank_is_skipped_and_named(tmp_path):
+    for s in _make_run(tmp_path / "r", ranks=2):
+        s.close()
+    (tmp_path / "r" / "rank-00002.sqlite").write_bytes(b"garbage" * 500)
+    with FleetQuery(sources([str(tmp_path / "r")])) as q:
+        assert q.query("SELECT DISTINCT rank FROM metrics ORDER BY rank")[1] == [(0,), (1,)]
+        assert len(q.skipped) == 1 and "rank-00002.sqlite" in q.skipped[0]

@@ -42,4 +42,6 @@ def fleet_query(runs: list[str], sql: str | None, ranks: str | None, schema: boo
         cols, rows = q.query(sql)
         for problem in q.skipped:
             click.echo(f"stethoscope: warning: skipped {problem}", err=True)
+        for note in q.notes:
+            click.echo(f"stethoscope: note: {note}", err=True)
     return cols, rows

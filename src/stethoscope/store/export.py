@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from stethoscope.errors import NotARunError, UsageError
+from stethoscope.errors import InputError, NotARunError, UsageError
 from stethoscope.store import arrow
 from stethoscope.store.query import rank_files
 
@@ -116,6 +117,8 @@ def _export_task(task: tuple[Any, ...]) -> tuple[Any, Any]:
         return _export_rank(dest, name, rank, f, mark)
     except UsageError as exc:
         return exc, None
+    except sqlite3.DatabaseError as exc:  # corrupt pages found while reading: the other ranks go on
+        return InputError(f, f"corrupt SQLite file ({exc})"), None
 
 
 def _check_names(runs: Sequence[Any], names: list[str]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from stethoscope.store.export import APPENDED, REPLACED, is_export
 from stethoscope.store.query import rank_files
 from stethoscope.store.schema import RANKED
 
+BIG = 5_000_000  # rows read from rank stores past which a query suggests the Parquet export
 EXPORTED = APPENDED + REPLACED  # the tables a Parquet export holds (and alerts, read from its events)
 
 
@@ -70,6 +72,7 @@ class FleetQuery:
     sources: list[Source]
     ranks: set[int] | None = None
     skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     _con: Any = None
     _loaded: set[str] = field(default_factory=set)
     _locked: bool = False
@@ -126,11 +129,17 @@ class FleetQuery:
                 try:
                     conn.execute("BEGIN")
                     parts.append(arrow.with_run_rank(arrow.read(conn, table, f), s.name, rank))
+                except sqlite3.DatabaseError as exc:  # corrupt pages: the other ranks are still read
+                    self._skip(f"{f}: corrupt SQLite file ({exc})")
                 finally:
                     conn.close()
         if not parts:
             return arrow.with_run_rank(arrow.schemas()[table].empty_table(), "", 0)
-        return pa.concat_tables(parts)
+        tbl = pa.concat_tables(parts)
+        if tbl.num_rows >= BIG:
+            self.notes.append(f"read {tbl.num_rows:,} rows of {table} from {len(parts)} rank files; to query them "
+                              "often, `stethoscope export parquet RUN… DEST` once (it appends) and query DEST")
+        return tbl
 
     def _skip(self, problem: str) -> None:
         if problem not in self.skipped:
