@@ -205,3 +205,20 @@ def test_an_unreadable_rank_is_skipped_and_named(tmp_path):
     result = export_runs([run], tmp_path / "fleet")
     assert [r.rank for r in result.ranks] == [0, 1]
     assert len(result.skipped) == 1 and "rank-00002.sqlite" in result.skipped[0]
+
+
+def test_exports_while_a_real_monitor_trains_add_up_to_the_finished_run(tmp_path):
+    from tests.cli.test_watch import _live_run
+
+    run, trainer, stop, _ = _live_run(tmp_path)  # a Monitor writing in a thread (a NaN finding at step 40)
+    dest = tmp_path / "fleet"
+    try:
+        first = export_runs([run], dest)
+        second = export_runs([run], dest)
+    finally:
+        stop.set()
+        trainer.join(60)
+    last = export_runs([run], dest)  # after close: the rest of the run
+    assert first.ranks[0].rows["metrics"] > 0 and first.ranks[0].rows["findings"] >= 1
+    assert sum(r.ranks[0].rows["metrics"] for r in (first, second, last)) == len(_sqlite_rows({"live": run}, "metrics"))
+    _assert_equal_everywhere(dest, {"live": run})
