@@ -99,3 +99,16 @@ def test_an_unreadable_rank_is_skipped_and_named(tmp_path):
     with FleetQuery(sources([str(tmp_path / "r")])) as q:
         assert q.query("SELECT DISTINCT rank FROM metrics ORDER BY rank")[1] == [(0,), (1,)]
         assert len(q.skipped) == 1 and "rank-00002.sqlite" in q.skipped[0]
+
+
+def test_an_export_without_findings_and_words_that_name_tables(tmp_path):
+    from stethoscope.store.db import RunStore, rank_path
+
+    s = RunStore(rank_path(tmp_path / "quiet", 0))
+    s.write_points([("train/loss", i, 1.0, s.t0 + i) for i in range(5)])
+    s.close()
+    export_runs([tmp_path / "quiet"], tmp_path / "export")
+    with FleetQuery(sources([str(tmp_path / "export")])) as q:
+        assert q.query("SELECT count(*) FROM findings")[1] == [(0,)]
+        assert q.query("SELECT count(*) FROM alerts")[1] == [(0,)]
+        assert q.query("SELECT count(*) FROM metrics WHERE name <> 'stacks of trace'")[1] == [(5,)]

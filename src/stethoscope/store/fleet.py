@@ -76,6 +76,7 @@ class FleetQuery:
     _con: Any = None
     _loaded: set[str] = field(default_factory=set)
     _locked: bool = False
+    _absent: set[str] = field(default_factory=set)
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         duckdb = arrow.require("duckdb")
@@ -90,6 +91,10 @@ class FleetQuery:
             cur = self._con.execute(statement)
             rows = cur.fetchall()
         except duckdb.Error as exc:
+            missing = [t for t in sorted(self._absent) if "Catalog" in type(exc).__name__ and t in str(exc)]
+            if missing:
+                raise QueryRefused(f"query failed: table {missing[0]} is not in a Parquet export (it holds "
+                                   f"{', '.join(EXPORTED)}, alerts); query the run's stores for it") from None
             raise _refusal(exc) from None
         return [d[0] for d in cur.description or ()], rows
 
@@ -103,16 +108,19 @@ class FleetQuery:
         dataset = "events" if table == "alerts" else table  # alerts: the events whose kind is alert
         where = " WHERE kind = 'alert'" if table == "alerts" else ""
         for s in self.sources:
-            if s.export and dataset in EXPORTED:
+            if s.export and dataset in EXPORTED and any((s.path / dataset).rglob("*.parquet")):
                 parts.append(f"SELECT {cols} FROM read_parquet({_quote(_glob(s.path, dataset))}, "
                              "hive_partitioning = true, hive_types = {'run': VARCHAR, 'rank': INTEGER}, "
                              f"union_by_name = true){where}")
-        if not parts:
-            raise QueryRefused(f"query failed: table {table} is not in a Parquet export (it holds "
-                               f"{', '.join(EXPORTED)}, alerts); query the run's stores for it")
+        self._loaded.add(table)
+        if not parts and dataset not in EXPORTED:  # a word in the SQL, maybe not a table: DuckDB will tell
+            self._absent.add(table)
+            return
+        if not parts:  # exported, but no run had any rows of it (no findings yet)
+            self._con.register(f"_empty_{table}", arrow.with_run_rank(arrow.schemas()[table].empty_table(), "", 0))
+            parts.append(f"SELECT {cols} FROM _empty_{table}")
         keep = "" if self.ranks is None else f" WHERE rank IN ({', '.join(map(str, sorted(self.ranks))) or 'NULL'})"
         self._con.execute(f"CREATE VIEW {table} AS SELECT * FROM ({' UNION ALL '.join(parts)}){keep}")
-        self._loaded.add(table)
 
     def _store_table(self, stores: list[Source], table: str) -> Any:
         pa = arrow.require("pyarrow")
