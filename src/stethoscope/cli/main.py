@@ -209,12 +209,9 @@ def query(args: tuple[str, ...], ranks: str | None, schema: bool, as_json: bool,
 
     \b
     Examples:
-      stethoscope query runs/demo --schema
-      stethoscope query runs/demo "SELECT step, value FROM metrics WHERE name = 'train/loss' LIMIT 5"
-      stethoscope query runs/demo "SELECT name, COUNT(*) FROM metrics GROUP BY name" --csv
+      stethoscope query runs/demo "SELECT step, value FROM metrics WHERE name = 'train/loss' LIMIT 5" --csv
       stethoscope query runs/exp1 runs/exp2 "SELECT run, min(value) FROM metrics WHERE name = 'train/loss' GROUP BY run"
-      stethoscope query runs/exp1 --ranks all "SELECT rank, max(value) FROM metrics WHERE name = 'perf/step_time_s' GROUP BY rank"
-      stethoscope query fleet/ "SELECT run, rank, count(*) FROM findings GROUP BY ALL"
+      stethoscope query runs/exp1 --ranks all --schema
     """
     from stethoscope.cli.fleet_view import fleet_query, split_args, wants_fleet
 
@@ -390,7 +387,13 @@ def _add_parquet() -> None:
 
     group = cli.commands.get("export")
     if group is None:
-        group = click.Group("export", help="Write runs in the formats other tools read.")
+        group = click.Group("export", epilog=EXIT_STATUS, help="""Write runs in the formats other tools read.
+
+    \b
+    Examples:
+      stethoscope export parquet runs/demo fleet/
+      stethoscope export parquet runs/exp1 runs/exp2 fleet/ --jobs 8
+    """)
         cli.add_command(group)
     group.add_command(parquet)
 

@@ -17,18 +17,18 @@ Exit status: 0 fine, 2 usage or input error (one line on stderr naming the file 
               help="Ranks exported at once, each in its own process.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 def parquet(paths: tuple[str, ...], name: str | None, jobs: int, as_json: bool) -> None:
-    """Write runs as Hive-partitioned Parquet (DEST/metrics/run=…/rank=…/), zstd, for DuckDB, Spark, Trino.
+    """Runs as Hive-partitioned Parquet (appends).
 
-    Run it again (by hand, from cron, while the run trains) to append only what is new: a watermark per
-    run and rank in DEST/_stethoscope_export.json. Tables: metrics, events, findings, series, run. Query
-    the result with `stethoscope query DEST "SQL"` or any Parquet reader.
+    Writes DEST/metrics/run=…/rank=…/part-*.parquet (zstd, one row group per metric chunk) and the same for
+    events, findings, series and run, for DuckDB, Spark, Trino or pyarrow. Run it again (by hand, from
+    cron, while the run trains) to append only what is new: a watermark per run and rank in
+    DEST/_stethoscope_export.json. Query the result with `stethoscope query DEST "SQL"`.
 
     \b
     Examples:
       stethoscope export parquet runs/demo fleet/
       stethoscope export parquet runs/exp1 runs/exp2 fleet/ --jobs 8 --json
-      duckdb -c "SELECT run, rank, max(value) FROM read_parquet('fleet/metrics/**/*.parquet',
-                 hive_partitioning=true) WHERE name = 'perf/step_time_s' GROUP BY ALL"
+      stethoscope query fleet/ "SELECT run, rank, max(step) FROM metrics GROUP BY ALL"
     """
     from stethoscope.errors import UsageError
     from stethoscope.store.export import export_runs
