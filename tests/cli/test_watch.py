@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from stethoscope import Monitor
 from stethoscope.cli.watch_view import sparkline
 from tests.conftest import run_cli
@@ -61,6 +63,7 @@ def test_watch_once_shows_the_current_step_and_a_finding_of_a_live_run(tmp_path,
     assert "grad/norm" in res.stdout and "steps/s" in res.stdout and "tokens/s" in res.stdout
 
 
+@pytest.mark.slow  # a subprocess interrupted after a few refreshes
 def test_ctrl_c_leaves_cleanly(tmp_path, cli_env):
     run, t, stop, _ = _live_run(tmp_path)
     try:

@@ -186,6 +186,7 @@ def test_names_and_destinations_are_checked(tmp_path):
         export_runs([a], tmp_path / "file")
 
 
+@pytest.mark.slow  # spawns worker processes
 def test_ranks_exported_in_parallel_processes_write_the_same(tmp_path):
     run = tmp_path / "par"
     _closed(_make_run(run, ranks=3))
