@@ -194,26 +194,45 @@ def show(run: str, as_json: bool, min_severity: str | None) -> None:
 
 
 @cli.command(epilog=EXIT_STATUS)
-@click.argument("run", type=click.Path())
-@click.argument("sql", required=False)
+@click.argument("args", nargs=-1, required=True, metavar="RUN... [SQL]")
+@click.option("--ranks", default=None, metavar="all|LIST",
+              help="Read these ranks (all, or e.g. 0,3,8-15) through DuckDB, with run and rank columns.")
 @click.option("--schema", is_flag=True, help="List the tables, their columns and units, and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of row objects.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header.")
-def query(run: str, sql: str | None, schema: bool, as_json: bool, as_csv: bool) -> None:
+def query(args: tuple[str, ...], ranks: str | None, schema: bool, as_json: bool, as_csv: bool) -> None:
     """Read-only SQL over a run: metrics, findings, alerts, events, … each with a rank column.
 
-    Times are unix seconds (printed as dates in the table; raw in --json/--csv).
+    Several runs, --ranks, or a Parquet export (`stethoscope export parquet`) are read by DuckDB, every
+    table with run and rank columns in front. Times are unix seconds (printed as dates in the table;
+    raw in --json/--csv).
 
     \b
     Examples:
-      stethoscope query runs/demo --schema
-      stethoscope query runs/demo "SELECT step, value FROM metrics WHERE name = 'train/loss' LIMIT 5"
-      stethoscope query runs/demo "SELECT name, COUNT(*) FROM metrics GROUP BY name" --csv
+      stethoscope query runs/demo "SELECT step, value FROM metrics WHERE name = 'train/loss' LIMIT 5" --csv
+      stethoscope query runs/exp1 runs/exp2 "SELECT run, min(value) FROM metrics WHERE name = 'train/loss' GROUP BY run"
+      stethoscope query runs/exp1 --ranks all --schema
     """
-    from stethoscope.store.query import open_run
+    from stethoscope.cli.fleet_view import fleet_query, split_args, wants_fleet
 
     if as_json and as_csv:
         raise UsageError("--json and --csv exclude each other")
+    runs, sql = split_args(args)
+    if wants_fleet(runs, ranks):
+        cols, rows = fleet_query(runs, sql, ranks, schema)
+    else:
+        cols, rows = _query_run(runs[0], sql, schema)
+    if as_json:
+        click.echo(render.rows_json(cols, rows))
+    elif as_csv:
+        click.echo(render.rows_csv(cols, rows), nl=False)
+    else:
+        render.console().print(render.rows_table(cols, rows))
+
+
+def _query_run(run: str, sql: str | None, schema: bool) -> tuple[list[str], list[Any]]:
+    from stethoscope.store.query import open_run
+
     with open_run(run) as reader:
         if schema:
             from stethoscope.store.schema import schema_rows
@@ -225,12 +244,7 @@ def query(run: str, sql: str | None, schema: bool, as_json: bool, as_csv: bool) 
         else:
             cols, rows = reader.query(sql)
         _warn_skipped(reader)
-    if as_json:
-        click.echo(render.rows_json(cols, rows))
-    elif as_csv:
-        click.echo(render.rows_csv(cols, rows), nl=False)
-    else:
-        render.console().print(render.rows_table(cols, rows))
+    return cols, rows
 
 
 def _warn_skipped(reader: Any) -> None:
@@ -365,6 +379,35 @@ def _add_ckpt() -> None:
 
 
 _add_ckpt()
+
+
+def _add_parquet() -> None:
+    """`export parquet`; beside an `export` group when one exists, else in a group of its own."""
+    from stethoscope.cli.parquet_view import parquet
+
+    group = cli.commands.get("export")
+    if group is None:
+        group = click.Group("export", epilog=EXIT_STATUS, help="""Write runs in the formats other tools read.
+
+    \b
+    Examples:
+      stethoscope export parquet runs/demo fleet/
+      stethoscope export parquet runs/exp1 runs/exp2 fleet/ --jobs 8
+    """)
+        cli.add_command(group)
+    group.add_command(parquet)
+
+
+_add_parquet()
+
+
+def _add_watch() -> None:
+    from stethoscope.cli.watch_view import watch  # click and rich only; reads the store when run
+
+    cli.add_command(watch)
+
+
+_add_watch()
 
 
 def main(argv: list[str] | None = None) -> None:

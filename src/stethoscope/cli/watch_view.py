@@ -1,0 +1,153 @@
+"""`stethoscope watch RUN`: a live terminal view (rich) — sparklines, rates, findings as they arrive."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import click
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from stethoscope.cli import render
+
+EXIT_STATUS = """\b
+Exit status: 0 fine (also after Ctrl-C), 2 usage or input error (one line on stderr)."""
+
+BARS = "▁▂▃▄▅▆▇█"
+_SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
+
+
+@click.command("watch", epilog=EXIT_STATUS)
+@click.argument("run", type=click.Path())
+@click.option("--rank", type=int, default=None, help="Which rank to show (default: the lowest).")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
+              help="Seconds between refreshes.")
+@click.option("--once", is_flag=True, help="Print one frame and exit (for scripts and logs).")
+@click.option("--findings", "n_findings", type=click.IntRange(min=0), default=8, show_default=True,
+              help="How many of the newest findings to list.")
+def watch(run: str, rank: int | None, interval: float, once: bool, n_findings: int) -> None:
+    """A live view of a run in the terminal: curves, rates and findings as they arrive (works over SSH).
+
+    Reads the run's store every --interval seconds (never writes to it); Ctrl-C leaves.
+
+    \b
+    Examples:
+      stethoscope watch runs/demo
+      stethoscope watch runs/exp1 --rank 3 --interval 5
+      stethoscope watch runs/demo --once
+    """
+    from stethoscope.store.tail import read
+
+    console = render.console()
+    width = _spark_width(console.width)
+    if once:
+        console.print(frame(read(run, rank, width, n_findings), seen=None))
+        return
+    from rich.live import Live
+
+    seen: set[int] | None = None
+    try:
+        with Live(console=console, auto_refresh=False, screen=False, transient=False) as live:
+            while True:
+                snap = read(run, rank, width, n_findings)
+                live.update(frame(snap, seen), refresh=True)
+                seen = (seen or set()) | {f["id"] for f in snap.findings}
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        return  # leaving is what Ctrl-C asks for: no error, no traceback
+
+
+def _spark_width(columns: int) -> int:
+    return max(10, min(120, columns - 60))
+
+
+def frame(snap: Any, seen: set[int] | None) -> Group:
+    """One screen: header, curves, rates, findings (new ones since the previous frame marked)."""
+    return Group(_header(snap), _ranks(snap), _curves(snap), _rates(snap), _findings(snap, seen))
+
+
+def _ranks(snap: Any) -> Text:
+    """Every rank's last step, and which rank is furthest behind (a straggler, or a rank that stopped)."""
+    steps = {r: s for r, s in snap.rank_steps.items() if s is not None}
+    if not steps:
+        return Text()
+    low, high = min(steps.values()), max(steps.values())
+    text = Text(f"{len(snap.rank_steps)} ranks: last step {low}" + (f"..{high}" if high != low else ""), style="dim")
+    if high != low:
+        behind = min(steps, key=lambda r: (steps[r], r))
+        text.append(f"  rank {behind} furthest behind ({high - low} steps)", style="yellow")
+    unread = len(snap.rank_steps) - len(steps)
+    if unread:
+        text.append(f"  {unread} rank file(s) unreadable", style="red")
+    return text
+
+
+def _header(snap: Any) -> Text:
+    text = Text()
+    text.append(f"{snap.run}", style="bold")
+    text.append(f"  rank {snap.rank}" + (f" of {snap.ranks}" if snap.ranks > 1 else ""))
+    text.append(f"  step {snap.last_step if snap.last_step is not None else '-'}", style="bold")
+    text.append(f"  {snap.status}", style="green" if snap.status == "running" else "")
+    if snap.last_time is not None:
+        text.append(f"  last write {render.fmt_duration(max(0.0, time.time() - snap.last_time))} ago")
+    return text
+
+
+def _curves(snap: Any) -> Table:
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
+    for col, justify in (("series", "left"), ("curve", "left"), ("last", "right"), ("min", "right"),
+                         ("max", "right"), ("at step", "right")):
+        table.add_column(col, justify=justify, no_wrap=True)
+    for c in snap.curves:
+        table.add_row(Text(c.name), sparkline(c.buckets), Text(render.fmt(c.last)), Text(render.fmt(c.low)),
+                      Text(render.fmt(c.high)), Text(render.fmt(c.last_step)))
+    if not snap.curves:
+        table.add_row(Text("no curves recorded yet", style="dim"), "", "", "", "", "")
+    return table
+
+
+def sparkline(buckets: list[float | None]) -> Text:
+    """One character per bucket, scaled between the finite min and max; NaN as a red x, gaps as blanks."""
+    finite = [v for v in buckets if v is not None and math.isfinite(v)]
+    lo, hi = (min(finite), max(finite)) if finite else (0.0, 0.0)
+    text = Text()
+    for v in buckets:
+        if v is None:
+            text.append(" ")
+        elif not math.isfinite(v):
+            text.append("x", style="bold red")
+        else:
+            i = 0 if hi == lo else int((v - lo) / (hi - lo) * (len(BARS) - 1) + 0.5)
+            text.append(BARS[i], style="cyan")
+    return text
+
+
+def _rates(snap: Any) -> Text:
+    from stethoscope import records as R
+
+    parts = [("steps/s", snap.steps_per_s)]
+    labels = {R.STEP_TIME: "step time s", R.TOKENS_PER_S: "tokens/s", R.MFU: "MFU", R.DATA_WAIT: "data wait s",
+              R.RSS: "RSS GiB", R.CUDA_PEAK: "GPU peak GiB"}
+    parts += [(labels[k], v) for k, v in snap.latest.items()]
+    text = Text()
+    for label, value in parts:
+        if value is not None:
+            text.append(f"{label} ", style="dim")
+            text.append(f"{render.fmt(value)}   ")
+    return text
+
+
+def _findings(snap: Any, seen: set[int] | None) -> Table:
+    counts = ", ".join(f"{n} {sev}" for sev, n in sorted(snap.counts.items())) or "none yet"
+    table = Table(title=f"findings ({counts})", title_justify="left", box=None, pad_edge=False, header_style="dim")
+    for col in ("", "step", "severity", "type", "message"):
+        table.add_column(col, no_wrap=col != "message")
+    for f in snap.findings:
+        new = seen is not None and f["id"] not in seen
+        table.add_row(Text("new" if new else "", style="bold magenta"), Text(render.fmt(f["step"])),
+                      Text(str(f["severity"]), style=_SEVERITY_STYLE.get(f["severity"], "")),
+                      Text(str(f["type"])), Text(str(f["message"])))
+    return table

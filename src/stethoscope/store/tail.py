@@ -1,0 +1,167 @@
+"""What a live view needs from one rank store, read in one snapshot: each vital sign bucketed to the width
+of a terminal (SQLite aggregates the buckets: no Python row per point), its last value, the recent step
+rate, and the newest findings. Cheap enough to read every second while the run writes (WAL readers never
+block the writer)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stethoscope import records as R
+from stethoscope.errors import NotARunError, UsageError
+from stethoscope.store import arrow
+from stethoscope.store.query import rank_files
+
+CURVES = (R.LOSS, R.EVAL_LOSS, R.GRAD_NORM, R.LR, R.TOKENS_PER_S)
+RATES = (R.STEP_TIME, R.TOKENS_PER_S, R.MFU, R.DATA_WAIT, R.RSS, R.CUDA_PEAK)
+_NOT_FINDINGS = "('alert', 'lifecycle', 'checkpoint', 'rollback')"
+MAX_RANKS = 256  # the last step of every rank is read each refresh up to this many rank files
+
+
+@dataclass
+class Curve:
+    """One series squeezed into `buckets` (mean per step range; None: no point there; nan: a NaN in it)."""
+
+    name: str
+    unit: str
+    buckets: list[float | None]
+    last: float | None
+    last_step: int
+    low: float | None
+    high: float | None
+    points: int
+
+
+@dataclass
+class Snapshot:
+    run: Path
+    rank: int
+    ranks: int
+    status: str
+    last_step: int | None
+    last_time: float | None
+    steps_per_s: float | None
+    curves: list[Curve] = field(default_factory=list)
+    latest: dict[str, float | None] = field(default_factory=dict)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    rank_steps: dict[int, int | None] = field(default_factory=dict)  # every rank's last step (up to MAX_RANKS)
+
+
+def read(run: str | os.PathLike[str], rank: int | None = None, width: int = 60, findings: int = 8) -> Snapshot:
+    """A snapshot of rank `rank` (default: the lowest) of the run at `run`."""
+    files = rank_files(run)
+    chosen = [(r, f) for r, f in files if rank is None or r == rank]
+    if not chosen:
+        raise NotARunError(f"{run}: no rank {rank} (ranks: {', '.join(str(r) for r, _ in files)})")
+    r, f = chosen[0]
+    conn = arrow.connect(f)
+    try:
+        conn.execute("BEGIN")
+        snap = _read(conn, Path(run), r, len(files), max(8, width), findings)
+    except sqlite3.DatabaseError as exc:
+        raise NotARunError(f"{f}: not a readable stethoscope store ({exc})") from None
+    finally:
+        conn.close()
+    if 1 < len(files) <= MAX_RANKS:
+        snap.rank_steps = {k: _last_step(g) for k, g in files}
+    return snap
+
+
+def _last_step(f: Path) -> int | None:
+    """The last step rank file `f` recorded (None when it cannot be read: the view goes on without it)."""
+    try:
+        conn = arrow.connect(f)
+    except UsageError:
+        return None
+    try:
+        row = conn.execute("SELECT MAX((SELECT MAX(step) FROM points WHERE series_id = s.id)) FROM series s").fetchone()
+        return row[0]
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        conn.close()
+
+
+def _read(conn: sqlite3.Connection, run: Path, rank: int, ranks: int, width: int, n_findings: int) -> Snapshot:
+    t0 = conn.execute("SELECT CAST(value AS REAL) FROM run WHERE key = 't0'").fetchone()
+    t0 = t0[0] if t0 else None
+    meta = dict(conn.execute("SELECT key, value FROM run WHERE key IN ('status', 'end_time')").fetchall())
+    series = {name: (sid, unit, lo, hi) for sid, name, unit, lo, hi in conn.execute(
+        "SELECT id, name, unit, (SELECT MIN(step) FROM points WHERE series_id = s.id), "
+        "(SELECT MAX(step) FROM points WHERE series_id = s.id) FROM series s")}
+    tops = [hi for *_, hi in series.values() if hi is not None]
+    snap = Snapshot(run, rank, ranks, _status(meta), max(tops) if tops else None, None, None)
+    snap.curves = [_curve(conn, name, *series[name], width) for name in CURVES if name in series]
+    for name in RATES:
+        if name in series:
+            snap.latest[name] = _last(conn, series[name][0])[1]
+    rate_series = series.get(R.LOSS) or series.get(R.STEP_TIME) or next(iter(series.values()), None)
+    if rate_series is not None:
+        snap.steps_per_s, snap.last_time = _rate(conn, rate_series[0], t0)
+    snap.findings, snap.counts = _findings(conn, n_findings)
+    return snap
+
+
+def _status(meta: dict[str, Any]) -> str:
+    status = str(meta.get("status") or "-")
+    try:
+        return str(json.loads(status))
+    except ValueError:
+        return status
+
+
+def _last(conn: sqlite3.Connection, sid: int) -> tuple[int | None, float | None]:
+    row = conn.execute("SELECT step, value FROM points WHERE series_id = ? ORDER BY step DESC LIMIT 1", (sid,)).fetchone()
+    if row is None:
+        return None, None
+    return row[0], (float("nan") if row[1] is None else row[1])
+
+
+def _curve(conn: sqlite3.Connection, name: str, sid: int, unit: str, lo: int | None, hi: int | None,
+           width: int) -> Curve:
+    if lo is None or hi is None:
+        return Curve(name, unit, [], None, 0, None, None, 0)
+    # Integer bucket numbers 0..width-1 over the step range; SQLite averages each (NULL = NaN is counted apart).
+    rows = conn.execute(
+        "SELECT (step - ?) * ? / (? - ? + 1) AS b, AVG(value), SUM(value IS NULL), COUNT(*), MIN(value), MAX(value) "
+        "FROM points WHERE series_id = ? GROUP BY b ORDER BY b", (lo, width, hi, lo, sid)).fetchall()
+    buckets: list[float | None] = [None] * width
+    for b, mean, nans, _, _, _ in rows:
+        buckets[min(int(b), width - 1)] = float("nan") if nans else mean
+    n = sum(r[3] for r in rows)
+    if n < width:  # fewer points than columns: one column per point, no gaps
+        buckets = [float("nan") if nans else mean for _, mean, nans, _, _, _ in rows]
+    lows = [r[4] for r in rows if r[4] is not None]
+    highs = [r[5] for r in rows if r[5] is not None]
+    last_step, last = _last(conn, sid)
+    return Curve(name, unit, buckets, last, last_step or 0, min(lows) if lows else None,
+                 max(highs) if highs else None, n)
+
+
+def _rate(conn: sqlite3.Connection, sid: int, t0: float | None, window: int = 50) -> tuple[float | None, float | None]:
+    """Steps per second over the last `window` points of one series, and the time of its last point."""
+    rows = conn.execute("SELECT step, time_ms FROM points WHERE series_id = ? AND time_ms IS NOT NULL "
+                        "ORDER BY step DESC LIMIT ?", (sid, window)).fetchall()
+    if not rows or t0 is None:
+        return None, None
+    last = t0 + rows[0][1] / 1000.0
+    if len(rows) < 2 or rows[0][1] == rows[-1][1]:
+        return None, last
+    return (rows[0][0] - rows[-1][0]) / ((rows[0][1] - rows[-1][1]) / 1000.0), last
+
+
+def _findings(conn: sqlite3.Connection, n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The newest `n` findings, newest first; a finding the detector updated later (a spike that recovered)
+    is shown once, in its latest words. Counts per severity count each finding once."""
+    latest = (f"SELECT MAX(id) FROM events WHERE kind NOT IN {_NOT_FINDINGS} GROUP BY kind, step")
+    rows = conn.execute(f"SELECT id, step, time, kind, severity, source, message FROM events "
+                        f"WHERE id IN ({latest}) ORDER BY id DESC LIMIT ?", (n,)).fetchall()
+    keys = ("id", "step", "time", "type", "severity", "source", "message")
+    counts = dict(conn.execute(f"SELECT severity, COUNT(*) FROM events WHERE id IN ({latest}) GROUP BY severity"))
+    return [dict(zip(keys, r)) for r in rows], counts
