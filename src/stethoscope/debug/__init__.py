@@ -1,0 +1,38 @@
+"""Tools for the moment something broke, run on the user's own model and data (torch imported lazily).
+
+`locate_nonfinite(model, batch)`: where a NaN/Inf is born. `gradients(model)`: per-layer gradient
+norms, zero/vanishing/exploding layers, dead units. `numerics(model, sample)`: non-finite or extreme
+parameters, saturated activations, norm eps too small for the dtype. `workflow(finding, context)`:
+the guided checks for a loss spike, a divergence or a NaN, each run on the given model and batch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "GradientConfig": "stethoscope.debug.gradients",
+    "GradientReport": "stethoscope.debug.gradients",
+    "NonfiniteReport": "stethoscope.debug.nonfinite",
+    "NonfiniteWatch": "stethoscope.debug.watch",
+    "NumericsConfig": "stethoscope.debug.numerics",
+    "NumericsReport": "stethoscope.debug.numerics",
+    "Workflow": "stethoscope.debug.workflow",
+    "WorkflowContext": "stethoscope.debug.workflow",
+    "gradients": "stethoscope.debug.gradients",
+    "locate_nonfinite": "stethoscope.debug.nonfinite",
+    "numerics": "stethoscope.debug.numerics",
+    "workflow": "stethoscope.debug.workflow",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stethoscope.debug' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
