@@ -15,6 +15,7 @@ from typing import Any
 
 from stethoscope.debug.forward import (Forward, autocast_to, bad_counts, call_model, loss_of, norms,
                                        side_effects_undone, tensors_in, to_host)
+from stethoscope.debug.examples import masked_rows
 from stethoscope.records import json_safe
 
 _SHOWN = 5  # names listed before "(+N more)"
@@ -64,6 +65,9 @@ class NonfiniteReport:
     modules_called: int = 0
     autocast: str | None = None
     backward: bool = True
+    masked_examples: int = 0
+    examples: int = 0
+    """Examples in the batch whose labels are all -100 (ignored), of `examples` (0: no integer labels seen)."""
     step: int | None = None
     """The training step of the batch, when the Monitor ran it."""
 
@@ -78,6 +82,10 @@ class NonfiniteReport:
         return self.loss is not None and not _finite(self.loss)
 
     @property
+    def _all_masked(self) -> bool:
+        return self.loss_nonfinite and self.examples > 0 and self.masked_examples == self.examples
+
+    @property
     def verdict(self) -> str:
         """One sentence: where the first NaN/Inf came from."""
         if self.inputs_nonfinite:
@@ -85,6 +93,8 @@ class NonfiniteReport:
         if self.params_nonfinite:
             return (f"parameters were already NaN/Inf before this pass ({_names(self.params_nonfinite)}): "
                     "an earlier update broke them")
+        if self._all_masked:
+            return "every label in the batch is masked (-100): the mean loss over no tokens is 0/0 = NaN"
         hit = self.first_output
         if hit is not None:
             where = "in its own forward code (between its submodules)" if hit.has_children else ""
@@ -107,8 +117,14 @@ class NonfiniteReport:
         if self.params_nonfinite:
             return ("roll back to a checkpoint from before the first non-finite grad/norm and run this on that "
                     "step's batch; lower the LR or clip gradients")
+        if self._all_masked:
+            return ("check the collator/truncation: a prompt longer than max length masks every answer token; "
+                    "skip batches with no label tokens")
         hit = self.first_output
         if hit is not None:
+            if not hit.shape:
+                return (f"'{hit.name}' returns a scalar (a loss computed inside the model): check that loss on this "
+                        "batch (log of 0, division by a zero count, all labels masked)")
             if hit.inf and hit.dtype in ("float16", "torch.float16"):
                 return (f"'{hit.name}' overflows float16 (max 65504): use bfloat16, scale its input down, or run "
                         "it in float32")
@@ -169,6 +185,9 @@ def locate_nonfinite(model: Any, batch: Any, loss_fn: Callable[..., Any] | None 
     import torch
 
     report = NonfiniteReport(autocast=str(autocast).removeprefix("torch.") if autocast is not None else None)
+    masked = masked_rows(batch)
+    if masked is not None:
+        report.masked_examples, report.examples = len(masked[0]), masked[1]
     named = [(n, p) for n, p in model.named_parameters()]
     param_flags = [(~torch.isfinite(n)).any() for n in norms([p.detach() for _, p in named])]
     input_paths, input_flags = _input_flags(batch)

@@ -1,0 +1,379 @@
+"""The four checks a guided workflow runs, in order: the batch, the gradients, the LR schedule, the numerics.
+
+Each runs a real check on the model, optimizer and batch it is given and returns a `Step`: what it
+ran, what it found, whether that is the problem, and what to check next. A check that lacks its input
+says which argument to pass, and is marked skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from stethoscope import records as R
+from stethoscope.debug.examples import example_losses, example_scales, masked_rows
+from stethoscope.debug.forward import autocast_to, call_model, loss_of, norms, side_effects_undone, to_host
+from stethoscope.debug.gradients import gradients
+from stethoscope.debug.history import History
+from stethoscope.debug.nonfinite import locate_nonfinite
+from stethoscope.debug.numerics import numerics
+
+STATUSES = ("problem", "note", "ok", "skipped")
+
+
+@dataclass
+class Thresholds:
+    """When a workflow step calls what it measured a problem."""
+
+    batch_ratio: float = 2.0
+    """The batch's loss at least this many times the reference (other batches, or the run's level)."""
+    example_ratio: float = 5.0
+    """One example's loss at least this many times the batch's median example."""
+    grad_ratio: float = 10.0
+    """The gradient norm on the batch at least this many times the run's median before the finding."""
+    adam_lr: float = 1e-2
+    """An Adam-family LR above this is high for any model size."""
+    sgd_lr: float = 1.0
+    max_examples: int = 64
+    """Examples of the batch run one by one for per-example losses."""
+    lr_within: int = 50
+    """Steps before the finding in which an LR jump or the end of warm-up counts."""
+
+    def __post_init__(self) -> None:
+        for name in ("batch_ratio", "example_ratio", "grad_ratio", "adam_lr", "sgd_lr"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.max_examples < 1 or self.lr_within < 1:
+            raise ValueError("max_examples and lr_within must be >= 1")
+
+
+@dataclass
+class Step:
+    """One check of a workflow."""
+
+    title: str
+    call: str
+    """The Python call it made (to repeat it by hand)."""
+    status: str
+    found: str
+    next: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _skipped(title: str, call: str, missing: str) -> Step:
+    return Step(title, call, "skipped", f"not run: {missing}", f"pass {missing} in the context to run it")
+
+
+# -- 1. the batch ----------------------------------------------------------------------------------
+
+def check_batch(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds) -> Step:
+    title, call = "check the batch", "stethoscope.debug.locate_nonfinite(model, batch)"
+    if ctx.batch is None:
+        return _skipped(title, call, "batch= (the batch of the finding's step)")
+    name = _batch_name(finding, hist)
+    masked = masked_rows(ctx.batch)
+    if kind == "nan":
+        return _batch_nan(ctx, name, masked, th)
+    return _batch_spike(kind, ctx, finding, hist, name, masked, th)
+
+
+def _batch_nan(ctx: Any, name: str, masked: Any, th: Thresholds) -> Step:
+    rep = locate_nonfinite(ctx.model, ctx.batch, ctx.loss_fn, forward=ctx.forward, autocast=ctx.autocast,
+                           loss_scale=ctx.loss_scale)
+    data: dict[str, Any] = {"locate": rep.to_dict()}
+    bad = []
+    if rep.found and not rep.params_nonfinite:
+        losses = example_losses(ctx.model, ctx.batch, ctx.loss_fn, ctx.forward, ctx.autocast, th.max_examples)
+        if losses:
+            bad = [i for i, v in enumerate(losses) if not math.isfinite(v)]
+            data["example_losses"] = losses
+    found = f"{name}: {rep.verdict}"
+    if bad and len(bad) < len(data["example_losses"]):
+        found += f"; the loss is NaN/Inf on example(s) {_ids(bad, name, hist_ids=ctx.batch_ids)} only"
+    if masked and masked[0]:
+        found += f"; {len(masked[0])} of {masked[1]} examples have every label masked (-100): a 0/0 mean loss"
+    problem = bool(rep.inputs_nonfinite or (bad and len(bad) < len(data.get("example_losses", []))) or
+                   (masked and masked[0]))
+    status = "problem" if problem else ("note" if rep.found else "ok")
+    nxt = rep.next_check if rep.found else "the batch is clean: go on to the gradients"
+    if problem and not rep.inputs_nonfinite:
+        nxt = f"inspect those examples of {name} (their labels and lengths) and skip them on resume"
+    return Step("check the batch", "stethoscope.debug.locate_nonfinite(model, batch)", status, found, nxt, data)
+
+
+def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, masked: Any, th: Thresholds) -> Step:
+    call = "per-example losses of batch vs reference_batches / the run's loss level"
+    losses = example_losses(ctx.model, ctx.batch, ctx.loss_fn, ctx.forward, ctx.autocast, th.max_examples)
+    now = _loss(ctx, ctx.batch)
+    refs = [_loss(ctx, b) for b in ctx.reference_batches]
+    level = _level(finding, hist, "level_before" if kind == "divergence" else "level")
+    data: dict[str, Any] = {"loss": now, "reference_losses": refs, "run_level": level, "example_losses": losses}
+    parts = [f"loss on {name}: {_g(now)}"]
+    ref_med = statistics.median([r for r in refs if math.isfinite(r)]) if refs else None
+    vs_ref = now / ref_med if ref_med else None
+    vs_level = now / level if level else None
+    if ref_med is not None:
+        parts.append(f"{_g(ref_med)} on {len(refs)} other batch(es) (x{vs_ref:.3g})")
+    if level is not None:
+        parts.append(f"the run's level before the finding {_g(level)} (x{vs_level:.3g})")
+    worst = None
+    if losses and len(losses) > 1:
+        med = statistics.median(losses)
+        i = max(range(len(losses)), key=lambda k: losses[k])
+        if med > 0 and losses[i] >= th.example_ratio * med:
+            worst = i
+            parts.append(f"example {_ids([i], name, ctx.batch_ids)} has loss {_g(losses[i])}, x{losses[i] / med:.3g} the "
+                         f"batch's median example {_g(med)}")
+    odd = _odd_inputs(ctx, name, th)
+    if odd:
+        parts.append(odd[1])
+        worst = odd[0] if worst is None else worst
+    if masked and masked[0]:
+        parts.append(f"{len(masked[0])} of {masked[1]} examples have every label masked (-100)")
+    outlier = vs_ref is not None and vs_ref >= th.batch_ratio
+    if vs_ref is None and vs_level is not None:
+        outlier = vs_level >= th.batch_ratio
+    if kind == "divergence" and ref_med is not None and level and ref_med >= th.batch_ratio * level:
+        parts.append("the other batches are as high: the model degraded, not this batch")
+        outlier = False
+    problem = outlier or worst is not None
+    found = "; ".join(parts)
+    if problem:
+        short = _batch_name(finding, History())
+        who = f"example {_ids([worst], name, ctx.batch_ids)} of {short}" if worst is not None else name
+        found = f"the batch is the outlier: {found}"
+        nxt = f"inspect {who} (length, labels, encoding, duplicates); skip it on resume or fix the data pipeline"
+    elif not refs and level is None:
+        nxt = "give reference_batches= (a few other batches) or run= to compare this batch's loss against"
+    else:
+        nxt = "the batch looks ordinary: go on to the gradients"
+    return Step("check the batch", call, "problem" if problem else "ok", found, nxt, data)
+
+
+def _odd_inputs(ctx: Any, name: str, th: Thresholds) -> tuple[int, str] | None:
+    """The example whose inputs are far larger (RMS) or longer than the median example of this batch and
+    the reference batches: independent of the weights, which may have moved since the finding."""
+    scales = example_scales(ctx.batch)
+    if not scales:
+        return None
+    refs = [example_scales(b) or {} for b in ctx.reference_batches]
+    for key, what in (("rms", "its inputs' scale (RMS)"), ("length", "its length")):
+        mine = scales.get(key)
+        if not mine:
+            continue
+        pool = mine + [v for r in refs for v in r.get(key, [])]
+        med = statistics.median(pool)
+        i = max(range(len(mine)), key=lambda k: mine[k])
+        if med > 0 and mine[i] >= th.example_ratio * med:
+            return i, (f"example {_ids([i], name, ctx.batch_ids)}: {what} {_g(mine[i])} is x{mine[i] / med:.3g} "
+                       f"the median example's {_g(med)}")
+    return None
+
+
+def _loss(ctx: Any, batch: Any) -> float:
+    import torch
+
+    with torch.no_grad(), autocast_to(ctx.model, ctx.autocast):
+        loss = loss_of(call_model(ctx.model, batch, ctx.forward), batch, ctx.loss_fn)
+    return float(loss.detach().float()) if isinstance(loss, torch.Tensor) else math.nan  # host sync: one per batch
+
+
+def _level(finding: Any, hist: History, key: str) -> float | None:
+    ev = getattr(finding, "evidence", None) or {}
+    v = ev.get(key)
+    if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+        return float(v)
+    step = getattr(finding, "step", None)
+    return hist.level_before(R.LOSS, step) if step is not None else None
+
+
+def _batch_name(finding: Any, hist: History) -> str:
+    step = getattr(finding, "step", None)
+    if step is None:
+        return "the batch"
+    ids = hist.batch_ids.get(step)
+    if ids:
+        shown = ", ".join(map(str, ids[:8])) + (", …" if len(ids) > 8 else "")
+        return f"the batch of step {step} (samples {shown})"
+    return f"the batch of step {step}"
+
+
+def _ids(idx: list[int], name: str, hist_ids: list[Any] | None) -> str:
+    """Example positions, with their sample ids when the store holds the batch's ids."""
+    if hist_ids and len(hist_ids) > max(idx):
+        return ", ".join(f"{i} (sample {hist_ids[i]})" for i in idx[:8])
+    return ", ".join(map(str, idx[:8]))
+
+
+# -- 2. the gradients ------------------------------------------------------------------------------
+
+def check_gradients(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds) -> Step:
+    title, call = "check the gradients", "loss.backward(); stethoscope.debug.gradients(model)"
+    if ctx.batch is None:
+        return _skipped(title, call, "batch=")
+    with side_effects_undone(ctx.model):
+        with autocast_to(ctx.model, ctx.autocast):
+            out = call_model(ctx.model, ctx.batch, ctx.forward)
+            loss = loss_of(out, ctx.batch, ctx.loss_fn)
+        if loss is None or not loss.requires_grad:
+            return Step(title, call, "skipped", "not run: the loss has no gradient (no parameter requires one)",
+                        "check requires_grad on the parameters")
+        (loss * ctx.loss_scale if ctx.loss_scale else loss).backward()
+        rep = gradients(ctx.model, ctx.gradient_config)
+    if ctx.loss_scale:
+        rep.total_norm /= ctx.loss_scale
+    step = getattr(finding, "step", None)
+    level = hist.level_before(R.GRAD_NORM, step) if step is not None else None
+    parts = [f"total gradient norm {_g(rep.total_norm)} on this batch"]
+    ratio = rep.total_norm / level if level else None
+    if ratio is not None:
+        parts.append(f"x{ratio:.3g} the run's median {_g(level)} before step {step}")
+    for flag in ("nonfinite", "exploding", "vanishing", "zero", "dead_units"):
+        layers = rep.flagged(flag)
+        if layers:
+            parts.append(f"{flag.replace('_', ' ')}: {', '.join(ly.name for ly in layers[:5])}"
+                         + (f" (+{len(layers) - 5})" if len(layers) > 5 else ""))
+    bad = rep.flagged("nonfinite") + rep.flagged("exploding")
+    problem = bool(bad) or (ratio is not None and (not math.isfinite(ratio) or ratio >= th.grad_ratio))
+    status = "problem" if problem else ("note" if rep.flagged() else "ok")
+    if rep.flagged("nonfinite"):
+        nxt = (f"the first non-finite layer is '{rep.flagged('nonfinite')[0].name}': run locate_nonfinite(model, batch) "
+               "for where the NaN is born; skip non-finite steps (GradScaler) or clip")
+    elif problem:
+        top = bad[0].name if bad else max(rep.layers, key=lambda ly: ly.norm).name
+        nxt = (f"the largest gradient is in '{top}': clip (clip_grad_norm_ to ~1.0), lower the LR, and check that "
+               "layer's input scale; then the LR schedule")
+    elif rep.flagged():
+        nxt = "zero/vanishing/dead layers slow learning but do not spike it: note them, go on to the LR schedule"
+    else:
+        nxt = "the gradients are ordinary on this batch: go on to the LR schedule"
+    return Step(title, call, status, "; ".join(parts), nxt, {"gradients": rep.to_dict()})
+
+
+# -- 3. the LR schedule ----------------------------------------------------------------------------
+
+def check_lr(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds) -> Step:
+    title, call = "check the LR schedule", "optimizer.param_groups / scheduler.get_last_lr() / the run's opt/lr"
+    lr_steps, lrs = hist.get(R.LR)
+    if ctx.optimizer is None and ctx.scheduler is None and not lrs:
+        return _skipped(title, call, "optimizer=, scheduler= or run= (the run directory)")
+    problems, notes, data = [], [], {}
+    step = getattr(finding, "step", None)
+    if lrs and step is not None:
+        _lr_history(lr_steps, lrs, step, th, problems, notes, data)
+    if ctx.optimizer is not None:
+        _lr_optimizer(ctx, th, problems, notes, data)
+    found = "; ".join(problems + notes) or "the LR is on schedule and in range"
+    if problems:
+        nxt = "fix the schedule (warm-up, peak LR, a scheduler restored on resume) and rerun from a checkpoint"
+    else:
+        nxt = "the LR is not the trigger: go on to the numerics"
+    return Step(title, call, "problem" if problems else ("note" if notes else "ok"), found, nxt, data)
+
+
+def _lr_history(steps: list[int], lrs: list[float], at: int, th: Thresholds, problems: list[str],
+                notes: list[str], data: dict[str, Any]) -> None:
+    from stethoscope.detect.config import DetectConfig
+    from stethoscope.detect.lr import LrTracker
+
+    tracker = LrTracker(DetectConfig())
+    events = []
+    for s, v in zip(steps, lrs):
+        if s > at:
+            break
+        if math.isfinite(v):
+            events += tracker.update(s, v)
+    lr_at = tracker.prev_lr
+    data.update(lr_at_step=lr_at, peak_lr=tracker.top, events=[(e.kind, e.step, e.before, e.after) for e in events])
+    notes.append(f"LR {_g(lr_at)} at step {at} (peak so far {_g(tracker.top)})")
+    jump = tracker.jump_cause(at, th.lr_within)
+    if jump:
+        problems.append(jump)
+    since = tracker.since_warmup_end(at)
+    if since is not None and 0 <= since <= th.lr_within:
+        problems.append(f"{since} steps after warm-up ended at step {tracker.warmup_end_step}: the finding came at the "
+                        "peak LR (lower it or warm up longer)")
+    reset = tracker.recent_reset(at)
+    if reset is not None:
+        problems.append(f"the schedule restarted/resumed at step {reset}, just before (a scheduler not restored "
+                        "from the checkpoint restarts warm-up or jumps the LR)")
+    first = next((v for v in lrs if math.isfinite(v)), None)
+    if first is not None and tracker.top > 0 and first >= 0.9 * tracker.top and len(lrs) > 2 and not jump:
+        notes.append("no warm-up: the run started at its peak LR")
+
+
+def _lr_optimizer(ctx: Any, th: Thresholds, problems: list[str], notes: list[str], data: dict[str, Any]) -> None:
+    groups = ctx.optimizer.param_groups
+    lrs = [float(g.get("lr", math.nan)) for g in groups]
+    data["optimizer_lr"] = lrs
+    adam = any("betas" in g for g in groups)
+    limit = th.adam_lr if adam else th.sgd_lr
+    high = [lr for lr in lrs if lr > limit]
+    if high:
+        problems.append(f"optimizer LR {_g(max(high))} is above {_g(limit)}, high for "
+                        f"{'an Adam-family optimizer' if adam else 'SGD'}")
+    if ctx.scheduler is not None and hasattr(ctx.scheduler, "get_last_lr"):
+        sched = [float(v) for v in ctx.scheduler.get_last_lr()]
+        data["scheduler_lr"] = sched
+        if any(not math.isclose(a, b, rel_tol=1e-6) for a, b in zip(sched, lrs)):
+            problems.append(f"the scheduler says LR {_g(sched[0])} but the optimizer uses {_g(lrs[0])}: "
+                            "the scheduler is not driving this optimizer (or was restored without it)")
+    ratio = _adam_update_ratio(ctx.optimizer)
+    if ratio is not None:
+        data["update_ratio"] = ratio
+        from stethoscope.detect.config import DetectConfig
+
+        msg = f"Adam update/weight ratio {ratio:.3g} per step (healthy ~1e-3)"
+        (problems if ratio > DetectConfig().update_ratio_high else notes).append(msg)
+
+
+def _adam_update_ratio(optimizer: Any) -> float | None:
+    """The median over parameters of ||lr * m / (sqrt(v) + eps)|| / ||w||, from Adam's state."""
+    import torch
+
+    ups, ws = [], []
+    for g in optimizer.param_groups:
+        eps = g.get("eps", 1e-8)
+        for p in g["params"]:
+            st = optimizer.state.get(p, {})
+            m, v = st.get("exp_avg"), st.get("exp_avg_sq")
+            if not isinstance(m, torch.Tensor) or not isinstance(v, torch.Tensor):
+                continue
+            ups.append(m / (v.sqrt() + eps) * float(g["lr"]))
+            ws.append(p.detach())
+    if not ups:
+        return None
+    un, wn = to_host([torch.stack([n.to(ups[0].device) for n in norms(ups)]),
+                      torch.stack([n.to(ups[0].device) for n in norms(ws)])])
+    ratios = [u / w for u, w in zip(un, wn) if w > 0 and math.isfinite(u)]
+    return statistics.median(ratios) if ratios else None
+
+
+# -- 4. the numerics -------------------------------------------------------------------------------
+
+def check_numerics(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds) -> Step:
+    title, call = "check the numerics", "stethoscope.debug.numerics(model, batch)"
+    if ctx.batch is None:
+        return _skipped(title, call, "batch=")
+    rep = numerics(ctx.model, ctx.batch, ctx.numerics_config, forward=ctx.forward, autocast=ctx.autocast)
+    serious = [i for i in rep.issues if i.severity in ("error", "critical")]
+    shown = (serious or rep.issues)[:4]
+    found = "; ".join(f"{i.where} {i.name}: {i.message}" for i in shown) or \
+        "parameters and activations finite, none saturated, norm eps safe for the dtype"
+    if len(rep.issues) > len(shown):
+        found += f" (+{len(rep.issues) - len(shown)} more)"
+    if serious:
+        nxt = "fix the first of these (eps >= 1e-6 for half precision, bf16 instead of fp16, re-initialise or " \
+              "roll back broken weights); then rerun the batch with locate_nonfinite"
+    elif rep.issues:
+        nxt = "these are risks, not the trigger: keep an eye on them"
+    else:
+        nxt = "nothing numerical stands out: compare a checkpoint from before the finding on the same batch"
+    status = "problem" if serious else ("note" if rep.issues else "ok")
+    return Step(title, call, status, found, nxt, {"numerics": rep.to_dict()})
+
+
+def _g(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
