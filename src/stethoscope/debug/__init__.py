@@ -12,18 +12,18 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "GradientConfig": "stethoscope.debug.gradients",
-    "GradientReport": "stethoscope.debug.gradients",
+    "GradientConfig": "stethoscope.debug.grads",
+    "GradientReport": "stethoscope.debug.grads",
     "NonfiniteReport": "stethoscope.debug.nonfinite",
     "NonfiniteWatch": "stethoscope.debug.watch",
-    "NumericsConfig": "stethoscope.debug.numerics",
-    "NumericsReport": "stethoscope.debug.numerics",
-    "Workflow": "stethoscope.debug.workflow",
-    "WorkflowContext": "stethoscope.debug.workflow",
-    "gradients": "stethoscope.debug.gradients",
+    "NumericsConfig": "stethoscope.debug.numeric",
+    "NumericsReport": "stethoscope.debug.numeric",
+    "Workflow": "stethoscope.debug.workflows",
+    "WorkflowContext": "stethoscope.debug.workflows",
+    "gradients": "stethoscope.debug.grads",
     "locate_nonfinite": "stethoscope.debug.nonfinite",
-    "numerics": "stethoscope.debug.numerics",
-    "workflow": "stethoscope.debug.workflow",
+    "numerics": "stethoscope.debug.numeric",
+    "workflow": "stethoscope.debug.workflows",
 }
 
 __all__ = sorted(_LAZY)

@@ -15,10 +15,10 @@ from typing import Any
 from stethoscope import records as R
 from stethoscope.debug.examples import example_losses, example_scales, masked_rows
 from stethoscope.debug.forward import autocast_to, call_model, loss_of, norms, side_effects_undone, to_host
-from stethoscope.debug.gradients import gradients
+from stethoscope.debug.grads import gradients
 from stethoscope.debug.history import History
 from stethoscope.debug.nonfinite import locate_nonfinite
-from stethoscope.debug.numerics import numerics
+from stethoscope.debug.numeric import numerics
 
 STATUSES = ("problem", "note", "ok", "skipped")
 

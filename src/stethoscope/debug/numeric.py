@@ -94,8 +94,7 @@ def numerics(model: Any, sample: Any, config: NumericsConfig | None = None, *, f
     handles = []
     try:
         for name, module in model.named_modules():
-            handles.append(module.register_forward_hook(_activation_hook(name or type(model).__name__, module,
-                                                                          calls, seen)))
+            handles.append(module.register_forward_hook(_activation_hook(name, module, calls, seen)))
         with torch.no_grad(), autocast_to(model, autocast):
             call_model(model, sample, forward)
     finally:
@@ -108,7 +107,7 @@ def numerics(model: Any, sample: Any, config: NumericsConfig | None = None, *, f
     act = [next(host) for _ in calls]
     probe_bad = {name: bool(next(host)) for name, _ in probes}
     issues = _param_issues(named, p_norm_h, p_max_h, cfg)
-    issues += _activation_issues(calls, act, cfg)
+    issues += _activation_issues(calls, act, cfg, type(model).__name__)
     norm_mods = [(n, m) for n, m in model.named_modules() if _eps(m) is not None]
     issues += _norm_issues(norm_mods, seen, probe_bad, dtype)
     return NumericsReport(issues, len(named), len(calls), [n for n, _ in norm_mods])
@@ -153,7 +152,7 @@ def _probe_norms(model: Any, seen: dict[str, Any]) -> list[tuple[str, Any]]:
     modules = dict(model.named_modules())
     out = []
     for name, x in seen.items():
-        module = modules.get(name) if name in modules else (model if name == type(model).__name__ else None)
+        module = modules.get(name)
         if module is None or isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
             continue
         y = module(torch.zeros_like(x))
@@ -191,30 +190,38 @@ def _param_issues(named: list[Any], p_norm: list[float], p_max: list[float], cfg
     return out
 
 
-def _activation_issues(calls: list[Any], stats: list[list[float]], cfg: NumericsConfig) -> list[Issue]:
+def _activation_issues(calls: list[Any], stats: list[list[float]], cfg: NumericsConfig, root: str) -> list[Issue]:
     import torch
 
-    out, flagged = [], set()
+    out, flagged, seen = [], set(), {}
     for (name, typ, _, (dt, shape)), (bad, std, absmax, numel) in zip(calls, stats):
-        if name in flagged:
-            continue  # a module called again (shared, or per layer) is reported once, at its first bad call
+        key = (bad, std, absmax, numel, dt)
+        if name in flagged or _passed_on(name, seen.get(key)):
+            continue  # a module called again, or a container returning its flagged child's output
         vals = {"std": std, "absmax": absmax, "shape": shape, "type": typ}
+        shown = name or root
         limit = torch.finfo(getattr(torch, dt)).max
         if bad:
-            issue = Issue("activation", name, "nonfinite", "critical", f"{int(bad)} of {int(numel)} values NaN/Inf "
+            issue = Issue("activation", shown, "nonfinite", "critical", f"{int(bad)} of {int(numel)} values NaN/Inf "
                           f"({typ}, {dt} {shape})", dt, vals)
         elif absmax > cfg.overflow_frac * limit:
-            issue = Issue("activation", name, "near_overflow", "error", f"max |value| {absmax:.3g} is near the {dt} "
+            issue = Issue("activation", shown, "near_overflow", "error", f"max |value| {absmax:.3g} is near the {dt} "
                           f"limit {limit:.3g} ({typ})", dt, vals)
         elif numel > 1 and std < cfg.saturated_std:
-            issue = Issue("activation", name, "saturated", "warning", f"std {std:.3g} over {int(numel)} values: "
+            issue = Issue("activation", shown, "saturated", "warning", f"std {std:.3g} over {int(numel)} values: "
                           f"constant output ({typ}, {dt} {shape}; dead units, a saturated tanh/sigmoid, a zeroed layer)",
                           dt, vals)
         else:
             continue
         flagged.add(name)
+        seen[key] = name
         out.append(issue)
     return out
+
+
+def _passed_on(name: str, child: str | None) -> bool:
+    """Is `child` (flagged with identical statistics) inside `name`, which completes after it?"""
+    return child is not None and (name == "" or child.startswith(name + "."))
 
 
 def _norm_issues(mods: list[Any], seen: dict[str, Any], probe_bad: dict[str, bool], dtype: Any) -> list[Issue]:

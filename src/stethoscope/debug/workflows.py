@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from stethoscope.debug.gradients import GradientConfig
+from stethoscope.debug.grads import GradientConfig
 from stethoscope.debug.history import read_history
-from stethoscope.debug.numerics import NumericsConfig
+from stethoscope.debug.numeric import NumericsConfig
 from stethoscope.debug.steps import Step, Thresholds, check_batch, check_gradients, check_lr, check_numerics
 from stethoscope.records import Finding, json_safe
 
