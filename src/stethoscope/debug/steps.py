@@ -30,7 +30,8 @@ class Thresholds:
     batch_ratio: float = 2.0
     """The batch's loss at least this many times the reference (other batches, or the run's level)."""
     example_ratio: float = 5.0
-    """One example's loss at least this many times the batch's median example."""
+    """One example's loss at least this many times the 90th percentile of the other examples' (this batch's
+    and the reference batches'), or its input scale or length this many times the median example's."""
     grad_ratio: float = 10.0
     """The gradient norm on the batch at least this many times the run's median before the finding."""
     adam_lr: float = 1e-2
@@ -118,14 +119,12 @@ def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, ma
         parts.append(f"{_g(ref_med)} on {len(refs)} other batch(es) (x{vs_ref:.3g})")
     if level is not None:
         parts.append(f"the run's level before the finding {_g(level)} (x{vs_level:.3g})")
-    worst = None
-    if losses and len(losses) > 1:
-        med = statistics.median(losses)
-        i = max(range(len(losses)), key=lambda k: losses[k])
-        if med > 0 and losses[i] >= th.example_ratio * med:
-            worst = i
-            parts.append(f"example {_ids([i], name, ctx.batch_ids)} has loss {_g(losses[i])}, x{losses[i] / med:.3g} the "
-                         f"batch's median example {_g(med)}")
+    worst = _worst_example(ctx, losses, th)
+    if worst is not None:
+        i, p90 = worst
+        parts.append(f"example {_ids([i], name, ctx.batch_ids)} has loss {_g(losses[i])}, x{losses[i] / p90:.3g} the "
+                     f"90th percentile of the other examples' {_g(p90)}")
+        worst = i
     odd = _odd_inputs(ctx, name, th)
     if odd:
         parts.append(odd[1])
@@ -150,6 +149,23 @@ def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, ma
     else:
         nxt = "the batch looks ordinary: go on to the gradients"
     return Step("check the batch", call, "problem" if problem else "ok", found, nxt, data)
+
+
+def _worst_example(ctx: Any, losses: list[float] | None, th: Thresholds) -> tuple[int, float] | None:
+    """The example whose loss is `example_ratio` times the 90th percentile of every other example (this
+    batch's and the reference batches'): per-example losses are heavy-tailed, a median would cry wolf."""
+    finite = [v for v in losses or [] if math.isfinite(v)]
+    if len(finite) < 2:
+        return None
+    pool = [v for b in ctx.reference_batches
+            for v in example_losses(ctx.model, b, ctx.loss_fn, ctx.forward, ctx.autocast, th.max_examples) or []
+            if math.isfinite(v)]
+    i = max(range(len(losses)), key=lambda k: losses[k] if math.isfinite(losses[k]) else -math.inf)
+    others = sorted([v for k, v in enumerate(losses) if k != i and math.isfinite(v)] + pool)
+    if len(others) < 4:
+        return None
+    p90 = others[min(len(others) - 1, int(0.9 * len(others)))]
+    return (i, p90) if p90 > 0 and losses[i] >= th.example_ratio * p90 else None
 
 
 def _odd_inputs(ctx: Any, name: str, th: Thresholds) -> tuple[int, str] | None:
