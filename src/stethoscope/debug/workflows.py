@@ -24,6 +24,17 @@ KINDS = {"nan": "nan", "loss_spike": "loss_spike", "grad_spike": "loss_spike", "
          "divergence": "divergence", "loss_scale_collapse": "nan"}
 _TITLES = {"nan": "NaN/Inf", "loss_spike": "loss spike", "divergence": "divergence"}
 CHECKS = (check_batch, check_gradients, check_lr, check_numerics)
+PLAN = (  # (title, what it checks, what it needs): what `stethoscope debug RUN` prints without running it
+    ("check the batch", "its loss vs other batches and the run's level; per-example losses, input scale and "
+     "length; labels all masked; NaN/Inf in the inputs and where the first one is born (locate_nonfinite)",
+     "batch, loss_fn; reference_batches or run"),
+    ("check the gradients", "per-layer gradient norms on the batch: non-finite, exploding, vanishing and zero "
+     "layers, dead units; the total vs the run's grad norm before the step", "batch; run"),
+    ("check the LR schedule", "the LR at the step: jumps, end of warm-up, restarts on resume; the LR vs the "
+     "optimizer family; scheduler vs optimizer; Adam's update/weight ratio", "optimizer, scheduler or run"),
+    ("check the numerics", "non-finite or extreme parameters; non-finite, saturated or near-overflow "
+     "activations; norm eps for the dtype", "batch"),
+)
 
 
 @dataclass
