@@ -19,8 +19,16 @@ def nan_run(tmp_path_factory):
     from stethoscope import Monitor
     from tests.debug.models import batch, mse, net
 
+    class WithLoss(torch.nn.Module):  # model(x, y) -> loss: debug_nonfinite=True needs no loss_fn
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net()
+
+        def forward(self, x, y):
+            return mse(self.net(x), y)
+
     path = tmp_path_factory.mktemp("cli") / "run"
-    model = net()
+    model = WithLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with Monitor(path, model=model, optimizer=opt, strict=True, log_every=4, debug_nonfinite=True) as mon:
         for i in range(10):
@@ -28,7 +36,7 @@ def nan_run(tmp_path_factory):
             if i == 6:
                 x = x.clone()
                 x[1, 1] = float("nan")
-            loss = mse(model(x), y)
+            loss = model(x, y)
             loss.backward()
             opt.step()
             opt.zero_grad()
@@ -52,6 +60,7 @@ def test_debug_json_and_step(nan_run, cli_env):
     d = json.loads(res.stdout)
     [f] = d["findings"]
     assert f["type"] == "nan" and f["step"] == 6 and f["stored_report"]["inputs_nonfinite"] == ["batch[0]"]
+    assert f["stored_report"]["first_output"]["name"] == "net.inp"
     assert [c["title"] for c in d["checks"]][0] == "check the batch"
     res = run_cli("debug", str(nan_run), "--step", "0", env=cli_env)
     assert res.returncode == 2 and "no NaN, loss spike or divergence finding at or before step 0" in res.stderr

@@ -44,7 +44,8 @@ def _debug_events(run_dir):
 def test_an_injected_nan_batch_is_located_and_stored_as_an_event(tmp_path):
     model = net()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    with Monitor(tmp_path, model=model, optimizer=opt, strict=True, log_every=4, debug_nonfinite=True) as mon:
+    watch = NonfiniteWatch(loss_fn=mse)  # batches are (x, y): the model gets x, the loss y
+    with Monitor(tmp_path, model=model, optimizer=opt, strict=True, log_every=4, debug_nonfinite=watch) as mon:
         _train(mon, model, opt, 12, _nan_at(6))
         watch = mon._nonfinite
     rows, findings = _debug_events(tmp_path)

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from stethoscope.debug import NonfiniteReport, locate_nonfinite  # noqa: E402
-from tests.debug.models import batch, hooks_left, mse, net  # noqa: E402
+from tests.debug.models import Overflow, batch, hooks_left, mse, net  # noqa: E402
 
 
 def test_inf_is_located_at_the_module_that_made_it_in_execution_order():
@@ -74,7 +74,7 @@ def test_hooks_grads_buffers_and_rng_are_restored_even_when_the_forward_raises()
     stats = model[1].running_mean.clone()
     torch.manual_seed(7)
     with pytest.raises(RuntimeError, match="shape mismatch"):
-        locate_nonfinite(model, batch(0))
+        locate_nonfinite(model, batch(0), mse)
     assert hooks_left(model) == 0
     assert model[0].weight.grad is g and model[0].bias.grad is None
     assert torch.equal(model[1].running_mean, stats)  # the BatchNorm forward ran, its statistics are put back
@@ -146,3 +146,18 @@ def test_report_reads_and_serialises():
     assert isinstance(rep, NonfiniteReport)
     clean = locate_nonfinite(net(), batch(0), mse)
     assert not clean.found and "did not reproduce" in clean.verdict
+
+
+def test_a_nanogpt_style_model_called_with_inputs_and_targets():
+    from stethoscope.demo.gpt import GPTConfig, TinyGPT
+
+    torch.manual_seed(0)
+    model = TinyGPT(GPTConfig(n_layer=2, n_embd=32, n_head=2, block_size=16))
+    idx = torch.randint(0, 128, (2, 16))
+    clean = locate_nonfinite(model, (idx, idx))  # no loss_fn: model(idx, targets) -> (logits, loss)
+    assert not clean.found and clean.loss == pytest.approx(model(idx, idx)[1].item(), rel=1e-5)
+    model.blocks[1].mlp[1] = Overflow()  # the second block's activation overflows
+    model.blocks[1].mlp[1].armed = True
+    rep = locate_nonfinite(model, (idx, idx))
+    assert rep.first_output.name == "blocks.1.mlp.1" and rep.first_output.inputs_finite
+    assert rep.first_grad is not None and hooks_left(model) == 0

@@ -45,7 +45,7 @@ def example_losses(model: Any, batch: Any, loss_fn: Any = None, forward: Forward
     with torch.no_grad(), autocast_to(model, autocast):
         for i in range(min(n, limit)):
             one = example(batch, i, n)
-            loss = loss_of(call_model(model, one, forward), one, loss_fn)
+            loss = loss_of(call_model(model, one, forward, loss_fn), one, loss_fn)
             if not isinstance(loss, torch.Tensor):
                 return None
             losses.append(loss.detach().float().reshape(()))

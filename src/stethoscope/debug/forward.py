@@ -1,13 +1,15 @@
 """One pass of a batch through the user's model, the way the debug tools run it.
 
 How a batch reaches the model: a mapping is passed as keywords (`model(**batch)`, the Hugging Face
-way); a tuple or list is `(inputs, *targets)`: the model gets the inputs and `loss_fn(output,
-*targets)` the rest; anything else (a tensor) is the model's one argument. `forward(model, batch)`
-replaces all of this for a model that is called in some other way.
+way); a tuple or list with a `loss_fn` is `(inputs, *targets)`: the model gets the inputs (unpacked
+the same way) and `loss_fn(output, *targets)` the rest; a tuple or list without one is the model's
+positional arguments (`model(x, y)`, which computes its own loss, as nanoGPT's does); anything else (a
+tensor) is the model's one argument. `forward(model, batch)` replaces all of this for a model that is
+called in some other way.
 
 The loss without a `loss_fn`: the model's own (a scalar output, `output.loss` or `output["loss"]`,
-or the first element of a tuple when it is a scalar); failing those, the sum of every floating
-output, a stand-in that still sends a gradient to every parameter the outputs depend on.
+or the first scalar of a tuple: `(loss, logits)` or `(logits, loss)`); failing those, the sum of every
+floating output, a stand-in that still sends a gradient to every parameter the outputs depend on.
 """
 
 from __future__ import annotations
@@ -20,14 +22,26 @@ from typing import Any
 Forward = Callable[[Any, Any], Any]
 
 
-def call_model(model: Any, batch: Any, forward: Forward | None = None) -> Any:
+def call_model(model: Any, batch: Any, forward: Forward | None = None, loss_fn: Any = None) -> Any:
     """The model's output on `batch` (see the module docstring for how the batch is passed)."""
     if forward is not None:
         return forward(model, batch)
-    inputs = _inputs(batch)
+    return call_with(model, model_inputs(batch, loss_fn))
+
+
+def call_with(model: Any, inputs: Any) -> Any:
+    """`model(**inputs)` for a mapping, `model(*inputs)` for a tuple or list, else `model(inputs)`."""
     if isinstance(inputs, Mapping):
         return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
     return model(inputs)
+
+
+def model_inputs(batch: Any, loss_fn: Any = None) -> Any:
+    """What the model is called with: the inputs of an `(inputs, *targets)` pair when a loss_fn takes
+    the targets, else the whole batch."""
+    return batch[0] if loss_fn is not None and _is_pair(batch) else batch
 
 
 def loss_of(output: Any, batch: Any, loss_fn: Callable[..., Any] | None = None) -> Any:
@@ -106,10 +120,6 @@ def side_effects_undone(model: Any) -> Iterator[None]:
                 b.copy_(saved)
 
 
-def _inputs(batch: Any) -> Any:
-    return batch[0] if _is_pair(batch) else batch
-
-
 def _is_pair(batch: Any) -> bool:
     return isinstance(batch, (tuple, list)) and len(batch) >= 1
 
@@ -127,8 +137,8 @@ def _own_loss(output: Any) -> Any:
     loss = getattr(output, "loss", None)
     if scalar(loss):
         return loss.reshape(())
-    if isinstance(output, (tuple, list)) and output and scalar(output[0]):
-        return output[0].reshape(())
+    if isinstance(output, (tuple, list)):
+        return next((v.reshape(()) for v in output if scalar(v)), None)
     return None
 
 

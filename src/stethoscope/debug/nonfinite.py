@@ -200,7 +200,7 @@ def locate_nonfinite(model: Any, batch: Any, loss_fn: Callable[..., Any] | None 
             _hook_modules(model, calls, handles, state)
             _hook_grads(named, grads, handles)
             with autocast_to(model, autocast):
-                out = call_model(model, batch, forward)
+                out = call_model(model, batch, forward, loss_fn)
                 loss = loss_of(out, batch, loss_fn)
             state["forward"] = False
             report.backward = backward and isinstance(loss, torch.Tensor) and loss.requires_grad

@@ -81,8 +81,9 @@ def numerics(model: Any, sample: Any, config: NumericsConfig | None = None, *, f
              autocast: Any = None, dtype: Any = None) -> NumericsReport:
     """Check `model`'s parameters, its activations on `sample` (one forward, no gradients) and its norm
     layers' eps. `dtype` is the dtype to judge eps in (default: the dtype each norm's input had);
-    `autocast` runs the forward under `torch.autocast` with that dtype. The sample is passed as in
-    `locate_nonfinite`."""
+    `autocast` runs the forward under `torch.autocast` with that dtype. The sample is what the model is
+    called with: a mapping as keywords, a tuple as positional arguments, else the one argument; or
+    `forward(model, sample)`."""
     import torch
 
     cfg = config or NumericsConfig()

@@ -14,7 +14,8 @@ from typing import Any
 
 from stethoscope import records as R
 from stethoscope.debug.examples import example_losses, example_scales, masked_rows
-from stethoscope.debug.forward import autocast_to, call_model, loss_of, norms, side_effects_undone, to_host
+from stethoscope.debug.forward import (autocast_to, call_model, loss_of, model_inputs, norms, side_effects_undone,
+                                       to_host)
 from stethoscope.debug.grads import gradients
 from stethoscope.debug.history import History
 from stethoscope.debug.nonfinite import locate_nonfinite
@@ -192,7 +193,7 @@ def _loss(ctx: Any, batch: Any) -> float:
     import torch
 
     with torch.no_grad(), autocast_to(ctx.model, ctx.autocast):
-        loss = loss_of(call_model(ctx.model, batch, ctx.forward), batch, ctx.loss_fn)
+        loss = loss_of(call_model(ctx.model, batch, ctx.forward, ctx.loss_fn), batch, ctx.loss_fn)
     return float(loss.detach().float()) if isinstance(loss, torch.Tensor) else math.nan  # host sync: one per batch
 
 
@@ -231,7 +232,7 @@ def check_gradients(kind: str, ctx: Any, finding: Any, hist: History, th: Thresh
         return _skipped(title, call, "batch=")
     with side_effects_undone(ctx.model):
         with autocast_to(ctx.model, ctx.autocast):
-            out = call_model(ctx.model, ctx.batch, ctx.forward)
+            out = call_model(ctx.model, ctx.batch, ctx.forward, ctx.loss_fn)
             loss = loss_of(out, ctx.batch, ctx.loss_fn)
         if loss is None or not loss.requires_grad:
             return Step(title, call, "skipped", "not run: the loss has no gradient (no parameter requires one)",
@@ -373,7 +374,8 @@ def check_numerics(kind: str, ctx: Any, finding: Any, hist: History, th: Thresho
     title, call = "check the numerics", "stethoscope.debug.numerics(model, batch)"
     if ctx.batch is None:
         return _skipped(title, call, "batch=")
-    rep = numerics(ctx.model, ctx.batch, ctx.numerics_config, forward=ctx.forward, autocast=ctx.autocast)
+    sample = ctx.batch if ctx.forward is not None else model_inputs(ctx.batch, ctx.loss_fn)
+    rep = numerics(ctx.model, sample, ctx.numerics_config, forward=ctx.forward, autocast=ctx.autocast)
     serious = [i for i in rep.issues if i.severity in ("error", "critical")]
     shown = (serious or rep.issues)[:4]
     found = "; ".join(f"{i.where} {i.name}: {i.message}" for i in shown) or \
