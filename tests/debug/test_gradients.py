@@ -121,3 +121,23 @@ def test_config_is_validated_and_the_report_serialises():
     model[0].weight.grad[0, 0] = float("nan")
     d = json.loads(json.dumps(gradients(model).to_dict()))
     assert d["layers"][0]["norm"] == "nan" and d["layers"][0]["flags"] == ["nonfinite"]
+
+
+def test_each_tool_reads_the_host_once_whatever_the_model_size():
+    from stethoscope.debug import locate_nonfinite, numerics
+    from stethoscope.testing import count_host_reads
+    from tests.debug.models import Net, batch, mse
+
+    for n_blocks in (1, 6):
+        torch.manual_seed(0)
+        model = Net(n=n_blocks)
+        model.blocks[-1].act.armed = True
+        with count_host_reads() as located:
+            rep = locate_nonfinite(model, batch(0), mse)
+        assert rep.first_output.name == f"blocks.{n_blocks - 1}.act"
+        with count_host_reads() as checked:
+            numerics(model, batch(0)[0])
+        mse(model(batch(0)[0]), batch(0)[1]).backward()
+        with count_host_reads() as normed:
+            gradients(model)
+        assert (located.count, checked.count, normed.count) == (1, 1, 1), (located, checked, normed)

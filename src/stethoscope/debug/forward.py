@@ -143,18 +143,32 @@ def _own_loss(output: Any) -> Any:
 
 
 def to_host(tensors: list[Any]) -> list[Any]:
-    """Every tensor's values as Python lists/numbers: one transfer per device and dtype."""
+    """Every tensor's values as Python numbers (float64; a 0-dim tensor gives a number, others nested
+    lists): one transfer per device, everything on it concatenated first."""
     import torch
 
     out: list[Any] = [None] * len(tensors)
-    groups: dict[Any, list[int]] = {}
+    by_device: dict[Any, list[int]] = {}
     for i, t in enumerate(tensors):
-        groups.setdefault((t.device, t.dtype, tuple(t.shape)), []).append(i)
-    for idx in groups.values():
-        values = torch.stack([tensors[i] for i in idx]).tolist()  # host sync: one per device, dtype and shape
-        for i, v in zip(idx, values):
-            out[i] = v
+        by_device.setdefault(t.device, []).append(i)
+    for idx in by_device.values():
+        flat = torch.cat([tensors[i].detach().reshape(-1).to(torch.float64) for i in idx])
+        values = flat.tolist()  # host sync: one per device
+        start = 0
+        for i in idx:
+            n = tensors[i].numel()
+            out[i] = _nest(values[start:start + n], list(tensors[i].shape))
+            start += n
     return out
+
+
+def _nest(flat: list[float], shape: list[int]) -> Any:
+    if not shape:
+        return flat[0]
+    if len(shape) == 1:
+        return flat
+    step = len(flat) // shape[0] if shape[0] else 0
+    return [_nest(flat[k * step:(k + 1) * step], shape[1:]) for k in range(shape[0])]
 
 
 def bad_counts(tensors: list[Any]) -> Any:
