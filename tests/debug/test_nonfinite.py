@@ -83,6 +83,14 @@ def test_hooks_grads_buffers_and_rng_are_restored_even_when_the_forward_raises()
     assert torch.equal(after, torch.rand(3))  # dropout's draws did not move the generator
 
 
+def test_called_under_no_grad_it_still_runs_the_backward():
+    model = net()
+    model.blocks[0].act.armed = True
+    with torch.no_grad():
+        rep = locate_nonfinite(model, batch(0), mse)
+    assert rep.backward and rep.first_grad is not None and rep.first_output.name == "blocks.0.act"
+
+
 def test_the_training_gradients_survive_a_successful_pass_too():
     model = net()
     mse(model(batch(0)[0]), batch(0)[1]).backward()

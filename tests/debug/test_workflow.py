@@ -124,5 +124,7 @@ def test_missing_inputs_are_named_and_unknown_findings_refused():
     assert "no step found the trigger" in w.conclusion
     with pytest.raises(ValueError, match="no workflow for a 'plateau' finding"):
         workflow("plateau", {"model": net()})
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="unknown key.s. batchh; expected model and any of batch, optimizer"):
         workflow("nan", {"model": net(), "batchh": 1})
+    with pytest.raises(ValueError, match="needs its 'type'"):
+        workflow({"step": 3}, {"model": net()})

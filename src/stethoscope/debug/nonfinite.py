@@ -199,13 +199,14 @@ def locate_nonfinite(model: Any, batch: Any, loss_fn: Callable[..., Any] | None 
         try:
             _hook_modules(model, calls, handles, state)
             _hook_grads(named, grads, handles)
-            with autocast_to(model, autocast):
-                out = call_model(model, batch, forward, loss_fn)
-                loss = loss_of(out, batch, loss_fn)
-            state["forward"] = False
-            report.backward = backward and isinstance(loss, torch.Tensor) and loss.requires_grad
-            if report.backward:
-                (loss * loss_scale if loss_scale is not None else loss).backward()
+            with torch.enable_grad():  # also when called under no_grad: the backward is half the point
+                with autocast_to(model, autocast):
+                    out = call_model(model, batch, forward, loss_fn)
+                    loss = loss_of(out, batch, loss_fn)
+                state["forward"] = False
+                report.backward = backward and isinstance(loss, torch.Tensor) and loss.requires_grad
+                if report.backward:
+                    (loss * loss_scale if loss_scale is not None else loss).backward()
             loss_value = loss.detach().float().reshape(()) if isinstance(loss, torch.Tensor) else None
             _fill(report, named, param_flags, input_paths, input_flags, calls, grads, loss_value)
         finally:

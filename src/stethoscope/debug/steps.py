@@ -1,4 +1,5 @@
-"""The four checks a guided workflow runs, in order: the batch, the gradients, the LR schedule, the numerics.
+"""The checks a guided workflow runs, in order: the batch, the gradients, the LR schedule (in
+`debug/schedule.py`), the numerics.
 
 Each runs a real check on the model, optimizer and batch it is given and returns a `Step`: what it
 ran, what it found, whether that is the problem, and what to check next. A check that lacks its input
@@ -14,8 +15,7 @@ from typing import Any
 
 from stethoscope import records as R
 from stethoscope.debug.examples import example_losses, example_scales, masked_rows
-from stethoscope.debug.forward import (autocast_to, call_model, loss_of, model_inputs, norms, side_effects_undone,
-                                       to_host)
+from stethoscope.debug.forward import autocast_to, call_model, loss_of, model_inputs, side_effects_undone
 from stethoscope.debug.grads import gradients
 from stethoscope.debug.history import History
 from stethoscope.debug.nonfinite import locate_nonfinite
@@ -64,7 +64,7 @@ class Step:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def _skipped(title: str, call: str, missing: str) -> Step:
+def skipped(title: str, call: str, missing: str) -> Step:
     return Step(title, call, "skipped", f"not run: {missing}", f"pass {missing} in the context to run it")
 
 
@@ -73,7 +73,7 @@ def _skipped(title: str, call: str, missing: str) -> Step:
 def check_batch(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds) -> Step:
     title, call = "check the batch", "stethoscope.debug.locate_nonfinite(model, batch)"
     if ctx.batch is None:
-        return _skipped(title, call, "batch= (the batch of the finding's step)")
+        return skipped(title, call, "batch= (the batch of the finding's step)")
     name = _batch_name(finding, hist)
     masked = masked_rows(ctx.batch)
     if kind == "nan":
@@ -112,19 +112,19 @@ def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, ma
     refs = [_loss(ctx, b) for b in ctx.reference_batches]
     level = _level(finding, hist, "level_before" if kind == "divergence" else "level")
     data: dict[str, Any] = {"loss": now, "reference_losses": refs, "run_level": level, "example_losses": losses}
-    parts = [f"loss on {name}: {_g(now)}"]
+    parts = [f"loss on {name}: {fmt(now)}"]
     ref_med = statistics.median([r for r in refs if math.isfinite(r)]) if refs else None
     vs_ref = now / ref_med if ref_med else None
     vs_level = now / level if level else None
     if ref_med is not None:
-        parts.append(f"{_g(ref_med)} on {len(refs)} other batch(es) (x{vs_ref:.3g})")
+        parts.append(f"{fmt(ref_med)} on {len(refs)} other batch(es) (x{vs_ref:.3g})")
     if level is not None:
-        parts.append(f"the run's level before the finding {_g(level)} (x{vs_level:.3g})")
+        parts.append(f"the run's level before the finding {fmt(level)} (x{vs_level:.3g})")
     worst = _worst_example(ctx, losses, th)
     if worst is not None:
         i, p90 = worst
-        parts.append(f"example {_ids([i], name, ctx.batch_ids)} has loss {_g(losses[i])}, x{losses[i] / p90:.3g} the "
-                     f"90th percentile of the other examples' {_g(p90)}")
+        parts.append(f"example {_ids([i], name, ctx.batch_ids)} has loss {fmt(losses[i])}, x{losses[i] / p90:.3g} the "
+                     f"90th percentile of the other examples' {fmt(p90)}")
         worst = i
     odd = _odd_inputs(ctx, name, th)
     if odd:
@@ -184,8 +184,8 @@ def _odd_inputs(ctx: Any, name: str, th: Thresholds) -> tuple[int, str] | None:
         med = statistics.median(pool)
         i = max(range(len(mine)), key=lambda k: mine[k])
         if med > 0 and mine[i] >= th.example_ratio * med:
-            return i, (f"example {_ids([i], name, ctx.batch_ids)}: {what} {_g(mine[i])} is x{mine[i] / med:.3g} "
-                       f"the median example's {_g(med)}")
+            return i, (f"example {_ids([i], name, ctx.batch_ids)}: {what} {fmt(mine[i])} is x{mine[i] / med:.3g} "
+                       f"the median example's {fmt(med)}")
     return None
 
 
@@ -229,8 +229,10 @@ def _ids(idx: list[int], name: str, hist_ids: list[Any] | None) -> str:
 def check_gradients(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds) -> Step:
     title, call = "check the gradients", "loss.backward(); stethoscope.debug.gradients(model)"
     if ctx.batch is None:
-        return _skipped(title, call, "batch=")
-    with side_effects_undone(ctx.model):
+        return skipped(title, call, "batch=")
+    import torch
+
+    with side_effects_undone(ctx.model), torch.enable_grad():
         with autocast_to(ctx.model, ctx.autocast):
             out = call_model(ctx.model, ctx.batch, ctx.forward, ctx.loss_fn)
             loss = loss_of(out, ctx.batch, ctx.loss_fn)
@@ -243,10 +245,10 @@ def check_gradients(kind: str, ctx: Any, finding: Any, hist: History, th: Thresh
         rep.total_norm /= ctx.loss_scale
     step = getattr(finding, "step", None)
     level = hist.level_before(R.GRAD_NORM, step) if step is not None else None
-    parts = [f"total gradient norm {_g(rep.total_norm)} on this batch"]
+    parts = [f"total gradient norm {fmt(rep.total_norm)} on this batch"]
     ratio = rep.total_norm / level if level else None
     if ratio is not None:
-        parts.append(f"x{ratio:.3g} the run's median {_g(level)} before step {step}")
+        parts.append(f"x{ratio:.3g} the run's median {fmt(level)} before step {step}")
     for flag in ("nonfinite", "exploding", "vanishing", "zero", "dead_units"):
         layers = rep.flagged(flag)
         if layers:
@@ -269,111 +271,12 @@ def check_gradients(kind: str, ctx: Any, finding: Any, hist: History, th: Thresh
     return Step(title, call, status, "; ".join(parts), nxt, {"gradients": rep.to_dict()})
 
 
-# -- 3. the LR schedule ----------------------------------------------------------------------------
-
-def check_lr(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds) -> Step:
-    title, call = "check the LR schedule", "optimizer.param_groups / scheduler.get_last_lr() / the run's opt/lr"
-    lr_steps, lrs = hist.get(R.LR)
-    if ctx.optimizer is None and ctx.scheduler is None and not lrs:
-        return _skipped(title, call, "optimizer=, scheduler= or run= (the run directory)")
-    problems, notes, data = [], [], {}
-    step = getattr(finding, "step", None)
-    if lrs and step is not None:
-        _lr_history(lr_steps, lrs, step, th, problems, notes, data)
-    if ctx.optimizer is not None:
-        _lr_optimizer(ctx, th, problems, notes, data)
-    found = "; ".join(problems + notes) or "the LR is on schedule and in range"
-    if problems:
-        nxt = "fix the schedule (warm-up, peak LR, a scheduler restored on resume) and rerun from a checkpoint"
-    else:
-        nxt = "the LR is not the trigger: go on to the numerics"
-    return Step(title, call, "problem" if problems else ("note" if notes else "ok"), found, nxt, data)
-
-
-def _lr_history(steps: list[int], lrs: list[float], at: int, th: Thresholds, problems: list[str],
-                notes: list[str], data: dict[str, Any]) -> None:
-    from stethoscope.detect.config import DetectConfig
-    from stethoscope.detect.lr import LrTracker
-
-    tracker = LrTracker(DetectConfig())
-    events = []
-    for s, v in zip(steps, lrs):
-        if s > at:
-            break
-        if math.isfinite(v):
-            events += tracker.update(s, v)
-    lr_at = tracker.prev_lr
-    data.update(lr_at_step=lr_at, peak_lr=tracker.top, events=[(e.kind, e.step, e.before, e.after) for e in events])
-    notes.append(f"LR {_g(lr_at)} at step {at} (peak so far {_g(tracker.top)})")
-    jump = tracker.jump_cause(at, th.lr_within)
-    if jump:
-        problems.append(jump)
-    since = tracker.since_warmup_end(at)
-    if since is not None and 0 <= since <= th.lr_within:
-        problems.append(f"{since} steps after warm-up ended at step {tracker.warmup_end_step}: the finding came at the "
-                        "peak LR (lower it or warm up longer)")
-    reset = tracker.recent_reset(at)
-    if reset is not None:
-        problems.append(f"the schedule restarted/resumed at step {reset}, just before (a scheduler not restored "
-                        "from the checkpoint restarts warm-up or jumps the LR)")
-    first = next((v for v in lrs if math.isfinite(v)), None)
-    if first is not None and tracker.top > 0 and first >= 0.9 * tracker.top and len(lrs) > 2 and not jump:
-        notes.append("no warm-up: the run started at its peak LR")
-
-
-def _lr_optimizer(ctx: Any, th: Thresholds, problems: list[str], notes: list[str], data: dict[str, Any]) -> None:
-    groups = ctx.optimizer.param_groups
-    lrs = [float(g.get("lr", math.nan)) for g in groups]
-    data["optimizer_lr"] = lrs
-    adam = any("betas" in g for g in groups)
-    limit = th.adam_lr if adam else th.sgd_lr
-    high = [lr for lr in lrs if lr > limit]
-    if high:
-        problems.append(f"optimizer LR {_g(max(high))} is above {_g(limit)}, high for "
-                        f"{'an Adam-family optimizer' if adam else 'SGD'}")
-    if ctx.scheduler is not None and hasattr(ctx.scheduler, "get_last_lr"):
-        sched = [float(v) for v in ctx.scheduler.get_last_lr()]
-        data["scheduler_lr"] = sched
-        if any(not math.isclose(a, b, rel_tol=1e-6) for a, b in zip(sched, lrs)):
-            problems.append(f"the scheduler says LR {_g(sched[0])} but the optimizer uses {_g(lrs[0])}: "
-                            "the scheduler is not driving this optimizer (or was restored without it)")
-    ratio = _adam_update_ratio(ctx.optimizer)
-    if ratio is not None:
-        data["update_ratio"] = ratio
-        from stethoscope.detect.config import DetectConfig
-
-        msg = f"Adam update/weight ratio {ratio:.3g} per step (healthy ~1e-3)"
-        (problems if ratio > DetectConfig().update_ratio_high else notes).append(msg)
-
-
-def _adam_update_ratio(optimizer: Any) -> float | None:
-    """The median over parameters of ||lr * m / (sqrt(v) + eps)|| / ||w||, from Adam's state."""
-    import torch
-
-    ups, ws = [], []
-    for g in optimizer.param_groups:
-        eps = g.get("eps", 1e-8)
-        for p in g["params"]:
-            st = optimizer.state.get(p, {})
-            m, v = st.get("exp_avg"), st.get("exp_avg_sq")
-            if not isinstance(m, torch.Tensor) or not isinstance(v, torch.Tensor):
-                continue
-            ups.append(m / (v.sqrt() + eps) * float(g["lr"]))
-            ws.append(p.detach())
-    if not ups:
-        return None
-    un, wn = to_host([torch.stack([n.to(ups[0].device) for n in norms(ups)]),
-                      torch.stack([n.to(ups[0].device) for n in norms(ws)])])
-    ratios = [u / w for u, w in zip(un, wn) if w > 0 and math.isfinite(u)]
-    return statistics.median(ratios) if ratios else None
-
-
-# -- 4. the numerics -------------------------------------------------------------------------------
+# -- 4. the numerics (3, the LR schedule: debug/schedule.py) -------------------------------------------------------------------------------
 
 def check_numerics(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds) -> Step:
     title, call = "check the numerics", "stethoscope.debug.numerics(model, batch)"
     if ctx.batch is None:
-        return _skipped(title, call, "batch=")
+        return skipped(title, call, "batch=")
     sample = ctx.batch if ctx.forward is not None else model_inputs(ctx.batch, ctx.loss_fn)
     rep = numerics(ctx.model, sample, ctx.numerics_config, forward=ctx.forward, autocast=ctx.autocast)
     serious = [i for i in rep.issues if i.severity in ("error", "critical")]
@@ -393,5 +296,5 @@ def check_numerics(kind: str, ctx: Any, finding: Any, hist: History, th: Thresho
     return Step(title, call, status, found, nxt, {"numerics": rep.to_dict()})
 
 
-def _g(v: float | None) -> str:
+def fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.4g}"

@@ -16,7 +16,8 @@ from typing import Any
 from stethoscope.debug.grads import GradientConfig
 from stethoscope.debug.history import read_history
 from stethoscope.debug.numeric import NumericsConfig
-from stethoscope.debug.steps import Step, Thresholds, check_batch, check_gradients, check_lr, check_numerics
+from stethoscope.debug.schedule import check_lr
+from stethoscope.debug.steps import Step, Thresholds, check_batch, check_gradients, check_numerics
 from stethoscope.records import Finding, json_safe
 
 # Finding types → the workflow that answers them.
@@ -103,12 +104,21 @@ def workflow(finding: Any, context: WorkflowContext | Mapping[str, Any]) -> Work
     kind = KINDS.get(f.type)
     if kind is None:
         raise ValueError(f"no workflow for a {f.type!r} finding; workflows exist for {', '.join(sorted(KINDS))}")
-    ctx = context if isinstance(context, WorkflowContext) else WorkflowContext(**dict(context))
+    ctx = context if isinstance(context, WorkflowContext) else _context(context)
     hist = read_history(ctx.run, (f.step,) if f.step is not None else ())
     if ctx.batch_ids is None and f.step is not None:
         ctx = dataclasses.replace(ctx, batch_ids=hist.batch_ids.get(f.step))
     steps = [check(kind, ctx, f, hist, ctx.thresholds) for check in CHECKS]
     return Workflow(kind, f.step, f.message, steps)
+
+
+def _context(context: Mapping[str, Any]) -> WorkflowContext:
+    known = [f.name for f in dataclasses.fields(WorkflowContext)]
+    unknown = sorted(set(context) - set(known))
+    if unknown or "model" not in context:
+        what = f"unknown key(s) {', '.join(unknown)}" if unknown else "no model"
+        raise ValueError(f"workflow context: {what}; expected model and any of {', '.join(known[1:])}")
+    return WorkflowContext(**dict(context))
 
 
 def _finding(finding: Any) -> Finding:
@@ -117,6 +127,8 @@ def _finding(finding: Any) -> Finding:
     if isinstance(finding, str):
         return Finding(finding, "info", None, "")
     if isinstance(finding, Mapping):
+        if "type" not in finding:
+            raise ValueError(f"a finding needs its 'type' (one of {', '.join(sorted(KINDS))}); got keys {sorted(finding)}")
         d = {"severity": "info", "step": None, "message": "", **finding}
         return Finding.from_dict(d)
     raise ValueError(f"finding must be a Finding, its dict or a finding type, got {type(finding).__name__}")
