@@ -42,6 +42,20 @@ class Net(torch.nn.Module):
         return self.head(h)
 
 
+class LM(torch.nn.Module):
+    """A Hugging Face-shaped model: model(input_ids=, labels=) -> {"loss", "logits"} (labels -100 ignored)."""
+
+    def __init__(self, vocab: int = 10, d: int = 8) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.out = torch.nn.Linear(d, vocab)
+
+    def forward(self, input_ids, labels):
+        logits = self.out(self.emb(input_ids))
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+        return {"loss": loss, "logits": logits}
+
+
 def net(seed: int = 0) -> Net:
     torch.manual_seed(seed)
     return Net()

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from stethoscope.debug import NonfiniteReport, locate_nonfinite  # noqa: E402
-from tests.debug.models import Overflow, batch, hooks_left, mse, net  # noqa: E402
+from tests.debug.models import LM, Overflow, batch, hooks_left, mse, net  # noqa: E402
 
 
 def test_inf_is_located_at_the_module_that_made_it_in_execution_order():
@@ -120,17 +120,6 @@ def test_float16_autocast_argument_and_the_overflow_advice():
 
 
 def test_mapping_batch_and_the_models_own_loss():
-    class LM(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.emb = torch.nn.Embedding(10, 8)
-            self.out = torch.nn.Linear(8, 10)
-
-        def forward(self, input_ids, labels):
-            logits = self.out(self.emb(input_ids))
-            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
-            return {"loss": loss, "logits": logits}
-
     torch.manual_seed(0)
     ids = torch.randint(0, 10, (2, 5))
     rep = locate_nonfinite(LM(), {"input_ids": ids, "labels": torch.full((2, 5), -100)})

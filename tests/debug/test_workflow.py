@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from stethoscope import Finding, Monitor  # noqa: E402
 from stethoscope.debug import WorkflowContext, workflow  # noqa: E402
-from tests.debug.models import batch, mse, net  # noqa: E402
+from tests.debug.models import LM, batch, mse, net  # noqa: E402
 
 BAD_STEP, BAD_EXAMPLE, JUMP_STEP = 30, 3, 10
 
@@ -128,3 +128,17 @@ def test_missing_inputs_are_named_and_unknown_findings_refused():
         workflow("nan", {"model": net(), "batchh": 1})
     with pytest.raises(ValueError, match="needs its 'type'"):
         workflow({"step": 3}, {"model": net()})
+
+
+def test_the_nan_workflow_on_a_batch_whose_labels_are_all_masked():
+    torch.manual_seed(0)
+    model = LM()
+    ids = torch.randint(0, 10, (4, 6))
+    w = workflow(Finding("nan", "critical", 50, "non-finite train/loss at step 50"),
+                 dict(model=model, batch={"input_ids": ids, "labels": torch.full((4, 6), -100)}))
+    assert w.cause is w.steps[0] and "every label in the batch is masked (-100)" in w.steps[0].found
+    assert "collator" in w.steps[0].next
+    labels = ids.clone()
+    labels[1] = -100  # one example without label tokens: common in SFT, not a NaN
+    w = workflow("nan", dict(model=model, batch={"input_ids": ids, "labels": labels}))
+    assert w.steps[0].status == "ok" and "1 of 4 examples have every label masked" in w.steps[0].found

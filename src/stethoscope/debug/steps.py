@@ -94,13 +94,13 @@ def _batch_nan(ctx: Any, name: str, masked: Any, th: Thresholds) -> Step:
     found = f"{name}: {rep.verdict}"
     if bad and len(bad) < len(data["example_losses"]):
         found += f"; the loss is NaN/Inf on example(s) {_ids(bad, name, hist_ids=ctx.batch_ids)} only"
-    if masked and masked[0]:
-        found += f"; {len(masked[0])} of {masked[1]} examples have every label masked (-100): a 0/0 mean loss"
-    problem = bool(rep.inputs_nonfinite or (bad and len(bad) < len(data.get("example_losses", []))) or
-                   (masked and masked[0]))
+    if masked and masked[0] and masked[0] != list(range(masked[1])):
+        found += f"; {len(masked[0])} of {masked[1]} examples have every label masked (-100)"
+    all_masked = rep.loss_nonfinite and rep.examples > 0 and rep.masked_examples == rep.examples
+    problem = bool(rep.inputs_nonfinite or all_masked or (bad and len(bad) < len(data.get("example_losses", []))))
     status = "problem" if problem else ("note" if rep.found else "ok")
     nxt = rep.next_check if rep.found else "the batch is clean: go on to the gradients"
-    if problem and not rep.inputs_nonfinite:
+    if problem and not rep.inputs_nonfinite and not all_masked:
         nxt = f"inspect those examples of {name} (their labels and lengths) and skip them on resume"
     return Step("check the batch", "stethoscope.debug.locate_nonfinite(model, batch)", status, found, nxt, data)
 
@@ -113,7 +113,8 @@ def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, ma
     level = _level(finding, hist, "level_before" if kind == "divergence" else "level")
     data: dict[str, Any] = {"loss": now, "reference_losses": refs, "run_level": level, "example_losses": losses}
     parts = [f"loss on {name}: {fmt(now)}"]
-    ref_med = statistics.median([r for r in refs if math.isfinite(r)]) if refs else None
+    finite_refs = [r for r in refs if math.isfinite(r)]
+    ref_med = statistics.median(finite_refs) if finite_refs else None
     vs_ref = now / ref_med if ref_med else None
     vs_level = now / level if level else None
     if ref_med is not None:
@@ -126,10 +127,10 @@ def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, ma
         parts.append(f"example {_ids([i], name, ctx.batch_ids)} has loss {fmt(losses[i])}, x{losses[i] / p90:.3g} the "
                      f"90th percentile of the other examples' {fmt(p90)}")
         worst = i
-    odd = _odd_inputs(ctx, name, th)
-    if odd:
-        parts.append(odd[1])
-        worst = odd[0] if worst is None else worst
+    for i, text, decisive in _odd_inputs(ctx, name, th):
+        parts.append(text)
+        if decisive and worst is None:
+            worst = i
     if masked and masked[0]:
         parts.append(f"{len(masked[0])} of {masked[1]} examples have every label masked (-100)")
     outlier = vs_ref is not None and vs_ref >= th.batch_ratio
@@ -169,24 +170,25 @@ def _worst_example(ctx: Any, losses: list[float] | None, th: Thresholds) -> tupl
     return (i, p90) if p90 > 0 and losses[i] >= th.example_ratio * p90 else None
 
 
-def _odd_inputs(ctx: Any, name: str, th: Thresholds) -> tuple[int, str] | None:
-    """The example whose inputs are far larger (RMS) or longer than the median example of this batch and
-    the reference batches: independent of the weights, which may have moved since the finding."""
+def _odd_inputs(ctx: Any, name: str, th: Thresholds) -> list[tuple[int, str, bool]]:
+    """Examples whose inputs are far larger (RMS: decisive, a corrupted sample) or longer (a note: lengths
+    vary) than the median example of this batch and the reference batches; independent of the weights,
+    which may have moved since the finding. (index, what, decisive) each."""
     scales = example_scales(ctx.batch)
     if not scales:
-        return None
+        return []
     refs = [example_scales(b) or {} for b in ctx.reference_batches]
+    out = []
     for key, what in (("rms", "its inputs' scale (RMS)"), ("length", "its length")):
         mine = scales.get(key)
         if not mine:
             continue
-        pool = mine + [v for r in refs for v in r.get(key, [])]
-        med = statistics.median(pool)
+        med = statistics.median(mine + [v for r in refs for v in r.get(key, [])])
         i = max(range(len(mine)), key=lambda k: mine[k])
         if med > 0 and mine[i] >= th.example_ratio * med:
-            return i, (f"example {_ids([i], name, ctx.batch_ids)}: {what} {fmt(mine[i])} is x{mine[i] / med:.3g} "
-                       f"the median example's {fmt(med)}")
-    return None
+            out.append((i, f"example {_ids([i], name, ctx.batch_ids)}: {what} {fmt(mine[i])} is "
+                           f"x{mine[i] / med:.3g} the median example's {fmt(med)}", key == "rms"))
+    return out
 
 
 def _loss(ctx: Any, batch: Any) -> float:
