@@ -109,3 +109,15 @@ def test_under_autocast_and_serialised():
     assert d["issues"][0]["kind"] == "eps_nan"
     with pytest.raises(ValueError, match="saturated_std"):
         NumericsConfig(saturated_std=0)
+
+
+def test_a_training_mode_forward_leaves_batchnorm_and_the_rng_as_they_were():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Dropout(0.5))
+    stats = model[1].running_mean.clone()
+    torch.manual_seed(3)
+    numerics(model, _x())
+    after = torch.rand(2)
+    torch.manual_seed(3)
+    assert torch.equal(model[1].running_mean, stats) and torch.equal(after, torch.rand(2))
+    assert model[1].num_batches_tracked.item() == 0

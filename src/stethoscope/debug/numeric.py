@@ -15,7 +15,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from stethoscope.debug.forward import Forward, autocast_to, call_model, norms, tensors_in, to_host
+from stethoscope.debug.forward import Forward, autocast_to, call_model, norms, side_effects_undone, tensors_in, to_host
 from stethoscope.records import json_safe
 
 _EPS_ATTRS = ("eps", "variance_epsilon", "epsilon")
@@ -93,16 +93,17 @@ def numerics(model: Any, sample: Any, config: NumericsConfig | None = None, *, f
     calls: list[tuple[str, str, Any, tuple[str, list[int]]]] = []
     seen: dict[str, Any] = {}
     handles = []
-    try:
-        for name, module in model.named_modules():
-            handles.append(module.register_forward_hook(_activation_hook(name, module, calls, seen)))
+    with side_effects_undone(model):  # a training-mode forward moves BatchNorm statistics and the RNG
+        try:
+            for name, module in model.named_modules():
+                handles.append(module.register_forward_hook(_activation_hook(name, module, calls, seen)))
+            with torch.no_grad(), autocast_to(model, autocast):
+                call_model(model, sample, forward)
+        finally:
+            for h in handles:
+                h.remove()
         with torch.no_grad(), autocast_to(model, autocast):
-            call_model(model, sample, forward)
-    finally:
-        for h in handles:
-            h.remove()
-    with torch.no_grad(), autocast_to(model, autocast):
-        probes = _probe_norms(model, seen)
+            probes = _probe_norms(model, seen)
     host = iter(to_host(p_norms + p_max + [c[2] for c in calls] + [p for _, p in probes]))
     p_norm_h, p_max_h = [next(host) for _ in named], [next(host) for _ in named]
     act = [next(host) for _ in calls]

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stethoscope.debug.forward import side_effects_undone
 from stethoscope.debug.grads import GradientConfig
 from stethoscope.debug.history import read_history
 from stethoscope.debug.numeric import NumericsConfig
@@ -108,7 +109,8 @@ def workflow(finding: Any, context: WorkflowContext | Mapping[str, Any]) -> Work
     hist = read_history(ctx.run, (f.step,) if f.step is not None else ())
     if ctx.batch_ids is None and f.step is not None:
         ctx = dataclasses.replace(ctx, batch_ids=hist.batch_ids.get(f.step))
-    steps = [check(kind, ctx, f, hist, ctx.thresholds) for check in CHECKS]
+    with side_effects_undone(ctx.model):  # the checks' forwards leave no trace on BatchNorm statistics or the RNG
+        steps = [check(kind, ctx, f, hist, ctx.thresholds) for check in CHECKS]
     return Workflow(kind, f.step, f.message, steps)
 
 
