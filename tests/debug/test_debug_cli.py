@@ -81,6 +81,7 @@ def test_the_debug_package_imports_without_torch_and_its_functions_stay_function
         assert "torch" not in sys.modules, "torch imported"
         assert all(callable(getattr(d, n)) for n in ("gradients", "numerics", "workflow", "locate_nonfinite"))
         assert type(d.gradients).__name__ == "function" and type(d.workflow).__name__ == "function"
+        assert d.__all__ == sorted(d._LAZY) and all(getattr(d, n) is not None for n in d.__all__)
         print("ok")
     """)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,

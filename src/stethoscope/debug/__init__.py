@@ -26,7 +26,20 @@ _LAZY = {
     "workflow": "stethoscope.debug.workflows",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "GradientConfig",
+    "GradientReport",
+    "NonfiniteReport",
+    "NonfiniteWatch",
+    "NumericsConfig",
+    "NumericsReport",
+    "Workflow",
+    "WorkflowContext",
+    "gradients",
+    "locate_nonfinite",
+    "numerics",
+    "workflow",
+]
 
 
 def __getattr__(name: str) -> Any:

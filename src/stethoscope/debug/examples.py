@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from stethoscope.debug.forward import Forward, autocast_to, call_model, loss_of, tensors_in, to_host
+from stethoscope.debug.forward import (
+    Forward,
+    autocast_to,
+    call_model,
+    loss_of,
+    tensors_in,
+    to_host,
+)
 
 IGNORE_INDEX = -100  # the label value PyTorch's and Hugging Face's losses skip
 

@@ -9,13 +9,23 @@ and the gradients, buffers and RNG state are put back, even when the pass raises
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from stethoscope.debug.forward import (Forward, autocast_to, bad_counts, call_model, loss_of, norms,
-                                       side_effects_undone, tensors_in, to_host)
 from stethoscope.debug.examples import masked_rows
+from stethoscope.debug.forward import (
+    Forward,
+    autocast_to,
+    bad_counts,
+    call_model,
+    loss_of,
+    norms,
+    side_effects_undone,
+    tensors_in,
+    to_host,
+)
 from stethoscope.records import json_safe
 
 _SHOWN = 5  # names listed before "(+N more)"
@@ -79,7 +89,7 @@ class NonfiniteReport:
 
     @property
     def loss_nonfinite(self) -> bool:
-        return self.loss is not None and not _finite(self.loss)
+        return self.loss is not None and not math.isfinite(self.loss)
 
     @property
     def _all_masked(self) -> bool:
@@ -286,10 +296,6 @@ def _fill(report: NonfiniteReport, named: list[Any], param_flags: list[Any], inp
     if bad:
         (name, _, (dtype, shape)), (nan, inf) = bad[0]
         report.first_grad = ParamHit(name, int(nan), int(inf), dtype.removeprefix("torch."), shape)
-
-
-def _finite(x: float) -> bool:
-    return x == x and x not in (float("inf"), float("-inf"))
 
 
 def _kinds(hit: ModuleHit) -> str:

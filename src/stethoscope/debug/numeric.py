@@ -15,7 +15,15 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from stethoscope.debug.forward import Forward, autocast_to, call_model, norms, side_effects_undone, tensors_in, to_host
+from stethoscope.debug.forward import (
+    Forward,
+    autocast_to,
+    call_model,
+    norms,
+    side_effects_undone,
+    tensors_in,
+    to_host,
+)
 from stethoscope.records import json_safe
 
 _EPS_ATTRS = ("eps", "variance_epsilon", "epsilon")

@@ -15,7 +15,13 @@ from typing import Any
 
 from stethoscope import records as R
 from stethoscope.debug.examples import example_losses, example_scales, masked_rows
-from stethoscope.debug.forward import autocast_to, call_model, loss_of, model_inputs, side_effects_undone
+from stethoscope.debug.forward import (
+    autocast_to,
+    call_model,
+    loss_of,
+    model_inputs,
+    side_effects_undone,
+)
 from stethoscope.debug.grads import gradients
 from stethoscope.debug.history import History
 from stethoscope.debug.nonfinite import locate_nonfinite

@@ -18,7 +18,13 @@ from stethoscope.debug.grads import GradientConfig
 from stethoscope.debug.history import read_history
 from stethoscope.debug.numeric import NumericsConfig
 from stethoscope.debug.schedule import check_lr
-from stethoscope.debug.steps import Step, Thresholds, check_batch, check_gradients, check_numerics
+from stethoscope.debug.steps import (
+    Step,
+    Thresholds,
+    check_batch,
+    check_gradients,
+    check_numerics,
+)
 from stethoscope.records import Finding, json_safe
 
 # Finding types → the workflow that answers them.

@@ -127,7 +127,8 @@ SCHEMA_DOC: dict[str, dict[str, str]] = {
     "alerts": {"rank": "", "id": "", "step": "", "time": "unix seconds", "severity": "", "source": "rule",
                "message": "", "data": "JSON"},
     "events": {"rank": "", "id": "", "step": "", "time": "unix seconds", "kind": "finding type, alert, lifecycle, "
-               "checkpoint, rollback, log_line, debug (a stethoscope.debug report)", "severity": "", "source": "", "message": "", "data": "JSON"},
+               "checkpoint, rollback, log_line, debug (a stethoscope.debug report)", "severity": "", "source": "",
+               "message": "", "data": "JSON"},
     "series": {"rank": "", "id": "", "name": "metric key", "unit": "its unit (s, GiB, tokens/s, fraction, …)"},
     "points": {"rank": "", "series_id": "series.id", "step": "", "time_ms": "ms since the run's t0 (run table)",
                "value": "NULL means NaN"},
