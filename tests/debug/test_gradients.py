@@ -53,6 +53,14 @@ def test_zeroed_and_exploding_layers_are_flagged():
     assert "exploding" in text and "4 (Linear)" in text
 
 
+def test_a_huge_finite_gradient_is_exploding_not_nonfinite():
+    model = _model()
+    _backward(model)
+    model[4].weight.grad.fill_(1e30)
+    ly = gradients(model).layer("4")
+    assert ly.flags == ["exploding"] and ly.norm == pytest.approx(1e30 * (16 * 32) ** 0.5, rel=1e-6)
+
+
 def test_vanishing_and_nonfinite_layers():
     model = _model()
     _backward(model)

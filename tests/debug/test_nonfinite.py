@@ -52,6 +52,14 @@ def test_a_gradient_that_only_the_backward_makes_is_located():
     assert "the backward made the first NaN/Inf gradient, in '1.0.scale'" in rep.verdict
 
 
+def test_a_huge_but_finite_parameter_is_not_called_non_finite():
+    model = net()
+    with torch.no_grad():
+        model.head.weight.fill_(1e30)  # its float32 sum of squares would overflow
+    rep = locate_nonfinite(model, batch(3), mse)
+    assert rep.params_nonfinite == []
+
+
 def test_a_parameter_that_is_already_nan_is_named():
     model = net()
     with torch.no_grad():

@@ -183,8 +183,9 @@ def bad_counts(tensors: list[Any]) -> Any:
 
 
 def norms(tensors: list[Any]) -> list[Any]:
-    """Each tensor's 2-norm as a float32 device scalar (no fp16 overflow): `torch._foreach_norm`, one
-    fused call per device and dtype."""
+    """Each tensor's 2-norm as a float64 device scalar: `torch._foreach_norm`, one fused call per device
+    and dtype. float64 because a float32 sum of squares overflows from values of ~1e19 on: a huge but
+    finite tensor would read as non-finite; in float64 the norm is non-finite only when a value is."""
     import torch
 
     out: list[Any] = [None] * len(tensors)
@@ -192,6 +193,6 @@ def norms(tensors: list[Any]) -> list[Any]:
     for i, t in enumerate(tensors):
         groups.setdefault((t.device, t.dtype), []).append(i)
     for idx in groups.values():
-        for i, n in zip(idx, torch._foreach_norm([tensors[i] for i in idx], 2, dtype=torch.float32)):
+        for i, n in zip(idx, torch._foreach_norm([tensors[i] for i in idx], 2, dtype=torch.float64)):
             out[i] = n
     return out
