@@ -41,7 +41,9 @@ class Monitor:
     given as keywords (`flush_interval=0.5`, `grad_norms="layers"`, `detect=DetectConfig(...)`, …) or
     as `settings=`. A `run_dir` that already holds a run is continued only with `resume=True`; otherwise
     this run is recorded beside it in `run_dir-2` (`mon.run_dir` says where). `store` replaces the rank's
-    SQLite store (a fake from `stethoscope.testing`).
+    SQLite store (a fake from `stethoscope.testing`). `debug_nonfinite=True` (or a
+    `stethoscope.debug.NonfiniteWatch`) re-runs the batch of the first non-finite step through
+    `stethoscope.debug.locate_nonfinite` and stores the report as a `debug` event (pass `batch=` to `step`).
     """
 
     def __init__(self, run_dir: str | os.PathLike[str], model: Any = None, optimizer: Any = None, *,
@@ -51,7 +53,7 @@ class Monitor:
                  rank: int | None = None, world_size: int | None = None,
                  settings: MonitorConfig | None = None, device_memory: DeviceMemory | None = None,
                  store: RunStore | None = None, resume: bool = False, checkpoints: Any = None,
-                 **options: Any) -> None:
+                 debug_nonfinite: Any = False, **options: Any) -> None:
         self.settings = settings or MonitorConfig(**options)
         self.run_dir = Path(run_dir)
         self.control = Control()
@@ -78,6 +80,7 @@ class Monitor:
 
         detection = self._live_detection()  # before the writer starts: a bad config leaves no thread behind
         alerts = self._alerts_config(detection)  # a bad alerts file fails here, naming the key
+        self._nonfinite = self._nonfinite_locator(debug_nonfinite, model, scaler)  # so does a bad debug_nonfinite
         if store is None:
             self._claim_run_dir(resume)
         store = store if store is not None else RunStore(rank_path(self.run_dir, self.rank))
@@ -109,6 +112,13 @@ class Monitor:
         s = self.settings
         return GradStats(optimizer, names, s.grad_norms, s.layers_every, s.details_every,
                          int(s.update_ratio_max_mib * (1 << 20)))
+
+    def _nonfinite_locator(self, spec: Any, model: Any, scaler: Any) -> Any:
+        if not spec:
+            return None
+        from stethoscope.debug.watch import locator  # re-runs a non-finite step's batch: see there
+
+        return locator(spec, model, scaler, lambda events: self._recorder.call("write_events", events))
 
     def _live_detection(self) -> Any:
         detect = self.settings.detect
@@ -162,9 +172,12 @@ class Monitor:
 
     # -- the training loop's calls -------------------------------------------------------------
     def step(self, step: int, loss: Any = None, *, grad_norm: Any = None, batch_ids: Any = None,
-             tokens: int | None = None, samples: int | None = None, **metrics: Any) -> Control:
-        """Record one optimizer step. Cheap: no host sync, no I/O. Returns the Control to act on."""
+             tokens: int | None = None, samples: int | None = None, batch: Any = None, **metrics: Any) -> Control:
+        """Record one optimizer step. Cheap: no host sync, no I/O. Returns the Control to act on.
+        `batch` (or a callable rebuilding it) is used only with `debug_nonfinite`, and held until the next flush."""
         try:
+            if self._nonfinite is not None:
+                self._nonfinite.note(step, batch)
             self._step(step, loss, grad_norm, batch_ids, tokens, samples, metrics)
             if self.checkpoints is not None:  # saves when due; on SIGTERM saves and exits (SystemExit)
                 self.checkpoints.note(metrics)
@@ -354,6 +367,8 @@ class Monitor:
             put(name, step, float(v), wall)
             if name == R.GRAD_NORM and self._max_grad_norm:
                 put(R.GRAD_CLIP_COEF, step, min(1.0, self._max_grad_norm / (float(v) + 1e-6)), wall)
+        if self._nonfinite is not None:
+            self._nonfinite.check(rows)
 
     def _sample_system(self) -> None:
         step = self.last_step or 0

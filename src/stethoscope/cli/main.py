@@ -410,6 +410,15 @@ def _add_watch() -> None:
 _add_watch()
 
 
+def _add_debug() -> None:
+    from stethoscope.cli.debug_view import debug  # click and the store only: torch is the workflow's, when run
+
+    cli.add_command(debug)
+
+
+_add_debug()
+
+
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="stethoscope")
 

@@ -87,7 +87,7 @@ CREATE VIEW IF NOT EXISTS metrics AS
     FROM points p JOIN series s ON s.id = p.series_id;
 CREATE VIEW IF NOT EXISTS findings AS
     SELECT id, step, time, kind AS type, severity, source, message, data
-    FROM events WHERE kind NOT IN ('alert', 'lifecycle', 'checkpoint', 'rollback');
+    FROM events WHERE kind NOT IN ('alert', 'lifecycle', 'checkpoint', 'rollback', 'debug');
 CREATE VIEW IF NOT EXISTS alerts AS
     SELECT id, step, time, severity, source, message, data FROM events WHERE kind = 'alert';
 """
@@ -127,7 +127,8 @@ SCHEMA_DOC: dict[str, dict[str, str]] = {
     "alerts": {"rank": "", "id": "", "step": "", "time": "unix seconds", "severity": "", "source": "rule",
                "message": "", "data": "JSON"},
     "events": {"rank": "", "id": "", "step": "", "time": "unix seconds", "kind": "finding type, alert, lifecycle, "
-               "checkpoint, rollback, log_line", "severity": "", "source": "", "message": "", "data": "JSON"},
+               "checkpoint, rollback, log_line, debug (a stethoscope.debug report)", "severity": "", "source": "",
+               "message": "", "data": "JSON"},
     "series": {"rank": "", "id": "", "name": "metric key", "unit": "its unit (s, GiB, tokens/s, fraction, …)"},
     "points": {"rank": "", "series_id": "series.id", "step": "", "time_ms": "ms since the run's t0 (run table)",
                "value": "NULL means NaN"},

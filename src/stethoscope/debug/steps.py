@@ -1,0 +1,308 @@
+"""The checks a guided workflow runs, in order: the batch, the gradients, the LR schedule (in
+`debug/schedule.py`), the numerics.
+
+Each runs a real check on the model, optimizer and batch it is given and returns a `Step`: what it
+ran, what it found, whether that is the problem, and what to check next. A check that lacks its input
+says which argument to pass, and is marked skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from stethoscope import records as R
+from stethoscope.debug.examples import example_losses, example_scales, masked_rows
+from stethoscope.debug.forward import (
+    autocast_to,
+    call_model,
+    loss_of,
+    model_inputs,
+    side_effects_undone,
+)
+from stethoscope.debug.grads import gradients
+from stethoscope.debug.history import History
+from stethoscope.debug.nonfinite import locate_nonfinite
+from stethoscope.debug.numeric import numerics
+
+STATUSES = ("problem", "note", "ok", "skipped")
+
+
+@dataclass
+class Thresholds:
+    """When a workflow step calls what it measured a problem."""
+
+    batch_ratio: float = 2.0
+    """The batch's loss at least this many times the reference (other batches, or the run's level)."""
+    example_ratio: float = 5.0
+    """One example's loss at least this many times the 90th percentile of the other examples' (this batch's
+    and the reference batches'), or its input scale or length this many times the median example's."""
+    grad_ratio: float = 10.0
+    """The gradient norm on the batch at least this many times the run's median before the finding."""
+    adam_lr: float = 1e-2
+    """An Adam-family LR above this is high for any model size."""
+    sgd_lr: float = 1.0
+    max_examples: int = 64
+    """Examples of the batch run one by one for per-example losses."""
+    lr_within: int = 50
+    """Steps before the finding in which an LR jump or the end of warm-up counts."""
+
+    def __post_init__(self) -> None:
+        for name in ("batch_ratio", "example_ratio", "grad_ratio", "adam_lr", "sgd_lr"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.max_examples < 1 or self.lr_within < 1:
+            raise ValueError("max_examples and lr_within must be >= 1")
+
+
+@dataclass
+class Step:
+    """One check of a workflow."""
+
+    title: str
+    call: str
+    """The Python call it made (to repeat it by hand)."""
+    status: str
+    found: str
+    next: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def skipped(title: str, call: str, missing: str) -> Step:
+    return Step(title, call, "skipped", f"not run: {missing}", f"pass {missing} in the context to run it")
+
+
+# -- 1. the batch ----------------------------------------------------------------------------------
+
+def check_batch(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds) -> Step:
+    title, call = "check the batch", "stethoscope.debug.locate_nonfinite(model, batch)"
+    if ctx.batch is None:
+        return skipped(title, call, "batch= (the batch of the finding's step)")
+    name = _batch_name(finding, hist)
+    masked = masked_rows(ctx.batch)
+    if kind == "nan":
+        return _batch_nan(ctx, name, masked, th)
+    return _batch_spike(kind, ctx, finding, hist, name, masked, th)
+
+
+def _batch_nan(ctx: Any, name: str, masked: Any, th: Thresholds) -> Step:
+    rep = locate_nonfinite(ctx.model, ctx.batch, ctx.loss_fn, forward=ctx.forward, autocast=ctx.autocast,
+                           loss_scale=ctx.loss_scale)
+    data: dict[str, Any] = {"locate": rep.to_dict()}
+    bad = []
+    if rep.found and not rep.params_nonfinite:
+        losses = example_losses(ctx.model, ctx.batch, ctx.loss_fn, ctx.forward, ctx.autocast, th.max_examples)
+        if losses:
+            bad = [i for i, v in enumerate(losses) if not math.isfinite(v)]
+            data["example_losses"] = losses
+    found = f"{name}: {rep.verdict}"
+    if bad and len(bad) < len(data["example_losses"]):
+        found += f"; the loss is NaN/Inf on example(s) {_ids(bad, name, hist_ids=ctx.batch_ids)} only"
+    if masked and masked[0] and masked[0] != list(range(masked[1])):
+        found += f"; {len(masked[0])} of {masked[1]} examples have every label masked (-100)"
+    all_masked = rep.loss_nonfinite and rep.examples > 0 and rep.masked_examples == rep.examples
+    problem = bool(rep.inputs_nonfinite or all_masked or (bad and len(bad) < len(data.get("example_losses", []))))
+    status = "problem" if problem else ("note" if rep.found else "ok")
+    nxt = rep.next_check if rep.found else "the batch is clean: go on to the gradients"
+    if problem and not rep.inputs_nonfinite and not all_masked:
+        nxt = f"inspect those examples of {name} (their labels and lengths) and skip them on resume"
+    return Step("check the batch", "stethoscope.debug.locate_nonfinite(model, batch)", status, found, nxt, data)
+
+
+def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, masked: Any, th: Thresholds) -> Step:
+    call = "per-example losses of batch vs reference_batches / the run's loss level"
+    losses = example_losses(ctx.model, ctx.batch, ctx.loss_fn, ctx.forward, ctx.autocast, th.max_examples)
+    now = _loss(ctx, ctx.batch)
+    refs = [_loss(ctx, b) for b in ctx.reference_batches]
+    level = _level(finding, hist, "level_before" if kind == "divergence" else "level")
+    data: dict[str, Any] = {"loss": now, "reference_losses": refs, "run_level": level, "example_losses": losses}
+    parts = [f"loss on {name}: {fmt(now)}"]
+    finite_refs = [r for r in refs if math.isfinite(r)]
+    ref_med = statistics.median(finite_refs) if finite_refs else None
+    vs_ref = now / ref_med if ref_med else None
+    vs_level = now / level if level else None
+    if ref_med is not None:
+        parts.append(f"{fmt(ref_med)} on {len(refs)} other batch(es) (x{vs_ref:.3g})")
+    if level is not None:
+        parts.append(f"the run's level before the finding {fmt(level)} (x{vs_level:.3g})")
+    worst = _worst_example(ctx, losses, th)
+    if worst is not None:
+        i, p90 = worst
+        parts.append(f"example {_ids([i], name, ctx.batch_ids)} has loss {fmt(losses[i])}, x{losses[i] / p90:.3g} the "
+                     f"90th percentile of the other examples' {fmt(p90)}")
+        worst = i
+    for i, text, decisive in _odd_inputs(ctx, name, th):
+        parts.append(text)
+        if decisive and worst is None:
+            worst = i
+    if masked and masked[0]:
+        parts.append(f"{len(masked[0])} of {masked[1]} examples have every label masked (-100)")
+    outlier = vs_ref is not None and vs_ref >= th.batch_ratio
+    if vs_ref is None and vs_level is not None:
+        outlier = vs_level >= th.batch_ratio
+    if kind == "divergence" and ref_med is not None and level and ref_med >= th.batch_ratio * level:
+        parts.append("the other batches are as high: the model degraded, not this batch")
+        outlier = False
+    problem = outlier or worst is not None
+    found = "; ".join(parts)
+    if problem:
+        short = _batch_name(finding, History())
+        who = f"example {_ids([worst], name, ctx.batch_ids)} of {short}" if worst is not None else name
+        found = f"the batch is the outlier: {found}"
+        nxt = f"inspect {who} (length, labels, encoding, duplicates); skip it on resume or fix the data pipeline"
+    elif not refs and level is None:
+        nxt = "give reference_batches= (a few other batches) or run= to compare this batch's loss against"
+    else:
+        nxt = "the batch looks ordinary: go on to the gradients"
+    return Step("check the batch", call, "problem" if problem else "ok", found, nxt, data)
+
+
+def _worst_example(ctx: Any, losses: list[float] | None, th: Thresholds) -> tuple[int, float] | None:
+    """The example whose loss is `example_ratio` times the 90th percentile of every other example (this
+    batch's and the reference batches'): per-example losses are heavy-tailed, a median would cry wolf."""
+    finite = [v for v in losses or [] if math.isfinite(v)]
+    if len(finite) < 2:
+        return None
+    pool = [v for b in ctx.reference_batches
+            for v in example_losses(ctx.model, b, ctx.loss_fn, ctx.forward, ctx.autocast, th.max_examples) or []
+            if math.isfinite(v)]
+    i = max(range(len(losses)), key=lambda k: losses[k] if math.isfinite(losses[k]) else -math.inf)
+    others = sorted([v for k, v in enumerate(losses) if k != i and math.isfinite(v)] + pool)
+    if len(others) < 4:
+        return None
+    p90 = others[min(len(others) - 1, int(0.9 * len(others)))]
+    return (i, p90) if p90 > 0 and losses[i] >= th.example_ratio * p90 else None
+
+
+def _odd_inputs(ctx: Any, name: str, th: Thresholds) -> list[tuple[int, str, bool]]:
+    """Examples whose inputs are far larger (RMS: decisive, a corrupted sample) or longer (a note: lengths
+    vary) than the median example of this batch and the reference batches; independent of the weights,
+    which may have moved since the finding. (index, what, decisive) each."""
+    scales = example_scales(ctx.batch)
+    if not scales:
+        return []
+    refs = [example_scales(b) or {} for b in ctx.reference_batches]
+    out = []
+    for key, what in (("rms", "its inputs' scale (RMS)"), ("length", "its length")):
+        mine = scales.get(key)
+        if not mine:
+            continue
+        med = statistics.median(mine + [v for r in refs for v in r.get(key, [])])
+        i = max(range(len(mine)), key=lambda k: mine[k])
+        if med > 0 and mine[i] >= th.example_ratio * med:
+            out.append((i, f"example {_ids([i], name, ctx.batch_ids)}: {what} {fmt(mine[i])} is "
+                           f"x{mine[i] / med:.3g} the median example's {fmt(med)}", key == "rms"))
+    return out
+
+
+def _loss(ctx: Any, batch: Any) -> float:
+    import torch
+
+    with torch.no_grad(), autocast_to(ctx.model, ctx.autocast):
+        loss = loss_of(call_model(ctx.model, batch, ctx.forward, ctx.loss_fn), batch, ctx.loss_fn)
+    return float(loss.detach().float()) if isinstance(loss, torch.Tensor) else math.nan  # host sync: one per batch
+
+
+def _level(finding: Any, hist: History, key: str) -> float | None:
+    ev = getattr(finding, "evidence", None) or {}
+    v = ev.get(key)
+    if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+        return float(v)
+    step = getattr(finding, "step", None)
+    return hist.level_before(R.LOSS, step) if step is not None else None
+
+
+def _batch_name(finding: Any, hist: History) -> str:
+    step = getattr(finding, "step", None)
+    if step is None:
+        return "the batch"
+    ids = hist.batch_ids.get(step)
+    if ids:
+        shown = ", ".join(map(str, ids[:8])) + (", …" if len(ids) > 8 else "")
+        return f"the batch of step {step} (samples {shown})"
+    return f"the batch of step {step}"
+
+
+def _ids(idx: list[int], name: str, hist_ids: list[Any] | None) -> str:
+    """Example positions, with their sample ids when the store holds the batch's ids."""
+    if hist_ids and len(hist_ids) > max(idx):
+        return ", ".join(f"{i} (sample {hist_ids[i]})" for i in idx[:8])
+    return ", ".join(map(str, idx[:8]))
+
+
+# -- 2. the gradients ------------------------------------------------------------------------------
+
+def check_gradients(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds) -> Step:
+    title, call = "check the gradients", "loss.backward(); stethoscope.debug.gradients(model)"
+    if ctx.batch is None:
+        return skipped(title, call, "batch=")
+    import torch
+
+    with side_effects_undone(ctx.model), torch.enable_grad():
+        with autocast_to(ctx.model, ctx.autocast):
+            out = call_model(ctx.model, ctx.batch, ctx.forward, ctx.loss_fn)
+            loss = loss_of(out, ctx.batch, ctx.loss_fn)
+        if loss is None or not loss.requires_grad:
+            return Step(title, call, "skipped", "not run: the loss has no gradient (no parameter requires one)",
+                        "check requires_grad on the parameters")
+        (loss * ctx.loss_scale if ctx.loss_scale else loss).backward()
+        rep = gradients(ctx.model, ctx.gradient_config)
+    if ctx.loss_scale:
+        rep.total_norm /= ctx.loss_scale
+    step = getattr(finding, "step", None)
+    level = hist.level_before(R.GRAD_NORM, step) if step is not None else None
+    parts = [f"total gradient norm {fmt(rep.total_norm)} on this batch"]
+    ratio = rep.total_norm / level if level else None
+    if ratio is not None:
+        parts.append(f"x{ratio:.3g} the run's median {fmt(level)} before step {step}")
+    for flag in ("nonfinite", "exploding", "vanishing", "zero", "dead_units"):
+        layers = rep.flagged(flag)
+        if layers:
+            parts.append(f"{flag.replace('_', ' ')}: {', '.join(ly.name for ly in layers[:5])}"
+                         + (f" (+{len(layers) - 5})" if len(layers) > 5 else ""))
+    bad = rep.flagged("nonfinite") + rep.flagged("exploding")
+    problem = bool(bad) or (ratio is not None and (not math.isfinite(ratio) or ratio >= th.grad_ratio))
+    status = "problem" if problem else ("note" if rep.flagged() else "ok")
+    if rep.flagged("nonfinite"):
+        nxt = (f"the first non-finite layer is '{rep.flagged('nonfinite')[0].name}': run locate_nonfinite(model, batch) "
+               "for where the NaN is born; skip non-finite steps (GradScaler) or clip")
+    elif problem:
+        top = bad[0].name if bad else max(rep.layers, key=lambda ly: ly.norm).name
+        nxt = (f"the largest gradient is in '{top}': clip (clip_grad_norm_ to ~1.0), lower the LR, and check that "
+               "layer's input scale; then the LR schedule")
+    elif rep.flagged():
+        nxt = "zero/vanishing/dead layers slow learning but do not spike it: note them, go on to the LR schedule"
+    else:
+        nxt = "the gradients are ordinary on this batch: go on to the LR schedule"
+    return Step(title, call, status, "; ".join(parts), nxt, {"gradients": rep.to_dict()})
+
+
+# -- 4. the numerics (3, the LR schedule: debug/schedule.py) -------------------------------------------------------------------------------
+
+def check_numerics(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds) -> Step:
+    title, call = "check the numerics", "stethoscope.debug.numerics(model, batch)"
+    if ctx.batch is None:
+        return skipped(title, call, "batch=")
+    sample = ctx.batch if ctx.forward is not None else model_inputs(ctx.batch, ctx.loss_fn)
+    rep = numerics(ctx.model, sample, ctx.numerics_config, forward=ctx.forward, autocast=ctx.autocast)
+    serious = [i for i in rep.issues if i.severity in ("error", "critical")]
+    shown = (serious or rep.issues)[:4]
+    found = "; ".join(f"{i.where} {i.name}: {i.message}" for i in shown) or \
+        "parameters and activations finite, none saturated, norm eps safe for the dtype"
+    if len(rep.issues) > len(shown):
+        found += f" (+{len(rep.issues) - len(shown)} more)"
+    if serious:
+        nxt = "fix the first of these (eps >= 1e-6 for half precision, bf16 instead of fp16, re-initialise or " \
+              "roll back broken weights); then rerun the batch with locate_nonfinite"
+    elif rep.issues:
+        nxt = "these are risks, not the trigger: keep an eye on them"
+    else:
+        nxt = "nothing numerical stands out: compare a checkpoint from before the finding on the same batch"
+    status = "problem" if serious else ("note" if rep.issues else "ok")
+    return Step(title, call, status, found, nxt, {"numerics": rep.to_dict()})
+
+
+def fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
