@@ -367,6 +367,15 @@ def _add_ckpt() -> None:
 _add_ckpt()
 
 
+def _add_check_data() -> None:
+    from stethoscope.cli.datacheck_view import check_data  # click only: the readers load on use
+
+    cli.add_command(check_data)
+
+
+_add_check_data()
+
+
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="stethoscope")
 

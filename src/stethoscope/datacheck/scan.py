@@ -1,0 +1,118 @@
+"""One pass over one dataset file: per-row facts kept compactly (hashes and lengths in arrays, flagged
+rows in lists), so a 1 GB file costs a few tens of MB.
+
+Duplicates: exact (the example's whole text) and near, by normalized-text hashing: ASCII letters
+lowercased, ASCII punctuation and all whitespace removed (one bytes.translate, so it costs little
+on a 1 GB file). Near thus means "the same text up to case, punctuation and spacing" (copies
+re-exported with other formatting); paraphrases and edits of words are not caught.
+"""
+
+from __future__ import annotations
+
+import string
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from stethoscope.datacheck import fields
+from stethoscope.datacheck.read import Source, rows
+
+_IGNORED = (string.punctuation + string.whitespace).encode()  # dropped before the near-duplicate hash
+TOKENIZE_BATCH = 2048
+
+
+@dataclass
+class Scan:
+    """What one pass found in one file."""
+
+    source: Source
+    role: str
+    unit: str = "characters"
+    rows: int = 0
+    lines: array = field(default_factory=lambda: array("q"))  # 1-based line per row (0: not a line format)
+    exact: array = field(default_factory=lambda: array("q"))  # hash of the text, 0 for an empty row
+    near: array = field(default_factory=lambda: array("q"))  # hash of the normalized text
+    lengths: array = field(default_factory=lambda: array("q"))
+    flagged: dict[str, list[int]] = field(default_factory=dict)  # check → rows
+    nonfinite_fields: dict[int, str] = field(default_factory=dict)
+    templates: dict[str, int] = field(default_factory=dict)
+    template_rows: dict[str, list[int]] = field(default_factory=dict)
+    has_labels: int = 0
+    has_response: int = 0
+
+    def flag(self, check: str, row: int) -> None:
+        self.flagged.setdefault(check, []).append(row)
+
+    def line(self, row: int) -> int | None:
+        return self.lines[row] or None if row < len(self.lines) else None
+
+
+def scan(source: Source, role: str, tokenizer: Any = None, max_len: int | None = None,
+         advance: Callable[[int], None] = lambda n: None) -> Scan:
+    """Read every row of `source` once, recording what the checks need. With `max_len`, a row whose
+    prompt alone reaches it is flagged: truncation cuts its whole response, and every label is masked."""
+    s = Scan(source, role, unit="tokens" if tokenizer is not None else "characters")
+    pending: list[tuple[int, str, str | None]] = []  # rows waiting for the tokenizer
+    csv_cells = source.format in ("csv", "tsv")
+    ids_rows = 0
+    for row, (line, record, walk) in enumerate(rows(source, advance)):
+        s.rows += 1
+        s.lines.append(line or 0)
+        text, prompt, response, ids, labels, is_chat = fields.example(record)
+        if walk:
+            bad = fields.nonfinite_field(record, strings_too=csv_cells)
+            if bad is not None:
+                s.flag("nonfinite", row)
+                s.nonfinite_fields[row] = bad
+        if labels is not None:
+            s.has_labels += 1
+            if labels.count(-100) == len(labels):
+                s.flag("labels_all_masked", row)
+        if not text.strip() and not ids:
+            s.flag("empty", row)
+            s.exact.append(0)
+            s.near.append(0)
+        else:
+            s.exact.append(hash(text) if text else hash(tuple(ids)))
+            s.near.append(hash(text.encode().lower().translate(None, _IGNORED)) if text else hash(tuple(ids)))
+        if response is not None:
+            s.has_response += 1
+            if not response.strip():
+                s.flag("empty_response", row)
+        family = fields.template(text, is_chat) if text else fields.PLAIN
+        s.templates[family] = s.templates.get(family, 0) + 1
+        examples = s.template_rows.setdefault(family, [])
+        if len(examples) < 10:
+            examples.append(row)
+        if ids is not None:
+            ids_rows += 1
+            s.lengths.append(len(ids))
+        elif tokenizer is not None:
+            s.lengths.append(0)
+            pending.append((row, text, prompt if response is not None else None))
+            if len(pending) >= TOKENIZE_BATCH:
+                _tokenize(s, tokenizer, pending, max_len)
+        else:
+            s.lengths.append(len(text))
+            if max_len is not None and response is not None and prompt is not None and len(prompt) >= max_len:
+                s.flag("response_truncated", row)
+    if pending:
+        _tokenize(s, tokenizer, pending, max_len)
+    if ids_rows and tokenizer is None:
+        s.unit = "tokens" if ids_rows == s.rows else "characters (tokens in rows with input_ids)"
+    return s
+
+
+def _tokenize(s: Scan, tokenizer: Any, pending: list[tuple[int, str, str | None]], max_len: int | None) -> None:
+    """Token counts of a batch of rows (the tokenizers library encodes a batch on all cores)."""
+    encodings = tokenizer.encode_batch([text for _, text, _ in pending])
+    for (row, _, _), enc in zip(pending, encodings):
+        s.lengths[row] = len(enc.ids)
+    prompts = [(row, prompt) for row, _, prompt in pending if prompt is not None]
+    if prompts and max_len is not None:
+        for (row, _), enc in zip(prompts, tokenizer.encode_batch([p for _, p in prompts])):
+            if len(enc.ids) >= max_len:
+                s.flag("response_truncated", row)
+        s.flagged.get("response_truncated", []).sort()
+    pending.clear()
