@@ -44,9 +44,6 @@ def generate(path: Path, target_mb: int, seed: int = 0) -> None:
             for k in range(1000):
                 n = i + k
                 text = " ".join(picks[k])
-                if n % 97 == 0 and n:  # a planted duplicate of the row before
-                    text = prev  # noqa: F821 - set on the previous row
-                prev = text
                 if n % 2:
                     row = {"messages": [{"role": "user", "content": f"Question {n}: {text[:300]}"},
                                         {"role": "assistant", "content": text[300:] if n % 1001 else ""}]}
@@ -54,7 +51,8 @@ def generate(path: Path, target_mb: int, seed: int = 0) -> None:
                     row = {"prompt": f"Question {n}: {text[:300]}", "completion": text[300:], "id": n}
                 if n % 5003 == 0:
                     row = {"text": "", "id": n}
-                lines.append(orjson.dumps(row))
+                line = orjson.dumps(row)
+                lines.append(lines[-1] if n % 97 == 0 and lines else line)  # a planted duplicate of the row before
             chunk = b"\n".join(lines) + b"\n"
             f.write(chunk)
             written += len(chunk)

@@ -199,4 +199,4 @@ def _template_mismatch(train: Scan, eval: Scan) -> list[dict[str, Any]]:
     result = _result("template_mismatch", eval, rows, train_template=want, eval_template=got)
     result["count"] = eval.rows - eval.templates.get(want, 0)
     result["percent"] = round(100.0 * result["count"] / eval.rows, 3)
-    return result
+    return [result]
