@@ -376,6 +376,15 @@ def _add_check_data() -> None:
 _add_check_data()
 
 
+def _add_estimate() -> None:
+    from stethoscope.cli.estimate_view import estimate  # click and arithmetic only: no torch
+
+    cli.add_command(estimate)
+
+
+_add_estimate()
+
+
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="stethoscope")
 

@@ -1,0 +1,55 @@
+"""Bytes per checkpoint save and on disk under a retention policy (the newest K, milestones, the best),
+as stethoscope.Checkpoints keeps them: a save is written whole before retention deletes old ones."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stethoscope.errors import UsageError
+from stethoscope.estimate.memory import OPTIMIZERS, OPTIMIZERS_8BIT, PRECISIONS, Plan, lora_params
+from stethoscope.estimate.shape import ModelShape
+
+# Per rank: Python (~2.5 KB pickled), numpy (~2.5 KB), torch CPU (5 KB) and CUDA generator states.
+RNG_BYTES = 12_000
+# Scheduler state, trainer/monitor state, data position, manifest: a few KB of JSON and pickles.
+SMALL_STATE_BYTES = 16_000
+
+
+def per_save(shape: ModelShape, plan: Plan, optimizer: bool = True) -> dict[str, int]:
+    """Bytes one save writes, by part, over all ranks."""
+    w, _, m, st, _ = PRECISIONS[plan.precision]
+    if plan.lora:
+        trainable, weights, master, state_bytes = lora_params(shape, plan), lora_params(shape, plan) * 4, 0, 4
+    else:
+        trainable, weights, master, state_bytes = shape.params, shape.params * w, m, st
+    opt = plan.optimizer
+    per_param = OPTIMIZERS_8BIT[opt] if opt in OPTIMIZERS_8BIT else OPTIMIZERS[opt] * state_bytes
+    parts = {"weights": weights,
+             "optimizer": int(trainable * (per_param + master)) if optimizer else 0,
+             "rng": RNG_BYTES * plan.gpus,
+             "scheduler_and_state": SMALL_STATE_BYTES}
+    return parts
+
+
+def retention(per_save_bytes: int, steps: int, every: int, keep_last: int | None, milestones_every: int | None,
+              keep_best: bool = False) -> dict[str, Any]:
+    """Saves over `steps`, how many stay at the end, and the disk they take at the peak (one save more
+    than are kept: the new one is complete before the oldest goes)."""
+    for name, value in (("--steps", steps), ("--every", every)):
+        if value < 1:
+            raise UsageError(f"{name} must be a positive whole number, got {value}")
+    for name, value in (("--keep-last", keep_last), ("--milestone-every", milestones_every)):
+        if value is not None and value < 1:
+            raise UsageError(f"{name} must be a positive whole number, got {value}")
+    saves = steps // every
+    if keep_last is None:
+        kept = saves
+    else:
+        last = [every * k for k in range(max(1, saves - keep_last + 1), saves + 1)]
+        milestones = steps // math.lcm(every, milestones_every) if milestones_every else 0
+        overlap = sum(1 for step in last if milestones_every and step % milestones_every == 0)
+        kept = min(saves, len(last) + milestones - overlap + (1 if keep_best else 0))
+    peak = min(saves, kept + 1)
+    return {"saves": saves, "kept": kept, "peak_kept": peak, "disk_at_end": kept * per_save_bytes,
+            "disk_peak": peak * per_save_bytes, "written_total": saves * per_save_bytes}
