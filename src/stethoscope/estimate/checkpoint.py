@@ -34,9 +34,10 @@ def per_save(shape: ModelShape, plan: Plan, optimizer: bool = True) -> dict[str,
 
 def retention(per_save_bytes: int, steps: int, every: int, keep_last: int | None, milestones_every: int | None,
               keep_best: bool = False) -> dict[str, Any]:
-    """Saves over `steps`, how many stay at the end, and the disk they take at the peak (one save more
-    than are kept: the new one is complete before the oldest goes)."""
-    for name, value in (("--steps", steps), ("--every", every)):
+    """Saves over `steps`, how many stay at the end, and the most on disk at once (a new save is
+    complete before retention removes the oldest). `keep_best` counts one more (the best is older
+    than the newest K: the worst case)."""
+    for name, value in (("--every", every), ("--steps", steps)):
         if value < 1:
             raise UsageError(f"{name} must be a positive whole number, got {value}")
     for name, value in (("--keep-last", keep_last), ("--milestone-every", milestones_every)):
@@ -44,12 +45,21 @@ def retention(per_save_bytes: int, steps: int, every: int, keep_last: int | None
             raise UsageError(f"{name} must be a positive whole number, got {value}")
     saves = steps // every
     if keep_last is None:
-        kept = saves
+        kept, peak = saves, saves
     else:
-        last = [every * k for k in range(max(1, saves - keep_last + 1), saves + 1)]
-        milestones = steps // math.lcm(every, milestones_every) if milestones_every else 0
-        overlap = sum(1 for step in last if milestones_every and step % milestones_every == 0)
-        kept = min(saves, len(last) + milestones - overlap + (1 if keep_best else 0))
-    peak = min(saves, kept + 1)
+        period = math.lcm(every, milestones_every) if milestones_every else 0
+
+        def kept_after(k: int) -> int:  # checkpoints left once save k (1-based) is done and retention ran
+            if k <= 0:
+                return 0
+            last = min(k, keep_last)
+            milestones = (k * every) // period if period else 0
+            in_last = milestones - ((k - last) * every) // period if period else 0
+            return min(k, last + milestones - in_last + (1 if keep_best else 0))
+
+        kept = kept_after(saves)
+        # kept_after only grows by milestones, so the peak is at one of the last saves.
+        peak = max((kept_after(k - 1) + 1 for k in range(max(1, saves - keep_last - 1), saves + 1)), default=0)
+        peak = max(peak, kept)
     return {"saves": saves, "kept": kept, "peak_kept": peak, "disk_at_end": kept * per_save_bytes,
             "disk_peak": peak * per_save_bytes, "written_total": saves * per_save_bytes}
