@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,21 +61,27 @@ def generate(path: Path, target_mb: int, seed: int = 0) -> None:
     os.replace(tmp, path)
 
 
-def time_cli(path: Path) -> float:
-    t0 = time.perf_counter()
+def time_cli(path: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of the whole CLI in a fresh process."""
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     res = subprocess.run([sys.executable, "-m", "stethoscope.cli.main", "check-data", str(path), "--json",
                           "--max-len", "2048"], capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     elapsed = time.perf_counter() - t0
     if res.returncode != 0:
         raise SystemExit(f"check-data failed: {res.stderr.decode()[-500:]}")
-    return elapsed
+    return elapsed, _children_cpu() - cpu0
 
 
-def time_read(path: Path) -> float:
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def time_read(path: Path) -> tuple[float, float]:
+    t0, cpu0 = time.perf_counter(), time.process_time()
     n = sum(1 for _ in rows(open_source(path)))
     assert n > 0
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - cpu0
 
 
 def main() -> None:
@@ -95,11 +102,14 @@ def main() -> None:
     for r in range(args.rounds):
         reads.append(time_read(path))
         clis.append(time_cli(path))
-        print(f"round {r}: check-data {clis[-1]:.1f}s ({mb / clis[-1]:.0f} MB/s) · read+parse only {reads[-1]:.1f}s "
-              f"({mb / reads[-1]:.0f} MB/s) · ratio {clis[-1] / reads[-1]:.2f}")
-    c, rd = statistics.median(clis), statistics.median(reads)
-    print(f"median: check-data {c:.1f}s = {mb / c:.0f} MB/s; read+parse {rd:.1f}s = {mb / rd:.0f} MB/s; "
-          f"ratio {statistics.median(a / b for a, b in zip(clis, reads)):.2f}")
+        (cw, cc), (rw, rc) = clis[-1], reads[-1]
+        print(f"round {r}: check-data {cw:.1f}s wall ({mb / cw:.0f} MB/s), {cc:.1f}s CPU ({mb / cc:.0f} MB/s) · "
+              f"read+parse only {rw:.1f}s wall, {rc:.1f}s CPU · CPU ratio {cc / rc:.2f} · load {os.getloadavg()[0]:.1f}")
+    cw, cc = (statistics.median(c[k] for c in clis) for k in (0, 1))
+    rw, rc = (statistics.median(c[k] for c in reads) for k in (0, 1))
+    print(f"median: check-data {cw:.1f}s wall = {mb / cw:.0f} MB/s, {cc:.1f}s CPU = {mb / cc:.0f} MB/s; "
+          f"read+parse {rw:.1f}s wall, {rc:.1f}s CPU; CPU ratio {statistics.median(a[1] / b[1] for a, b in zip(clis, reads)):.2f}"
+          " (CPU seconds are what an idle core would take: the wall clock depends on the other work on the box)")
 
 
 if __name__ == "__main__":

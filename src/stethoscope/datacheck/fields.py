@@ -82,7 +82,7 @@ def _content(content: Any) -> str:
 
 def template(text: str, is_chat: bool) -> str:
     """The chat-template family whose markers `text` carries; MESSAGES or PLAIN when none."""
-    if "<" not in text and "[INST]" not in text and "###" not in text:  # one fast scan for most text
+    if not text or ("<" not in text and "[INST]" not in text and "###" not in text):  # fast for most text
         return MESSAGES if is_chat else PLAIN
     for name, markers in TEMPLATES:
         for marker in markers:
