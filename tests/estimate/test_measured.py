@@ -3,8 +3,8 @@
 Exactly countable: weights, gradients and AdamW states are tensor storages after one optimizer step;
 their bytes must equal the estimate (parameter count from the config, 4+4+8 bytes per parameter in
 fp32). Activations: the storages autograd saves for backward (a saved-tensors hook), against the
-Korthikanti-style count plus the fp32 log-probs cross-entropy keeps. Measured here: HF Llama +15-17%
-(its RMSNorm and rotary embeddings keep extra copies), GPT-2 with exact GELU +2-15%; the tolerance
+Korthikanti-style count plus the fp32 log-probs cross-entropy keeps. Measured at these sizes: HF Llama
++18-20% (its RMSNorm and rotary embeddings keep extra copies), GPT-2 with exact GELU +5-17%; the tolerance
 below is what the README states.
 """
 

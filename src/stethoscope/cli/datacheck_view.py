@@ -61,9 +61,9 @@ def _progress(wanted: bool) -> Iterator[Callable[[Any], Callable[[int], None]]]:
     if not (wanted and sys.stderr.isatty()):
         yield lambda source: (lambda n: None)
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+    with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
                   console=render.console(stderr=True), transient=True) as bar:
         def track(source: Any) -> Callable[[int], None]:
             task = bar.add_task(str(source.name)[-40:], total=source.total)
