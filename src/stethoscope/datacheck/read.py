@@ -210,9 +210,23 @@ def _parquet(path: Path) -> Any:
 
 
 def _parquet_rows(source: Source, advance: Callable[[int], None]) -> Iterator[Row]:
-    for batch in _parquet(source.path).iter_batches(batch_size=4096):
+    batches = _parquet(source.path).iter_batches(batch_size=4096)
+    yield from _batches(source.path, batches, advance)
+
+
+def _batches(path: Path, batches: Iterator[Any], advance: Callable[[int], None]) -> Iterator[Row]:
+    """Rows of Arrow record batches; a batch pyarrow cannot decode is an InputError naming the file."""
+    pa = _pyarrow(path)
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                return
+            records = batch.to_pylist()
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise InputError(path, f"damaged data ({exc})") from None
         advance(batch.num_rows)
-        for record in batch.to_pylist():
+        for record in records:
             yield None, record, True
 
 
@@ -238,7 +252,11 @@ def _arrow_source(folder: Path, split: str | None) -> Source:
         files = tuple(folder / f["filename"] for f in json.loads(state.read_text())["_data_files"])
     except (OSError, ValueError, KeyError, TypeError):
         raise InputError(state, "expected {\"_data_files\": [{\"filename\": ...}]} as datasets writes it") from None
-    total = sum(_arrow_reader(f).read_all().num_rows for f in files)
+    pa = _pyarrow(folder)
+    try:
+        total = sum(_arrow_reader(f).read_all().num_rows for f in files)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(folder, f"damaged Arrow data ({exc})") from None
     return Source(folder, "arrow", total, "rows", files)
 
 
@@ -248,19 +266,16 @@ def _arrow_reader(path: Path) -> Any:
         raise InputError(path, "listed in state.json but missing")
     try:
         return pa.ipc.open_stream(pa.memory_map(str(path)))
-    except pa.ArrowInvalid:
+    except (pa.ArrowException, OSError):
         try:
             return pa.ipc.open_file(pa.memory_map(str(path)))
-        except pa.ArrowInvalid as exc:
+        except (pa.ArrowException, OSError) as exc:
             raise InputError(path, f"not an Arrow IPC file ({exc})") from None
 
 
 def _arrow_rows(source: Source, advance: Callable[[int], None]) -> Iterator[Row]:
     for path in source.files:
         reader = _arrow_reader(path)
-        batches = reader if hasattr(reader, "read_next_batch") and not hasattr(reader, "num_record_batches") \
+        batches = iter(reader) if not hasattr(reader, "num_record_batches") \
             else (reader.get_batch(i) for i in range(reader.num_record_batches))
-        for batch in batches:
-            advance(batch.num_rows)
-            for record in batch.to_pylist():
-                yield None, record, True
+        yield from _batches(path, batches, advance)

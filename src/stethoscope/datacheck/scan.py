@@ -76,8 +76,9 @@ def scan(source: Source, role: str, tokenizer: Any = None, max_len: int | None =
             add_exact(hash(text))
             add_near(hash(text.encode().lower().translate(None, _IGNORED)))
         elif ids:
-            add_exact(hash(tuple(ids)))
-            add_near(hash(tuple(ids)))
+            h = _ids_hash(ids)
+            add_exact(h)
+            add_near(h)
         else:
             flag("empty", row)
             add_exact(0)
@@ -109,6 +110,13 @@ def scan(source: Source, role: str, tokenizer: Any = None, max_len: int | None =
     if ids_rows and tokenizer is None:
         s.unit = "tokens" if ids_rows == s.rows else "characters (tokens in rows with input_ids)"
     return s
+
+
+def _ids_hash(ids: list) -> int:
+    try:
+        return hash(tuple(ids))
+    except TypeError:  # nested lists (a batch stored in one row)
+        return hash(repr(ids))
 
 
 def _tokenize(s: Scan, tokenizer: Any, pending: list[tuple[int, str, str | None]], max_len: int | None) -> None:
