@@ -179,6 +179,31 @@ def test_every_gpu_has_a_peak_in_the_monitors_table():
     assert gpu("RTX 4090").memory == 24564 << 20 and gpu("h200").name == "H200-141GB"
 
 
+@pytest.mark.parametrize("config, params", [
+    ({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+      "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 128256, "tie_word_embeddings": False},
+     8_030_261_248),  # Llama-3-8B
+    ({"model_type": "gemma", "hidden_size": 3072, "intermediate_size": 24576, "num_attention_heads": 16,
+      "num_key_value_heads": 16, "head_dim": 256, "num_hidden_layers": 28, "vocab_size": 256000}, 8_537_680_896),
+    ({"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+      "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 32000, "num_local_experts": 8,
+      "num_experts_per_tok": 2, "tie_word_embeddings": False}, 46_702_792_704),  # Mixtral-8x7B
+], ids=["llama-3-8b", "gemma-7b", "mixtral-8x7b"])
+def test_published_parameter_counts(config, params):
+    assert from_config_dict(config).params == params
+
+
+def test_moe_computes_with_routed_experts_only():
+    from stethoscope.estimate.mfu import mfu
+
+    moe = from_numbers(layers=32, hidden=4096, heads=32, kv_heads=8, intermediate=14336, experts=8, active_experts=2)
+    assert moe.active_params == moe.params - 32 * 6 * 3 * 4096 * 14336 and round(moe.active_params / 1e9, 1) == 12.9
+    assert mfu(moe, 4096, 1000.0, gpu("H100"))["dense_flops_per_token"] == 6 * moe.active_params
+    dense = from_numbers(layers=32, hidden=4096, heads=32, kv_heads=8, intermediate=14336)
+    mlp = layer_activations(moe, Plan()) - layer_activations(dense, Plan())
+    assert mlp == 2 * 4 * 2048 * 4 * 14336  # the MLP's 16-bit activations once more, for the second expert
+
+
 def test_parse_count():
     assert parse_count("7B") == 7_000_000_000 and parse_count("125M") == 125_000_000 and parse_count("6.7e9") == 6_700_000_000
 

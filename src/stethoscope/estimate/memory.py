@@ -110,6 +110,8 @@ def layer_activations(shape: ModelShape, plan: Plan) -> int:
         mlp = p * s * b * (h + 4 * i)  # input; gate and up outputs; SiLU output; their product (down's input)
     else:
         mlp = p * s * b * (h + 2 * i) + mask * s * b * h  # input; GeLU input; second linear's input; dropout mask
+    if shape.experts > 1:  # each token's MLP activations, once per expert it is routed to
+        mlp *= min(shape.active_experts, shape.experts)
     norms = 2 * p * s * b * h
     return attention + mlp + norms
 

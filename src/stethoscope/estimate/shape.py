@@ -27,6 +27,7 @@ _KEYS = {
     "vocab": ("vocab_size", "padded_vocab_size"),
     "positions": ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len"),
     "experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "active_experts": ("num_experts_per_tok", "moe_topk", "num_selected_experts"),
     "head_dim": ("head_dim",),
 }
 _DROPOUT_KEYS = ("attention_dropout", "attn_pdrop", "hidden_dropout", "resid_pdrop", "dropout", "hidden_dropout_prob")
@@ -47,6 +48,7 @@ class ModelShape:
     tied_embeddings: bool = False
     learned_positions: int = 0  # rows of a learned position-embedding table (GPT-2); 0 for RoPE
     experts: int = 1
+    active_experts: int = 1  # experts each token passes through (MoE top-k)
     dropout: bool = False
     head_dim: int = 0  # 0: hidden / heads
     params_override: int | None = field(default=None, compare=False)  # --params when given
@@ -108,6 +110,14 @@ class ModelShape:
             return self.params_override
         return self.layers * self.layer_params() + self.embedding_params()
 
+    @property
+    def active_params(self) -> int:
+        """Parameters one token passes through: all of them, less the experts it is not routed to."""
+        if self.experts <= 1:
+            return self.params
+        mlp = sum(i * o for n, (i, o) in self.linear_shapes().items() if n in ("gate_proj", "up_proj", "down_proj"))
+        return self.params - self.layers * mlp * (self.experts - min(self.active_experts, self.experts))
+
 
 def from_config(path: str | Path, **overrides: Any) -> ModelShape:
     """The shape in a HF config.json (or a folder holding one); `overrides` win over its values."""
@@ -148,7 +158,7 @@ def _value(config: dict, keys: tuple[str, ...]) -> int | None:
 def from_numbers(layers: int | None, hidden: int | None, vocab: int | None = 32000, heads: int | None = None,
                  kv_heads: int | None = None, intermediate: int | None = None, params: int | None = None,
                  gated: bool = True, biases: bool = False, tied: bool = False, positions: int = 0,
-                 experts: int | None = None, dropout: bool = False, head_dim: int | None = None,
+                 experts: int | None = None, active_experts: int | None = None, dropout: bool = False, head_dim: int | None = None,
                  name: str = "model") -> ModelShape:
     """A shape from flags: heads default to hidden/128, the MLP to Llama's 8/3·hidden (4·hidden ungated)."""
     if layers is None or hidden is None:
@@ -160,7 +170,8 @@ def from_numbers(layers: int | None, hidden: int | None, vocab: int | None = 320
         intermediate = (256 * math.ceil(8 * hidden / 3 / 256)) if gated else 4 * hidden
     return ModelShape(layers=layers, hidden=hidden, heads=heads, vocab=vocab or 32000, intermediate=intermediate,
                       kv_heads=kv_heads or heads, gated_mlp=gated, biases=biases, tied_embeddings=tied,
-                      learned_positions=positions, experts=experts or 1, dropout=dropout, head_dim=head_dim or 0,
+                      learned_positions=positions, experts=experts or 1,
+                      active_experts=(active_experts or 2) if (experts or 1) > 1 else 1, dropout=dropout, head_dim=head_dim or 0,
                       params_override=params, name=name)
 
 
