@@ -201,7 +201,7 @@ def test_moe_computes_with_routed_experts_only():
     assert mfu(moe, 4096, 1000.0, gpu("H100"))["dense_flops_per_token"] == 6 * moe.active_params
     dense = from_numbers(layers=32, hidden=4096, heads=32, kv_heads=8, intermediate=14336)
     mlp = layer_activations(moe, Plan()) - layer_activations(dense, Plan())
-    assert mlp == 2 * 4 * 2048 * 4 * 14336  # the MLP's 16-bit activations once more, for the second expert
+    assert mlp == 2 * 2048 * 1 * (4096 + 4 * 14336)  # the MLP's 16-bit activations once more, for the second expert
 
 
 def test_parse_count():
