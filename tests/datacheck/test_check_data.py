@@ -260,3 +260,27 @@ def test_core_reads_jsonl_without_pyarrow_or_tokenizers(train):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     assert res.returncode == 0 and json.loads(res.stdout)["files"][0]["rows"] == 30, res.stderr
+
+
+def test_minhash_finds_edited_copies_that_normalized_hashing_misses(tmp_path):
+    import random
+
+    rng = random.Random(0)
+    words = [f"{w}{k}" for w in WORDS for k in range(20)]
+    rows = [" ".join(rng.choice(words) for _ in range(60)) for _ in range(300)]
+    edited = rows[10].split()
+    edited[30] = "CHANGED"
+    edited.insert(5, "extra")
+    rows.append(" ".join(edited))              # row 300: row 10 with two edits (Jaccard ~0.9)
+    rows.append(rows[20].upper() + " !!")      # row 301: row 20 up to case and punctuation
+    train = _write_jsonl(tmp_path / "train.jsonl", [{"text": r} for r in rows])
+    ev = _write_jsonl(tmp_path / "eval.jsonl", [{"text": rows[50].replace(rows[50].split()[7], "zzz", 1)},
+                                                {"text": "a new question nobody trained on at all"}])
+    _, res, _ = _run(str(train), "--eval", str(ev), "--json")
+    assert _by(res, "near_duplicate")["rows"] == [301] and _by(res, "eval_near_overlap", "eval")["count"] == 0
+    _, res, _ = _run(str(train), "--eval", str(ev), "--json", "--near", "minhash")
+    near = _by(res, "near_duplicate")
+    assert near["rows"] == [300, 301] and near["of_rows"] == [10, 20]  # and none of the 300 unrelated rows
+    overlap = _by(res, "eval_near_overlap", "eval")
+    assert overlap["rows"] == [0] and overlap["train_rows"] == [50]
+    assert res["near_duplicates"].startswith("MinHash")

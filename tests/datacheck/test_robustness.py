@@ -78,12 +78,12 @@ def _write(folder: Path, kind: str, data: bytes) -> Path:
 
 
 @settings(**SETTINGS)
-@given(case=damaged())
-def test_damaged_files_end_in_a_result_or_one_line(case):
+@given(case=damaged(), near=st.sampled_from(["normalized", "minhash"]))
+def test_damaged_files_end_in_a_result_or_one_line(case, near):
     kind, data = case
     with tempfile.TemporaryDirectory() as d:
         path = _write(Path(d), kind, data)
-        res = CliRunner().invoke(cli, ["check-data", str(path), "--json"])
+        res = CliRunner().invoke(cli, ["check-data", str(path), "--json", "--near", near])
     assert res.exit_code in (0, 2), (kind, res.exit_code, res.stderr)
     if res.exit_code == 2:
         lines = res.stderr.strip().splitlines()

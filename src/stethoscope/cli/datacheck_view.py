@@ -24,11 +24,14 @@ from stethoscope.cli import render
               help="Longest example the trainer keeps, in tokens (with --tokenizer or input_ids) or characters "
                    "[tokenizer_config.json's model_max_length when it sits beside the tokenizer].")
 @click.option("--split", default=None, help="The split of a saved DatasetDict folder [train].")
+@click.option("--near", type=click.Choice(["normalized", "minhash"]), default="normalized", show_default=True,
+              help="Near duplicates: normalized (same text up to case, punctuation, spacing; fast) or minhash "
+                   "(also small edits: Jaccard >= 0.8 over word 3-grams; ~3x slower, 256 bytes per row).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "never"]), default="never", show_default=True,
               help="Exit 1 when a check at or above this severity finds a problem.")
 def check_data(file: str, eval_file: str | None, tokenizer: str | None, max_len: int | None, split: str | None,
-               as_json: bool, fail_on: str) -> int:
+               near: str, as_json: bool, fail_on: str) -> int:
     """Check a dataset: empty/over-long examples, duplicates, masked labels, NaN, templates, eval overlap.
 
     Reads JSONL, JSON, CSV/TSV, Parquet and folders written by datasets' save_to_disk. Rows are
@@ -46,7 +49,8 @@ def check_data(file: str, eval_file: str | None, tokenizer: str | None, max_len:
     eval_source = datacheck.open_source(eval_file) if eval_file else datacheck.eval_split(file)
     tok, model_max = datacheck.load_tokenizer(tokenizer) if tokenizer else (None, None)
     with _progress(not as_json) as progress:
-        result = datacheck.check(source, eval_source, tok, max_len if max_len is not None else model_max, progress)
+        result = datacheck.check(source, eval_source, tok, max_len if max_len is not None else model_max, progress,
+                                 near)
     if as_json:
         click.echo(render.to_json(result))
     else:
@@ -90,6 +94,7 @@ def _print(result: dict[str, Any]) -> None:
                     {c["title"] for c in found})
     if passed:
         out.print(Text("passed: " + "; ".join(passed)))
+    out.print(Text(f"near duplicates by {result['near_duplicates']}"))
     problems = result["problems"]
     out.print(Text(f"{problems} check{'s' if problems != 1 else ''} found problems" if problems else "no problems found"))
 

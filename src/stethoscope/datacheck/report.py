@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from stethoscope.datacheck import fields
+from stethoscope.datacheck import fields, minhash
 from stethoscope.datacheck.read import Source
 from stethoscope.datacheck.scan import Scan, scan
 from stethoscope.errors import InputError, UsageError
@@ -41,7 +41,7 @@ CHECKS: dict[str, CheckKind] = {
     "empty_response": CheckKind("warning", "empty responses", "the model is trained to answer nothing"),
     "too_long": CheckKind("warning", "longer than --max-len", "the trainer truncates (or drops) them"),
     "duplicate": CheckKind("warning", "exact duplicates of an earlier row", "repeated rows are over-weighted"),
-    "near_duplicate": CheckKind("warning", "near duplicates (same text up to case, punctuation, spacing)",
+    "near_duplicate": CheckKind("warning", "near duplicates of an earlier row",
                                 "repeated rows are over-weighted"),
     "eval_near_overlap": CheckKind("warning", "eval rows nearly the same as training rows",
                                    "the eval loss is optimistic"),
@@ -78,22 +78,30 @@ def _model_max_length(path: Path) -> int | None:
     return int(value) if isinstance(value, (int, float)) and 0 < value < 1e8 else None
 
 
+NEAR = {"normalized": "normalized-text hashing (ASCII lowercased, ASCII punctuation and whitespace removed)",
+        "minhash": f"MinHash over word {minhash.SHINGLE}-grams, {minhash.PERMUTATIONS} hashes, {minhash.BANDS} LSH "
+                   f"bands, estimated Jaccard >= {minhash.THRESHOLD}"}
+
+
 def check(train: Source, eval: Source | None = None, tokenizer: Any = None, max_len: int | None = None,
-          progress: Callable[[Source], Callable[[int], None]] = lambda s: (lambda n: None)) -> dict[str, Any]:
+          progress: Callable[[Source], Callable[[int], None]] = lambda s: (lambda n: None),
+          near: str = "normalized") -> dict[str, Any]:
     """Every check on `train` (and `eval`, and between them). `progress(source)` gives the callable
-    each reader tells the bytes or rows it read."""
+    each reader tells the bytes or rows it read; `near` is "normalized" or "minhash"."""
     if max_len is not None and max_len < 1:
         raise UsageError(f"--max-len must be a positive number of tokens or characters, got {max_len}")
-    scans = [scan(train, "train", tokenizer, max_len, progress(train))]
+    if near not in NEAR:
+        raise UsageError(f"--near must be one of {', '.join(NEAR)}, got {near!r}")
+    use_minhash = near == "minhash"
+    scans = [scan(train, "train", tokenizer, max_len, progress(train), use_minhash)]
     if eval is not None:
-        scans.append(scan(eval, "eval", tokenizer, max_len, progress(eval)))
+        scans.append(scan(eval, "eval", tokenizer, max_len, progress(eval), use_minhash))
     checks = [c for s in scans for c in _file_checks(s, max_len)]
     if eval is not None:
         checks += _overlap(scans[0], scans[1]) + _template_mismatch(scans[0], scans[1])
     checks.sort(key=lambda c: (c["count"] == 0, c["severity"] != "error", c["file"]))
     return {"files": [_summary(s, max_len) for s in scans], "checks": checks,
-            "problems": sum(1 for c in checks if c["count"]),
-            "near_duplicates": "normalized-text hashing (ASCII lowercased, ASCII punctuation and whitespace removed)"}
+            "problems": sum(1 for c in checks if c["count"]), "near_duplicates": NEAR[near]}
 
 
 def _summary(s: Scan, max_len: int | None) -> dict[str, Any]:
@@ -128,13 +136,33 @@ def _file_checks(s: Scan, max_len: int | None) -> list[dict[str, Any]]:
         out.append(_result("too_long", s, np.nonzero(lengths > max_len)[0], unit=s.unit, max_len=max_len))
         out.append(_result("response_truncated", s, sorted(s.flagged.get("response_truncated", [])), unit=s.unit))
     exact_rows, exact_first = _duplicates(s.exact)
-    near_rows, near_first = _duplicates(s.near)
+    near_rows, near_first = _duplicates(s.near) if s.minhash is None else _minhash_duplicates(s)
     only_near = ~np.isin(near_rows, exact_rows)
     out.append(_result("duplicate", s, exact_rows, of_rows=[int(r) for r in exact_first[:EXAMPLES]]))
     out.append(_result("near_duplicate", s, near_rows[only_near],
                        of_rows=[int(r) for r in near_first[only_near][:EXAMPLES]]))
     out.append(_template_mixed(s))
     return out
+
+
+def _minhash_duplicates(s: Scan) -> tuple[np.ndarray, np.ndarray]:
+    """Rows nearly repeating an earlier row by MinHash, merged with the normalized-hash matches (a
+    copy up to case and punctuation is near by any measure), earliest match first."""
+    rows, first = minhash.near_duplicates(*s.minhash.arrays())
+    norm_rows, norm_first = _duplicates(s.near)
+    return _merge(rows, first, norm_rows, norm_first)
+
+
+def _merge(rows: np.ndarray, first: np.ndarray, more_rows: np.ndarray, more_first: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Union of two (row, matched row) lists; for a row in both, the earlier match."""
+    r = np.concatenate([rows, more_rows])
+    f = np.concatenate([first, more_first])
+    order = np.lexsort((f, r))
+    r, f = r[order], f[order]
+    keep = np.ones(len(r), dtype=bool)
+    keep[1:] = r[1:] != r[:-1]
+    return r[keep], f[keep]
 
 
 def _hashes(values: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -170,6 +198,8 @@ def _in_train(train_values: Any, eval_values: Any) -> tuple[np.ndarray, np.ndarr
 def _overlap(train: Scan, eval: Scan) -> list[dict[str, Any]]:
     rows, train_rows = _in_train(train.exact, eval.exact)
     near, near_train = _in_train(train.near, eval.near)
+    if train.minhash is not None and eval.minhash is not None:
+        near, near_train = _merge(*minhash.near_matches(train.minhash.arrays(), eval.minhash.arrays()), near, near_train)
     only = ~np.isin(near, rows)
     return [_result("eval_overlap", eval, rows, train_rows=[int(r) for r in train_rows[:EXAMPLES]]),
             _result("eval_near_overlap", eval, near[only], train_rows=[int(r) for r in near_train[only][:EXAMPLES]])]

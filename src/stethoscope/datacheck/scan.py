@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stethoscope.datacheck import fields
+from stethoscope.datacheck.minhash import Signatures
 from stethoscope.datacheck.read import Source, rows
 
 _IGNORED = (string.punctuation + string.whitespace).encode()  # dropped before the near-duplicate hash
@@ -40,6 +41,7 @@ class Scan:
     template_rows: dict[str, list[int]] = field(default_factory=dict)
     has_labels: int = 0
     has_response: int = 0
+    minhash: Signatures | None = None
 
     def flag(self, check: str, row: int) -> None:
         self.flagged.setdefault(check, []).append(row)
@@ -49,10 +51,12 @@ class Scan:
 
 
 def scan(source: Source, role: str, tokenizer: Any = None, max_len: int | None = None,
-         advance: Callable[[int], None] = lambda n: None) -> Scan:
+         advance: Callable[[int], None] = lambda n: None, minhash: bool = False) -> Scan:
     """Read every row of `source` once, recording what the checks need. With `max_len`, a row whose
     prompt alone reaches it is flagged: truncation cuts its whole response, and every label is masked."""
-    s = Scan(source, role, unit="tokens" if tokenizer is not None else "characters")
+    s = Scan(source, role, unit="tokens" if tokenizer is not None else "characters",
+             minhash=Signatures() if minhash else None)
+    add_signature = s.minhash.add if s.minhash is not None else None
     pending: list[tuple[int, str, str | None]] = []  # rows waiting for the tokenizer
     csv_cells = source.format in ("csv", "tsv")
     ids_rows = 0
@@ -75,6 +79,8 @@ def scan(source: Source, role: str, tokenizer: Any = None, max_len: int | None =
         if text and not text.isspace():
             add_exact(hash(text))
             add_near(hash(text.encode().lower().translate(None, _IGNORED)))
+            if add_signature is not None:
+                add_signature(row, text)
         elif ids:
             h = _ids_hash(ids)
             add_exact(h)
