@@ -6,7 +6,7 @@ planted), then times the whole CLI in a fresh process (`check-data FILE --json -
 in this process, the bare read+parse with orjson (the floor any checker pays), interleaved round by
 round. Prints seconds, MB/s and the ratio check/read per round, and their medians.
 
-    python bench/check_data.py [--mb 1024] [--rounds 3]
+    python bench/check_data.py [--mb 1024] [--rounds 3] [--near minhash]
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ def generate(path: Path, target_mb: int, seed: int = 0) -> None:
     os.replace(tmp, path)
 
 
-def time_cli(path: Path) -> tuple[float, float]:
+def time_cli(path: Path, near: str = "normalized") -> tuple[float, float]:
     """(wall seconds, CPU seconds) of the whole CLI in a fresh process."""
     t0, cpu0 = time.perf_counter(), _children_cpu()
     res = subprocess.run([sys.executable, "-m", "stethoscope.cli.main", "check-data", str(path), "--json",
-                          "--max-len", "2048"], capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+                          "--max-len", "2048", "--near", near], capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     elapsed = time.perf_counter() - t0
     if res.returncode != 0:
         raise SystemExit(f"check-data failed: {res.stderr.decode()[-500:]}")
@@ -88,6 +88,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--near", choices=["normalized", "minhash"], default="normalized")
     args = ap.parse_args()
     cache = ROOT / "bench" / ".cache"
     cache.mkdir(parents=True, exist_ok=True)
@@ -101,7 +102,7 @@ def main() -> None:
     clis, reads = [], []
     for r in range(args.rounds):
         reads.append(time_read(path))
-        clis.append(time_cli(path))
+        clis.append(time_cli(path, args.near))
         (cw, cc), (rw, rc) = clis[-1], reads[-1]
         print(f"round {r}: check-data {cw:.1f}s wall ({mb / cw:.0f} MB/s), {cc:.1f}s CPU ({mb / cc:.0f} MB/s) · "
               f"read+parse only {rw:.1f}s wall, {rc:.1f}s CPU · CPU ratio {cc / rc:.2f} · load {os.getloadavg()[0]:.1f}")

@@ -134,7 +134,7 @@ def _json(source: Source, advance: Callable[[int], None]) -> Iterator[Row]:
             yield from _jsonl(source, lambda n: None)
             return
         data, walk = _python_json_document(source.path, raw, exc), True
-    for i, record in enumerate(_records(source.path, data)):
+    for record in _records(source.path, data):
         yield None, record, walk
 
 

@@ -113,10 +113,10 @@ def _summary(s: Scan, max_len: int | None) -> dict[str, Any]:
             "rows_with_labels": s.has_labels, "rows_with_response": s.has_response}
 
 
-def _result(check: str, s: Scan, rows: list[int] | np.ndarray, of: int | None = None, **extra: Any) -> dict[str, Any]:
+def _result(check: str, s: Scan, rows: list[int] | np.ndarray, **extra: Any) -> dict[str, Any]:
     kind = CHECKS[check]
     rows = [int(r) for r in rows]
-    total = s.rows if of is None else of
+    total = s.rows
     first = rows[:EXAMPLES]
     out = {"check": check, "file": s.role, "severity": kind.severity, "title": kind.title, "why": kind.why,
            "count": len(rows), "percent": round(100.0 * len(rows) / total, 3) if total else 0.0, "rows": first}
