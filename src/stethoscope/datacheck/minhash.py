@@ -5,7 +5,9 @@ misses. 64 multiply-shift hash functions give one 64-value signature per row, co
 of rows at once with numpy; 16 bands of 4 values find candidate pairs, and a pair is a near duplicate
 when their signatures agree on ≥ 80% of values (estimated Jaccard similarity of the shingle sets).
 Memory: 64 × 2-byte signature values + 16 × 8-byte band keys, 256 bytes per row (256 MB for a million
-rows). Rows of fewer than 3 words take no part (the exact and normalized checks cover them).
+rows). Rows of fewer than 3 words take no part (the exact and normalized checks cover them). Words are hashed
+with Python's salted str hash (the fast one), so a pair near the threshold can fall either side from
+one run to the next; within a run, train and eval share the hashes.
 """
 
 from __future__ import annotations
