@@ -53,10 +53,15 @@ def flops_per_token(model: Any, seq_len: int | None = None) -> float | None:
     if n_params == 0:
         return None
     config = getattr(model, "config", None)
-    attention = 0.0
+    layers = width = seq = None
     if config is not None:
         layers, width = _config_value(config, _LAYER_KEYS), _config_value(config, _WIDTH_KEYS)
         seq = seq_len or _config_value(config, _SEQ_KEYS)
-        if layers and width and seq:
-            attention = 12.0 * layers * width * seq
+    return training_flops_per_token(n_params, layers, width, seq)
+
+
+def training_flops_per_token(n_params: int, layers: int | None = None, width: int | None = None,
+                             seq_len: int | None = None) -> float:
+    """6·N + 12·L·d·T (the attention term only when the shape is known); shared with `estimate mfu`."""
+    attention = 12.0 * layers * width * seq_len if layers and width and seq_len else 0.0
     return 6.0 * n_params + attention

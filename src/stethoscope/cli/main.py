@@ -419,6 +419,24 @@ def _add_debug() -> None:
 _add_debug()
 
 
+def _add_check_data() -> None:
+    from stethoscope.cli.datacheck_view import check_data  # click only: the readers load on use
+
+    cli.add_command(check_data)
+
+
+_add_check_data()
+
+
+def _add_estimate() -> None:
+    from stethoscope.cli.estimate_view import estimate  # click and arithmetic only: no torch
+
+    cli.add_command(estimate)
+
+
+_add_estimate()
+
+
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="stethoscope")
 
