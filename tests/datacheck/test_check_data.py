@@ -279,11 +279,23 @@ def test_minhash_finds_edited_copies_that_normalized_hashing_misses(tmp_path):
                                                 {"text": "a new question nobody trained on at all"}])
     _, res, _ = _run(str(train), "--eval", str(ev), "--json")
     assert _by(res, "near_duplicate")["rows"] == [301] and _by(res, "eval_near_overlap", "eval")["count"] == 0
-    # Python salts str hashes per process, so signatures differ from run to run: at Jaccard 0.94 against
-    # the 0.8 threshold with 64 hashes a miss is > 4 standard deviations away.
     _, res, _ = _run(str(train), "--eval", str(ev), "--json", "--near", "minhash")
     near = _by(res, "near_duplicate")
     assert near["rows"] == [300, 301] and near["of_rows"] == [10, 20]  # and none of the 300 unrelated rows
     overlap = _by(res, "eval_near_overlap", "eval")
     assert overlap["rows"] == [0] and overlap["train_rows"] == [50]
     assert res["near_duplicates"].startswith("MinHash")
+
+
+def test_minhash_gives_the_same_answer_in_every_process(tmp_path):
+    """Words are hashed with CRC-32s, not Python's per-process salted str hash: two processes with
+    different hash seeds report the same near duplicates, signature for signature."""
+    from stethoscope.datacheck.minhash import signatures
+
+    text = "the quick brown fox jumps over the lazy dog again and again"
+    code = ("import sys; from stethoscope.datacheck.minhash import signatures\n"
+            f"print(signatures([(0, {text!r})])[1].tolist())")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONPATH": str(REPO / "src"), "PYTHONHASHSEED": seed}).stdout
+            for seed in ("1", "2", "3")}
+    assert len(outs) == 1 and json.loads(outs.pop()) == signatures([(0, text)])[1].tolist()

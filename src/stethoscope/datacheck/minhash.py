@@ -5,13 +5,14 @@ misses. 64 multiply-shift hash functions give one 64-value signature per row, co
 of rows at once with numpy; 16 bands of 4 values find candidate pairs, and a pair is a near duplicate
 when their signatures agree on ≥ 80% of values (estimated Jaccard similarity of the shingle sets).
 Memory: 64 × 2-byte signature values + 16 × 8-byte band keys, 256 bytes per row (256 MB for a million
-rows). Rows of fewer than 3 words take no part (the exact and normalized checks cover them). Words are hashed
-with Python's salted str hash (the fast one), so a pair near the threshold can fall either side from
-one run to the next; within a run, train and eval share the hashes.
+rows). Rows of fewer than 3 words take no part (the exact and normalized checks cover them). Words are
+hashed with two CRC-32s of their UTF-8 bytes (64 bits, not Python's per-process salted `hash`), so the
+same files give the same near duplicates in every run.
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,6 +59,12 @@ class Signatures:
         return np.concatenate(self.rows), np.concatenate(self.sigs), np.concatenate(self.bands)
 
 
+def _word_hash(word: str) -> int:
+    """A 64-bit hash of a word that is the same in every process (two CRC-32s with different seeds)."""
+    data = word.encode("utf-8", "surrogatepass")
+    return zlib.crc32(data) | (zlib.crc32(data, 0x5BD1E995) << 32)
+
+
 def signatures(batch: list[tuple[int, str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows, 16-bit signatures, band keys) of the rows in `batch` that have ≥ SHINGLE words."""
     words: list[str] = []
@@ -70,7 +77,7 @@ def signatures(batch: list[tuple[int, str]]) -> tuple[np.ndarray, np.ndarray, np
             words.extend(w)
     if not rows:
         return np.zeros(0, dtype=np.int64), np.zeros((0, PERMUTATIONS), np.uint16), np.zeros((0, BANDS), np.uint64)
-    h = np.fromiter(map(hash, words), dtype=np.int64, count=len(words)).view(np.uint64)
+    h = np.fromiter(map(_word_hash, words), dtype=np.uint64, count=len(words))
     with np.errstate(over="ignore"):
         sh = h[:-2] * _MIX[0] + h[1:-1] * _MIX[1] + h[2:] * _MIX[2]  # one value per 3-word window
     bounds = np.array(starts + [len(words)], dtype=np.int64)
