@@ -115,7 +115,7 @@ def _composer(f, s: int, rng: random.Random) -> None:
     if s % 4 == 1:
         f.write(f"[epoch=1][batch={s // 4 + 1}/250000]:\n")
     else:
-        f.write(f"\t Train {('loss/train/total', 'lr-DecoupledAdamW/group0', 'time/batch')[s % 4 - 2]}: "
+        f.write(f"\t Train {('loss/train/total', 'lr-DecoupledAdamW/group0', 'time/batch')[(s % 4 - 2) % 4]}: "
                 f"{rng.random():.4f}\n")
 
 

@@ -448,3 +448,36 @@ def test_an_it_counter_with_a_total_is_a_step(write) -> None:
     (run,) = read_any(write("train.log", "\n".join(lines + ["it works, but nothing to read here"]) + "\n"))
     assert series(run, LOSS) == {10: 2.99, 20: 2.98, 30: 2.97}
     assert series(run, STEP_TIME)[20] == pytest.approx(0.0415)
+
+
+def test_cycles_of_record_lines_read_like_single_lines(monkeypatch) -> None:
+    """Composer's blocks (a `[batch=N/T]:` header, then one metric per line) are read a position of the
+    cycle at a time; what breaks the cycle (a missing line, a warning, `nan`, a resume that sends the
+    batch back) is read line by line, and the points are the same either way, in the same order."""
+    import stethoscope.importers.console_reader as reader
+
+    def block(batch: int, loss: str = "") -> str:
+        return (f"[epoch=1][batch={batch}/5000]:\n\t Train loss/train/total: {loss or f'{3 - batch / 1e4:.4f}'}\n"
+                f"\t Train lr-DecoupledAdamW/group0: {1e-4 * (1 + batch % 5):.4e}\n"
+                f"\t Train throughput/samples_per_sec: {1000 + batch % 13:.2f}\n")
+
+    text = "".join(block(b) for b in range(1, 400))
+    text += "".join(block(b) for b in range(400, 420)).replace(
+        "\t Train lr-DecoupledAdamW/group0: 5.0000e-04\n", "", 1)  # a cycle missing a line
+    text += "UserWarning: something odd\n" + block(420, "nan") + "".join(block(b) for b in range(421, 600))
+    text += "".join(block(b) for b in range(300, 500))  # resumed from batch 300
+    data = text.encode()
+    cycles: list[int] = []
+    real = ConsoleReader._cycles
+    monkeypatch.setattr(ConsoleReader, "_cycles", lambda self, *a: cycles.append(len(a[3])) or real(self, *a))
+    fast = ConsoleReader("fast")
+    fast.feed(data)
+    slow = ConsoleReader("slow")
+    for number, line in enumerate(data.split(b"\n"), 1):
+        slow.line(number, line)
+    got, want = fast.result(), slow.result()
+    assert sum(cycles) > 3000  # most of the log went through the cycle path
+    assert (got.columns.names, got.columns.steps) == (want.columns.names, want.columns.steps)
+    assert [v if v == v else "nan" for v in got.columns.values] == [v if v == v else "nan" for v in want.columns.values]
+    assert got.warnings == want.warnings and got.meta == want.meta
+    assert len(set(got.columns.steps)) == 599 and reader._MIN_CYCLES <= 399

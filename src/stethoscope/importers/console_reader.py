@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 NAME = "console"
 MAX_TEMPLATES = 4096
 CHUNK_LINES = 16384
+_MAX_PERIOD = 8  # the longest cycle of shapes read as one (`_cycle`)
+_MIN_CYCLES = 16  # fewer cycles: line by line costs less than finding them
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
 # Cumulative clocks and running averages that the resolver would take for a step time (modded-nanogpt).
 _OWN = {"step avg (ms)": ("perf/step_avg_s", 1e-3), "train time (ms)": ("perf/train_time_s", 1e-3),
@@ -78,6 +80,11 @@ class ConsoleReader:
             runs.append((shape, start, start + len(list(run))))
         at = 0
         while at < len(runs):
+            cycle = self._cycle(runs, at)
+            if cycle is not None:
+                self._cycles(lines, data, offsets, runs[at: at + cycle[0] * cycle[1]], cycle[0])
+                at += cycle[0] * cycle[1]
+                continue
             alike = self._alike(runs, at)
             if alike - at > 1:
                 self._runs(lines, data, offsets, runs[at:alike])
@@ -119,6 +126,66 @@ class ConsoleReader:
                 and other[1:] == known[1:]:
             end += 1
         return end
+
+    def _cycle(self, runs: list[tuple[bytes, int, int]], at: int) -> tuple[int, int] | None:
+        """(period, cycles) when the lines from `at` repeat a cycle of shapes, one line each, that opens
+        with a line carrying the step and goes on with record lines of that step (Composer's
+        `[batch=N/T]:` header and one metric per line), all known with token plans; else None."""
+        if runs[at][2] - runs[at][1] != 1:
+            return None
+        head = self.templates.get(runs[at][0])
+        if head is None or head.plan is None or not head.own_step or head.bar or b"\r" in runs[at][0]:
+            return None
+        for period in range(2, _MAX_PERIOD + 1):
+            if at + period * _MIN_CYCLES > len(runs) or runs[at + period][0] != runs[at][0]:
+                continue
+            shapes = [r[0] for r in runs[at: at + period]]
+            known = [self.templates.get(shape) for shape in shapes[1:]]
+            if any(k is None or k.plan is None or k.own_step or k.bar or k.plan.time is not None
+                   or k.plan.rank is not None for k in known) or any(b"\r" in shape for shape in shapes):
+                continue
+            n = at
+            while n < len(runs) and runs[n][0] == shapes[(n - at) % period] and runs[n][2] - runs[n][1] == 1:
+                n += 1
+            cycles = (n - at) // period
+            return (period, cycles) if cycles >= _MIN_CYCLES else None
+        return None
+
+    def _cycles(self, lines: list[bytes], data: bytes, offsets: list[int], runs: list[tuple[bytes, int, int]],
+                period: int) -> None:
+        """Cycles found by `_cycle`, a chunk at a time: each position of the cycle read by its token plan
+        over every cycle at once (a slice of the lines), the record lines given their header's step, and
+        the points of a cycle in line order, as line-by-line reading gives them. A chunk that does not
+        read goes line by line."""
+        shapes = [self.templates[r[0]] for r in runs[:period]]
+        names = tuple(name for shape in shapes for name in shape.layout.names)
+        first = runs[0][1]
+        per_chunk = max(1, CHUNK_LINES // period)
+        for c0 in range(0, len(runs) // period, per_chunk):
+            c1 = min(c0 + per_chunk, len(runs) // period)
+            a, b = first + c0 * period, first + c1 * period
+            reads = []
+            for j, shape in enumerate(shapes):
+                tokens = b"\n".join(lines[a + j: b: period]).translate(console_tokens.TOKENS).split()
+                read = console_tokens.read(shape.plan, tokens, c1 - c0, self.keep_rank)  # type: ignore[arg-type]
+                if read is None or read.kept != c1 - c0 or (j == 0 and read.steps is None):
+                    break
+                reads.append(read)
+            if len(reads) != period:
+                for shape_text, start, end in runs[c0 * period: c1 * period]:
+                    self._run(lines, data, offsets, start, end, shape_text)
+                continue
+            steps = reads[0].steps
+            self.lines += b - a
+            for read in reads:
+                for rank in read.ranks:
+                    self.ranks[rank.decode()] += 1
+            self._points(names, steps, [column for read in reads for column in read.values], reads[0].times)
+            self.last_row = b
+            self.resumes += sum(map(gt, steps, steps[1:])) + (self.last_step is not None and steps[0] < self.last_step)
+            self.last_step = steps[-1]
+            self.step_lines += len(steps)
+            self.shapes[shapes[0].layout.names] += len(steps)
 
     def _runs(self, lines: list[bytes], data: bytes, offsets: list[int], runs: list[tuple[bytes, int, int]]) -> None:
         """Runs of shapes read alike (`_alike`), by tokens a chunk at a time; a chunk that does not read
