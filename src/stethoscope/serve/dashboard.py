@@ -71,6 +71,8 @@ class App:
         try:
             if route in ("", "index.html"):
                 return 200, _TYPES[".html"], self._page()
+            if route == "favicon.ico":
+                return 204, "image/x-icon", b""
             if route.startswith("static/"):
                 return self._file(route.removeprefix("static/"))
             if route.startswith("api/"):
