@@ -18,9 +18,9 @@ A run is named by the key `/api/runs` gives; no other path on disk is ever read.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -195,30 +195,31 @@ def _int(q: Mapping[str, Sequence[str]], name: str) -> int | None:
 
 
 def _light_summary(reader: RunReader) -> dict[str, Any]:
-    """The runs list's row: cheap on any size of run (no full series read)."""
+    """The runs list's row: cheap on any size of run (one primary-key probe per series, no scan)."""
     meta = reader.meta()
-    _, last = reader.query("SELECT MAX(step), MAX(time) FROM metrics WHERE rank = ?", (reader.ranks[0],))
     _, counts = reader.query("SELECT severity, COUNT(*) FROM findings GROUP BY severity")
     by = dict(counts)
-    status = meta.get("status", "")
-    return {"status": status.strip('"') if isinstance(status, str) else status, "ranks": len(reader.ranks),
-            "last_step": last[0][0], "last_time": last[0][1], "name": reader.path.name,
-            "findings": {sev: by.get(sev, 0) for sev in SEVERITIES}, "updated": time.time()}
+    status = _meta_value(meta.get("status"))
+    return {"status": status if isinstance(status, str) else "", "ranks": len(reader.ranks),
+            "last_step": data.last_step(reader), "name": reader.path.name,
+            "findings": {sev: by.get(sev, 0) for sev in SEVERITIES}}
+
+
+def _meta_value(raw: str | None) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return raw
 
 
 def _summary(reader: RunReader) -> dict[str, Any]:
-    import json
-
     from stethoscope.diagnose.report import flatten
-    from stethoscope.store.summary import summarize
 
     config = {}
+    meta = reader.meta()
     for key in ("config", "hparams"):
-        raw = reader.meta().get(key)
-        try:
-            value = json.loads(raw) if raw else None
-        except ValueError:
-            value = None
+        value = _meta_value(meta.get(key))
         if isinstance(value, dict):
             config.update(flatten(value, f"{key}." if key == "hparams" else ""))
-    return {"summary": summarize(reader), "config": config}
+    status = _meta_value(meta.get("status"))
+    return {"summary": {"status": status, **data.outcomes(reader)}, "config": config}

@@ -71,6 +71,33 @@ def charts_for(names: list[str]) -> list[Chart]:
     return out
 
 
+def last_step(reader: RunReader, rank: int | None = None) -> int | None:
+    """The newest step of any series of `rank` (the lowest by default): a primary-key probe per series."""
+    rank = reader.ranks[0] if rank is None else rank
+    _, ids = reader.query("SELECT id FROM series WHERE rank = ?", (rank,))
+    tops = [reader.query("SELECT MAX(step) FROM points WHERE rank = ? AND series_id = ?", (rank, sid))[1][0][0]
+            for (sid,) in ids]
+    return max((t for t in tops if t is not None), default=None)
+
+
+def outcomes(reader: RunReader) -> dict[str, Any]:
+    """What compare puts side by side (rank 0's curves, read as arrays: fast on a 1M-step run)."""
+    first = reader.ranks[0]
+
+    def values(name: str) -> np.ndarray:
+        y = reader.series_arrays(name, first)[1]
+        return y[np.isfinite(y)]
+
+    def pick(name: str, how: Any) -> float | None:
+        y = values(name)
+        return float(how(y)) if len(y) else None
+
+    return {"last_step": last_step(reader), "last_loss": pick(R.LOSS, lambda y: y[-1]), "min_loss": pick(R.LOSS, np.min),
+            "min_eval_loss": pick(R.EVAL_LOSS, np.min), "tokens_per_s": pick(R.TOKENS_PER_S, np.median),
+            "step_time_s": pick(R.STEP_TIME, np.median), "mfu": pick(R.MFU, np.median),
+            "peak_cuda_gib": pick(R.CUDA_PEAK, np.max), "peak_rss_gib": pick(R.RSS, np.max)}
+
+
 def version(reader: RunReader) -> str:
     """Changes when steps already shown were written again (a rollback, a resume): the page reloads."""
     _, rows = reader.query("SELECT (SELECT COUNT(*) FROM points_superseded), "

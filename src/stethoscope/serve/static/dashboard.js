@@ -2,6 +2,7 @@
 // checkpoints and rollbacks, compare two runs. Reads only the JSON API next to it (serve/dashboard.py).
 (function () {
   'use strict';
+  performance.mark('sd-script');  // plotly.js (the script before this one) is parsed: the bench reads these marks
   var POLL_MS = parseInt(document.body.dataset.pollMs, 10) || 2000;
   var S = {
     runs: [], run: null, other: null, style: null, charts: [], last: null, asked: null, version: null,
@@ -193,6 +194,7 @@
         if (!div.dataset.wired) { wire(div, c.id); div.dataset.wired = '1'; }
       });
       if (!d.charts.length) { grid.textContent = 'No series recorded yet.'; }
+      if (!performance.getEntriesByName('sd-drawn').length) { performance.mark('sd-drawn'); }
       count();
       status('step ' + fmt(S.last) + ' · updated ' + new Date().toLocaleTimeString());
     });
@@ -385,7 +387,7 @@
       if (a !== S.run || b !== S.other) { return; }
       box.appendChild(el('h2', {}, a + ' vs ' + b));
       var sa = res[0].summary, sb = res[1].summary, rows = [];
-      ['status', 'last_step', 'last_loss', 'min_loss', 'min_eval_loss', 'tokens_per_s', 'step_time_s', 'mfu', 'peak_cuda_gib', 'duration_s'].forEach(function (k) {
+      ['status', 'last_step', 'last_loss', 'min_loss', 'min_eval_loss', 'tokens_per_s', 'step_time_s', 'mfu', 'peak_cuda_gib', 'peak_rss_gib'].forEach(function (k) {
         var tr = el('tr'); tr.appendChild(el('th', {}, k)); tr.appendChild(el('td', {}, fmt(sa[k]))); tr.appendChild(el('td', {}, fmt(sb[k])));
         rows.push(tr);
       });
