@@ -119,3 +119,14 @@ def monkeypatch_chunk():
     mp.setattr(packed, "CHUNK", 4)  # many chunks, many seals and rewrites across them
     yield
     mp.undo()
+
+
+def test_a_step_the_packer_cannot_hold_keeps_the_rows_and_drops_the_chunks(tmp_path):
+    store = RunStore(rank_path(tmp_path, 0))
+    store.write_points([("m", s, float(s), None) for s in range(3000)])
+    store.write_points([("m", 3000.5, 1.0, None), ("m", 3001, 2.0, None)])  # not an int: stored as given
+    store.write_points([("m", 10, -1.0, None)])  # a rewrite no packer sees: no chunk may hide it
+    store.close()
+    assert _chunks(rank_path(tmp_path, 0)) == 0
+    steps, values = open_run(tmp_path).series("m")
+    assert len(steps) == 3002 and values[10] == -1.0 and values[-2:] == [1.0, 2.0]  # nothing lost

@@ -105,6 +105,7 @@ class RunStore:
         max_step = self._max_step
         packer = self._packer
         pending = packer.pending if packer is not None else None
+        stopped = False
         try:
             with self._conn:
                 for name, step, value, t in points:
@@ -116,7 +117,11 @@ class RunStore:
                         max_step[sid] = step
                         fresh.append(row)
                         if pending is not None:
-                            _pend(pending, packer, sid, step, value)
+                            try:
+                                _pend(pending, packer, sid, step, value)
+                            except (TypeError, ValueError, OverflowError):  # a step that is not an int64
+                                packer = pending = self._stop_packing()
+                                stopped = True
                     else:
                         again.append(row)
                 self._conn.executemany("INSERT INTO points VALUES (?, ?, ?, ?)", fresh)
@@ -127,8 +132,24 @@ class RunStore:
         except BaseException:
             if packer is not None:
                 packer.forget()
+            elif stopped:
+                self._drop_chunks()  # packing stopped in this write, whose DELETE was rolled back with it
             raise
         return len(fresh) + len(again)
+
+    def _stop_packing(self) -> None:
+        """Points the packer cannot hold: this writer keeps rows only and drops the chunks (inside the
+        write's transaction), so no reader ever takes a chunk that misses a rewrite."""
+        self._packer = None
+        self._conn.execute("DELETE FROM points_packed")
+        return None
+
+    def _drop_chunks(self) -> None:
+        try:
+            with self._conn:
+                self._conn.execute("DELETE FROM points_packed")
+        except sqlite3.DatabaseError:
+            pass  # the write itself failed and is raised; this store then has no writer that keeps chunks
 
     def _rewrite(self, rows: Sequence[tuple[int, int, int | None, float]]) -> None:
         now_ms = int((time.time() - self.t0) * 1000.0)
