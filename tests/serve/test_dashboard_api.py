@@ -192,3 +192,32 @@ def test_short_values_keep_six_significant_digits():
     got = data._short(y)
     assert got[:5].tolist() == [0.3, 123457000.0, -3.14159, 3.14159e-12, 0.0]
     assert math.isnan(got[5]) and got[6] == math.inf
+
+
+def test_a_long_series_is_drawn_from_its_chunks_extremes_without_losing_any(tmp_path):
+    from stethoscope.store import packed
+    from stethoscope.store.query import open_run
+
+    n = 20 * packed.CHUNK + 300  # sealed chunks and an unsealed tail
+    rng = np.random.default_rng(1)
+    y = rng.normal(size=n).cumsum()
+    spikes = [777, 12_000, n - 10]  # in chunks a few buckets apart, and in the tail
+    y[spikes] += 1e4
+    nans = [3, 9000, 9001, n - 5]
+    y[nans] = np.nan
+    store = RunStore(rank_path(tmp_path, 0))
+    store.write_points([(R.LOSS, k, float(v), None) for k, v in enumerate(y)])
+    store.close()
+    with open_run(tmp_path) as reader:
+        ext = reader.series_extremes(R.LOSS)
+        t = data.line(reader, R.LOSS, 0, 60)
+        zoom = data.line(reader, R.LOSS, 0, 2000, lo=11_990, hi=12_010)
+    assert ext["n"] == n and ext["nonfinite"].tolist() == nans
+    assert len(ext["steps"]) <= 2 * 20 + 300
+    for c in range(20):  # every chunk's finite min and max are among what the chart is drawn from
+        a = c * packed.CHUNK
+        block = y[a:a + packed.CHUNK]
+        assert a + int(np.nanargmax(block)) in ext["steps"] and a + int(np.nanargmin(block)) in ext["steps"]
+    assert len(t["x"]) <= 60 and set(spikes) <= set(t["x"]) and t["nonfinite"] == nans and t["n"] == n
+    assert zoom["x"] == list(range(11_990, 12_011))  # a zoomed window: the points themselves
+    assert zoom["y"][10] == pytest.approx(y[12_000], rel=1e-5)

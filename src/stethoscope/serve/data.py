@@ -122,6 +122,24 @@ def _trace(metric: str, rank: int, x: np.ndarray, y: np.ndarray, max_points: int
             "nonfinite": d.nonfinite_steps, "n": int(len(x))}
 
 
+def line(reader: RunReader, metric: str, rank: int, max_points: int, lo: int | None = None,
+         hi: int | None = None) -> dict[str, Any]:
+    """One line of a chart, thinned to `max_points` (min and max per bucket). The whole run is drawn from
+    the packed chunks' extremes (no point read); a zoomed window reads the points inside it."""
+    if lo is None and hi is None:
+        ext = reader.series_extremes(metric, rank)
+        if ext is not None:
+            t = _trace(metric, rank, ext["steps"], ext["values"], max_points)
+            bad = ext["nonfinite"]
+            if len(bad) > max_points:
+                bad = bad[np.linspace(0, len(bad) - 1, max_points).astype(np.int64)]
+            return {**t, "nonfinite": bad.tolist(), "n": ext["n"],
+                    "last": max(t["x"][-1] if t["x"] else -1, int(bad[-1]) if len(bad) else -1)}
+    window = None if lo is None and hi is None else (-(2**62) if lo is None else lo, 2**62 if hi is None else hi)
+    x, y = _window(*reader.series_arrays(metric, rank, window), lo, hi)
+    return {**_trace(metric, rank, x, y, max_points), "last": int(x[-1]) if len(x) else -1}
+
+
 def _window(x: np.ndarray, y: np.ndarray, lo: int | None, hi: int | None) -> tuple[np.ndarray, np.ndarray]:
     a = 0 if lo is None else int(np.searchsorted(x, lo, "left"))
     b = len(x) if hi is None else int(np.searchsorted(x, hi, "right"))
@@ -137,11 +155,8 @@ def curves(reader: RunReader, max_points: int = MAX_POINTS, lo: int | None = Non
     charts = []
     last = None
     for chart in main:
-        traces = []
-        for metric in chart.metrics:
-            x, y = _window(*reader.series_arrays(metric, first), lo, hi)
-            traces.append(_trace(metric, first, x, y, max_points))
-            last = _later(last, x)
+        traces = [line(reader, metric, first, max_points, lo, hi) for metric in chart.metrics]
+        last = max([t["last"] for t in traces if t["last"] >= 0] + ([last] if last is not None else []), default=None)
         charts.append(_chart(chart, traces))
     ranks = [k for k in reader.ranks if names.get(k)][:MAX_RANKS]
     if len(ranks) > 1:
@@ -149,8 +164,7 @@ def curves(reader: RunReader, max_points: int = MAX_POINTS, lo: int | None = Non
             have = [k for k in ranks if metric in names[k]]
             if len(have) < 2:
                 continue
-            traces = [_trace(metric, k, *_window(*reader.series_arrays(metric, k), lo, hi), max(200, max_points // 4))
-                      for k in have]
+            traces = [line(reader, metric, k, max(200, max_points // 4), lo, hi) for k in have]
             charts.append({"id": f"rank-{metric}", "title": f"{metric} per rank", "log_y": metric == R.GRAD_NORM,
                            "wide": False, "per_rank": True, "traces": traces})
     return {"charts": charts, "last_step": last, "version": version(reader), "ranks": reader.ranks}
@@ -159,10 +173,6 @@ def curves(reader: RunReader, max_points: int = MAX_POINTS, lo: int | None = Non
 def _chart(chart: Chart, traces: list[dict[str, Any]]) -> dict[str, Any]:
     return {"id": chart.id, "title": chart.title, "log_y": chart.log_y, "wide": chart.wide, "per_rank": False,
             "traces": traces}
-
-
-def _later(last: int | None, x: np.ndarray) -> int | None:
-    return last if not len(x) else max(int(x[-1]), last if last is not None else int(x[-1]))
 
 
 def newer(reader: RunReader, after: int, max_points: int = MAX_POINTS) -> dict[str, Any]:

@@ -118,10 +118,13 @@ class RunStore:
                         fresh.append(row)
                         if pending is not None:
                             try:
-                                _pend(pending, packer, sid, step, value)
-                            except (TypeError, ValueError, OverflowError):  # a step that is not an int64
-                                packer = pending = self._stop_packing()
-                                stopped = True
+                                add = pending[sid]
+                                add[0](step)
+                                add[1](value)
+                            except (KeyError, TypeError, ValueError, OverflowError):  # the slow path
+                                if not _pend(pending, packer, sid, step, value):
+                                    packer = pending = self._stop_packing()
+                                    stopped = True
                     else:
                         again.append(row)
                 self._conn.executemany("INSERT INTO points VALUES (?, ?, ?, ?)", fresh)
@@ -194,16 +197,24 @@ class RunStore:
         conn.close()
 
 
-def _pend(pending: dict[int, Any], packer: Packer, sid: int, step: int, value: float) -> None:
-    """Keep a fresh point for the packer (its unsealed rows of `sid`, primed from the store once)."""
-    held = pending.get(sid)
-    if held is None:
-        held = packer.prime(sid)  # the row is not inserted yet: prime reads the ones before it
-    held[0].append(step)
+def _pend(pending: dict[int, Any], packer: Packer, sid: int, step: Any, value: Any) -> bool:
+    """Keep a fresh point for the packer when the fast path could not: the series is not primed yet
+    (prime reads the rows before this one: it is not inserted yet), or the value is None (a NaN) or not a
+    number. False when the step is not an int64: then nothing is packed any more."""
+    steps, values = packer.arrays(sid)
+    if len(steps) > len(values):
+        steps.pop()  # the fast path appended the step, then failed on the value
+    elif sid not in pending:
+        steps, values = packer.prime(sid)
     try:
-        held[1].append(value)
-    except TypeError:  # None (a NaN the caller already mapped) or not a number
-        held[1].append(float("nan"))
+        steps.append(step)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    try:
+        values.append(value)
+    except (TypeError, ValueError, OverflowError):
+        values.append(float("nan"))
+    return True
 
 
 def connect_writable(path: Path) -> sqlite3.Connection:

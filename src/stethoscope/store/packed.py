@@ -39,9 +39,16 @@ CREATE TABLE IF NOT EXISTS points_packed (
     stride     INTEGER NOT NULL,
     steps      BLOB,
     vals       BLOB NOT NULL,
+    lo         REAL,
+    lo_step    INTEGER,
+    hi         REAL,
+    hi_step    INTEGER,
+    bad        INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (series_id, start_step)
 ) WITHOUT ROWID;
 """
+# lo/hi: the chunk's smallest and largest finite value and their steps (NULL when none is finite); bad: how
+# many values are NaN/Inf. A chart of a long series is drawn from these alone (`extremes`), no blob read.
 
 _BIG_ENDIAN = sys.byteorder == "big"
 
@@ -56,15 +63,21 @@ def _bytes(a: array) -> bytes:
 class Packer:
     """The writer's side: points not yet sealed, per series, and sealing full chunks.
 
-    Invariant per series: `pending` holds exactly the `points` rows with step > `sealed` (the end of the
+    Invariant per series: its arrays hold exactly the `points` rows with step > `sealed` (the end of the
     last chunk this series sealed), in step order. Owned by the store's writer thread.
     """
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
-        self.pending: dict[int, tuple[array, array]] = {}
+        # sid -> (steps.append, values.append): the writer's hot loop calls these, nothing else.
+        self.pending: dict[int, tuple[Callable[[Any], None], Callable[[Any], None]]] = {}
+        self._arrays: dict[int, tuple[array, array]] = {}
         self._sealed: dict[int, int] = {}
         self._stale: set[int] = set()
+
+    def arrays(self, sid: int) -> tuple[array, array]:
+        """The unsealed steps and values of `sid` (empty when not primed)."""
+        return self._arrays.get(sid, (array("q"), array("d")))
 
     def prime(self, sid: int) -> tuple[array, array]:
         """Load the unsealed rows of `sid` (once per series and writer)."""
@@ -76,12 +89,13 @@ class Packer:
         for step, value in cur:
             steps.append(step)
             vals.append(_float(value))
-        self.pending[sid] = (steps, vals)
+        self._arrays[sid] = (steps, vals)
+        self.pending[sid] = (steps.append, vals.append)
         return steps, vals
 
     def rewritten(self, sid: int, step: int) -> None:
         """Step `step` of `sid` was written again: drop the chunk that holds it, or reload the pending rows."""
-        if sid not in self.pending:
+        if sid not in self._arrays:
             self.prime(sid)  # reads the sealed end (and the row just written, when it lies beyond)
         if step <= self._sealed[sid]:
             self._conn.execute("DELETE FROM points_packed WHERE series_id = ? AND start_step <= ? AND end_step >= ?",
@@ -95,15 +109,17 @@ class Packer:
             self.prime(sid)
         self._stale.clear()
         rows: list[tuple[Any, ...]] = []
-        for sid, (steps, vals) in self.pending.items():
+        for sid, (steps, vals) in self._arrays.items():
             if len(steps) >= CHUNK:
                 rows += self._chunks(sid, steps, vals)
         if rows:
-            self._conn.executemany("INSERT OR REPLACE INTO points_packed VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            self._conn.executemany("INSERT OR REPLACE INTO points_packed VALUES "
+                                   "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def forget(self) -> None:
         """After a failed transaction: nothing held here can be trusted; series are primed again."""
         self.pending.clear()
+        self._arrays.clear()
         self._sealed.clear()
         self._stale.clear()
 
@@ -114,13 +130,32 @@ class Packer:
         for off in range(0, full, CHUNK):
             s, v = steps[off:off + CHUNK], vals[off:off + CHUNK]
             first, stride = s[0], s[1] - s[0]
-            regular = stride > 0 and s == array("q", range(first, first + stride * CHUNK, stride))
-            rows.append((sid, start, s[-1], CHUNK, first, stride, None if regular else _bytes(s), _bytes(v)))
+            # Steps only increase (fresh points, or rows read back in order): with stride 1, first and last
+            # tell; any other stride is checked point by point.
+            regular = (s[-1] - first == CHUNK - 1) if stride == 1 else \
+                (stride > 0 and s == array("q", range(first, first + stride * CHUNK, stride)))
+            packed_vals = _bytes(v)
+            rows.append((sid, start, s[-1], CHUNK, first, stride, None if regular else _bytes(s), packed_vals,
+                         *_extremes_of(s, packed_vals)))
             start = s[-1] + 1
         self._sealed[sid] = start - 1
         del steps[:full]
         del vals[:full]
         return rows
+
+
+def _extremes_of(steps: array, vals: bytes) -> tuple[Any, ...]:
+    """(lo, lo_step, hi, hi_step, bad) of one chunk."""
+    import numpy as np  # lazy: loaded once by the writer thread, on its first sealed chunk
+
+    y = np.frombuffer(vals, dtype="<f8")
+    ok = np.isfinite(y)
+    bad = len(y) - int(np.count_nonzero(ok))
+    if bad == len(y):
+        return None, None, None, None, bad
+    i = int(np.argmin(y if not bad else np.where(ok, y, np.inf)))
+    j = int(np.argmax(y if not bad else np.where(ok, y, -np.inf)))
+    return float(y[i]), steps[i], float(y[j]), steps[j], bad
 
 
 def _float(value: Any) -> float:
@@ -140,7 +175,7 @@ def migrate(conn: sqlite3.Connection) -> None:
         for (sid,) in conn.execute("SELECT id FROM series").fetchall():
             packer.prime(sid)
             packer.seal()
-            packer.pending.clear()  # one series' rows in memory at a time
+            packer.forget()  # one series' rows in memory at a time
         conn.execute("INSERT OR REPLACE INTO run VALUES ('schema_version', ?)", (str(PACKED_VERSION),))
 
 
@@ -156,16 +191,20 @@ def _version(text: Any) -> int:
 Query = Callable[[str, tuple[Any, ...]], tuple[list[str], list[tuple[Any, ...]]]]
 
 
-def read_series(query: Query, db: str, sid: int) -> tuple[np.ndarray, np.ndarray]:
+def read_series(query: Query, db: str, sid: int, window: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Steps (int64) and values (float64, NaN for NaN) of series `sid` in attached database `db`, in step
-    order: the packed chunks, and rows from `points` where no chunk covers."""
+    order: the packed chunks, and rows from `points` where no chunk covers. `window` (lo, hi): only the
+    chunks and rows that hold steps lo..hi (a little more: whole chunks)."""
     import numpy as np  # lazy: the writer side (in the training process) never needs it
 
+    lo_w, hi_w = window if window is not None else (_FAR, 2**62)
     _, chunks = query(f"SELECT start_step, end_step, n, first, stride, steps, vals FROM {db}.points_packed "
-                      "WHERE series_id = ? ORDER BY start_step", (sid,))
-    gaps = _uncovered([(c[0], c[1]) for c in chunks])
+                      "WHERE series_id = ? AND end_step >= ? AND start_step <= ? ORDER BY start_step",
+                      (sid, lo_w, hi_w))
+    gaps = [(max(a, lo_w), min(b, hi_w)) for a, b in _uncovered([(c[0], c[1]) for c in chunks])]
+    gaps = [(a, b) for a, b in gaps if a <= b]
     if len(gaps) > _MAX_GAPS:
-        return _rows(query, db, sid, [(_FAR, 2**62)])
+        return _rows(query, db, sid, [(lo_w, hi_w)])
     pieces = [(lo, *_rows(query, db, sid, [(lo, hi)])) for lo, hi in gaps]
     for start, _, n, first, stride, steps, vals in chunks:
         x = (np.frombuffer(steps, dtype="<i8") if steps is not None
@@ -176,6 +215,39 @@ def read_series(query: Query, db: str, sid: int) -> tuple[np.ndarray, np.ndarray
         return np.empty(0, np.int64), np.empty(0, np.float64)
     return (np.concatenate([p[1] for p in pieces]).astype(np.int64, copy=False),
             np.concatenate([p[2] for p in pieces]).astype(np.float64, copy=False))
+
+
+def extremes(query: Query, db: str, sid: int, max_rows: int = 4 * CHUNK) -> dict[str, Any] | None:
+    """What a chart of series `sid` needs, without reading its points: each chunk's min and max at their
+    steps, the rows no chunk covers as they are, every NaN/Inf step; `n` the number of points. Min/max per
+    bucket over these is min/max per bucket over the whole series. None when more than `max_rows` rows lie
+    outside the chunks (a store packed only in part): then read the series."""
+    import numpy as np
+
+    _, chunks = query(f"SELECT start_step, end_step, n, lo, lo_step, hi, hi_step, bad FROM {db}.points_packed "
+                      "WHERE series_id = ? ORDER BY start_step", (sid,))
+    gaps = _uncovered([(c[0], c[1]) for c in chunks])
+    if len(gaps) > _MAX_GAPS:
+        return None
+    loose = sum(query(f"SELECT COUNT(*) FROM {db}.points WHERE series_id = ? AND step BETWEEN ? AND ?",
+                      (sid, a, b))[1][0][0] for a, b in gaps)
+    if loose > max_rows:
+        return None
+    loose_x, loose_y = _rows(query, db, sid, gaps)
+    xs = [loose_x] + [np.array([c[4], c[6]], np.int64) for c in chunks if c[3] is not None]
+    ys = [loose_y] + [np.array([c[3], c[5]], np.float64) for c in chunks if c[3] is not None]
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    keep = np.isfinite(y)
+    bad = [loose_x[~np.isfinite(loose_y)]]
+    for start, _, _, _, _, _, _, n_bad in chunks:
+        if n_bad:  # rare: read that chunk for the steps of its NaN/Inf values
+            cx, cy = read_series(query, db, sid, (start, start))
+            bad.append(cx[~np.isfinite(cy)])
+    nonfinite = np.unique(np.concatenate(bad))
+    return {"steps": x[keep], "values": y[keep], "nonfinite": nonfinite,
+            "n": int(len(loose_x) + sum(c[2] for c in chunks))}
 
 
 def _uncovered(covered: list[tuple[int, int]]) -> list[tuple[int, int]]:

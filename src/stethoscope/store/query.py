@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stethoscope.errors import NotARunError, QueryRefused
-from stethoscope.store.packed import read_series
+from stethoscope.store.packed import extremes, read_series
 from stethoscope.store.schema import RANK_FILE_GLOB, RANKED
 
 if TYPE_CHECKING:
@@ -137,9 +137,11 @@ class RunReader:
         rows = self._series_rows(name, rank)
         return [r[0] for r in rows], [_NAN if r[1] is None else r[1] for r in rows]
 
-    def series_arrays(self, name: str, rank: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def series_arrays(self, name: str, rank: int | None = None,
+                      window: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`series` as numpy arrays (int64 steps, float64 values with NaN), read from the packed chunks
-        (store/packed.py) where the rank file has them: no Python object per point."""
+        (store/packed.py) where the rank file has them: no Python object per point. `window` (lo, hi):
+        at least the steps lo..hi (whole chunks around them when packed)."""
         import numpy as np
 
         rank = self.ranks[0] if rank is None else rank
@@ -148,9 +150,25 @@ class RunReader:
             _, ids = self.query(f"SELECT id FROM {db}.series WHERE name = ?", (name,))
             if not ids:
                 return np.empty(0, np.int64), np.empty(0, np.float64)
-            return read_series(self.query, db, ids[0][0])
+            return read_series(self.query, db, ids[0][0], window)
         rows = self._series_rows(name, rank)
         return np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.float64)
+
+    def series_extremes(self, name: str, rank: int | None = None) -> dict[str, Any] | None:
+        """For a chart of a long series without reading it: each packed chunk's min and max at their steps,
+        the points outside chunks, the NaN/Inf steps, `n` (store/packed.py `extremes`). None when the rank file
+        has no chunks for most of it (a store written before them): read `series_arrays` then."""
+        import numpy as np
+
+        rank = self.ranks[0] if rank is None else rank
+        db = self._db(rank)
+        if db is None:
+            return None
+        _, ids = self.query(f"SELECT id FROM {db}.series WHERE name = ?", (name,))
+        if not ids:
+            empty = np.empty(0, np.int64)
+            return {"steps": empty, "values": np.empty(0, np.float64), "nonfinite": empty, "n": 0}
+        return extremes(self.query, db, ids[0][0])
 
     def _series_rows(self, name: str, rank: int) -> list[tuple[Any, ...]]:
         return self.query("SELECT step, value FROM metrics WHERE rank = ? AND name = ? ORDER BY step", (rank, name))[1]
