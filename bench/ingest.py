@@ -112,6 +112,22 @@ def tensorboard(tmp: Path, n_points: int) -> dict[str, float] | None:
             "bytes_per_point": size / n_points, "read_s_per_1M": read * 1_000_000 / max(got, 1)}
 
 
+def writer_cpu(tmp: Path, rounds: int = 9, n_points: int = 300_000) -> dict[bool, float]:
+    """CPU seconds of `RunStore.write_points` alone (the writer thread's work) for `n_points`, packed and
+    rows only, interleaved; medians. Steadier than the Monitor's wall-clock rates on a busy machine."""
+    rows = [(f"m/s{i % SCALARS}", i // SCALARS, float(i), None) for i in range(n_points)]
+    got: dict[bool, list[float]] = {True: [], False: []}
+    for k in range(rounds):
+        for pack in (True, False) if k % 2 else (False, True):
+            store = RunStore(tmp / f"cpu-{pack}-{k}.sqlite", pack=pack)
+            t = time.process_time()
+            for a in range(0, n_points, 10_000):
+                store.write_points(rows[a:a + 10_000])
+            got[pack].append(time.process_time() - t)
+            store.close()
+    return {pack: statistics.median(v) for pack, v in got.items()}
+
+
 def _median(rounds: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in rounds)
 
@@ -135,6 +151,7 @@ def main() -> None:
                 rounds[pack].append(o)
                 remove_run(Path(o["run"]))
                 remove_run(Path(one["run"]))
+        cpu = writer_cpu(tmp)
         p = plain_sqlite(tmp, args.points)
         tb = tensorboard(tmp, args.tb_points)
     print(f"ingest: {args.points:,} points (10 scalars/step); read-back: one series of 1,000,000 points in a fresh "
@@ -159,6 +176,8 @@ def main() -> None:
     print(f"ingest durable pts/s, packed / rows only: "
           f"{_median(now, 'durable_pts_per_s') / _median(before, 'durable_pts_per_s'):.2f}; "
           f"put µs/scalar: {_median(now, 'put_us_per_scalar'):.2f} vs {_median(before, 'put_us_per_scalar'):.2f}")
+    print(f"writer CPU per 300,000 points (write_points alone, medians of 9 interleaved): {cpu[True]:.3f} s packed, "
+          f"{cpu[False]:.3f} s rows only ({cpu[True] / cpu[False]:.2f}x)")
     print(f"targets: put <= 2 µs/scalar: {_median(now, 'put_us_per_scalar'):.2f}; durable >= 200,000 pts/s: "
           f"{_median(now, 'durable_pts_per_s'):,.0f}; 1M-point read <= 0.3 s: {_median(now, 'arrays_s'):.3f} s; "
           f"bytes/pt {_median(now, 'bytes_per_point'):.1f} (rows only: {_median(before, 'bytes_per_point'):.1f}); "
