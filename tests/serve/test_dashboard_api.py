@@ -219,5 +219,6 @@ def test_a_long_series_is_drawn_from_its_chunks_extremes_without_losing_any(tmp_
         block = y[a:a + packed.CHUNK]
         assert a + int(np.nanargmax(block)) in ext["steps"] and a + int(np.nanargmin(block)) in ext["steps"]
     assert len(t["x"]) <= 60 and set(spikes) <= set(t["x"]) and t["nonfinite"] == nans and t["n"] == n
+    assert t["last"] == n - 1 and ext["last"] == n - 1
     assert zoom["x"] == list(range(11_990, 12_011))  # a zoomed window: the points themselves
     assert zoom["y"][10] == pytest.approx(y[12_000], rel=1e-5)

@@ -133,8 +133,7 @@ def line(reader: RunReader, metric: str, rank: int, max_points: int, lo: int | N
             bad = ext["nonfinite"]
             if len(bad) > max_points:
                 bad = bad[np.linspace(0, len(bad) - 1, max_points).astype(np.int64)]
-            return {**t, "nonfinite": bad.tolist(), "n": ext["n"],
-                    "last": max(t["x"][-1] if t["x"] else -1, int(bad[-1]) if len(bad) else -1)}
+            return {**t, "nonfinite": bad.tolist(), "n": ext["n"], "last": -1 if ext["last"] is None else ext["last"]}
     window = None if lo is None and hi is None else (-(2**62) if lo is None else lo, 2**62 if hi is None else hi)
     x, y = _window(*reader.series_arrays(metric, rank, window), lo, hi)
     return {**_trace(metric, rank, x, y, max_points), "last": int(x[-1]) if len(x) else -1}
