@@ -35,7 +35,8 @@ def _resolver(paths: tuple[str, ...]):  # noqa: ANN202 - a closure the App calls
     return runs
 
 
-@click.command(epilog="Serves on 127.0.0.1 only; stop it with Ctrl-C.")
+@click.command(epilog="Serves on 127.0.0.1 only; stop it with Ctrl-C. Exit status 2: a RUN that is not there, "
+                      "or a port in use (one line on stderr).")
 @click.argument("runs", nargs=-1, type=click.Path())
 @click.option("--port", type=click.IntRange(0, 65535), default=8050, show_default=True,
               help="Port on 127.0.0.1 (0: any free port).")
@@ -43,9 +44,17 @@ def _resolver(paths: tuple[str, ...]):  # noqa: ANN202 - a closure the App calls
               help="Seconds between the page's updates of a live run.")
 @click.option("--open", "open_browser", is_flag=True, help="Open the page in the default browser.")
 def dashboard(runs: tuple[str, ...], port: int, poll: float, open_browser: bool) -> None:
-    """Live charts of RUN… (run directories, or folders of runs; default $STETHOSCOPE_RUNS or ./runs):
-    loss, eval loss, grad norm, LR, throughput and MFU, memory, step time, per-rank lines; findings with
-    causes and fixes; alerts; checkpoints and rollbacks; compare two runs."""
+    """A live web dashboard of runs on 127.0.0.1: curves, findings, alerts, checkpoints, compare.
+
+    RUN… are run directories or folders of runs (default $STETHOSCOPE_RUNS or ./runs). Per run: loss and
+    eval loss, grad norm, LR, throughput and MFU, memory, step time, per-rank lines, updated as the run
+    trains; findings with causes and fixes; alerts; checkpoints and rollbacks; compare two runs.
+
+    \b
+    Examples:
+      stethoscope dashboard runs/
+      stethoscope dashboard runs/demo --port 8080 --open
+    """
     from stethoscope.serve.dashboard import App
     from stethoscope.serve.http import Server
 
