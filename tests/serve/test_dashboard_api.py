@@ -26,7 +26,8 @@ def _run(path, steps=400, spike=300, ranks=1):
         with Monitor(path, rank=rank, world_size=ranks, flush_interval=0.1, config={"lr": 0.1}) as mon:
             for s in range(steps):
                 loss = 3.0 * math.exp(-s / 80) + 0.5 + (20.0 if s == spike else 0.0) + 0.01 * rank
-                mon.step(s, loss=loss, grad_norm=1.0 + (30.0 if s == spike else 0.0), tokens=64, **{R.LR: 0.1})
+                mon.step(s, loss=loss, grad_norm=1.0 + (30.0 if s == spike else 0.0), tokens=64, **{R.LR: 0.1},
+                         **{"eval/accuracy": s / steps})
                 if s % 100 == 0:
                     mon.eval(s, eval_loss=loss + 0.2)
 
@@ -87,6 +88,8 @@ def test_curves_have_every_chart_and_a_line_per_rank(server):
     assert loss["x"] == list(range(400)) and loss["n"] == 400 and max(loss["y"]) > 20
     assert _trace(d, "loss", R.EVAL_LOSS)["x"] == [0, 100, 200, 300]
     assert d["last_step"] == 399 and d["ranks"] == [0]
+    other = next(c for c in d["charts"] if c["title"] == "eval/accuracy")  # a metric of the user's own
+    assert other["id"].startswith("other-") and other["traces"][0]["y"][-1] == pytest.approx(399 / 400)
     b = _json(server, "/api/curves?run=b")
     per_rank = next(c for c in b["charts"] if c["id"] == f"rank-{R.LOSS}")
     assert per_rank["per_rank"] and [t["rank"] for t in per_rank["traces"]] == [0, 1]

@@ -23,6 +23,7 @@ from stethoscope.store.query import RunReader
 
 MAX_POINTS = 2000  # per line on first paint (two per bucket); a zoomed range asks again
 MAX_RANKS = 16  # lines on a per-rank chart
+MAX_OTHER = 16  # charts of metrics outside the standard ones
 MAX_NEW_ROWS = 20_000  # an `after=` answer bigger than this says `reload` instead
 TIMELINE_KINDS = ("checkpoint", "rollback", "checkpoint_loaded")
 
@@ -59,7 +60,8 @@ def names_by_rank(reader: RunReader) -> dict[int, list[str]]:
 
 
 def charts_for(names: list[str]) -> list[Chart]:
-    """The charts with at least one of `names`; other memory/… metrics join the memory chart."""
+    """The charts with at least one of `names`; other memory/… metrics join the memory chart, and every other
+    metric (eval/accuracy, param/norm, …) gets a chart of its own, up to MAX_OTHER of them."""
     charted = {m for c in CHARTS for m in c.metrics}
     extra_memory = tuple(n for n in names if n.startswith("memory/") and n not in charted)
     out = []
@@ -68,7 +70,8 @@ def charts_for(names: list[str]) -> list[Chart]:
         present = tuple(m for m in metrics if m in names)
         if present:
             out.append(Chart(c.id, c.title, present, c.log_y, c.wide))
-    return out
+    rest = sorted(n for n in names if n not in charted and n not in extra_memory and not n.startswith("stethoscope/"))
+    return out + [Chart(f"other-{i}", name, (name,)) for i, name in enumerate(rest[:MAX_OTHER])]
 
 
 def last_step(reader: RunReader, rank: int | None = None) -> int | None:
