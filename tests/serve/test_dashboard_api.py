@@ -225,3 +225,15 @@ def test_a_long_series_is_drawn_from_its_chunks_extremes_without_losing_any(tmp_
     assert t["last"] == n - 1 and ext["last"] == n - 1
     assert zoom["x"] == list(range(11_990, 12_011))  # a zoomed window: the points themselves
     assert zoom["y"][10] == pytest.approx(y[12_000], rel=1e-5)
+
+
+def test_a_run_of_more_ranks_than_sqlite_attaches_has_a_line_per_rank(tmp_path):
+    _run(tmp_path / "wide", steps=40, spike=-1, ranks=11)
+    app = App([tmp_path / "wide"])
+    first = json.loads(app.handle("GET", "/api/curves", "run=wide")[2])
+    assert first["ranks"] == list(range(11))
+    per_rank = next(c for c in first["charts"] if c["id"] == f"rank-{R.LOSS}")
+    assert [t["rank"] for t in per_rank["traces"]] == list(range(11))
+    assert per_rank["traces"][10]["y"][0] == pytest.approx(3.5 + 0.1)
+    runs = json.loads(app.handle("GET", "/api/runs", "")[2])["runs"]
+    assert runs[0]["ranks"] == 11 and runs[0]["last_step"] == 39

@@ -21,7 +21,10 @@ import importlib.util
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -33,7 +36,7 @@ from stethoscope.diagnose.report_template import CSS, SEVERITY_COLORS
 from stethoscope.errors import StethoscopeError
 from stethoscope.records import SEVERITIES, Finding
 from stethoscope.serve import data
-from stethoscope.store.query import RunReader, open_run
+from stethoscope.store.query import MAX_ATTACHED, RunReader, open_run, rank_files
 
 Response = tuple[int, str, bytes]
 Query = Mapping[str, Sequence[str]] | str
@@ -41,6 +44,7 @@ STATIC = Path(__file__).resolve().parent / "static"
 _TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
           ".html": "text/html; charset=utf-8"}
 JSON = "application/json"
+SNAPSHOT_S = 10.0  # how long the copy of a run of more than 10 ranks is shown before it is taken again
 
 
 def plotly_js_path() -> Path:
@@ -61,6 +65,7 @@ class App:
         self._lock = threading.Lock()
         self._findings: dict[str, tuple[Any, list[Finding]]] = {}  # run key -> (what it was computed from, findings)
         self._static: dict[str, bytes] = {}
+        self._shared: dict[str, _Shared] = {}
 
     # -- the one entry point --------------------------------------------------------------------
     def handle(self, method: str, path: str, query: Query = "") -> Response:
@@ -113,15 +118,43 @@ class App:
         names = [p.name for p in paths]
         return {(p.name if names.count(p.name) == 1 else f"{p.parent.name}/{p.name}"): p for p in paths}
 
-    def _open(self, key: str) -> RunReader:
+    def _open(self, key: str) -> AbstractContextManager[RunReader]:
         path = self.runs().get(key)
         if path is None:
             raise _NotFound(f"no run {key!r} here (see /api/runs)")
-        return open_run(path)
+        return self._reader(key, path)
+
+    @contextmanager
+    def _reader(self, key: str, path: Path) -> Iterator[RunReader]:
+        """A reader per request (opening a run of up to 10 ranks reads nothing: live, and cheap); a run with
+        more ranks is copied when opened (store/query.py), so its copy is kept and taken again for
+        SNAPSHOT_S seconds, one request at a time."""
+        if len(rank_files(path)) <= MAX_ATTACHED:
+            with open_run(path) as reader:
+                yield reader
+            return
+        with self._lock:
+            shared = self._shared.setdefault(key, _Shared())
+        with shared.lock:
+            if shared.reader is None or time.monotonic() - shared.opened > SNAPSHOT_S:
+                if shared.reader is not None:
+                    shared.reader.close()
+                shared.reader, shared.opened = open_run(path), time.monotonic()
+            yield shared.reader
+
+    def close(self) -> None:
+        """Close the kept copies of many-rank runs."""
+        with self._lock:
+            kept, self._shared = list(self._shared.values()), {}
+        for shared in kept:
+            with shared.lock:
+                if shared.reader is not None:
+                    shared.reader.close()
+                    shared.reader = None
 
     def _listed(self, key: str, path: Path) -> dict[str, Any]:
         try:
-            with open_run(path) as reader:
+            with self._reader(key, path) as reader:
                 return {"key": key, "path": str(path), **_light_summary(reader)}
         except StethoscopeError as exc:
             return {"key": key, "path": str(path), "status": f"unreadable: {exc}"}
@@ -163,6 +196,15 @@ class App:
             body = path.read_bytes()
             self._static[name] = body
         return body
+
+
+@dataclass
+class _Shared:
+    """The kept copy of a many-rank run."""
+
+    reader: RunReader | None = None
+    opened: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class _NotFound(StethoscopeError):

@@ -27,6 +27,12 @@ class Server(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}/"
 
+    def server_close(self) -> None:
+        super().server_close()
+        close = getattr(self.app, "close", None)
+        if close is not None:
+            close()
+
     def start(self) -> threading.Thread:
         """Serve on a daemon thread (tests, embedding); `shutdown()` then `server_close()` to stop."""
         thread = threading.Thread(target=self.serve_forever, name="stethoscope-dashboard", daemon=True)
