@@ -215,6 +215,7 @@ def test_a_long_series_is_drawn_from_its_chunks_extremes_without_losing_any(tmp_
         ext = reader.series_extremes(R.LOSS)
         t = data.line(reader, R.LOSS, 0, 60)
         zoom = data.line(reader, R.LOSS, 0, 2000, lo=11_990, hi=12_010)
+        fine = data.line(reader, R.LOSS, 0, 2000)  # chunks wider than its buckets: drawn from the points
     assert ext["n"] == n and ext["nonfinite"].tolist() == nans
     assert len(ext["steps"]) <= 2 * 20 + 300
     for c in range(20):  # every chunk's finite min and max are among what the chart is drawn from
@@ -223,6 +224,7 @@ def test_a_long_series_is_drawn_from_its_chunks_extremes_without_losing_any(tmp_
         assert a + int(np.nanargmax(block)) in ext["steps"] and a + int(np.nanargmin(block)) in ext["steps"]
     assert len(t["x"]) <= 60 and set(spikes) <= set(t["x"]) and t["nonfinite"] == nans and t["n"] == n
     assert t["last"] == n - 1 and ext["last"] == n - 1
+    assert 1500 < len(fine["x"]) <= 2000 and set(spikes) <= set(fine["x"]) and fine["n"] == n
     assert zoom["x"] == list(range(11_990, 12_011))  # a zoomed window: the points themselves
     assert zoom["y"][10] == pytest.approx(y[12_000], rel=1e-5)
 

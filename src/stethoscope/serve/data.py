@@ -127,11 +127,12 @@ def _trace(metric: str, rank: int, x: np.ndarray, y: np.ndarray, max_points: int
 
 def line(reader: RunReader, metric: str, rank: int, max_points: int, lo: int | None = None,
          hi: int | None = None) -> dict[str, Any]:
-    """One line of a chart, thinned to `max_points` (min and max per bucket). The whole run is drawn from
-    the packed chunks' extremes (no point read); a zoomed window reads the points inside it."""
+    """One line of a chart, thinned to `max_points` (min and max per bucket). A series long enough that a
+    chunk is no wider than a bucket (about 500k points and up for 2,000 points) is drawn from the packed
+    chunks' extremes (no point read); a shorter one, or a zoomed window, from its points."""
     if lo is None and hi is None:
         ext = reader.series_extremes(metric, rank)
-        if ext is not None:
+        if ext is not None and 4 * ext["chunks"] >= max_points:
             t = _trace(metric, rank, ext["steps"], ext["values"], max_points)
             bad = ext["nonfinite"]
             if len(bad) > max_points:

@@ -220,7 +220,7 @@ def read_series(query: Query, db: str, sid: int, window: tuple[int, int] | None 
 def extremes(query: Query, db: str, sid: int, max_rows: int = 4 * CHUNK) -> dict[str, Any] | None:
     """What a chart of series `sid` needs, without reading its points: each chunk's min and max at their
     steps, the rows no chunk covers as they are, every NaN/Inf step; `n` the number of points, `last` the
-    newest step (None when empty). Min/max per
+    newest step (None when empty), `chunks` how many. Min/max per
     bucket over these is min/max per bucket over the whole series. None when more than `max_rows` rows lie
     outside the chunks (a store packed only in part): then read the series."""
     import numpy as np
@@ -249,7 +249,8 @@ def extremes(query: Query, db: str, sid: int, max_rows: int = 4 * CHUNK) -> dict
     nonfinite = np.unique(np.concatenate(bad))
     ends = [int(loose_x[-1])] if len(loose_x) else []
     return {"steps": x[keep], "values": y[keep], "nonfinite": nonfinite,
-            "n": int(len(loose_x) + sum(c[2] for c in chunks)), "last": max(ends + [c[1] for c in chunks[-1:]], default=None)}
+            "n": int(len(loose_x) + sum(c[2] for c in chunks)), "last": max(ends + [c[1] for c in chunks[-1:]], default=None),
+            "chunks": len(chunks)}
 
 
 def _uncovered(covered: list[tuple[int, int]]) -> list[tuple[int, int]]:

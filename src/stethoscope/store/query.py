@@ -167,7 +167,8 @@ class RunReader:
         _, ids = self.query(f"SELECT id FROM {db}.series WHERE name = ?", (name,))
         if not ids:
             empty = np.empty(0, np.int64)
-            return {"steps": empty, "values": np.empty(0, np.float64), "nonfinite": empty, "n": 0, "last": None}
+            return {"steps": empty, "values": np.empty(0, np.float64), "nonfinite": empty, "n": 0, "last": None,
+                    "chunks": 0}
         return extremes(self.query, db, ids[0][0])
 
     def _series_rows(self, name: str, rank: int) -> list[tuple[Any, ...]]:
