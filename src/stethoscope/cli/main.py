@@ -437,6 +437,15 @@ def _add_estimate() -> None:
 _add_estimate()
 
 
+def _add_dashboard() -> None:
+    from stethoscope.cli.dashboard_view import dashboard  # the server is imported when the command runs
+
+    cli.add_command(dashboard)
+
+
+_add_dashboard()
+
+
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="stethoscope")
 

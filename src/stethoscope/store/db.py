@@ -12,6 +12,7 @@ from typing import Any
 
 from stethoscope.errors import InputError
 from stethoscope.records import UNITS, Finding, json_safe
+from stethoscope.store.packed import Packer, migrate
 from stethoscope.store.schema import (
     PRAGMAS,
     RANK_FILE_FORMAT,
@@ -58,10 +59,13 @@ def fresh_run_dir(run_dir: str | os.PathLike[str], rank: int, resume: bool) -> P
 class RunStore:
     """One rank's SQLite file, open for writing. Not thread-safe: one writer thread owns it."""
 
-    def __init__(self, path: str | os.PathLike[str], t0: float | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], t0: float | None = None, pack: bool = True) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = connect_writable(self.path)
+        # Packed chunks beside the rows (store/packed.py): fast reads of long series. `pack=False` only
+        # for benchmarks (the store is then read row by row, as before packing existed).
+        self._packer = Packer(self._conn) if pack else None
         self._series: dict[str, int] = {}
         self._max_step: dict[int, int] = {}
         self.t0 = self._init_t0(t0)
@@ -99,21 +103,56 @@ class RunStore:
         again: list[tuple[int, int, int | None, float]] = []
         t0 = self.t0
         max_step = self._max_step
-        with self._conn:
-            for name, step, value, t in points:
-                sid = self._series.get(name)
-                if sid is None:
-                    sid = self.series_id(name)
-                row = (sid, step, None if t is None else int((t - t0) * 1000.0), value)
-                if step > max_step[sid]:
-                    max_step[sid] = step
-                    fresh.append(row)
-                else:
-                    again.append(row)
-            self._conn.executemany("INSERT INTO points VALUES (?, ?, ?, ?)", fresh)
-            if again:
-                self._rewrite(again)
+        packer = self._packer
+        pending = packer.pending if packer is not None else None
+        stopped = False
+        try:
+            with self._conn:
+                for name, step, value, t in points:
+                    sid = self._series.get(name)
+                    if sid is None:
+                        sid = self.series_id(name)
+                    row = (sid, step, None if t is None else int((t - t0) * 1000.0), value)
+                    if step > max_step[sid]:
+                        max_step[sid] = step
+                        fresh.append(row)
+                        if pending is not None:
+                            try:
+                                add = pending[sid]
+                                add[0](step)
+                                add[1](value)
+                            except (KeyError, TypeError, ValueError, OverflowError):  # the slow path
+                                if not _pend(pending, packer, sid, step, value):
+                                    packer = pending = self._stop_packing()
+                                    stopped = True
+                    else:
+                        again.append(row)
+                self._conn.executemany("INSERT INTO points VALUES (?, ?, ?, ?)", fresh)
+                if again:
+                    self._rewrite(again)
+                if packer is not None:
+                    packer.seal()
+        except BaseException:
+            if packer is not None:
+                packer.forget()
+            elif stopped:
+                self._drop_chunks()  # packing stopped in this write, whose DELETE was rolled back with it
+            raise
         return len(fresh) + len(again)
+
+    def _stop_packing(self) -> None:
+        """Points the packer cannot hold: this writer keeps rows only and drops the chunks (inside the
+        write's transaction), so no reader ever takes a chunk that misses a rewrite."""
+        self._packer = None
+        self._conn.execute("DELETE FROM points_packed")
+        return None
+
+    def _drop_chunks(self) -> None:
+        try:
+            with self._conn:
+                self._conn.execute("DELETE FROM points_packed")
+        except sqlite3.DatabaseError:
+            pass  # the write itself failed and is raised; this store then has no writer that keeps chunks
 
     def _rewrite(self, rows: Sequence[tuple[int, int, int | None, float]]) -> None:
         now_ms = int((time.time() - self.t0) * 1000.0)
@@ -122,6 +161,8 @@ class RunStore:
                 "INSERT INTO points_superseded SELECT series_id, step, time_ms, value, ? "
                 "FROM points WHERE series_id = ? AND step = ?", (now_ms, sid, step))
             self._conn.execute("INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?)", (sid, step, t_ms, value))
+            if self._packer is not None:
+                self._packer.rewritten(sid, step)
 
     def write_events(self, events: Iterable[tuple[int | None, float | None, str, str, str, str, Any]]) -> None:
         """Each event: (step, time, kind, severity, source, message, data)."""
@@ -156,6 +197,26 @@ class RunStore:
         conn.close()
 
 
+def _pend(pending: dict[int, Any], packer: Packer, sid: int, step: Any, value: Any) -> bool:
+    """Keep a fresh point for the packer when the fast path could not: the series is not primed yet
+    (prime reads the rows before this one: it is not inserted yet), or the value is None (a NaN) or not a
+    number. False when the step is not an int64: then nothing is packed any more."""
+    steps, values = packer.arrays(sid)
+    if len(steps) > len(values):
+        steps.pop()  # the fast path appended the step, then failed on the value
+    elif sid not in pending:
+        steps, values = packer.prime(sid)
+    try:
+        steps.append(step)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    try:
+        values.append(value)
+    except (TypeError, ValueError, OverflowError):
+        values.append(float("nan"))
+    return True
+
+
 def connect_writable(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) a rank file with the schema, views and WAL pragmas applied."""
     try:
@@ -163,6 +224,7 @@ def connect_writable(path: Path) -> sqlite3.Connection:
         for pragma in PRAGMAS:
             conn.execute(pragma)
         conn.executescript(TABLES + VIEWS)
+        migrate(conn)
     except sqlite3.DatabaseError as exc:
         raise InputError(path, f"not a stethoscope store ({exc})") from None
     return conn

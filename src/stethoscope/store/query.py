@@ -18,10 +18,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stethoscope.errors import NotARunError, QueryRefused
+from stethoscope.store.packed import extremes, read_series
 from stethoscope.store.schema import RANK_FILE_GLOB, RANKED
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _RANK_RE = re.compile(r"rank-(\d+)\.sqlite$")
 # SQLite caps ATTACH at 10 databases unless compiled otherwise (setlimit cannot raise it).
@@ -72,6 +76,8 @@ class RunReader:
     ranks: list[int]
     files: list[tuple[int, Path]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    aliases: dict[int, str] = field(default_factory=dict)  # rank -> its attached database (r0, r1, …)
+    _has_packed: dict[str, bool] = field(default_factory=dict, repr=False)
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Run one read-only statement; returns (column names, rows)."""
@@ -125,8 +131,56 @@ class RunReader:
     def series(self, name: str, rank: int | None = None) -> tuple[list[int], list[float]]:
         """Steps and values of one metric (rank 0, or the lowest rank present, by default)."""
         rank = self.ranks[0] if rank is None else rank
-        _, rows = self.query("SELECT step, value FROM metrics WHERE rank = ? AND name = ? ORDER BY step", (rank, name))
+        if self._db(rank) is not None:
+            steps, values = self.series_arrays(name, rank)
+            return steps.tolist(), values.tolist()
+        rows = self._series_rows(name, rank)
         return [r[0] for r in rows], [_NAN if r[1] is None else r[1] for r in rows]
+
+    def series_arrays(self, name: str, rank: int | None = None,
+                      window: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """`series` as numpy arrays (int64 steps, float64 values with NaN), read from the packed chunks
+        (store/packed.py) where the rank file has them: no Python object per point. `window` (lo, hi):
+        at least the steps lo..hi (whole chunks around them when packed)."""
+        import numpy as np
+
+        rank = self.ranks[0] if rank is None else rank
+        db = self._db(rank)
+        if db is not None:
+            _, ids = self.query(f"SELECT id FROM {db}.series WHERE name = ?", (name,))
+            if not ids:
+                return np.empty(0, np.int64), np.empty(0, np.float64)
+            return read_series(self.query, db, ids[0][0], window)
+        rows = self._series_rows(name, rank)
+        return np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.float64)
+
+    def series_extremes(self, name: str, rank: int | None = None) -> dict[str, Any] | None:
+        """For a chart of a long series without reading it: each packed chunk's min and max at their steps,
+        the points outside chunks, the NaN/Inf steps, `n` (store/packed.py `extremes`). None when the rank file
+        has no chunks for most of it (a store written before them): read `series_arrays` then."""
+        import numpy as np
+
+        rank = self.ranks[0] if rank is None else rank
+        db = self._db(rank)
+        if db is None:
+            return None
+        _, ids = self.query(f"SELECT id FROM {db}.series WHERE name = ?", (name,))
+        if not ids:
+            empty = np.empty(0, np.int64)
+            return {"steps": empty, "values": np.empty(0, np.float64), "nonfinite": empty, "n": 0, "last": None,
+                    "chunks": 0}
+        return extremes(self.query, db, ids[0][0])
+
+    def _series_rows(self, name: str, rank: int) -> list[tuple[Any, ...]]:
+        return self.query("SELECT step, value FROM metrics WHERE rank = ? AND name = ? ORDER BY step", (rank, name))[1]
+
+    def _db(self, rank: int) -> str | None:
+        """The attached database of `rank` when it holds packed chunks (else its series are read row by row)."""
+        db = self.aliases.get(rank) if rank in self.ranks else None
+        if db is not None and db not in self._has_packed:
+            _, rows = self.query(f"SELECT 1 FROM {db}.sqlite_master WHERE name = 'points_packed'")
+            self._has_packed[db] = bool(rows)
+        return db if db is not None and self._has_packed[db] else None
 
     def meta(self, rank: int | None = None) -> dict[str, str]:
         rank = self.ranks[0] if rank is None else rank
@@ -162,7 +216,8 @@ def open_run(path: str | os.PathLike[str]) -> RunReader:
     conn.execute("PRAGMA query_only = ON")
     conn.set_authorizer(_authorize)
     ranks = {rank for rank, _ in kept}
-    return RunReader(Path(path), conn, sorted(ranks), kept if attach else files, skipped)
+    aliases = {rank: f"r{i}" for i, (rank, f) in enumerate(files) if (rank, f) in kept} if attach else {}
+    return RunReader(Path(path), conn, sorted(ranks), kept if attach else files, skipped, aliases)
 
 
 @contextmanager

@@ -3,12 +3,15 @@
 `points` is the bulk and is kept small on disk (~20 bytes a point): a WITHOUT ROWID table keyed by
 (series_id, step), time as integer milliseconds since the run's `t0` (NULL when a foreign log had no
 time). A value recorded again for a step already written (a resume, a rollback) moves the old row
-to `points_superseded` instead of deleting it.
+to `points_superseded` instead of deleting it. `points_packed` (store/packed.py) holds the same points
+again in sealed blobs of 1,024, so a long series reads back without a Python object per point.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+from stethoscope.store.packed import TABLE as PACKED_TABLE
+
+SCHEMA_VERSION = 2  # 2: points_packed (store/packed.py), added to older stores on open
 
 RANK_FILE_FORMAT = "rank-{rank:05d}.sqlite"
 RANK_FILE_GLOB = "rank-*.sqlite"
@@ -77,7 +80,7 @@ CREATE TABLE IF NOT EXISTS stacks (
     file     TEXT,
     line     INTEGER
 );
-"""
+""" + PACKED_TABLE
 
 # Views for people and SQL users. `t0` lives in the run table as unix seconds.
 VIEWS = """
