@@ -90,6 +90,9 @@ class Checkpoints:
         """What the last `load_latest()` returned: the state of every part, `step` and `path`."""
         self.preempted: int | None = None
         self.last_blocking_s = 0.0
+        self.hold: int | None = None
+        """Retention keeps the newest checkpoint at or before this step (set by automatic recovery while an
+        incident is open: it is what a rollback goes back to)."""
         self._metric: Any = None
         self._monitor: Any = None
         self._event: Event | None = None
@@ -281,7 +284,8 @@ class Checkpoints:
         path = disk.write_checkpoint(self.dir, step, parts, meta, self.config.hash)
         self.saved += 1
         c = self.config
-        gone = retention.to_delete(disk.catalogue(self.dir), c.keep_last, c.keep_best, c.best_mode, protect=step)
+        gone = retention.to_delete(disk.catalogue(self.dir), c.keep_last, c.keep_best, c.best_mode, protect=step,
+                                 hold=self.hold)
         self._remove([disk.retire(info.path) for info in gone])
         size = sum(p.stat().st_size for p in path.iterdir())
         self._emit(step, "checkpoint", "info", f"checkpoint saved: {path} ({meta['reason']})",
