@@ -23,3 +23,27 @@ def test_demo_trains_and_records(tmp_path, cli_env):
                   env=cli_env)
     losses = [r["value"] for r in json.loads(res.stdout)]
     assert losses[-1] < losses[0] - 1.0  # it learns
+
+
+@pytest.mark.slow
+def test_demo_recover_rolls_back_past_a_nan_and_compares_with_the_fault_free_run(tmp_path, cli_env):
+    out = tmp_path / "rec"
+    res = run_cli("demo", "--steps", "100", "--inject", "nan@40", "--recover", "--out", str(out), env=cli_env,
+                  timeout=600)
+    assert res.returncode == 0, res.stderr
+    text = res.stdout
+    assert "the incident, the alerts and the recovery" in text
+    story = text[text.index("the incident, the alerts"):]
+    assert story.index("ROLLBACK") < story.index("RECOVERED")  # the rollback, then its outcome
+    assert "restored the checkpoint of step 25" in story and "skipping the batches of steps 26-75" in story
+    assert "[WARNING] rollback at step 40" in story  # announced through the alert channel
+    final = [ln for ln in text.splitlines() if "final held-out loss" in ln or "without the fault" in ln]
+    assert len(final) == 2 and "1 rollback" in final[0]
+    mine, ref = (float(ln.split(":")[-1].split()[0]) if "final" in ln else float(ln.split()[0]) for ln in final)
+    assert 0 < mine < 10 and 0 < ref < 10
+    res = run_cli("query", str(out), "SELECT from_step, to_step, rollback FROM superseded", "--json", env=cli_env)
+    (row,) = json.loads(res.stdout)
+    assert row["from_step"] == 26 and row["rollback"] == 1
+    res = run_cli("query", str(out), "SELECT COUNT(*) AS n FROM metrics WHERE name = 'train/loss' AND value IS NULL",
+                  "--json", env=cli_env)
+    assert json.loads(res.stdout)[0]["n"] == 0  # the NaN steps were abandoned: the curve is the path that continued

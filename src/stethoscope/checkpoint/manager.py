@@ -21,7 +21,7 @@ from typing import Any
 
 from stethoscope.checkpoint import disk, retention
 from stethoscope.checkpoint.disk import CheckpointInfo
-from stethoscope.checkpoint.manifest import HASHES
+from stethoscope.checkpoint.manifest import HASHES, default_hash
 from stethoscope.errors import InternalError
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,9 @@ class CheckpointConfig:
     """"min" or "max": which end of `keep_best` is best."""
     milestones_every: int | None = None
     """Checkpoints at steps divisible by this are milestones, never deleted by retention."""
-    hash: str = "crc32"
-    """Content hash in the manifest: "crc32" (fast) or "sha256"."""
+    hash: str | None = None
+    """Content hash in the manifest: "xxh3" (the default: fastest), "crc32" (the default without the `xxhash`
+    package) or "sha256"."""
     async_save: bool = False
     """Copy the state to host memory on the training thread, write it on a background thread."""
     on_signal: str | None = "exit"
@@ -62,6 +63,8 @@ class CheckpointConfig:
                 raise ValueError(f"{name} must be >= 1 or None, got {v}")
         if self.best_mode not in ("min", "max"):
             raise ValueError(f"best_mode must be 'min' or 'max', got {self.best_mode!r}")
+        if self.hash is None:
+            self.hash = default_hash()
         if self.hash not in HASHES:
             raise ValueError(f"hash must be one of {HASHES}, got {self.hash!r}")
         if self.on_signal not in SIGNAL_MODES:
