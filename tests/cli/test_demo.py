@@ -35,7 +35,7 @@ def test_demo_recover_rolls_back_past_a_nan_and_compares_with_the_fault_free_run
     assert "the incident, the alerts and the recovery" in text
     story = text[text.index("the incident, the alerts"):]
     assert story.index("ROLLBACK") < story.index("RECOVERED")  # the rollback, then its outcome
-    assert "restored the checkpoint of step 25" in story and "skipping the batches of steps 26-75" in story
+    assert "restored the checkpoint of step 30" in story and "skipping the batches of steps 31-60" in story
     assert "[WARNING] rollback at step 40" in story  # announced through the alert channel
     final = [ln for ln in text.splitlines() if "final held-out loss" in ln or "without the fault" in ln]
     assert len(final) == 2 and "1 rollback" in final[0]
@@ -43,7 +43,7 @@ def test_demo_recover_rolls_back_past_a_nan_and_compares_with_the_fault_free_run
     assert 0 < mine < 10 and 0 < ref < 10
     res = run_cli("query", str(out), "SELECT from_step, to_step, rollback FROM superseded", "--json", env=cli_env)
     (row,) = json.loads(res.stdout)
-    assert row["from_step"] == 26 and row["rollback"] == 1
+    assert row["from_step"] == 31 and row["rollback"] == 1
     res = run_cli("query", str(out), "SELECT COUNT(*) AS n FROM metrics WHERE name = 'train/loss' AND value IS NULL",
                   "--json", env=cli_env)
     assert json.loads(res.stdout)[0]["n"] == 0  # the NaN steps were abandoned: the curve is the path that continued

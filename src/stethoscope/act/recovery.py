@@ -172,7 +172,8 @@ class RecoveryPolicy:
             return True
         key = f"{f.source}|{f.type}|{f.step}"
         if _over(f):  # before the severity test: a spike that came back may be downgraded as it does
-            self._watch.pop(key, None)
+            if self._watch.pop(key, None) is not None and not self._watch and self._pending is None:
+                self._release_hold()  # it came back by itself: retention may let that checkpoint go again
             return False
         if severity_rank(f.severity) < severity_rank(self.config.min_severity):
             return False

@@ -214,6 +214,7 @@ class Checkpoints:
         checkpoints after it aside as `superseded-step-N/` (a crash later never resumes into the
         abandoned steps; they are kept, not deleted) and multiply every LR by `lr_factor` when given.
         Its step (continue from step + 1), or None when there is none to go back to."""
+        self.wait()  # an async save in flight (of a step being abandoned) lands first, then is set aside
         step = self.restore(before)
         if step is None:
             return None

@@ -19,7 +19,7 @@ INJECTIONS = ("nan", "spike", "lr", "diverge")
 _INJECT_RE = re.compile(r"^(nan|spike|lr|diverge)@(\d+)$")
 DIVERGE_STEPS = 10  # diverge@N: the LR x100 for this many steps
 SPIKE_BURST = 20  # spike@N with recovery: this many garbage batches (a bad data shard), not one
-SKIP_BATCHES = 50  # what recovery skips after a rollback (PaLM skipped 200-500 batches of a far longer run)
+SKIP_BATCHES = 30  # what recovery skips after a rollback (PaLM skipped 200-500 batches of a far longer run)
 
 
 @dataclass
@@ -38,7 +38,7 @@ class DemoConfig:
     recover: bool = False
     """Checkpoint every `checkpoint_every` steps and turn automatic recovery on."""
     patience: int = 20
-    checkpoint_every: int = 25
+    checkpoint_every: int = 10
 
     def __post_init__(self) -> None:
         if self.steps < 1:
