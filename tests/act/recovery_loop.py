@@ -35,14 +35,18 @@ def held_out_loss(model: Any) -> float:
         return torch.nn.functional.mse_loss(model(x), y).item()
 
 
-def train(root: Path, fault: str | None = None, steps: int = 500, recovery: Any = None, every: int = 20,
-          channel: MemoryChannel | None = None) -> dict[str, Any]:
-    """Train; {'final': held-out loss, 'mon': the closed Monitor, 'trained': steps trained, 'stopped': step or None}."""
+def make() -> tuple[Any, Any]:
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(),
                                 torch.nn.Linear(64, 1))
-    opt = torch.optim.Adam(model.parameters(), lr=BASE_LR)
+    return model, torch.optim.Adam(model.parameters(), lr=BASE_LR)
+
+
+def train(root: Path, fault: str | None = None, steps: int = 500, recovery: Any = None, every: int = 20,
+          channel: MemoryChannel | None = None) -> dict[str, Any]:
+    """Train; {'final': held-out loss, 'mon': the closed Monitor, 'trained': steps trained, 'stopped': step or None}."""
+    model, opt = make()
     ck = stethoscope.Checkpoints(root / "ck", every=every, keep_last=2, on_signal=None)
     alerts = AlertsConfig([channel], RuleConfig(cooldown_s=0)) if channel is not None else False
     recovery = stethoscope.Recovery(patience=15) if recovery is None else recovery or None  # False: off

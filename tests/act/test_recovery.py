@@ -78,6 +78,12 @@ def test_nonfinite_loss_rolls_back(tmp_path, fault_free):
     (rb,) = run["mon"].recovery.rollbacks
     assert rb["type"] == "nan" and rb["onset"] == loop.FAULT_AT and rb["restored"] == loop.FAULT_AT - 20
     assert math.isfinite(run["final"]) and abs(run["final"] - fault_free["final"]) / fault_free["final"] <= 0.05
+    # a crash after it: the resumed run knows the rollback (its skips, its LR scale, the count toward max_rollbacks)
+    model, opt = loop.make()
+    ck = stethoscope.Checkpoints(tmp_path / "ck", on_signal=None)
+    with stethoscope.Monitor(tmp_path / "run", model, opt, checkpoints=ck, recovery=Recovery(), resume=True) as mon:
+        assert mon.resume() == 481 and len(mon.recovery.rollbacks) == 1  # the last checkpoint: step 480
+        assert mon.should_skip(loop.FAULT_AT) and mon.recovery.lr_scale == 0.5
 
 
 def test_gives_up_after_max_rollbacks_stops_the_run_with_a_final_alert(tmp_path):

@@ -124,6 +124,23 @@ class RecoveryPolicy:
         self._losses: OrderedDict[int, float] = OrderedDict()
         self._pending: _Rollback | None = None  # a rollback whose outcome is not known yet
         self._monitor: Any = None
+        self._restored_scale: float | None = None  # the LR scale of the checkpoint a rollback just restored
+
+    # -- state (saved with each checkpoint, in the Monitor's) ---------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"rollbacks": [dict(r) for r in self.rollbacks], "skips": [list(s) for s in self.skips],
+                "lr_scale": self.lr_scale, "gave_up": self.gave_up}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """A resume adopts the saved history (rollbacks, skips, LR scale); a rollback restoring an older
+        checkpoint keeps the history it is adding to, and notes the LR scale that checkpoint was saved with."""
+        self._restored_scale = float(state.get("lr_scale", 1.0))
+        if len(state.get("rollbacks", [])) <= len(self.rollbacks):
+            return  # a rollback in progress (or nothing new): our history is the newer one
+        self.rollbacks = [dict(r) for r in state.get("rollbacks", [])]
+        self.skips = [(int(a), int(b)) for a, b in state.get("skips", [])]
+        self.lr_scale = self._restored_scale
+        self.gave_up = state.get("gave_up")
 
     def bind(self, monitor: Any) -> None:
         self._monitor = monitor
@@ -224,7 +241,8 @@ class RecoveryPolicy:
         alerts = getattr(mon, "_alerts", None)
         kept = alerts.state_dict() if alerts is not None else None  # the paged incidents stay known
         ck = mon.checkpoints
-        restored = ck.rollback(before=_before(req.onset), lr_factor=cfg.lr_factor)
+        self._restored_scale = None
+        restored = ck.rollback(before=_before(req.onset))
         if restored is None:
             self._give_up(step, control, req, f"{req.reason}, and no verified checkpoint from before step "
                           f"{req.onset} to roll back to")
@@ -238,6 +256,11 @@ class RecoveryPolicy:
             self.skips.append(skip)
         if cfg.lr_factor is not None:
             self.lr_scale *= cfg.lr_factor
+        # the optimizer's LR is the restored checkpoint's: bring it to the run's scale (the factors of the
+        # rollbacks since that checkpoint was saved included)
+        restored_scale = self._restored_scale if self._restored_scale is not None else 1.0
+        if self.lr_scale != restored_scale:
+            ck._scale_lr(self.lr_scale / restored_scale)
         level = self._level_before(req.onset)
         control.request_rollback(_before(req.onset), f"recovery: {req.reason}")
         control.resume_step = restored + 1

@@ -206,7 +206,8 @@ class Monitor:
         """The live detectors' and alert rules' state, saved with each checkpoint (flushes first)."""
         self.flush()
         return {"detection": self._detection.state_dict() if self._detection is not None else None,
-                "alerts": self._alerts.state_dict() if self._alerts is not None else None}
+                "alerts": self._alerts.state_dict() if self._alerts is not None else None,
+                "recovery": self.recovery.state_dict() if self.recovery is not None else None}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.flush()
@@ -214,6 +215,8 @@ class Monitor:
             self._detection.load_state_dict(state["detection"])
         if self._alerts is not None and state.get("alerts") is not None:
             self._alerts.load_state_dict(state["alerts"])
+        if self.recovery is not None and state.get("recovery") is not None:
+            self.recovery.load_state_dict(state["recovery"])
 
     def _checkpoint_event(self, step: int | None, kind: str, severity: str, message: str,
                           data: dict[str, Any]) -> None:
