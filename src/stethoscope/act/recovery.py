@@ -168,7 +168,7 @@ class RecoveryPolicy:
                 self._losses[step] = value
                 if len(self._losses) > _LOSSES:
                     self._losses.popitem(last=False)
-                if self._pending is not None and step >= self._pending.due:
+                if self._pending is not None and step >= self._pending.due and not self._watch:
                     self._recovered(step, value)
             for f in findings:
                 if self._on_finding(f):

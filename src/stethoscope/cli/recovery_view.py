@@ -68,6 +68,9 @@ def print_recovery(con: Any, run_dir: Path, cfg: Any, result: dict[str, Any], co
     n = len(result["rollbacks"])
     how = f"with {cfg.inject}" if cfg.inject else "this run"
     what = f"{n} rollback{'s' if n != 1 else ''}"
+    skipped = sum(r["skip"][1] - r["skip"][0] + 1 for r in result["rollbacks"] if r.get("skip"))
+    if n:
+        what += f": {skipped} batches skipped, LR x{result['rollbacks'][-1]['lr_scale']:.3g} from the rollback on"
     if result["gave_up"]:
         what += f", then recovery gave up and stopped the run at step {result['stopped']}"
     rel = (mine - ref) / ref * 100 if ref else float("nan")
