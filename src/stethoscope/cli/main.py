@@ -127,8 +127,7 @@ def demo(steps: int | None, out: str | None, inject: str | None, recover: bool, 
     Examples:
       stethoscope demo
       stethoscope demo --steps 600 --inject spike@300 --out runs/spike --force
-      stethoscope demo --steps 500 --inject nan@200 --alerts alerts.toml
-      stethoscope demo --inject diverge@150 --recover
+      stethoscope demo --inject diverge@150 --recover --alerts alerts.toml
     """
     from stethoscope.cli.demo_view import run_demo
 
