@@ -10,7 +10,8 @@ from tests.conftest import REPO
 
 def test_all_is_short_sorted_and_resolves():
     assert stethoscope.__all__ == sorted(stethoscope.__all__)
-    assert set(stethoscope.__all__) == {"Checkpoints", "Control", "Finding", "Monitor", "MonitorConfig", "__version__", "open_run"}
+    assert set(stethoscope.__all__) == {"Checkpoints", "Control", "Finding", "Monitor", "MonitorConfig", "Recovery", "__version__",
+                                         "open_run"}
     for name in stethoscope.__all__:
         assert getattr(stethoscope, name) is not None
 

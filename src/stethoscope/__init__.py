@@ -16,6 +16,7 @@ __all__ = [
     "Finding",
     "Monitor",
     "MonitorConfig",
+    "Recovery",
     "__version__",
     "open_run",
 ]
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from stethoscope.capture.control import Control
     from stethoscope.capture.monitor import Monitor
     from stethoscope.checkpoint import Checkpoints
+    from stethoscope.act.recovery import Recovery
     from stethoscope.config import MonitorConfig
     from stethoscope.records import Finding
     from stethoscope.store.query import open_run
@@ -34,6 +36,7 @@ _LAZY = {
     "Monitor": "stethoscope.capture.monitor",
     "MonitorConfig": "stethoscope.config",
     "Finding": "stethoscope.records",
+    "Recovery": "stethoscope.act.recovery",
     "open_run": "stethoscope.store.query",
 }
 

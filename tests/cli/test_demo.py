@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -23,3 +24,29 @@ def test_demo_trains_and_records(tmp_path, cli_env):
                   env=cli_env)
     losses = [r["value"] for r in json.loads(res.stdout)]
     assert losses[-1] < losses[0] - 1.0  # it learns
+
+
+@pytest.mark.slow
+def test_demo_recover_rolls_back_past_a_nan_and_compares_with_the_fault_free_run(tmp_path, cli_env):
+    out = tmp_path / "rec"
+    res = run_cli("demo", "--steps", "100", "--inject", "nan@40", "--recover", "--out", str(out), env=cli_env,
+                  timeout=600)
+    assert res.returncode == 0, res.stderr
+    text = res.stdout
+    assert "the incident, the alerts and the recovery" in text
+    story = text[text.index("the incident, the alerts"):]
+    assert story.index("ROLLBACK") < story.index("RECOVERED")  # the rollback, then its outcome
+    assert "restored the checkpoint of step 30" in story and "skipping the batches of steps 31-60" in story
+    assert "[WARNING] rollback at step 40" in story  # announced through the alert channel
+    final = [ln for ln in text.splitlines() if "final held-out loss" in ln or "without the fault" in ln]
+    assert len(final) == 2 and "1 rollback" in final[0]
+    assert "30 batches skipped, LR x0.5" in final[0]
+    mine = float(re.search(r"final held-out loss: ([\d.]+)", final[0]).group(1))
+    ref = float(final[1].split()[0])
+    assert 0 < mine < 10 and 0 < ref < 10
+    res = run_cli("query", str(out), "SELECT from_step, to_step, rollback FROM superseded", "--json", env=cli_env)
+    (row,) = json.loads(res.stdout)
+    assert row["from_step"] == 31 and row["rollback"] == 1
+    res = run_cli("query", str(out), "SELECT COUNT(*) AS n FROM metrics WHERE name = 'train/loss' AND value IS NULL",
+                  "--json", env=cli_env)
+    assert json.loads(res.stdout)[0]["n"] == 0  # the NaN steps were abandoned: the curve is the path that continued

@@ -130,3 +130,21 @@ def test_a_step_the_packer_cannot_hold_keeps_the_rows_and_drops_the_chunks(tmp_p
     assert _chunks(rank_path(tmp_path, 0)) == 0
     steps, values = open_run(tmp_path).series("m")
     assert len(steps) == 3002 and values[10] == -1.0 and values[-2:] == [1.0, 2.0]  # nothing lost
+
+
+def test_a_rollback_drops_the_chunks_of_the_abandoned_steps(tmp_path):
+    """`supersede` (a rollback) moves steps 2500.. out of `points`: the chunks holding them go too, the
+    packed read gives the path that continued, and later writes pack it again."""
+    path = rank_path(tmp_path, 0)
+    store = RunStore(path)
+    store.write_points([("train/loss", s, float(s), None) for s in range(4000)])
+    store.supersede(2500, 3999, 1)
+    store.write_points([("train/loss", s, -float(s), None) for s in range(2500, 6000)])  # the new path
+    store.close()
+    want = (list(range(6000)), [float(s) for s in range(2500)] + [-float(s) for s in range(2500, 6000)])
+    assert _same(_rows(tmp_path, "train/loss"), want)
+    with open_run(tmp_path) as r:
+        x, y = r.series_arrays("train/loss")
+        assert [tuple(t) for t in r.superseded()] == [(2500, 3999, 1, None)]
+    assert _same((x.tolist(), y.tolist()), want)
+    assert _chunks(path) == 6000 // packed.CHUNK

@@ -18,6 +18,10 @@ class Control:
     rollback_to: int | None = None
     """Roll back to the newest good checkpoint at or before this step."""
 
+    resume_step: int | None = None
+    """Set with `rollback_to` when the Monitor carried the rollback out (automatic recovery): the step the loop
+    continues with (the restored checkpoint's step + 1). Batches to skip: `Monitor.should_skip(step)`."""
+
     stop: bool = False
     """Stop training cleanly."""
 
@@ -41,5 +45,5 @@ class Control:
         self.reasons.append(reason)
 
     def clear(self) -> None:
-        self.checkpoint, self.rollback_to, self.stop = False, None, False
+        self.checkpoint, self.rollback_to, self.resume_step, self.stop = False, None, None, False
         self.reasons.clear()

@@ -53,7 +53,7 @@ class Monitor:
                  rank: int | None = None, world_size: int | None = None,
                  settings: MonitorConfig | None = None, device_memory: DeviceMemory | None = None,
                  store: RunStore | None = None, resume: bool = False, checkpoints: Any = None,
-                 debug_nonfinite: Any = False, **options: Any) -> None:
+                 recovery: Any = None, debug_nonfinite: Any = False, **options: Any) -> None:
         self.settings = settings or MonitorConfig(**options)
         self.run_dir = Path(run_dir)
         self.control = Control()
@@ -79,6 +79,8 @@ class Monitor:
         """The `stethoscope.Checkpoints` this Monitor saves after steps and resumes from, or None."""
 
         detection = self._live_detection()  # before the writer starts: a bad config leaves no thread behind
+        self.recovery = _recovery(recovery, detection, checkpoints)
+        """The automatic recovery policy's state (`stethoscope.Recovery`): rollbacks, skips, `lr_scale`; or None."""
         alerts = self._alerts_config(detection)  # a bad alerts file fails here, naming the key
         self._nonfinite = self._nonfinite_locator(debug_nonfinite, model, scaler)  # so does a bad debug_nonfinite
         if store is None:
@@ -90,7 +92,11 @@ class Monitor:
         self._write_run_json()
         self._detection = detection
         if detection is not None:
-            self._recorder.observers.append(self._with_alerts(detection, alerts))
+            observer = self._with_alerts(detection, alerts)
+            if self.recovery is not None:
+                self.recovery.bind(self)
+                observer = self.recovery.observer(observer)
+            self._recorder.observers.append(observer)
         self._host = HostStats()
         self._gc = GcPauses()
         self._device_memory = device_memory if device_memory is not None else default_device_memory()
@@ -182,9 +188,20 @@ class Monitor:
             if self.checkpoints is not None:  # saves when due; on SIGTERM saves and exits (SystemExit)
                 self.checkpoints.note(metrics)
                 self.checkpoints.after_step(step, self.control)
+            if self.recovery is not None:  # a rollback asked for by the writer thread is carried out here
+                self.recovery.after_step(step, self.control)
         except Exception as exc:  # noqa: BLE001 - never crash the run
             self._fail(exc)
         return self.control
+
+    def should_skip(self, step: int) -> bool:
+        """Whether the loop should skip the batch of `step` (automatic recovery skips the batches of an
+        incident after rolling back): draw it and drop it, do not train on it. Never raises."""
+        try:
+            return self.recovery is not None and self.recovery.should_skip(step)
+        except Exception as exc:  # noqa: BLE001
+            self._fail(exc, "checking batches to skip")
+            return False
 
     def resume(self) -> int:
         """Restore the newest verified checkpoint (model, optimizer, scheduler, RNG, data position, this
@@ -202,7 +219,8 @@ class Monitor:
         """The live detectors' and alert rules' state, saved with each checkpoint (flushes first)."""
         self.flush()
         return {"detection": self._detection.state_dict() if self._detection is not None else None,
-                "alerts": self._alerts.state_dict() if self._alerts is not None else None}
+                "alerts": self._alerts.state_dict() if self._alerts is not None else None,
+                "recovery": self.recovery.state_dict() if self.recovery is not None else None}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.flush()
@@ -210,6 +228,8 @@ class Monitor:
             self._detection.load_state_dict(state["detection"])
         if self._alerts is not None and state.get("alerts") is not None:
             self._alerts.load_state_dict(state["alerts"])
+        if self.recovery is not None and state.get("recovery") is not None:
+            self.recovery.load_state_dict(state["recovery"])
 
     def _checkpoint_event(self, step: int | None, kind: str, severity: str, message: str,
                           data: dict[str, Any]) -> None:
@@ -418,6 +438,23 @@ class Monitor:
             self.close("interpreter exit")
         except Exception:  # noqa: BLE001 - strict re-raised; a traceback at exit helps no one
             log.warning("stethoscope failed closing the run at interpreter exit", exc_info=True)
+
+
+def _recovery(config: Any, detection: Any, checkpoints: Any) -> Any:
+    """The recovery policy for `Monitor(recovery=Recovery(...))` (checked before any thread starts)."""
+    if config is None or config is False:
+        return None
+    from stethoscope.act.recovery import Recovery, RecoveryPolicy
+
+    if config is True:
+        config = Recovery()
+    if not isinstance(config, Recovery):
+        raise ValueError(f"recovery must be a stethoscope.Recovery, got {config!r}")
+    if checkpoints is None:
+        raise ValueError("recovery rolls back to a checkpoint: pass checkpoints=stethoscope.Checkpoints(dir, every=N) too")
+    if detection is None:
+        raise ValueError("recovery needs the live detectors: with detect=False there is nothing to recover from")
+    return RecoveryPolicy(config)
 
 
 def _is_tensor(v: Any) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 from stethoscope.checkpoint import disk, retention
 from stethoscope.checkpoint.disk import CheckpointInfo
-from stethoscope.checkpoint.manifest import HASHES
+from stethoscope.checkpoint.manifest import HASHES, default_hash
 from stethoscope.errors import InternalError
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,9 @@ class CheckpointConfig:
     """"min" or "max": which end of `keep_best` is best."""
     milestones_every: int | None = None
     """Checkpoints at steps divisible by this are milestones, never deleted by retention."""
-    hash: str = "crc32"
-    """Content hash in the manifest: "crc32" (fast) or "sha256"."""
+    hash: str | None = None
+    """Content hash in the manifest: "xxh3" (the default: fastest), "crc32" (the default without the `xxhash`
+    package) or "sha256"."""
     async_save: bool = False
     """Copy the state to host memory on the training thread, write it on a background thread."""
     on_signal: str | None = "exit"
@@ -62,6 +63,8 @@ class CheckpointConfig:
                 raise ValueError(f"{name} must be >= 1 or None, got {v}")
         if self.best_mode not in ("min", "max"):
             raise ValueError(f"best_mode must be 'min' or 'max', got {self.best_mode!r}")
+        if self.hash is None:
+            self.hash = default_hash()
         if self.hash not in HASHES:
             raise ValueError(f"hash must be one of {HASHES}, got {self.hash!r}")
         if self.on_signal not in SIGNAL_MODES:
@@ -90,6 +93,9 @@ class Checkpoints:
         """What the last `load_latest()` returned: the state of every part, `step` and `path`."""
         self.preempted: int | None = None
         self.last_blocking_s = 0.0
+        self.hold: int | None = None
+        """Retention keeps the newest checkpoint at or before this step (set by automatic recovery while an
+        incident is open: it is what a rollback goes back to)."""
         self._metric: Any = None
         self._monitor: Any = None
         self._event: Event | None = None
@@ -208,6 +214,7 @@ class Checkpoints:
         checkpoints after it aside as `superseded-step-N/` (a crash later never resumes into the
         abandoned steps; they are kept, not deleted) and multiply every LR by `lr_factor` when given.
         Its step (continue from step + 1), or None when there is none to go back to."""
+        self.wait()  # an async save in flight (of a step being abandoned) lands first, then is set aside
         step = self.restore(before)
         if step is None:
             return None
@@ -281,7 +288,8 @@ class Checkpoints:
         path = disk.write_checkpoint(self.dir, step, parts, meta, self.config.hash)
         self.saved += 1
         c = self.config
-        gone = retention.to_delete(disk.catalogue(self.dir), c.keep_last, c.keep_best, c.best_mode, protect=step)
+        gone = retention.to_delete(disk.catalogue(self.dir), c.keep_last, c.keep_best, c.best_mode, protect=step,
+                                 hold=self.hold)
         self._remove([disk.retire(info.path) for info in gone])
         size = sum(p.stat().st_size for p in path.iterdir())
         self._emit(step, "checkpoint", "info", f"checkpoint saved: {path} ({meta['reason']})",

@@ -24,10 +24,10 @@ from stethoscope.store.db import holds_run, remove_run
 
 
 def run_demo(steps: int, out: str | None, inject: str | None, seed: int, force: bool = False,
-             alerts: str | None = None) -> Path:
+             alerts: str | None = None, recover: bool = False) -> Path:
     from stethoscope.demo.run import DemoConfig, default_out
 
-    cfg = DemoConfig(steps=steps, inject=inject, seed=seed)  # a bad --steps/--inject is refused before anything
+    cfg = DemoConfig(steps=steps, inject=inject, seed=seed, recover=recover)  # a bad --steps/--inject is refused before anything
     alerts_config = _load_alerts(alerts)  # so is a bad alerts file (--alerts or $STETHOSCOPE_ALERTS)
     _need_torch()
     run_dir = Path(out) if out else default_out()
@@ -35,6 +35,10 @@ def run_demo(steps: int, out: str | None, inject: str | None, seed: int, force: 
         if not force:
             raise UsageError(f"{run_dir}: already holds a run; give another --out, or --force to replace it")
         remove_run(run_dir)
+    if recover and alerts_config is False:  # the story needs the alerts: keep them in the run (and show them)
+        from stethoscope.act import AlertsConfig, MemoryChannel
+
+        alerts_config = AlertsConfig([MemoryChannel()])
     return _train_and_show(cfg, run_dir, alerts_config)
 
 
@@ -77,7 +81,7 @@ def torch_hint() -> str:
 
 
 def _train_and_show(cfg: Any, run_dir: Path, alerts: Any = False) -> Path:
-    from stethoscope.demo.run import train
+    from stethoscope.demo.run import run
     from stethoscope.store.query import open_run
     from stethoscope.store.summary import summarize
 
@@ -101,7 +105,7 @@ def _train_and_show(cfg: Any, run_dir: Path, alerts: Any = False) -> Path:
                 progress.update(task, completed=step + 1, loss=f"{loss.item():.3f}", tps=tps)  # host sync: display
                 state["last"] = now
 
-        train(run_dir, cfg, on_step, alerts)
+        result = run(run_dir, cfg, on_step, alerts)
         progress.update(task, completed=steps)
     with open_run(run_dir) as reader:
         findings = run_findings(reader)
@@ -109,7 +113,11 @@ def _train_and_show(cfg: Any, run_dir: Path, alerts: Any = False) -> Path:
     if findings:
         con.print("[bold]what stethoscope noticed:[/]")
         print_findings(con, findings, min_severity="warning", limit=10)
-    if alerts:
+    if cfg.recover:
+        from stethoscope.cli.recovery_view import print_recovery
+
+        print_recovery(con, run_dir, cfg, result, columns)
+    elif alerts:
         from stethoscope.cli.alerts_view import alert_rows
 
         rows = alert_rows(str(run_dir))

@@ -101,9 +101,16 @@ def run_findings(reader: RunReader) -> list[Finding]:
 
 
 def _recorded(reader: RunReader) -> list[Finding]:
-    _, rows = reader.query("SELECT data FROM findings WHERE rank = ? AND data IS NOT NULL ORDER BY id",
+    """The live findings; those of steps a rollback abandoned say so (`findings.superseded`)."""
+    from stethoscope.findings.superseded import mark_abandoned
+
+    _, rows = reader.query("SELECT id, data FROM findings WHERE rank = ? AND data IS NOT NULL ORDER BY id",
                            (reader.ranks[0],))
-    return _parsed(rows)
+    ranges = reader.superseded()
+    if not ranges:
+        return _parsed([(d,) for _, d in rows])
+    found = [(i, f) for i, d in rows for f in _parsed([(d,)])]
+    return mark_abandoned(found, ranges)
 
 
 def _parsed(rows: list[tuple[str]]) -> list[Finding]:

@@ -1,7 +1,8 @@
 """`stethoscope demo`: a tiny char-level GPT trained on CPU with the Monitor on.
 
 Faults can be injected to see what stethoscope says about them (`--inject nan@300`, `spike@300`,
-`lr@300`); later capabilities (detection, rollback, report, dashboard) hang off the same loop.
+`lr@300`, `diverge@300`); with `recover=True` (`--recover`) the run checkpoints itself and automatic
+recovery rolls it back past the fault (the loop is the one the README shows for `Recovery`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from typing import Any
 
 from stethoscope.errors import UsageError
 
-INJECTIONS = ("nan", "spike", "lr")
-_INJECT_RE = re.compile(r"^(nan|spike|lr)@(\d+)$")
+INJECTIONS = ("nan", "spike", "lr", "diverge")
+_INJECT_RE = re.compile(r"^(nan|spike|lr|diverge)@(\d+)$")
+DIVERGE_STEPS = 10  # diverge@N: the LR x100 for this many steps
+SPIKE_BURST = 20  # spike@N with recovery: this many garbage batches (a bad data shard), not one
+SKIP_BATCHES = 30  # what recovery skips after a rollback (PaLM skipped 200-500 batches of a far longer run)
 
 
 @dataclass
@@ -31,6 +35,10 @@ class DemoConfig:
     eval_batches: int = 4
     seed: int = 0
     inject: str | None = None
+    recover: bool = False
+    """Checkpoint every `checkpoint_every` steps and turn automatic recovery on."""
+    patience: int = 20
+    checkpoint_every: int = 10
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -59,9 +67,20 @@ def lr_at(step: int, cfg: DemoConfig) -> float:
 
 def train(out: Path, cfg: DemoConfig, progress: Any = None, alerts: Any = None) -> Path:
     """Train the demo model into the run directory `out`; returns it. `alerts`: the Monitor's `alerts=`."""
+    run(out, cfg, progress, alerts)
+    return out
+
+
+def run(out: Path, cfg: DemoConfig, progress: Any = None, alerts: Any = None, detect: bool = True) -> dict[str, Any]:
+    """Train into `out`: {"final_loss": held-out loss at the end, "rollbacks": [...], "gave_up": why or None,
+    "stopped": the step recovery stopped at or None}."""
+    import shutil
+
     import torch
 
+    from stethoscope.act.recovery import Recovery
     from stethoscope.capture.monitor import Monitor
+    from stethoscope.checkpoint import Checkpoints
     from stethoscope.demo.data import CharData, stdlib_text
     from stethoscope.demo.gpt import GPTConfig, TinyGPT
 
@@ -71,34 +90,79 @@ def train(out: Path, cfg: DemoConfig, progress: Any = None, alerts: Any = None) 
     model = TinyGPT(GPTConfig(block_size=cfg.block_size, n_layer=cfg.n_layer, n_embd=cfg.n_embd))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.1)
     injection = cfg.injection()
+    ck = recovery = None
+    if cfg.recover:
+        shutil.rmtree(Path(out) / "checkpoints", ignore_errors=True)  # the demo's own: never an older run's
+        ck = Checkpoints(Path(out) / "checkpoints", every=cfg.checkpoint_every, keep_last=3, on_signal=None)
+        recovery = Recovery(patience=cfg.patience, lr_factor=0.5, skip_batches=SKIP_BATCHES, max_rollbacks=3)
+    stopped = None
     with Monitor(out, model=model, optimizer=opt, tokens_per_step=cfg.batch_size * cfg.block_size,
-                 config={"demo": vars(cfg), "model": vars(model.config)}, max_grad_norm=1.0, alerts=alerts) as mon:
-        for step in range(cfg.steps):
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step, cfg) * (50.0 if _after(injection, "lr", step) else 1.0)
+                 config={"demo": vars(cfg), "model": vars(model.config)}, max_grad_norm=1.0, alerts=alerts,
+                 checkpoints=ck, recovery=recovery, detect=detect) as mon:
+        step = 0
+        while step < cfg.steps:
             x, y, ids = data.batch(cfg.batch_size)
-            x, y = _inject_batch(injection, step, x, y)
-            if injection == ("nan", step):
+            if mon.should_skip(step):  # recovery skips the batches of an incident it rolled back from
+                step += 1
+                continue
+            first_pass = mon.recovery is None or not mon.recovery.rollbacks  # diverge and nan strike once
+            scale = mon.recovery.lr_scale if mon.recovery is not None else 1.0
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, cfg) * scale * _lr_fault(injection, step, first_pass)
+            x, y = _inject_batch(injection, step, x, y, SPIKE_BURST if cfg.recover else 1)
+            if injection == ("nan", step) and first_pass:
                 _poison(model)
             _, loss = model(x, y)
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
-            mon.step(step, loss=loss, grad_norm=norm, batch_ids=ids)
+            ctl = mon.step(step, loss=loss, grad_norm=norm, batch_ids=ids)
             if (step + 1) % cfg.eval_every == 0 or step == cfg.steps - 1:
                 mon.eval(step, eval_loss=evaluate(model, data, cfg))
             if progress is not None:
                 progress(step, loss)
-    return out
+            if ctl.stop:
+                stopped = step
+                break
+            step = ctl.resume_step if ctl.rollback else step + 1
+        final = final_loss(model, data, cfg)
+        mon.log({"demo/final_loss": final})
+    policy = mon.recovery
+    return {"final_loss": final, "rollbacks": policy.rollbacks if policy else [], "stopped": stopped,
+            "gave_up": policy.gave_up if policy else None}
+
+
+def _lr_fault(injection: tuple[str, int] | None, step: int, first_pass: bool) -> float:
+    if _after(injection, "lr", step):
+        return 50.0
+    if first_pass and _after(injection, "diverge", step) and step < injection[1] + DIVERGE_STEPS:  # type: ignore[index]
+        return 100.0
+    return 1.0
+
+
+def final_loss(model: Any, data: Any, cfg: DemoConfig, batches: int = 8) -> float:
+    """The loss on fixed held-out windows (the same for every run of a seed): the number runs compare on."""
+    import torch
+
+    g = torch.Generator().manual_seed(1234)
+    starts = torch.randint(len(data.val) - cfg.block_size - 1, (batches * cfg.batch_size,), generator=g).tolist()
+    x = torch.stack([data.val[s:s + cfg.block_size] for s in starts])
+    y = torch.stack([data.val[s + 1:s + 1 + cfg.block_size] for s in starts])
+    model.eval()
+    with torch.no_grad():
+        loss = sum(model(x[i:i + cfg.batch_size], y[i:i + cfg.batch_size])[1].item()  # host sync: once, at the end
+                   for i in range(0, len(x), cfg.batch_size)) / batches
+    model.train()
+    return loss
 
 
 def _after(injection: tuple[str, int] | None, kind: str, step: int) -> bool:
     return injection is not None and injection[0] == kind and step >= injection[1]
 
 
-def _inject_batch(injection: tuple[str, int] | None, step: int, x: Any, y: Any) -> tuple[Any, Any]:
-    if injection is None or injection[1] != step:
+def _inject_batch(injection: tuple[str, int] | None, step: int, x: Any, y: Any, burst: int = 1) -> tuple[Any, Any]:
+    if injection is None or not injection[1] <= step < injection[1] + burst:
         return x, y
     import torch
 

@@ -58,3 +58,4 @@ class LiveDetection:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.detectors.load_state_dict(state["detectors"])
         self._done_through = state.get("done_through")
+        self._pending = {}  # steps not handed over yet belong to the path left behind (a rollback, a resume)

@@ -164,6 +164,26 @@ class RunStore:
             if self._packer is not None:
                 self._packer.rewritten(sid, step)
 
+    def supersede(self, from_step: int, to_step: int, rollback: int) -> None:
+        """A rollback abandoned steps `from_step`..`to_step`: their points move to `points_superseded` (kept,
+        never deleted) and the range is noted in `superseded`, so `points` holds the path that continued."""
+        now = time.time()
+        now_ms = int((now - self.t0) * 1000.0)
+        with self._conn:
+            sids = [r[0] for r in self._conn.execute("SELECT id FROM series")]
+            for sid in sids:
+                self._conn.execute("INSERT INTO points_superseded SELECT series_id, step, time_ms, value, ? FROM points "
+                                   "WHERE series_id = ? AND step >= ?", (now_ms, sid, from_step))
+                self._conn.execute("DELETE FROM points WHERE series_id = ? AND step >= ?", (sid, from_step))
+            # packed chunks holding an abandoned step go (their earlier steps are read from the rows again)
+            self._conn.execute("DELETE FROM points_packed WHERE end_step >= ?", (from_step,))
+            last = self._conn.execute("SELECT MAX(id) FROM events").fetchone()[0]
+            self._conn.execute("INSERT INTO superseded VALUES (?, ?, ?, ?, ?)", (from_step, to_step, rollback, now, last))
+        if self._packer is not None:
+            self._packer.forget()  # every series is primed again from the rows at its next write
+        self._series.clear()  # the newest step per series is read again
+        self._max_step.clear()
+
     def write_events(self, events: Iterable[tuple[int | None, float | None, str, str, str, str, Any]]) -> None:
         """Each event: (step, time, kind, severity, source, message, data)."""
         rows = [(s, t, k, sev, src, msg, None if data is None else json.dumps(json_safe(data)))

@@ -35,6 +35,7 @@ _INDEXES = {"metrics": "rank, name, step", "points": "rank, series_id, step", "e
             "series": "rank, id", "run": "rank, key"}
 
 _NAN = float("nan")
+_LATER = frozenset({"superseded"})  # tables added after stores were written without them
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 
 
@@ -182,6 +183,14 @@ class RunReader:
             self._has_packed[db] = bool(rows)
         return db if db is not None and self._has_packed[db] else None
 
+
+    def superseded(self, rank: int | None = None) -> list[tuple[int, int, int, int | None]]:
+        """The step ranges rollbacks abandoned: (from_step, to_step, rollback, last event id before it)."""
+        rank = self.ranks[0] if rank is None else rank
+        _, rows = self.query("SELECT from_step, to_step, rollback, last_event FROM superseded WHERE rank = ? "
+                             "ORDER BY rollback", (rank,))
+        return [tuple(r) for r in rows]  # type: ignore[misc]
+
     def meta(self, rank: int | None = None) -> dict[str, str]:
         rank = self.ranks[0] if rank is None else rank
         _, rows = self.query("SELECT key, value FROM run WHERE rank = ?", (rank,))
@@ -278,7 +287,11 @@ def _check_store(conn: sqlite3.Connection, i: int, f: Path) -> None:
         raise NotARunError(f"{f}: an SQLite file, but not a stethoscope store (tables: {sorted(names)})")
 
 
-def _select(i: int, rank: int, name: str) -> str:
+def _select(i: int, rank: int, name: str, conn: sqlite3.Connection | None = None) -> str:
+    if conn is not None and name in _LATER and conn.execute(
+            f"SELECT 1 FROM r{i}.sqlite_master WHERE name = ?", (name,)).fetchone() is None:
+        cols = ", ".join(f"NULL AS {c.strip()}" for c in RANKED[name].split(","))
+        return f"SELECT {rank} AS rank, {cols} WHERE 0"  # a store written before the table existed
     return f"SELECT {rank} AS rank, {RANKED[name]} FROM r{i}.{name}"
 
 
@@ -295,7 +308,7 @@ def _create_views(conn: sqlite3.Connection, attached: list[tuple[int, int]], rep
     for name in RANKED:
         if replace:
             conn.execute(f"DROP VIEW IF EXISTS temp.{name}")
-        parts = [_select(i, rank, name) for i, rank in attached]
+        parts = [_select(i, rank, name, conn) for i, rank in attached]
         conn.execute(f"CREATE TEMP VIEW {name} AS " + " UNION ALL ".join(parts))
 
 
@@ -325,10 +338,10 @@ def _copy_rank(conn: sqlite3.Connection, i: int, rank: int, create: bool, proble
     """Copy rank file r{i} into the private tables; False (its rows removed, `problem` told) when it is corrupt."""
     if create:  # CREATE TABLE AS keeps the columns' affinities, so comparisons match the views'
         for name in RANKED:
-            conn.execute(f"CREATE TABLE main.{name} AS {_select(i, rank, name)} LIMIT 0")
+            conn.execute(f"CREATE TABLE main.{name} AS {_select(i, rank, name, conn)} LIMIT 0")
     try:
         for name in RANKED:
-            conn.execute(f"INSERT INTO main.{name} {_select(i, rank, name)}")
+            conn.execute(f"INSERT INTO main.{name} {_select(i, rank, name, conn)}")
     except sqlite3.DatabaseError as exc:
         for name in RANKED:
             conn.execute(f"DELETE FROM main.{name} WHERE rank = ?", (rank,))

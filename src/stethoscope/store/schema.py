@@ -3,8 +3,10 @@
 `points` is the bulk and is kept small on disk (~20 bytes a point): a WITHOUT ROWID table keyed by
 (series_id, step), time as integer milliseconds since the run's `t0` (NULL when a foreign log had no
 time). A value recorded again for a step already written (a resume, a rollback) moves the old row
-to `points_superseded` instead of deleting it. `points_packed` (store/packed.py) holds the same points
-again in sealed blobs of 1,024, so a long series reads back without a Python object per point.
+to `points_superseded` instead of deleting it. A rollback moves the points of the steps it abandons there
+too and notes the range in `superseded` (with the last event recorded before it): `points`, and so
+`metrics`, hold the path that continued. `points_packed` (store/packed.py) holds the same points again in
+sealed blobs of 1,024, so a long series reads back without a Python object per point.
 """
 
 from __future__ import annotations
@@ -40,6 +42,13 @@ CREATE TABLE IF NOT EXISTS points_superseded (
     time_ms       INTEGER,
     value         REAL,
     superseded_ms INTEGER
+);
+CREATE TABLE IF NOT EXISTS superseded (
+    from_step  INTEGER NOT NULL,
+    to_step    INTEGER NOT NULL,
+    rollback   INTEGER NOT NULL,
+    time       REAL,
+    last_event INTEGER
 );
 CREATE TABLE IF NOT EXISTS events (
     id       INTEGER PRIMARY KEY,
@@ -90,7 +99,8 @@ CREATE VIEW IF NOT EXISTS metrics AS
     FROM points p JOIN series s ON s.id = p.series_id;
 CREATE VIEW IF NOT EXISTS findings AS
     SELECT id, step, time, kind AS type, severity, source, message, data
-    FROM events WHERE kind NOT IN ('alert', 'lifecycle', 'checkpoint', 'rollback', 'debug');
+    FROM events WHERE kind NOT IN ('alert', 'lifecycle', 'checkpoint', 'rollback', 'recovery', 'checkpoint_loaded',
+                                   'checkpoint_skipped', 'checkpoint_failed', 'debug');
 CREATE VIEW IF NOT EXISTS alerts AS
     SELECT id, step, time, severity, source, message, data FROM events WHERE kind = 'alert';
 """
@@ -105,6 +115,7 @@ RANKED = {
     "points": "series_id, step, time_ms, value",
     "points_superseded": "series_id, step, time_ms, value, superseded_ms",
     "batches": "step, ids",
+    "superseded": "from_step, to_step, rollback, time, last_event",
     "checkpoints": "step, path, bytes, digest, status, metrics",
     "trace": "step, module, stage, duration, memory",
     "stacks": "snapshot, time, thread, depth, function, file, line",
@@ -130,14 +141,17 @@ SCHEMA_DOC: dict[str, dict[str, str]] = {
     "alerts": {"rank": "", "id": "", "step": "", "time": "unix seconds", "severity": "", "source": "rule",
                "message": "", "data": "JSON"},
     "events": {"rank": "", "id": "", "step": "", "time": "unix seconds", "kind": "finding type, alert, lifecycle, "
-               "checkpoint, rollback, log_line, debug (a stethoscope.debug report)", "severity": "", "source": "",
-               "message": "", "data": "JSON"},
+               "checkpoint, rollback, recovery, log_line, debug (a stethoscope.debug report)", "severity": "",
+               "source": "", "message": "", "data": "JSON"},
     "series": {"rank": "", "id": "", "name": "metric key", "unit": "its unit (s, GiB, tokens/s, fraction, …)"},
     "points": {"rank": "", "series_id": "series.id", "step": "", "time_ms": "ms since the run's t0 (run table)",
                "value": "NULL means NaN"},
     "points_superseded": {"rank": "", "series_id": "", "step": "", "time_ms": "ms since t0", "value": "",
                           "superseded_ms": "ms since t0 when a new value replaced it (a resume, a rollback)"},
     "batches": {"rank": "", "step": "", "ids": "JSON list of the sample ids in that step's batch"},
+    "superseded": {"rank": "", "from_step": "first step a rollback abandoned", "to_step": "last step it abandoned",
+                   "rollback": "the run's rollback number (1, 2, …)", "time": "unix seconds of the rollback",
+                   "last_event": "events.id of the last event before it (older events in the range: abandoned path)"},
     "checkpoints": {"rank": "", "step": "", "path": "", "bytes": "size in bytes", "digest": "content hash",
                     "status": "'ok' unless verification failed", "metrics": "JSON"},
     "trace": {"rank": "", "step": "", "module": "", "stage": "", "duration": "", "memory": ""},

@@ -1,0 +1,43 @@
+"""The manifest's hash: XXH3 by default, CRC-32 and sha256 on request; old CRC-32 checkpoints still load."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+import stethoscope
+from stethoscope.checkpoint.manifest import read_manifest, verify
+
+
+def _save(tmp_path, **options):
+    model = torch.nn.Linear(64, 64)
+    ck = stethoscope.Checkpoints(tmp_path / "ck", extra={"model": model}, on_signal=None, strict=True, **options)
+    path = ck.save(3)
+    return model, path
+
+
+def test_default_is_xxh3_and_a_crc32_checkpoint_still_verifies_and_loads(tmp_path):
+    _, path = _save(tmp_path)
+    body = read_manifest(path)
+    assert body["hash"] == "xxh3" and all(len(h) == 16 for f in body["files"].values() for h in f["chunks"])
+    model, old = _save(tmp_path / "old", hash="crc32")
+    assert read_manifest(old)["hash"] == "crc32" and verify(old)[1] is None
+    state = stethoscope.Checkpoints(tmp_path / "old" / "ck", on_signal=None).load_latest()  # default config: xxh3
+    assert state["step"] == 3 and torch.equal(state["model"]["weight"], model.weight.detach())
+
+
+def test_a_flipped_bit_fails_xxh3(tmp_path):
+    _, path = _save(tmp_path)
+    f = path / "model.pt"
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    f.write_bytes(bytes(data))
+    assert "does not match its hash" in verify(path)[1]
+
+
+def test_xxh3_without_xxhash_says_what_to_install(tmp_path, monkeypatch):
+    _, path = _save(tmp_path)
+    monkeypatch.setitem(sys.modules, "xxhash", None)  # as if the package were not installed
+    assert verify(path)[1] == "this checkpoint is hashed with XXH3: pip install xxhash to verify it"
+    assert stethoscope.Checkpoints(tmp_path / "x", on_signal=None).config.hash == "crc32"  # the fallback
