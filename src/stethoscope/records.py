@@ -27,6 +27,7 @@ SAMPLES_PER_S = "perf/samples_per_s"
 TFLOPS = "perf/tflops"
 MFU = "perf/mfu"
 GC_PAUSE = "perf/gc_pause_s"
+CHECKPOINT_TIME = "perf/checkpoint_s"  # the Monitor's own saves and rollbacks after a step, out of step time
 RSS = "memory/rss_gib"
 CPU_PCT = "system/cpu_pct"
 CUDA_ALLOCATED = "memory/cuda_allocated_gib"
@@ -42,7 +43,7 @@ INTERNAL_ERRORS = "stethoscope/internal_errors"
 UNITS = {
     LOSS: "nats", EVAL_LOSS: "nats", LR: "", GRAD_NORM: "", PARAM_NORM: "", UPDATE_RATIO: "",
     STEP_TIME: "s", DATA_WAIT: "s", TOKENS_PER_S: "tokens/s", SAMPLES_PER_S: "samples/s",
-    TFLOPS: "TFLOP/s", MFU: "fraction", GC_PAUSE: "s", RSS: "GiB", CPU_PCT: "%",
+    TFLOPS: "TFLOP/s", MFU: "fraction", GC_PAUSE: "s", CHECKPOINT_TIME: "s", RSS: "GiB", CPU_PCT: "%",
     CUDA_ALLOCATED: "GiB", CUDA_RESERVED: "GiB", CUDA_PEAK: "GiB", CUDA_TOTAL: "GiB",
 }
 

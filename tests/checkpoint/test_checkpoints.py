@@ -217,3 +217,43 @@ def test_each_rank_saves_into_its_own_folder(tmp_path):
     with stethoscope.Monitor(tmp_path / "run", model, rank=1, world_size=2, checkpoints=ck) as mon:
         mon.step(1, loss=1.0)
     assert [p.name for p in (tmp_path / "ck" / "rank-00001").iterdir()] == ["step-00000001"]
+
+
+def test_save_time_is_kept_out_of_step_time(tmp_path, monkeypatch):
+    """A save after step 4 and step 9 (a slow disk: 10 s on the Monitor's clock) is recorded as
+    `perf/checkpoint_s` with the next step, and that step's `perf/step_time_s` holds only its training,
+    so periodic saves never read as periodic stalls of the run."""
+    import time as real_time
+
+    import stethoscope.capture.monitor as monitor_module
+
+    class Clock:  # the Monitor's clock: 1 s per training step, 10 s per save
+        now = 1000.0
+
+        def __getattr__(self, name):
+            return getattr(real_time, name)
+
+        def perf_counter(self):
+            return Clock.now
+
+    monkeypatch.setattr(monitor_module, "time", Clock())
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ck = stethoscope.Checkpoints(tmp_path / "ck", every=5, on_signal=None)
+    real_save = ck.save
+
+    def slow_save(*args, **kwargs):
+        Clock.now += 10.0
+        return real_save(*args, **kwargs)
+
+    monkeypatch.setattr(ck, "save", slow_save)
+    with stethoscope.Monitor(tmp_path / "run", model, opt, checkpoints=ck) as mon:
+        for step in range(12):
+            Clock.now += 1.0
+            mon.step(step, loss=1.0)
+    saved = sorted(int(p.name.rsplit("-", 1)[-1]) for p in (tmp_path / "ck").iterdir() if p.is_dir())
+    with open_run(tmp_path / "run") as r:
+        steps, times = r.series("perf/step_time_s")
+        ck_steps, ck_times = r.series("perf/checkpoint_s")
+    assert ck_steps == [s + 1 for s in saved] and ck_times == [10.0] * len(saved) and saved
+    assert steps == list(range(1, 12)) and times == [1.0] * 11

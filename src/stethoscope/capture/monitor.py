@@ -71,6 +71,7 @@ class Monitor:
         self._last_call: float | None = None
         self._compute_start: float | None = None
         self._last_flush = time.perf_counter()
+        self._own_seconds = 0.0  # checkpoint saves and rollbacks since the last step (`_own_work`)
         self._last_system = 0.0
         self._user_grad_norm = False
         self.last_step: int | None = None
@@ -185,14 +186,28 @@ class Monitor:
             if self._nonfinite is not None:
                 self._nonfinite.note(step, batch)
             self._step(step, loss, grad_norm, batch_ids, tokens, samples, metrics)
+            if self.checkpoints is not None or self.recovery is not None:
+                self._own_work(step, metrics)
+        except Exception as exc:  # noqa: BLE001 - never crash the run
+            self._fail(exc)
+        return self.control
+
+    def _own_work(self, step: int, metrics: dict[str, Any]) -> None:
+        """Checkpoint saves and rollbacks the Monitor carries out after a step. Their time is taken out of
+        the next step's `perf/step_time_s` (a save every N steps would read as a periodic stall of the
+        training) and recorded beside it as `perf/checkpoint_s`."""
+        t0 = time.perf_counter()
+        try:
             if self.checkpoints is not None:  # saves when due; on SIGTERM saves and exits (SystemExit)
                 self.checkpoints.note(metrics)
                 self.checkpoints.after_step(step, self.control)
             if self.recovery is not None:  # a rollback asked for by the writer thread is carried out here
                 self.recovery.after_step(step, self.control)
-        except Exception as exc:  # noqa: BLE001 - never crash the run
-            self._fail(exc)
-        return self.control
+        finally:
+            spent = time.perf_counter() - t0
+            if self._last_call is not None:
+                self._last_call += spent
+            self._own_seconds += spent
 
     def should_skip(self, step: int) -> bool:
         """Whether the loop should skip the batch of `step` (automatic recovery skips the batches of an
@@ -308,6 +323,8 @@ class Monitor:
         self._capture_grads(values, grad_norm)
         self._capture_lr(values)
         self._capture_timing(values, now, tokens, samples if samples is not None else _length(batch_ids))
+        if self._own_seconds:
+            values[R.CHECKPOINT_TIME], self._own_seconds = self._own_seconds, 0.0
         values.update(self._gc.take())
         self._pending.append((step, time.time(), values))
         if batch_ids is not None:
