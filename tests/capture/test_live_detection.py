@@ -66,7 +66,10 @@ def test_healthy_curve_raises_nothing_at_or_above_warning(tmp_path):
     with Monitor(tmp_path, strict=True) as mon:
         for step, value in enumerate(loss_curve(600, seed=3)):
             mon.step(step, loss=value, grad_norm=0.5 + 0.05 * ((step * 7919) % 13) / 13)
-    loud = [f for f in _findings(tmp_path) if severity_rank(f.severity) >= severity_rank("warning")]
+    # no compute between steps: their wall-clock times are the machine's noise, not the run's
+    wall_clock = {"throughput_drop", "periodic_stall", "memory_leak", "memory_pressure"}
+    loud = [f for f in _findings(tmp_path) if severity_rank(f.severity) >= severity_rank("warning")
+            and f.type not in wall_clock]
     assert loud == []
 
 
