@@ -41,7 +41,9 @@ class Monitor:
     given as keywords (`flush_interval=0.5`, `grad_norms="layers"`, `detect=DetectConfig(...)`, …) or
     as `settings=`. A `run_dir` that already holds a run is continued only with `resume=True`; otherwise
     this run is recorded beside it in `run_dir-2` (`mon.run_dir` says where). `store` replaces the rank's
-    SQLite store (a fake from `stethoscope.testing`).
+    SQLite store (a fake from `stethoscope.testing`). `export` forwards the run live to other tools
+    ("tensorboard", "wandb", "mlflow", "prometheus" or exporter objects from `stethoscope.exporters`);
+    `prometheus_port` serves `/metrics` on 127.0.0.1 (0: a free port; `mon.exports` says which).
     """
 
     def __init__(self, run_dir: str | os.PathLike[str], model: Any = None, optimizer: Any = None, *,
@@ -51,7 +53,7 @@ class Monitor:
                  rank: int | None = None, world_size: int | None = None,
                  settings: MonitorConfig | None = None, device_memory: DeviceMemory | None = None,
                  store: RunStore | None = None, resume: bool = False, checkpoints: Any = None,
-                 **options: Any) -> None:
+                 export: Any = None, prometheus_port: int | None = None, **options: Any) -> None:
         self.settings = settings or MonitorConfig(**options)
         self.run_dir = Path(run_dir)
         self.control = Control()
@@ -88,6 +90,7 @@ class Monitor:
         self._detection = detection
         if detection is not None:
             self._recorder.observers.append(self._with_alerts(detection, alerts))
+        self.exports = self._start_exports(export, prometheus_port)
         self._host = HostStats()
         self._gc = GcPauses()
         self._device_memory = device_memory if device_memory is not None else default_device_memory()
@@ -155,6 +158,19 @@ class Monitor:
         self._alerts = LiveAlerts(detection, config, store.write_events, store.write_points, self.rank,
                                   str(self.run_dir.resolve()), knowledge_advice(), strict=self.settings.strict)
         return self._alerts
+
+    def _start_exports(self, export: Any, prometheus_port: int | None) -> Any:
+        """The live exporters (wrapping the other observers, to see their findings), or None."""
+        if export is None and prometheus_port is None:
+            return None
+        from stethoscope.exporters.live import attach_exports
+
+        try:
+            return attach_exports(self._recorder, export, prometheus_port, self.run_dir, self.rank,
+                                  self.world_size, self._info.get("config"))
+        except BaseException:  # a misspelt exporter or a missing package: no writer thread left behind
+            self._recorder.close()
+            raise
 
     def _on_forward(self, *_: Any) -> None:
         if self._compute_start is None:
