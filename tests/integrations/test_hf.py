@@ -112,7 +112,7 @@ def test_resume_from_checkpoint_continues_the_same_run(tmp_path):
     first = open_run(tmp_path / "stethoscope")
     with first:
         before = dict(zip(*first.series("train/loss")))
-    assert sorted(before) == [1, 2, 3, 4]
+    assert sorted(before) == [1, 2, 3, 4] and (tmp_path / "checkpoint-4" / STATE_FILE).is_file()
     cb = StethoscopeCallback()
     trainer = _trainer(tmp_path, cb, max_steps=6, save_strategy="steps", save_steps=2)
     trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))

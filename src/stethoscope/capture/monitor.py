@@ -311,7 +311,7 @@ class Monitor:
         values.update(hooked)
 
     def _capture_lr(self, values: dict[str, Any]) -> None:
-        if self._opt is None:
+        if self._opt is None or R.LR in values:  # an LR the caller passed (the one the step used) wins
             return
         for i, group in enumerate(self._opt.param_groups):
             lr = group.get("lr")
