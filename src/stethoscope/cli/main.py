@@ -367,6 +367,15 @@ def _add_ckpt() -> None:
 _add_ckpt()
 
 
+def _add_export() -> None:
+    from stethoscope.cli.export_view import export  # click only: each exporter loads its tool when run
+
+    cli.add_command(export)
+
+
+_add_export()
+
+
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="stethoscope")
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stethoscope.errors import UsageError
 from stethoscope.exporters.base import ExportContext
 from stethoscope.records import Finding
 from stethoscope.store.query import open_run
@@ -26,14 +27,19 @@ class Exported:
     exporter: Any
 
 
-def export_run(path: str | os.PathLike[str], make: Callable[[], Any],
-               ranks: list[int] | None = None) -> list[Exported]:
-    """Replay every rank (or `ranks`) of the run at `path` into a fresh exporter from `make()`."""
+def export_run(path: str | os.PathLike[str], make: Callable[[], Any], ranks: list[int] | None = None,
+               name: str | None = None) -> list[Exported]:
+    """Replay every rank (or `ranks`) of the run at `path` into a fresh exporter from `make()`; `name`
+    (default: the run directory's) names the run in the tool."""
     out = []
     with open_run(path) as reader:
+        unknown = sorted(set(ranks or ()) - set(reader.ranks))
+        if unknown:
+            raise UsageError(f"{path}: no rank {', '.join(map(str, unknown))} (ranks: "
+                             f"{', '.join(map(str, reader.ranks))})")
         chosen = reader.ranks if ranks is None else [r for r in reader.ranks if r in ranks]
         for rank in chosen:
-            context = ExportContext(run=_name(Path(path)), run_dir=Path(path), rank=rank,
+            context = ExportContext(run=name or _name(Path(path)), run_dir=Path(path), rank=rank,
                                     world_size=len(reader.ranks), config=_config(reader.meta(rank)))
             exporter = make()
             exporter.open(context)

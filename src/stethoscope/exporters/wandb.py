@@ -25,6 +25,8 @@ class WandB:
                  name: str | None = None, **init: Any) -> None:
         self.project, self.dir, self.mode, self.name, self.init = project, dir, mode, name, init
         self.run: Any = None
+        self.local_dir: str | None = None
+        """Where W&B keeps this run's files (an offline run: what `wandb sync` uploads)."""
         self.skipped = 0
         self._last: int | None = None
         self._row: dict[str, float] = {}
@@ -37,6 +39,7 @@ class WandB:
         self.run = wandb.init(project=self.project or "stethoscope", name=self.name or context.label,
                               dir=str(target), mode=self.mode, config=context.config or None,
                               reinit="create_new", **self.init)
+        self.local_dir = getattr(self.run.settings, "sync_dir", None)
 
     def write(self, points: Sequence[Point], findings: Sequence[Finding]) -> None:
         for name, step, value, _t in points:
