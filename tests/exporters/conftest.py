@@ -46,3 +46,12 @@ def store_series(run_dir: Path, rank: int = 0) -> dict[str, dict[int, float]]:
 
 def same(a: float, b: float, rel: float = 1e-6) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=rel, abs=1e-12)
+
+
+def cli(*args: str, env: dict[str, str] | None = None):
+    """The `stethoscope` command run in this process (the exporters' tools stay imported between tests)."""
+    from click.testing import CliRunner
+
+    from stethoscope.cli.main import cli as command
+
+    return CliRunner().invoke(command, list(args), env=env, catch_exceptions=False)

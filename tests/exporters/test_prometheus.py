@@ -12,7 +12,7 @@ import pytest
 from stethoscope.exporters.prometheus import metric_name
 from stethoscope.records import UNITS
 from tests.conftest import run_cli
-from tests.exporters.conftest import STEPS, loss_at, record
+from tests.exporters.conftest import STEPS, cli, loss_at, record
 
 parser = pytest.importorskip("prometheus_client.parser")
 yaml = pytest.importorskip("yaml")
@@ -74,12 +74,12 @@ def _names_in(expr: str) -> set[str]:
     return set(re.findall(r"\bstethoscope_[a-z0-9_]+", expr))
 
 
-def test_prometheus_rules_carry_the_detector_thresholds(tmp_path, cli_env):
+def test_prometheus_rules_carry_the_detector_thresholds(tmp_path):
     (tmp_path / "exp1").mkdir()
     out = tmp_path / "rules.yml"
-    res = run_cli("export", "prometheus-rules", str(tmp_path / "exp1"), "-o", str(out),
-                  "--set", "loss_spike_warn_rel=0.5", "--set", "grad_norm_ceiling=100", env=cli_env)
-    assert res.returncode == 0, res.stderr
+    res = cli("export", "prometheus-rules", str(tmp_path / "exp1"), "-o", str(out),
+                  "--set", "loss_spike_warn_rel=0.5", "--set", "grad_norm_ceiling=100")
+    assert res.exit_code == 0, res.stderr
     doc = yaml.safe_load(out.read_text())
     (group,) = doc["groups"]
     rules = {r["alert"]: r for r in group["rules"]}
@@ -94,8 +94,8 @@ def test_prometheus_rules_carry_the_detector_thresholds(tmp_path, cli_env):
     assert "1.5 * quantile_over_time(0.5, stethoscope_train_loss" in rules["StethoscopeLossSpike"]["expr"]
     assert rules["StethoscopeGradNormCeiling"]["expr"] == 'stethoscope_grad_norm{run="exp1"} > 100'
     assert "> 10 *" in rules["StethoscopeGradExplosion"]["expr"]  # the default grad_explosion_ratio
-    res = run_cli("export", "prometheus-rules", "--format", "json", env=cli_env)
-    assert res.returncode == 0 and "run=" not in res.stdout
+    res = cli("export", "prometheus-rules", "--format", "json")
+    assert res.exit_code == 0 and "run=" not in res.stdout
     assert json.loads(res.stdout)["groups"][0]["name"] == "stethoscope"
 
 
@@ -106,10 +106,10 @@ def test_bad_rule_options_are_one_line(cli_env):
     assert res.returncode == 2 and "spike_sigma" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_grafana_dashboard_queries_what_the_ranks_serve(tmp_path, cli_env):
+def test_grafana_dashboard_queries_what_the_ranks_serve(tmp_path):
     out = tmp_path / "dash.json"
-    res = run_cli("export", "grafana", "-o", str(out), "--title", "LLM runs", env=cli_env)
-    assert res.returncode == 0, res.stderr
+    res = cli("export", "grafana", "-o", str(out), "--title", "LLM runs")
+    assert res.exit_code == 0, res.stderr
     dash = json.loads(out.read_text())
     assert dash["title"] == "LLM runs" and dash["uid"] and dash["schemaVersion"] >= 30
     assert {v["name"] for v in dash["templating"]["list"]} == {"datasource", "run", "rank"}
