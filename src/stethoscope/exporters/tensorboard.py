@@ -37,9 +37,13 @@ class TensorBoard:
     def write(self, points: Sequence[Point], findings: Sequence[Finding]) -> None:
         event_pb2, summary_pb2 = self._pb
         add = self._writer.add_event
-        for name, step, value, t in points:
-            summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=name, simple_value=value)])
-            add(event_pb2.Event(wall_time=t or 0.0, step=step, summary=summary))
+        Value = summary_pb2.Summary.Value
+        values: list[Any] = []
+        for i, (name, step, value, t) in enumerate(points):
+            values.append(Value(tag=name, simple_value=value))
+            if i + 1 == len(points) or points[i + 1][1] != step:  # one event per step: 5x fewer records
+                add(event_pb2.Event(wall_time=t or 0.0, step=step, summary=summary_pb2.Summary(value=values)))
+                values = []
         for f in findings:
             add(event_pb2.Event(wall_time=time.time(), step=f.step or 0, summary=_text(summary_pb2, f)))
 
