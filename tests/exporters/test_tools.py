@@ -155,5 +155,7 @@ def test_missing_tool_is_one_line_naming_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)
     with pytest.raises(ImportError, match=r"pip install 'stethoscope\[wandb\]'"):
         st.Monitor(tmp_path / "exp1", export=["wandb"])
+    assert not (tmp_path / "exp1").exists()  # refused before anything was created
     with pytest.raises(ValueError, match="unknown exporter 'tensorbored'"):
         st.Monitor(tmp_path / "exp2", export=["tensorbored"])
+    assert not (tmp_path / "exp2").exists()

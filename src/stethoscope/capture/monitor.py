@@ -80,6 +80,7 @@ class Monitor:
 
         detection = self._live_detection()  # before the writer starts: a bad config leaves no thread behind
         alerts = self._alerts_config(detection)  # a bad alerts file fails here, naming the key
+        export = self._exporters(export, prometheus_port)  # a misspelt exporter or a missing package: here
         if store is None:
             self._claim_run_dir(resume)
         store = store if store is not None else RunStore(rank_path(self.run_dir, self.rank))
@@ -90,7 +91,7 @@ class Monitor:
         self._detection = detection
         if detection is not None:
             self._recorder.observers.append(self._with_alerts(detection, alerts))
-        self.exports = self._start_exports(export, prometheus_port)
+        self.exports = self._start_exports(export)
         self._host = HostStats()
         self._gc = GcPauses()
         self._device_memory = device_memory if device_memory is not None else default_device_memory()
@@ -159,16 +160,24 @@ class Monitor:
                                   str(self.run_dir.resolve()), knowledge_advice(), strict=self.settings.strict)
         return self._alerts
 
-    def _start_exports(self, export: Any, prometheus_port: int | None) -> Any:
-        """The live exporters (wrapping the other observers, to see their findings), or None."""
+    @staticmethod
+    def _exporters(export: Any, prometheus_port: int | None) -> list[Any] | None:
         if export is None and prometheus_port is None:
+            return None
+        from stethoscope.exporters.live import exporters
+
+        return exporters(export, prometheus_port)
+
+    def _start_exports(self, export: list[Any] | None) -> Any:
+        """The live exporters (wrapping the other observers, to see their findings), or None."""
+        if export is None:
             return None
         from stethoscope.exporters.live import attach_exports
 
         try:
-            return attach_exports(self._recorder, export, prometheus_port, self.run_dir, self.rank,
-                                  self.world_size, self._info.get("config"))
-        except BaseException:  # a misspelt exporter or a missing package: no writer thread left behind
+            return attach_exports(self._recorder, export, self.run_dir, self.rank, self.world_size,
+                                  self._info.get("config"))
+        except BaseException:  # an exporter whose open raised ImportError: no writer thread left behind
             self._recorder.close()
             raise
 

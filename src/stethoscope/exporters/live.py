@@ -130,20 +130,25 @@ class LiveExport:
                         what, exc, exc_info=exc)
 
 
-def start_exports(specs: Any, prometheus_port: int | None, context: ExportContext,
-                  inner: Sequence[Any]) -> LiveExport:
-    """Open the exporters named or given in `specs` (and Prometheus on `prometheus_port`), for the
-    Monitor. A misspelt name or a missing package raises here, before training starts; an exporter that
-    fails to open (a port in use, an unreachable server) is logged and left out."""
+def exporters(specs: Any, prometheus_port: int | None) -> list[Any]:
+    """The exporter objects for `specs` (names or objects) and Prometheus on `prometheus_port`; a misspelt
+    name or a missing package raises here, before the Monitor creates anything."""
     specs = [specs] if isinstance(specs, str) or not isinstance(specs, (list, tuple)) else list(specs)
-    exporters = [make(s) for s in specs if s is not None]
-    if prometheus_port is not None and not any(type(e).__name__ == "Prometheus" for e in exporters):
+    out = [make(s) for s in specs if s is not None]
+    if prometheus_port is not None and not any(type(e).__name__ == "Prometheus" for e in out):
         from stethoscope.exporters.prometheus import Prometheus
 
-        port = prometheus_port + context.rank if prometheus_port and context.world_size > 1 else prometheus_port
-        exporters.append(Prometheus(port=port))
+        out.append(Prometheus(port=prometheus_port))
+    return out
+
+
+def start_exports(exporters: Sequence[Any], context: ExportContext, inner: Sequence[Any]) -> LiveExport:
+    """Open the exporters for the Monitor; one that fails to open (a port in use, an unreachable
+    server) is logged and left out, the run goes on without it."""
     opened = []
     for exporter in exporters:
+        if type(exporter).__name__ == "Prometheus" and exporter.port and context.world_size > 1:
+            exporter.port += context.rank  # rank r serves P + r
         try:
             exporter.open(context)
         except ImportError:  # a missing package: one line naming the extra, nothing left running
@@ -158,15 +163,15 @@ def start_exports(specs: Any, prometheus_port: int | None, context: ExportContex
     return LiveExport(opened, inner)
 
 
-def attach_exports(recorder: Any, specs: Any, prometheus_port: int | None, run_dir: Any, rank: int,
-                   world_size: int, config: Any) -> LiveExport:
+def attach_exports(recorder: Any, chosen: Sequence[Any], run_dir: Any, rank: int, world_size: int,
+                   config: Any) -> LiveExport:
     """Start the exporters for a Monitor's recorder; they wrap its observers. The Prometheus URL goes
     into the run's metadata (`prometheus_url`)."""
     from pathlib import Path
 
     context = ExportContext(run=Path(run_dir).name, run_dir=Path(run_dir), rank=rank, world_size=world_size,
                             config=config if isinstance(config, dict) else {})
-    live = start_exports(specs, prometheus_port, context, recorder.observers)
+    live = start_exports(chosen, context, recorder.observers)
     recorder.observers[:] = [live]
     urls = [e.url for e in live.exporters if getattr(e, "url", None)]
     if urls:

@@ -26,6 +26,7 @@ class MLflow:
 
     def __init__(self, tracking_uri: str | None = None, experiment: str = "stethoscope",
                  run_name: str | None = None) -> None:
+        require("mlflow", "mlflow", "the MLflow exporter")  # fails early: before a Monitor starts
         self.tracking_uri, self.experiment, self.run_name = tracking_uri, experiment, run_name
         self.run_id: str | None = None
         self._client: Any = None

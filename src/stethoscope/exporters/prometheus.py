@@ -38,6 +38,7 @@ class Prometheus:
     inline = True  # setting a few numbers under a lock: cheap enough for the writer thread
 
     def __init__(self, port: int = 0, addr: str = "127.0.0.1") -> None:
+        require("prometheus_client", "prometheus", "the Prometheus exporter")  # fails early: before a Monitor starts
         self.port, self.addr = port, addr
         self.url: str | None = None
         self._labels = ("", "0")

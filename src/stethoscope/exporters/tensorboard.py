@@ -19,6 +19,7 @@ class TensorBoard:
     """Writes to `logdir` (default: RUN_DIR/tensorboard; rank r of a multi-rank run in rank-r below it)."""
 
     def __init__(self, logdir: str | Path | None = None, flush_secs: float = 5.0) -> None:
+        require("tensorboard", "tensorboard", "the TensorBoard exporter")  # fails early: before a Monitor starts
         self.logdir = None if logdir is None else Path(logdir)
         self.flush_secs = flush_secs
         self._writer: Any = None

@@ -23,6 +23,7 @@ class WandB:
 
     def __init__(self, project: str | None = None, dir: str | Path | None = None, mode: str | None = None,
                  name: str | None = None, **init: Any) -> None:
+        require("wandb", "wandb", "the W&B exporter")  # fails early: before a Monitor starts
         self.project, self.dir, self.mode, self.name, self.init = project, dir, mode, name, init
         self.run: Any = None
         self.local_dir: str | None = None
