@@ -63,7 +63,10 @@ def test_records_what_the_monitor_records(tmp_path):
         assert lr_steps == steps and lrs[0] == pytest.approx(1e-3) and lrs[-1] < lrs[0]  # linear decay
         assert run.series("eval/loss")[0] == [3, 6]
         tps_steps, tps = run.series("perf/tokens_per_s")
-        assert tps_steps == [2, 3, 4, 5, 6] and all(v > 0 for v in tps)
+        step_times = dict(zip(*run.series("perf/step_time_s")))
+        assert tps_steps == [2, 3, 4, 5, 6]  # tokens counted from the batch: BATCH x SEQ per step
+        assert [v * step_times[s] for s, v in zip(tps_steps, tps)] == pytest.approx([BATCH * SEQ] * 5)
+        assert [v * step_times[s] for s, v in zip(*run.series("perf/samples_per_s"))] == pytest.approx([BATCH] * 5)
         assert run.series("memory/rss_gib")[1][0] > 0
         _, rows = run.query("SELECT step, ids FROM batches ORDER BY step")
         assert [r[0] for r in rows] == steps and all(len(eval(r[1])) == BATCH for r in rows)

@@ -76,7 +76,9 @@ def test_records_what_the_monitor_records(tmp_path):
         lrs = run.series("opt/lr")[1]
         assert lrs[0] == pytest.approx(0.05) and lrs[1] == pytest.approx(0.025)
         assert run.series("eval/loss")[0] == [3, 6]
-        assert all(v > 0 for v in run.series("perf/tokens_per_s")[1])
+        step_times = dict(zip(*run.series("perf/step_time_s")))
+        tps = run.series("perf/tokens_per_s")
+        assert [v * step_times[s] for s, v in zip(*tps)] == pytest.approx([BATCH * SEQ] * 5)  # from the batch
         _, rows = run.query("SELECT COUNT(*), MIN(LENGTH(ids)) FROM batches")
         assert rows[0][0] == 6
         assert run.meta()["status"] == "completed" and '"lr": 0.05' in run.meta()["config"]
