@@ -136,3 +136,12 @@ def test_missing_transformers_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.delitem(hf.__dict__, "StethoscopeCallback", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'stethoscope\[hf\]'"):
         hf.StethoscopeCallback  # noqa: B018
+
+
+def test_a_failure_inside_the_callback_never_reaches_training(tmp_path, caplog):
+    cb = StethoscopeCallback()
+    with caplog.at_level(logging.WARNING):
+        cb.monitor = object()  # a callback in a broken state: every hook would raise
+        assert cb.on_step_end(None, None, None) is None
+        assert cb.on_log(None, None, None, logs={"grad_norm": 1.0}) is None
+    assert cb.errors == 2 and caplog.text.count("stethoscope failed in") == 1

@@ -128,3 +128,12 @@ def test_missing_lightning_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.delitem(integration.__dict__, "StethoscopeCallback", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'stethoscope\[lightning\]'"):
         integration.StethoscopeCallback  # noqa: B018
+
+
+def test_a_failure_inside_the_callback_never_reaches_training(caplog):
+    cb = StethoscopeCallback()
+    with caplog.at_level(logging.WARNING):
+        cb.monitor = object()  # a callback in a broken state: every hook would raise
+        assert cb.on_train_batch_end(None, None, None, None, 0) is None
+        assert cb.on_before_optimizer_step(None, None, None) is None
+    assert cb.errors == 2 and caplog.text.count("stethoscope failed in") == 1

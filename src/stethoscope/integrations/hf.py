@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from stethoscope.integrations import batches
+from stethoscope.integrations.guard import guarded
 from stethoscope.records import GRAD_NORM, LR
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,8 @@ class _Adapter:
         `stethoscope.Monitor` (alerts=…, export=[…], prometheus_port=…, detect=…)."""
         self.run_dir, self.options = run_dir, monitor
         self.monitor: Any = None
+        self.errors = 0
+        """Failures inside the callback (logged once, counted, never raised into training)."""
         self._hooks: list[Any] = []
         self._reset_step()
 
@@ -60,6 +63,7 @@ class _Adapter:
             self._hooks = [model.register_forward_pre_hook(self._on_inputs, with_kwargs=True),
                            model.register_forward_hook(self._on_outputs)]
 
+    @guarded
     def on_train_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
         self._commit()
         self._close("stopped" if control.should_training_stop and state.global_step < state.max_steps
@@ -74,11 +78,14 @@ class _Adapter:
         self.monitor = None
 
     # -- the batch, seen by the model's forward hooks (no host sync) ---------------------------
+    @guarded
     def _on_inputs(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if not module.training or self.monitor is None:
             return
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        ids = batches.token_tensor({"input_ids": ids}) if ids is not None else batches.token_tensor(kwargs)
+        batch = dict(kwargs)
+        if args:
+            batch.setdefault("input_ids", args[0])
+        ids = batches.token_tensor(batch)
         if ids is not None:
             tokens, samples = batches.count(ids)
             self._tokens += tokens
@@ -86,6 +93,7 @@ class _Adapter:
             self._ids.append(batches.fingerprints(ids))
         self._sum_losses = kwargs.get("num_items_in_batch") is not None  # losses already divided by the total
 
+    @guarded
     def _on_outputs(self, module: Any, _args: Any, output: Any) -> None:
         if not module.training or self.monitor is None:
             return
@@ -96,14 +104,13 @@ class _Adapter:
             self._micro += 1
 
     # -- steps ---------------------------------------------------------------------------------
+    @guarded
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kw: Any) -> None:
         opt = optimizer if optimizer is not None else kw.get("optimizer")
         if opt is not None and opt.param_groups:
             self._lr = opt.param_groups[0].get("lr")
 
-    def on_optimizer_step(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        pass
-
+    @guarded
     def on_step_end(self, args: Any, state: Any, control: Any, optimizer: Any = None, **_: Any) -> None:
         if self.monitor is None:
             return
@@ -125,6 +132,7 @@ class _Adapter:
         self._loss, self._micro, self._tokens, self._samples, self._ids, self._lr = None, 0, 0, 0, [], None
         self._apply(control)
 
+    @guarded
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any) -> None:
         if self.monitor is None or not logs:
             return
@@ -151,6 +159,7 @@ class _Adapter:
         metrics = step.pop("metrics")
         self.monitor.step(number, **step, **metrics)
 
+    @guarded
     def on_evaluate(self, args: Any, state: Any, control: Any, metrics: dict[str, Any] | None = None,
                     **_: Any) -> None:
         if self.monitor is None or not metrics:
@@ -163,6 +172,7 @@ class _Adapter:
                           **values)
 
     # -- checkpoints and control ---------------------------------------------------------------
+    @guarded
     def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
         if self.monitor is None:
             return
@@ -194,8 +204,7 @@ class _Adapter:
         if not (ctl.checkpoint or ctl.stop or ctl.rollback):
             return
         why = "; ".join(ctl.reasons) or "requested"
-        if ctl.checkpoint or ctl.stop or ctl.rollback:
-            control.should_save = True
+        control.should_save = True
         if ctl.stop or ctl.rollback:
             control.should_training_stop = True
         if ctl.rollback:

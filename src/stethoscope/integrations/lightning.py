@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stethoscope.integrations import batches
+from stethoscope.integrations.guard import guarded
 from stethoscope.records import LR
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ class _Adapter:
         `stethoscope.Monitor` (alerts=…, export=[…], prometheus_port=…, tokens_per_step=…)."""
         self.run_dir, self.options = run_dir, monitor
         self.monitor: Any = None
+        self.errors = 0
+        """Failures inside the callback (logged once, counted, never raised into training)."""
         self._restored: dict[str, Any] | None = None
         self._clear()
 
@@ -59,9 +62,11 @@ class _Adapter:
             self._restored = None
         self._last_step = trainer.global_step
 
+    @guarded
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         self._close("stopped" if trainer.should_stop else "completed")
 
+    @guarded
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self._close(f"failed: {type(exception).__name__}: {exception}")
 
@@ -71,6 +76,7 @@ class _Adapter:
         self.monitor = None
 
     # -- steps ---------------------------------------------------------------------------------
+    @guarded
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.monitor is None:
             return
@@ -101,6 +107,7 @@ class _Adapter:
         self._clear()
         self._apply(ctl, trainer)
 
+    @guarded
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         if self.monitor is None:
             return
@@ -113,6 +120,7 @@ class _Adapter:
         self._lrs = {LR if i == 0 else f"{LR}/group{i}": g["lr"] for i, g in enumerate(optimizer.param_groups)
                      if isinstance(g.get("lr"), (int, float))}
 
+    @guarded
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         if self.monitor is None or trainer.sanity_checking:
             return
