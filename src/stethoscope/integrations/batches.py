@@ -37,10 +37,18 @@ def fingerprints(tokens: Any) -> Any:
     import torch
 
     flat = tokens.reshape(tokens.shape[0], -1).long()
-    n = flat.shape[1]
-    # Fixed odd multipliers (a splitmix-like sequence): position-dependent, so order matters.
-    weights = (torch.arange(1, n + 1, device=flat.device, dtype=torch.int64) * 0x5851F42D4C957F2D - 1) | 1
+    key = (flat.shape[1], flat.device)
+    weights = _WEIGHTS.get(key)
+    if weights is None:
+        if len(_WEIGHTS) > 64:  # bounded: a few sequence lengths and devices in practice
+            _WEIGHTS.clear()
+        # Fixed odd multipliers (an LCG-like sequence): position-dependent, so order matters.
+        ramp = torch.arange(1, key[0] + 1, device=flat.device, dtype=torch.int64)
+        weights = _WEIGHTS[key] = (ramp * 0x5851F42D4C957F2D - 1) | 1
     return (flat * weights).sum(dim=1) & 0x7FFFFFFFFFFFFFFF
+
+
+_WEIGHTS: dict[tuple[int, Any], Any] = {}
 
 
 def _is_int_tensor(t: Any) -> bool:
