@@ -22,15 +22,26 @@ EXIT_STATUS = """\b
 Exit status: 0 fine, 2 usage or input error (one line on stderr naming the file and the problem)."""
 
 
-@click.group("export", epilog=EXIT_STATUS)
+class _Group(click.Group):
+    """Each subcommand's whole first line in the listing (click would cut it short)."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, cmd.get_short_help_str(limit=200)) for name, cmd in sorted(self.commands.items())
+                if not cmd.hidden]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows, col_max=18)
+
+
+@click.group("export", cls=_Group, epilog=EXIT_STATUS)
 def export() -> None:
-    """Feed a run to Prometheus/Grafana, TensorBoard, W&B or MLflow.
+    """Feed a run to Prometheus/Grafana, TensorBoard, W&B or MLflow, or write their configuration.
+
+    Live, from the training process: Monitor(..., prometheus_port=0, export=["tensorboard", "mlflow"]).
+    Afterwards: a finished or imported run, or a foreign log (trainer_state.json, event files, ...).
 
     \b
-    Live, from the training process: Monitor(..., prometheus_port=0, export=["tensorboard", "mlflow"]).
-    Afterwards, from a finished or imported run (or a foreign log):
+    Examples:
       stethoscope export tensorboard runs/exp1
-      stethoscope export mlflow runs/exp1 sqlite:///mlflow.db
       stethoscope export prometheus-rules runs/exp1 -o stethoscope-rules.yml
       stethoscope export grafana -o stethoscope-dashboard.json
     """
@@ -50,7 +61,8 @@ def _json_option(command: Any) -> Any:
 @click.argument("run", required=False, type=click.Path())
 @click.option("-o", "--out", type=click.Path(dir_okay=False, allow_dash=True), default="-", show_default=True,
               help="The rule file to write (- for stdout).")
-@click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
+              help="YAML (what Prometheus' rule_files usually hold) or JSON.")
 @click.option("--window", default="10m", show_default=True, help="The recent level a spike is measured against.")
 @click.option("--long-window", default="1h", show_default=True, help="The baseline of slow changes.")
 @click.option("--hang-after", type=float, default=600.0, show_default=True, metavar="SECONDS",
@@ -82,7 +94,7 @@ def prometheus_rules(run: str | None, out: str, fmt: str, window: str, long_wind
 @export.command("grafana", epilog=EXIT_STATUS)
 @click.option("-o", "--out", type=click.Path(dir_okay=False, allow_dash=True), default="-", show_default=True,
               help="The dashboard JSON to write (- for stdout).")
-@click.option("--title", default="stethoscope", show_default=True)
+@click.option("--title", default="stethoscope", show_default=True, help="The dashboard's title.")
 def grafana(out: str, title: str) -> None:
     """A Grafana dashboard over the Prometheus metrics every rank serves (import it in Grafana).
 
@@ -102,8 +114,10 @@ def grafana(out: str, title: str) -> None:
 @_rank_option
 @_json_option
 def tensorboard(run: str, dest: str | None, ranks: tuple[int, ...], as_json: bool) -> None:
-    """Write a run as TensorBoard event files in DEST (default: RUN/tensorboard, or ./tensorboard/NAME for a
-    foreign log; rank-N subdirectories for a run of several ranks).
+    """Write a run as TensorBoard event files in DEST.
+
+    DEST defaults to RUN/tensorboard (./tensorboard/NAME for a foreign log); a run of several ranks gets
+    one rank-N subdirectory per rank.
 
     \b
     Examples:
@@ -127,7 +141,9 @@ def tensorboard(run: str, dest: str | None, ranks: tuple[int, ...], as_json: boo
 @_rank_option
 @_json_option
 def wandb(run: str, dest: str | None, project: str, mode: str | None, ranks: tuple[int, ...], as_json: bool) -> None:
-    """Log a run to Weights & Biases; the local run files go under DEST (default: RUN, or . for a foreign log).
+    """Log a run to Weights & Biases.
+
+    W&B keeps its local run files under DEST (default: RUN, or . for a foreign log).
 
     \b
     Examples:
@@ -149,7 +165,9 @@ def wandb(run: str, dest: str | None, project: str, mode: str | None, ranks: tup
 @_rank_option
 @_json_option
 def mlflow(run: str, dest: str | None, experiment: str, ranks: tuple[int, ...], as_json: bool) -> None:
-    """Log a run to MLflow. DEST: a tracking URI (sqlite:///mlflow.db, http://host:5000, file:///…) or a
+    """Log a run to MLflow.
+
+    DEST: a tracking URI (sqlite:///mlflow.db, http://host:5000, file:///…) or a
     directory (a file store); default: MLflow's own ($MLFLOW_TRACKING_URI).
 
     \b
