@@ -98,10 +98,21 @@ def test_mlflow_live(tmp_path, mlflow_env):
 
 def test_mlflow_export_of_a_stored_run(recorded, tmp_path, mlflow_env):
     res = cli("export", "mlflow", str(recorded), str(tmp_path / "mlruns"), "--rank", "1")
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code == 0, res.output
     metrics, run, _ = _mlflow((tmp_path / "mlruns").as_uri(), "exp1/rank-1")
     _compare(metrics, store_series(recorded, 1), rel=1e-12)
     assert run.data.tags["stethoscope.rank"] == "1"
+
+
+@pytest.mark.slow  # MLflow creates and migrates its schema: ~13 s
+def test_mlflow_export_into_sqlite(recorded, tmp_path, mlflow_env):
+    pytest.importorskip("sqlalchemy")
+    pytest.importorskip("alembic")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    res = cli("export", "mlflow", str(recorded), uri, "--rank", "0", "--experiment", "stethoscope")
+    assert res.exit_code == 0, res.output
+    metrics, _, _ = _mlflow(uri, "exp1/rank-0")
+    _compare(metrics, store_series(recorded, 0), rel=1e-12)  # NaN included: MLflow's sqlite store keeps it
 
 
 # -- W&B ---------------------------------------------------------------------------------------
@@ -138,7 +149,7 @@ def test_wandb_export_of_a_stored_run(recorded, tmp_path, wandb_env):
     from tests.exporters import wandb_log
 
     res = cli("export", "wandb", str(recorded), str(tmp_path / "wb"), "--rank", "0", "--json")
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code == 0, res.output
     (row,) = json.loads(res.stdout)
     path = _wandb_file(tmp_path / "wb")
     assert str(path.parent) == row["to"]
