@@ -105,9 +105,10 @@ def test_mlflow_export_of_a_stored_run(recorded, tmp_path, mlflow_env):
 
 
 @pytest.mark.slow  # MLflow creates and migrates its schema: ~13 s
-def test_mlflow_export_into_sqlite(recorded, tmp_path, mlflow_env):
+def test_mlflow_export_into_sqlite(recorded, tmp_path, mlflow_env, monkeypatch):
     pytest.importorskip("sqlalchemy")
     pytest.importorskip("alembic")
+    monkeypatch.chdir(tmp_path)  # a sqlite store keeps artifacts in ./mlruns (MLflow's default artifact root)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     res = cli("export", "mlflow", str(recorded), uri, "--rank", "0", "--experiment", "stethoscope")
     assert res.exit_code == 0, res.output
