@@ -187,3 +187,29 @@ def __getattr__(name: str) -> Any:
 
         return MemoryChannel
     raise AttributeError(f"module 'stethoscope.testing' has no attribute {name!r}")
+
+
+# -- exporters (issue 13) ----------------------------------------------------------------------------
+class MemoryExporter:
+    """An exporter (see `stethoscope.exporters.base.Exporter`) that keeps what it is given in lists;
+    `fail` makes every write raise, as a tool whose server went away would. Pass it as
+    `Monitor(..., export=[MemoryExporter()])`."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.context: Any = None
+        self.points: list[tuple[str, int, float, Any]] = []
+        self.findings: list[Any] = []
+        self.closed = False
+
+    def open(self, context: Any) -> None:
+        self.context = context
+
+    def write(self, points: Any, findings: Any) -> None:
+        if self.fail:
+            raise ConnectionError("the tracking server went away")
+        self.points += points
+        self.findings += findings
+
+    def close(self) -> None:
+        self.closed = True

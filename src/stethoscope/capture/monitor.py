@@ -44,6 +44,9 @@ class Monitor:
     SQLite store (a fake from `stethoscope.testing`). `debug_nonfinite=True` (or a
     `stethoscope.debug.NonfiniteWatch`) re-runs the batch of the first non-finite step through
     `stethoscope.debug.locate_nonfinite` and stores the report as a `debug` event (pass `batch=` to `step`).
+    `export` forwards the run live to other tools ("tensorboard", "wandb", "mlflow", "prometheus" or
+    exporter objects from `stethoscope.exporters`); `prometheus_port` serves `/metrics` on 127.0.0.1
+    (0: a free port; `mon.exports` says which).
     """
 
     def __init__(self, run_dir: str | os.PathLike[str], model: Any = None, optimizer: Any = None, *,
@@ -53,7 +56,8 @@ class Monitor:
                  rank: int | None = None, world_size: int | None = None,
                  settings: MonitorConfig | None = None, device_memory: DeviceMemory | None = None,
                  store: RunStore | None = None, resume: bool = False, checkpoints: Any = None,
-                 recovery: Any = None, debug_nonfinite: Any = False, **options: Any) -> None:
+                 recovery: Any = None, debug_nonfinite: Any = False, export: Any = None,
+                 prometheus_port: int | None = None, **options: Any) -> None:
         self.settings = settings or MonitorConfig(**options)
         self.run_dir = Path(run_dir)
         self.control = Control()
@@ -84,6 +88,7 @@ class Monitor:
         """The automatic recovery policy's state (`stethoscope.Recovery`): rollbacks, skips, `lr_scale`; or None."""
         alerts = self._alerts_config(detection)  # a bad alerts file fails here, naming the key
         self._nonfinite = self._nonfinite_locator(debug_nonfinite, model, scaler)  # so does a bad debug_nonfinite
+        export = self._exporters(export, prometheus_port)  # a misspelt exporter or a missing package: here
         if store is None:
             self._claim_run_dir(resume)
         store = store if store is not None else RunStore(rank_path(self.run_dir, self.rank))
@@ -98,6 +103,7 @@ class Monitor:
                 self.recovery.bind(self)
                 observer = self.recovery.observer(observer)
             self._recorder.observers.append(observer)
+        self.exports = self._start_exports(export)
         self._host = HostStats()
         self._gc = GcPauses()
         self._device_memory = device_memory if device_memory is not None else default_device_memory()
@@ -172,6 +178,27 @@ class Monitor:
         self._alerts = LiveAlerts(detection, config, store.write_events, store.write_points, self.rank,
                                   str(self.run_dir.resolve()), knowledge_advice(), strict=self.settings.strict)
         return self._alerts
+
+    @staticmethod
+    def _exporters(export: Any, prometheus_port: int | None) -> list[Any] | None:
+        if export is None and prometheus_port is None:
+            return None
+        from stethoscope.exporters.live import exporters
+
+        return exporters(export, prometheus_port)
+
+    def _start_exports(self, export: list[Any] | None) -> Any:
+        """The live exporters (wrapping the other observers, to see their findings), or None."""
+        if export is None:
+            return None
+        from stethoscope.exporters.live import attach_exports
+
+        try:
+            return attach_exports(self._recorder, export, self.run_dir, self.rank, self.world_size,
+                                  self._info.get("config"))
+        except BaseException:  # an exporter whose open raised ImportError: no writer thread left behind
+            self._recorder.close()
+            raise
 
     def _on_forward(self, *_: Any) -> None:
         if self._compute_start is None:
@@ -345,7 +372,7 @@ class Monitor:
         values.update(hooked)
 
     def _capture_lr(self, values: dict[str, Any]) -> None:
-        if self._opt is None:
+        if self._opt is None or R.LR in values:  # an LR the caller passed (the one the step used) wins
             return
         for i, group in enumerate(self._opt.param_groups):
             lr = group.get("lr")

@@ -386,6 +386,15 @@ def _add_ckpt() -> None:
 _add_ckpt()
 
 
+def _add_export() -> None:
+    from stethoscope.cli.export_view import export  # click only: each exporter loads its tool when run
+
+    cli.add_command(export)
+
+
+_add_export()
+
+
 def _add_parquet() -> None:
     """`export parquet`; beside an `export` group when one exists, else in a group of its own."""
     from stethoscope.cli.parquet_view import parquet

@@ -1,0 +1,139 @@
+"""The Lightning adapter on a real Trainer: a tiny next-token model, a few CPU steps."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+L = pytest.importorskip("lightning.pytorch")
+
+from stethoscope.integrations.lightning import StethoscopeCallback  # noqa: E402
+from stethoscope.store.query import open_run  # noqa: E402
+
+SEQ, BATCH, VOCAB = 8, 4, 32
+
+
+class TinyLM(L.LightningModule):
+    def __init__(self, lr: float = 0.05) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.emb = torch.nn.Embedding(VOCAB, 16)
+        self.head = torch.nn.Linear(16, VOCAB)
+        self.losses: list[float] = []
+        self.grad_norms: list[float] = []
+
+    def _loss(self, batch):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.head(self.emb(x)).flatten(0, 1), y.flatten())
+
+    def training_step(self, batch, _i):
+        loss = self._loss(batch)
+        self.losses.append(loss.item())
+        return loss
+
+    def validation_step(self, batch, _i):
+        self.log("val_loss", self._loss(batch))
+
+    def on_before_optimizer_step(self, optimizer):  # the reference: the norm Lightning is about to clip
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        self.grad_norms.append(torch.nn.utils.get_total_norm(grads).item())
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.StepLR(opt, 1, 0.5),
+                                                   "interval": "step"}}
+
+
+def _data(n: int = 64):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, VOCAB, (n, SEQ), generator=g)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, (x + 1) % VOCAB), batch_size=BATCH)
+
+
+def _trainer(root, callbacks, max_steps: int, **kw) -> L.Trainer:
+    options = dict(max_steps=max_steps, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                   enable_model_summary=False, enable_checkpointing=False, default_root_dir=str(root),
+                   gradient_clip_val=0.5, num_sanity_val_steps=0, limit_val_batches=2, val_check_interval=3)
+    options.update(kw)
+    return L.Trainer(callbacks=callbacks, **options)
+
+
+def test_records_what_the_monitor_records(tmp_path):
+    torch.manual_seed(0)
+    model, cb = TinyLM(), StethoscopeCallback()
+    _trainer(tmp_path, [cb], max_steps=6).fit(model, _data(), _data(8))
+    assert cb.monitor is None
+    with open_run(tmp_path / "stethoscope") as run:
+        steps, losses = run.series("train/loss")
+        assert steps == [1, 2, 3, 4, 5, 6] and losses == pytest.approx(model.losses, rel=1e-5)
+        g_steps, norms = run.series("grad/norm")
+        assert g_steps == steps and norms == pytest.approx(model.grad_norms, rel=1e-5)  # pre-clip
+        assert max(norms) > 0.5  # ...so clipping was engaged, and the coefficient says by how much
+        assert run.series("grad/clip_coef")[1] == pytest.approx([min(1.0, 0.5 / (g + 1e-6)) for g in norms])
+        lrs = run.series("opt/lr")[1]
+        assert lrs[0] == pytest.approx(0.05) and lrs[1] == pytest.approx(0.025)
+        assert run.series("eval/loss")[0] == [3, 6]
+        step_times = dict(zip(*run.series("perf/step_time_s")))
+        tps = run.series("perf/tokens_per_s")
+        assert [v * step_times[s] for s, v in zip(*tps)] == pytest.approx([BATCH * SEQ] * 5)  # from the batch
+        _, rows = run.query("SELECT COUNT(*), MIN(LENGTH(ids)) FROM batches")
+        assert rows[0][0] == 6
+        assert run.meta()["status"] == "completed" and '"lr": 0.05' in run.meta()["config"]
+
+
+def test_control_requests_save_and_stop(tmp_path, caplog):
+    class Stopper(L.Callback):  # stands for a rule asking to checkpoint, then stop
+        def on_train_batch_end(self, trainer, *_):
+            if trainer.global_step == 1:
+                cb.monitor.control.request_checkpoint("test: save now")
+            if trainer.global_step == 2:
+                cb.monitor.control.request_stop("test: stop")
+
+    torch.manual_seed(0)
+    cb = StethoscopeCallback()
+    with caplog.at_level(logging.WARNING):
+        trainer = _trainer(tmp_path, [Stopper(), cb], max_steps=20)
+        trainer.fit(TinyLM(), _data())
+    assert trainer.global_step == 2  # requests are carried out right after the step they were made at
+    saved = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert saved == ["stethoscope-step=1.ckpt", "stethoscope-step=2.ckpt"]
+    assert "test: stop" in caplog.text
+    with open_run(tmp_path / "stethoscope") as run:
+        assert run.meta()["status"] == "stopped"
+
+
+def test_resume_from_checkpoint_continues_the_same_run(tmp_path):
+    torch.manual_seed(0)
+    ckpt = L.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=3, save_top_k=-1)
+    _trainer(tmp_path, [StethoscopeCallback(), ckpt], max_steps=3, enable_checkpointing=True).fit(TinyLM(), _data())
+    saved = next((tmp_path / "ckpt").glob("*.ckpt"))
+    state = torch.load(saved, weights_only=False)["callbacks"]
+    assert any("detection" in v for v in state.values())  # the detectors' state travels in the checkpoint
+    cb = StethoscopeCallback()
+    _trainer(tmp_path, [cb], max_steps=6).fit(TinyLM(), _data(), ckpt_path=str(saved))
+    assert not (tmp_path / "stethoscope-2").exists()
+    with open_run(tmp_path / "stethoscope") as run:
+        assert run.series("train/loss")[0] == [1, 2, 3, 4, 5, 6]
+        assert run.query("SELECT COUNT(*) FROM points_superseded")[1][0][0] == 0
+
+
+def test_missing_lightning_is_one_line_naming_the_extra(monkeypatch):
+    for name in ("lightning.pytorch", "pytorch_lightning"):
+        monkeypatch.setitem(sys.modules, name, None)
+    import stethoscope.integrations.lightning as integration
+
+    monkeypatch.delitem(integration.__dict__, "StethoscopeCallback", raising=False)
+    with pytest.raises(ImportError, match=r"pip install 'stethoscope\[lightning\]'"):
+        integration.StethoscopeCallback  # noqa: B018
+
+
+def test_a_failure_inside_the_callback_never_reaches_training(caplog):
+    cb = StethoscopeCallback()
+    with caplog.at_level(logging.WARNING):
+        cb.monitor = object()  # a callback in a broken state: every hook would raise
+        assert cb.on_train_batch_end(None, None, None, None, 0) is None
+        assert cb.on_before_optimizer_step(None, None, None) is None
+    assert cb.errors == 2 and caplog.text.count("stethoscope failed in") == 1
