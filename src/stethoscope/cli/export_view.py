@@ -34,7 +34,8 @@ class _Group(click.Group):
 
 @click.group("export", cls=_Group, epilog=EXIT_STATUS)
 def export() -> None:
-    """Feed a run to Prometheus/Grafana, TensorBoard, W&B or MLflow, or write their configuration.
+    """Feed a run to Prometheus/Grafana, TensorBoard, W&B or MLflow, write their configuration, or write
+    runs as Parquet for DuckDB, Spark or Trino.
 
     Live, from the training process: Monitor(..., prometheus_port=0, export=["tensorboard", "mlflow"]).
     Afterwards: a finished or imported run, or a foreign log (trainer_state.json, event files, ...).
@@ -43,7 +44,7 @@ def export() -> None:
     Examples:
       stethoscope export tensorboard runs/exp1
       stethoscope export prometheus-rules runs/exp1 -o stethoscope-rules.yml
-      stethoscope export grafana -o stethoscope-dashboard.json
+      stethoscope export parquet runs/exp1 runs/exp2 fleet/
     """
 
 
@@ -100,7 +101,7 @@ def grafana(out: str, title: str) -> None:
 
     \b
     Examples:
-      stethoscope export grafana -o stethoscope-dashboard.json
+      stethoscope export parquet runs/exp1 runs/exp2 fleet/
     """
     from stethoscope.exporters.grafana import dashboard
 
