@@ -33,7 +33,6 @@ def estimate() -> None:
     \b
     Examples:
       stethoscope estimate memory ./Llama-2-7b-hf/config.json --seq 4096 --batch 4 --gpu A100-80GB
-      stethoscope estimate memory --params 7B --layers 32 --hidden 4096 --lora-rank 16 --qlora
       stethoscope estimate checkpoint config.json --every 500 --steps 20000 --keep-last 3
       stethoscope estimate mfu config.json --seq 4096 --tokens-per-s 3200 --gpu H100
     """
