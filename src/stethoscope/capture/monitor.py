@@ -8,6 +8,7 @@ flush interval), then go to the writer thread's queue. Nothing here blocks on I/
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -86,8 +87,10 @@ class Monitor:
         self._recorder.call("set_meta", self._info)
         self._write_run_json()
         self._detection = detection
+        self._probe = self._start_probe(model)  # the probe server, hang watchdog, cross-rank health
         if detection is not None:
-            self._recorder.observers.append(self._with_alerts(detection, alerts))
+            observer = self._probe.wrap(detection) if self._probe is not None else detection
+            self._recorder.observers.append(self._with_alerts(observer, alerts))
         self._host = HostStats()
         self._gc = GcPauses()
         self._device_memory = device_memory if device_memory is not None else default_device_memory()
@@ -109,6 +112,19 @@ class Monitor:
         s = self.settings
         return GradStats(optimizer, names, s.grad_norms, s.layers_every, s.details_every,
                          int(s.update_ratio_max_mib * (1 << 20)))
+
+    def _start_probe(self, model: Any) -> Any:
+        if self.settings.serve is False:
+            return None
+        try:
+            from stethoscope.probe.live import for_monitor
+
+            return for_monitor(self.settings.serve, self, run_dir=self.run_dir, rank=self.rank,
+                               world_size=self.world_size, recorder=self._recorder, model=model,
+                               strict=self.settings.strict)
+        except Exception as exc:  # noqa: BLE001 - a port in use, a read-only home: the run goes on unprobed
+            self._fail(exc, "starting the probe server", always_log=True)
+            return None
 
     def _live_detection(self) -> Any:
         detect = self.settings.detect
@@ -166,9 +182,12 @@ class Monitor:
         """Record one optimizer step. Cheap: no host sync, no I/O. Returns the Control to act on."""
         try:
             self._step(step, loss, grad_norm, batch_ids, tokens, samples, metrics)
+            if self._probe is not None:
+                self._probe.on_step(step)
             if self.checkpoints is not None:  # saves when due; on SIGTERM saves and exits (SystemExit)
                 self.checkpoints.note(metrics)
-                self.checkpoints.after_step(step, self.control)
+                with self._probe.paused() if self._probe is not None else contextlib.nullcontext():
+                    self.checkpoints.after_step(step, self.control)
         except Exception as exc:  # noqa: BLE001 - never crash the run
             self._fail(exc)
         return self.control
@@ -379,6 +398,8 @@ class Monitor:
     def _finish(self) -> None:
         """Remove the hooks and stop the writer; each part runs even when an earlier one failed."""
         try:
+            if getattr(self, "_probe", None) is not None:
+                self._probe.detach(self)  # before the writer stops: a hang resolved at the end is recorded
             for obj in (self._grads, self._gc):
                 if obj is not None:
                     obj.remove()

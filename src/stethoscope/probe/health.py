@@ -1,0 +1,90 @@
+"""The cross-rank health gather: every N steps, on the training thread, one all_gather of a small fixed-size
+float vector per rank (step, step-time median, compute median, data wait, memory, last finding, GC time) —
+O(world size) bytes. Every rank keeps the gathered table (shown by `status`); rank 0 judges it
+(detect.straggler) and reports what it finds, naming the rank and the evidence."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from typing import Any
+
+from stethoscope.detect.straggler import FIELDS, RankHealth
+from stethoscope.probe.config import ProbeConfig
+from stethoscope.records import Finding
+
+
+class Health:
+    """`add(step_s, compute_s, data_s)` per step; `due(step)`; `gather(step, mem_gib, code)` → findings (rank 0)."""
+
+    def __init__(self, config: ProbeConfig, rank: int, world_size: int) -> None:
+        self.every = config.health_every
+        self.rank, self.world_size = rank, world_size
+        self.judge = RankHealth(config.straggler_threshold, config.straggler_reports, config.memory_ratio,
+                                config.memory_min_gib)
+        self.table: list[dict[str, float]] = []
+        self.gathers = 0
+        self.failed = 0
+        self._step: list[float] = []
+        self._compute: list[float] = []
+        self._data: list[float] = []
+        self._gc_s = 0.0
+        self._gc_start = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        elif self._gc_start:
+            self._gc_s += time.perf_counter() - self._gc_start
+            self._gc_start = 0.0
+
+    def add(self, step_s: float | None, compute_s: float | None, data_s: float | None) -> None:
+        if step_s is not None:
+            self._step.append(step_s)
+        if compute_s:
+            self._compute.append(compute_s)
+        if data_s is not None:
+            self._data.append(data_s)
+
+    def due(self, step: int) -> bool:
+        return self.every > 0 and step > 0 and step % self.every == 0
+
+    def gather(self, step: int, mem_gib: float, finding: float) -> list[Finding]:
+        """One all_gather (a collective: every rank must call it at the same point)."""
+        import torch
+        import torch.distributed as dist
+
+        mine = [float(self.rank), float(step), _median(self._step), _median(self._compute), _median(self._data),
+                mem_gib, finding, self._gc_s, float(len(self._step))]
+        self._step, self._compute, self._data, self._gc_s = [], [], [], 0.0
+        device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+        local = torch.tensor(mine, dtype=torch.float64, device=device)
+        out = [torch.empty_like(local) for _ in range(self.world_size)]
+        dist.all_gather(out, local)
+        rows = torch.stack(out).cpu().tolist()  # host sync: once per health report
+        self.table = [dict(zip(FIELDS, r)) for r in rows]
+        self.gathers += 1
+        return self.judge.update(self.table, step) if self.rank == 0 else []
+
+    def close(self) -> None:
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else 0.0
+
+
+def distributed_world() -> tuple[int, int] | None:
+    """(rank, world size) when torch.distributed is initialized with more than one rank, else None."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return None
+    return dist.get_rank(), dist.get_world_size()
