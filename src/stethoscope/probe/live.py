@@ -9,6 +9,7 @@ and a Monitor created later adopts it. Nothing here raises into training: failur
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import logging
@@ -374,12 +375,11 @@ def run_code(code: str, extra: dict[str, Any]) -> dict[str, Any]:
             stream.buffers[me] = buf
     value, error = None, None
     try:
-        try:
-            compiled = compile(code, "<probe eval>", "eval")
-        except SyntaxError:
-            exec(compile(code, "<probe eval>", "exec"), ns)  # noqa: S102 - eval is opt-in (allow_eval)
-        else:
-            value = repr(eval(compiled, ns))  # noqa: S307
+        tree = ast.parse(code, "<probe eval>", "exec")
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        exec(compile(tree, "<probe eval>", "exec"), ns)  # noqa: S102 - eval is opt-in (allow_eval)
+        if last is not None:  # like a REPL: the value of a final expression is the answer
+            value = repr(eval(compile(ast.Expression(last.value), "<probe eval>", "eval"), ns))  # noqa: S307
     except BaseException:  # noqa: BLE001 - the user's code: its traceback is the answer
         error = traceback.format_exc(limit=-5)
     finally:
