@@ -232,7 +232,7 @@ class LiveProbe:
 
     def _backtrace(self, req: Request) -> Reply:
         with_locals = req.query.get("locals", "") in ("1", "true", "yes") or bool(req.json().get("locals"))
-        threads = stacks.snapshot(with_locals, self.config.locals_max_chars)
+        threads = stacks.snapshot(with_locals, self.config.locals_max_chars, redact=(self.server.token,))
         return Reply(200, {"rank": self.rank, "pid": os.getpid(), "step": self.step, "threads": threads})
 
     def _query(self, req: Request) -> Reply:

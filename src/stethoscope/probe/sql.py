@@ -84,8 +84,9 @@ class LiveSQL:
         conn.execute("PRAGMA query_only = OFF")
         try:
             for name in wanted:
-                conn.execute(f"DROP VIEW IF EXISTS temp.{name}")
-                conn.execute(f"DROP TABLE IF EXISTS temp.{name}")
+                kind = conn.execute("SELECT type FROM sqlite_temp_master WHERE name = ?", (name,)).fetchone()
+                if kind is not None:
+                    conn.execute(f"DROP {'VIEW' if kind[0] == 'view' else 'TABLE'} temp.{name}")
                 conn.execute(f"CREATE TEMP TABLE {name} ({LIVE_TABLES[name]})")
                 rows = self.live_rows(name)
                 if rows:
@@ -107,7 +108,8 @@ def _refusal(sql: str, exc: Exception, timeout_s: float) -> QueryRefused:
     text = str(exc)
     if "interrupted" in text:
         return QueryRefused(f"query interrupted after {timeout_s:g} s (query_timeout_s)")
-    if any(k in text for k in ("not authorized", "readonly", "query_only", "cannot modify", "prohibited")):
+    if any(k in text for k in ("not authorized", "authorization denied", "readonly", "query_only", "cannot modify",
+                               "prohibited")):
         return QueryRefused(f"query refused: only reading is allowed (no writes, ATTACH, pragmas or schema "
                             f"changes): {sql.strip()[:80]!r}")
     if "one statement at a time" in text:

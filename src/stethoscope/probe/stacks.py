@@ -13,8 +13,10 @@ MAX_FRAMES = 200
 MAX_LOCALS = 40
 
 
-def snapshot(with_locals: bool = False, max_chars: int = 200, skip_current: bool = True) -> list[dict[str, Any]]:
-    """[{thread, ident, daemon, main, frames: [{function, file, line, code, locals?}, …] outermost first}]."""
+def snapshot(with_locals: bool = False, max_chars: int = 200, skip_current: bool = True,
+             redact: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """[{thread, ident, daemon, main, frames: [{function, file, line, code, locals?}, …] outermost first}];
+    any local whose repr contains a string of `redact` (the probe's token) shows it as ***."""
     names = {t.ident: t for t in threading.enumerate()}
     main_ident = threading.main_thread().ident
     me = threading.get_ident()
@@ -25,12 +27,12 @@ def snapshot(with_locals: bool = False, max_chars: int = 200, skip_current: bool
         t = names.get(ident)
         out.append({"thread": t.name if t is not None else f"thread-{ident}", "ident": ident,
                     "daemon": bool(t.daemon) if t is not None else None, "main": ident == main_ident,
-                    "frames": _frames(frame, with_locals, max_chars)})
+                    "frames": _frames(frame, with_locals, max_chars, redact)})
     out.sort(key=lambda th: (not th["main"], th["thread"]))
     return out
 
 
-def _frames(frame: Any, with_locals: bool, max_chars: int) -> list[dict[str, Any]]:
+def _frames(frame: Any, with_locals: bool, max_chars: int, redact: tuple[str, ...]) -> list[dict[str, Any]]:
     frames = []
     while frame is not None and len(frames) < MAX_FRAMES:
         code = frame.f_code
@@ -38,20 +40,23 @@ def _frames(frame: Any, with_locals: bool, max_chars: int) -> list[dict[str, Any
         item: dict[str, Any] = {"function": code.co_name, "file": code.co_filename, "line": line,
                                 "code": linecache.getline(code.co_filename, line).strip()}
         if with_locals:
-            item["locals"] = _locals(frame, max_chars)
+            item["locals"] = _locals(frame, max_chars, redact)
         frames.append(item)
         frame = frame.f_back
     frames.reverse()
     return frames
 
 
-def _locals(frame: Any, max_chars: int) -> dict[str, str]:
+def _locals(frame: Any, max_chars: int, redact: tuple[str, ...]) -> dict[str, str]:
     out: dict[str, str] = {}
     for i, (k, v) in enumerate(list(frame.f_locals.items())):
         if i >= MAX_LOCALS:
             out["…"] = f"{len(frame.f_locals) - MAX_LOCALS} more"
             break
-        out[k] = _short_repr(v, max_chars)
+        text = _short_repr(v, 1 << 20 if redact else max_chars)
+        for secret in redact:
+            text = text.replace(secret, "***")
+        out[k] = text if len(text) <= max_chars else text[:max_chars] + "…"
     return out
 
 
