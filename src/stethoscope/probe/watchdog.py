@@ -51,6 +51,7 @@ class Watchdog:
         self.hang: dict[str, Any] | None = None
         """The open hang (its evidence), or None."""
         self.hangs = 0
+        self._resumed_at: tuple[int, float] | None = None
         self._stop = threading.Event()
         self._fault_file: Any = None
         if config.faulthandler and run_dir is not None:
@@ -65,6 +66,8 @@ class Watchdog:
             self._intervals.append(now - self._last_beat)
         self._last_beat, self._last_step = now, step
         self._beats += 1
+        if self.hang is not None and self._resumed_at is None:
+            self._resumed_at = (step, time.time())  # the first step that completed after the hang
 
     def touch(self) -> None:
         """Progress that is not a step (an eval's forward pass): restarts the clock, records no interval."""
@@ -125,6 +128,7 @@ class Watchdog:
         where = classify(main["frames"] if main else [])
         step = self._last_step
         self.hangs += 1
+        self._resumed_at = None
         self.hang = {"rank": self.rank, "stalled_s": round(stalled, 3), "timeout_s": round(timeout, 3),
                      "last_step": step, "where": where["where"], "call": where["call"], "file": where["file"],
                      "line": where["line"], "snapshot": snapshot_id, "snapshots": 1, "threads": len(threads),
@@ -139,8 +143,9 @@ class Watchdog:
     def _resolve(self, now: float) -> None:
         hang, self.hang = self.hang, None
         assert hang is not None
-        hung_s = time.time() - hang["since"]
-        step = self._last_step
+        step, at = self._resumed_at or (self._last_step, time.time())
+        self._resumed_at = None
+        hung_s = at - hang["since"]
         message = (f"hang resolved on rank {self.rank}: step {step} completed after {hung_s:.0f} s without "
                    f"progress (it waited in {WHERE_TEXT.get(hang['where'], hang['where'])})")
         evidence = dict(hang, recovered=True, hung_s=round(hung_s, 3))
