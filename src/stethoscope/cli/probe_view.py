@@ -60,6 +60,11 @@ def probe(target: str, verb: str, arg: str | None, fan_out: bool, rank: int | No
             raise UsageError(f"{target}: no rank {rank} (ranks: {', '.join(str(e.rank) for e in entries)})")
         entries = chosen[:1]
     answers = client.ask_all(entries, verb, arg, with_locals, timeout)
+    if not fan_out and answers[0].problem is not None:  # one target: its refusal is the command's error
+        a = answers[0]
+        if a.status == 400:
+            raise UsageError(a.problem)
+        raise client.ProbeError(f"rank {a.rank} (pid {a.pid}): {a.problem}", a.status)
     _render(verb, answers, as_json, fan_out)
     if not any(a.result is not None for a in answers):
         raise SystemExit(1)

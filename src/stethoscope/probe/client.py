@@ -43,6 +43,8 @@ class Answer:
     address: str
     result: dict[str, Any] | None = None
     problem: str | None = None
+    status: int | None = None
+    """The HTTP status of a refusal (400 bad query, 401, 403 eval disabled …); None when unreachable."""
 
 
 class ProbeClient:
@@ -70,7 +72,9 @@ class ProbeClient:
         except ValueError:
             payload = {"error": raw[:200].decode(errors="replace")}
         if resp.status != 200:
-            raise ProbeError(f"{self.host}:{self.port} answered {resp.status}: {payload.get('error', '')}", resp.status)
+            error = payload.get("error", "")
+            raise ProbeError(error if resp.status == 400 else f"{self.host}:{self.port} answered {resp.status}: {error}",
+                             resp.status)
         return payload
 
     def call(self, verb: str, arg: str | None = None, with_locals: bool = False) -> dict[str, Any]:
@@ -125,6 +129,7 @@ def ask_all(entries: list[Entry], verb: str, arg: str | None = None, with_locals
             a.result = ProbeClient.for_entry(e, timeout).call(verb, arg, with_locals)
         except ProbeError as exc:
             a.problem = str(exc) if exc.status is not None else f"unreachable ({exc})"
+            a.status = exc.status
         return a
 
     if len(entries) == 1:
