@@ -78,13 +78,13 @@ def _median(xs: list[float]) -> float:
 
 
 def distributed_world() -> tuple[int, int] | None:
-    """(rank, world size) when torch.distributed is initialized with more than one rank, else None."""
+    """(rank, world size) when torch.distributed is initialized, else None (a single rank gathers only itself)."""
     import sys
 
     torch = sys.modules.get("torch")
     if torch is None:
         return None
     dist = torch.distributed
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+    if not (dist.is_available() and dist.is_initialized()):
         return None
     return dist.get_rank(), dist.get_world_size()
