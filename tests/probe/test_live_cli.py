@@ -15,7 +15,7 @@ import time
 import pytest
 
 from stethoscope.store.query import open_run
-from tests.conftest import REPO, run_cli
+from tests.conftest import run_cli
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow

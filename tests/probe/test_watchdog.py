@@ -105,3 +105,33 @@ def test_synced_gc_collects_at_the_same_steps_and_restores_the_collector():
         assert not gc.isenabled()
         done = [s for s in range(21) if sgc.step(s)]
     assert done == [5, 10, 15, 20] and sgc.collections == 4 and gc.isenabled()
+
+
+GIL_HELD = """
+import ctypes, sys
+from stethoscope import Monitor
+from stethoscope.probe import ProbeConfig
+
+def hold_the_gil():
+    ctypes.PyDLL(None).sleep(4)  # a C call that keeps the GIL: no Python thread can run
+
+with Monitor(sys.argv[1], detect=False, serve=ProbeConfig(hang_floor_s=0.5)) as mon:
+    for step in range(10):
+        mon.step(step, loss=1.0)
+    hold_the_gil()
+    mon.step(10, loss=1.0)
+"""
+
+
+@pytest.mark.slow
+def test_faulthandler_dumps_every_thread_into_the_run_when_the_gil_is_held(tmp_path, cli_env):
+    import subprocess
+    import sys
+
+    script = tmp_path / "gil.py"
+    script.write_text(GIL_HELD)
+    res = subprocess.run([sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True,
+                         env=cli_env, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    dump = (tmp_path / "run" / "hang-traceback-rank-00000.txt").read_text()
+    assert "hold_the_gil" in dump and f'File "{script}", line 7' in dump and "stethoscope-watchdog" not in res.stdout

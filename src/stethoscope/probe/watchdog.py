@@ -56,6 +56,7 @@ class Watchdog:
         self._fault_file: Any = None
         if config.faulthandler and run_dir is not None:
             self._fault_file = _open_fault_file(Path(run_dir), rank)
+            self._arm_faulthandler()  # armed now: the GIL may be taken before this thread's first tick
         self._thread = threading.Thread(target=self._run, name="stethoscope-watchdog", daemon=True)
         self._thread.start()
 
@@ -155,7 +156,7 @@ class Watchdog:
     def _arm_faulthandler(self) -> None:
         if self._fault_file is not None:
             # re-armed every tick: it fires only when this thread could not run for that long (the GIL held)
-            faulthandler.dump_traceback_later(2 * self.timeout() + 5, repeat=False, file=self._fault_file)
+            faulthandler.dump_traceback_later(2 * self.timeout() + 1, repeat=False, file=self._fault_file)
 
     def close(self) -> None:
         self._stop.set()
@@ -165,6 +166,9 @@ class Watchdog:
             faulthandler.cancel_dump_traceback_later()
             with contextlib.suppress(OSError):
                 self._fault_file.close()
+                path = Path(self._fault_file.name)
+                if path.stat().st_size == 0:  # it never fired: leave no empty file in the run
+                    path.unlink()
             self._fault_file = None
 
 
