@@ -162,3 +162,38 @@ def test_probe_all_reports_a_dead_rank_as_such(tmp_path, cli_env, live_dir):
     assert res.returncode == 1  # no rank answered
     assert "rank 1" in res.stdout and "dead (pid" in res.stdout
     assert "rank 2" in res.stdout and "unreachable" in res.stdout and "Traceback" not in res.stderr
+
+
+ADOPT = textwrap.dedent("""
+    import os, sys, time
+    from stethoscope import Monitor
+    from stethoscope.probe import ProbeConfig
+    with Monitor(sys.argv[1], detect=False, serve=ProbeConfig(hang_floor_s=0.5, faulthandler=False)) as mon:
+        for step in range(20):
+            mon.step(step, loss=1.0)
+        while not os.path.exists(sys.argv[2]):
+            time.sleep(0.01)
+        mon.step(20, loss=1.0)
+""")
+
+
+def test_a_monitor_in_a_script_started_by_stethoscope_run_adopts_its_probe(tmp_path, cli_env, live_dir):
+    cli_env["STETHOSCOPE_LIVE_DIR"] = str(live_dir)
+    script, run, flag = tmp_path / "adopt.py", tmp_path / "run", tmp_path / "go"
+    script.write_text(ADOPT)
+    proc = subprocess.Popen([sys.executable, "-m", "stethoscope.cli.main", "run", "--", sys.executable, str(script),
+                             str(run), str(flag)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=cli_env)
+    try:
+        assert _wait(lambda: json.loads(run_cli("ps", "--json", env=cli_env).stdout) and list(run.glob("probe-*")))
+        ps = json.loads(run_cli("ps", "--json", env=cli_env).stdout)
+        assert len(ps) == 1 and ps[0]["run_dir"] == str(run) and str(script) in ps[0]["argv"]  # one server
+        assert _wait(lambda: json.loads(run_cli("probe", str(run), "status", "--json", env=cli_env).stdout)
+                     ["result"]["hang"] is not None)  # the Monitor's watchdog (0.5 s floor) on the adopted probe
+    finally:
+        flag.touch()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    with open_run(run) as r:
+        _, rows = r.query("SELECT step, json_extract(data, '$.end_step') FROM findings WHERE type = 'hang' ORDER BY id")
+    assert rows == [(19, None), (19, 20)]

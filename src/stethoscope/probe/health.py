@@ -48,8 +48,9 @@ class Health:
         if data_s is not None:
             self._data.append(data_s)
 
-    def due(self, step: int) -> bool:
-        return self.every > 0 and step > 0 and step % self.every == 0
+    def due(self, calls: int) -> bool:
+        """Every `every` calls of Monitor.step (the same count on every rank, whatever their step numbers)."""
+        return self.every > 0 and calls > 0 and calls % self.every == 0
 
     def gather(self, step: int, mem_gib: float, finding: float) -> list[Finding]:
         """One all_gather (a collective: every rank must call it at the same point)."""

@@ -49,11 +49,13 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if rest[0] == "-m" and len(rest) > 1:
             sys.argv = [rest[1], *rest[2:]]
+            probe.refresh_registration()
             runpy.run_module(rest[1], run_name="__main__", alter_sys=True)
         else:
             script = rest[0]
             sys.argv = list(rest)
             sys.path[0] = os.path.dirname(os.path.abspath(script))
+            probe.refresh_registration()  # `stethoscope ps` shows the script's command line
             runpy.run_path(script, run_name="__main__")
     finally:
         probe.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import io
 import logging
 import os
@@ -83,6 +84,10 @@ class LiveProbe:
                                " ".join(sys.argv)[:500])
         self._registered = registry.register(entry)
 
+    def refresh_registration(self) -> None:
+        """Rewrite the registry entries (after sys.argv changed)."""
+        self._register()
+
     def attach(self, owner: Any, *, run_dir: str | os.PathLike[str], rank: int, world_size: int, recorder: Any,
                model: Any = None) -> None:
         """Bind to a Monitor: its store for query/dump, its steps for the watchdog, health and trace."""
@@ -140,7 +145,7 @@ class LiveProbe:
             if self.health is not None:
                 self.health.add(dt, self._fwd_s, self._data_s)
                 self._fwd_s, self._data_s = 0.0, None
-                if self.health.due(step):
+                if self.health.due(self.steps):  # by calls, not step numbers: ranks out of step still pair up
                     self._gather(step)
             if self.tracer is not None:
                 rows = self.tracer.on_step(step)
@@ -429,6 +434,10 @@ def for_monitor(serve: Any, owner: Any, *, run_dir: Any, rank: int, world_size: 
         probe = _current
         if probe is not None and probe._owner is None:
             probe._adopted = True
+            if config is not None:  # the Monitor's watchdog/health options; the server keeps its address
+                probe.config = dataclasses.replace(config, host=probe.config.host, port=probe.config.port,
+                                                   allow_remote=probe.config.allow_remote,
+                                                   allow_eval=probe.config.allow_eval or config.allow_eval)
         else:
             probe = LiveProbe(config, run_dir=run_dir, rank=rank, world_size=world_size, strict=strict)
             if _current is None:

@@ -162,6 +162,8 @@ class Watchdog:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(5.0)
+        if self.hang is not None and self._resumed_at is not None:  # steps moved again just before the end
+            self._resolve(self._clock())
         if self._fault_file is not None:
             faulthandler.cancel_dump_traceback_later()
             with contextlib.suppress(OSError):
