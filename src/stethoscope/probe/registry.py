@@ -4,6 +4,7 @@ per rank in the run directory. Each holds the address and the token; nothing els
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -11,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.config import env_live_dir
+
+log = logging.getLogger(__name__)
+_warned: set[Path] = set()  # directories already warned about, once per process
 
 PROBE_FILE_FORMAT = "probe-rank-{rank:05d}.json"
 PROBE_FILE_GLOB = "probe-rank-*.json"
@@ -56,16 +60,27 @@ def write_private(path: Path, data: dict[str, Any]) -> None:
 
 
 def register(entry: Entry) -> list[Path]:
-    """Write the entry to the live directory (0700) and the run directory; returns the files written."""
+    """Write the entry to the live directory (0700) and the run directory; returns the files written.
+    A place that cannot be written (a read-only home) is skipped: the server runs, found by the other."""
     d = live_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    os.chmod(d, 0o700)
     paths = [d / f"{entry.pid}-{entry.port}.json"]
     if entry.run_dir and Path(entry.run_dir).is_dir():
         paths.append(Path(entry.run_dir) / PROBE_FILE_FORMAT.format(rank=entry.rank))
+    written = []
     for p in paths:
-        write_private(p, asdict(entry))
-    return paths
+        try:
+            if p.parent == d:
+                d.mkdir(parents=True, exist_ok=True)
+                os.chmod(d, 0o700)
+            write_private(p, asdict(entry))
+        except OSError as exc:
+            if p.parent in _warned:
+                continue
+            _warned.add(p.parent)
+            log.warning("stethoscope: could not register the probe server in %s (%s)", p.parent, exc.strerror or exc)
+            continue
+        written.append(p)
+    return written
 
 
 def unregister(paths: list[Path]) -> None:
