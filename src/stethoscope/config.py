@@ -123,3 +123,11 @@ def env_autoprobe() -> bool:
 def env_probe_token() -> str | None:
     """$STETHOSCOPE_TOKEN: the token `stethoscope probe HOST:PORT` sends when no token file names that address."""
     return os.environ.get("STETHOSCOPE_TOKEN") or None
+
+
+def env_rendezvous() -> tuple[str, int] | None:
+    """torch.distributed's rendezvous store (MASTER_ADDR, MASTER_PORT), as torchrun sets them, or None."""
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if not addr or not port or not port.isdigit():
+        return None
+    return addr, int(port)

@@ -154,3 +154,32 @@ def _wait_for(fn, n, timeout, proc):
             break
         time.sleep(0.3)
     raise AssertionError(f"only {sorted(got)} reported a hang; torchrun: {proc.poll()}")
+
+
+RANK0_ONLY = textwrap.dedent("""
+    import sys, torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    from stethoscope import Monitor
+    from stethoscope.probe import ProbeConfig
+    mon = Monitor(sys.argv[1], serve=ProbeConfig(health_every=5, health_agree_s=2.0)) if dist.get_rank() == 0 else None
+    for step in range(30):
+        t = torch.ones(1)
+        dist.all_reduce(t)
+        if mon is not None:
+            mon.step(step, loss=float(t))
+    if mon is not None:
+        mon.close()
+    dist.destroy_process_group()
+    print("finished")
+""")
+
+
+def test_a_monitor_on_rank_0_only_never_hangs_the_run_in_the_health_gather(tmp_path):
+    script = tmp_path / "rank0.py"
+    script.write_text(RANK0_ONLY)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), OMP_NUM_THREADS="1")
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          str(script), str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.count("finished") == 2
+    assert "cross-rank health checks are off: not every rank has a Monitor" in res.stderr

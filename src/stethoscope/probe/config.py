@@ -49,6 +49,10 @@ class ProbeConfig:
     health_every: int = 50
     """Steps between cross-rank health gathers (one all_gather of a few floats per rank); 0: never."""
 
+    health_agree_s: float = 30.0
+    """The first gather waits this long for every rank to have announced its Monitor; if one has none (a
+    Monitor on rank 0 only), health checks are switched off instead of hanging the run in the collective."""
+
     straggler_threshold: float = 0.8
     """A rank is slow when fastest median / its median falls below this (0.8: 25% slower; NVIDIA uses 0.75)."""
 

@@ -6,13 +6,18 @@ O(world size) bytes. Every rank keeps the gathered table (shown by `status`); ra
 from __future__ import annotations
 
 import gc
+import logging
 import statistics
 import time
 from typing import Any
 
+from stethoscope.config import env_rendezvous
 from stethoscope.detect.straggler import FIELDS, RankHealth
 from stethoscope.probe.config import ProbeConfig
 from stethoscope.records import Finding
+
+log = logging.getLogger(__name__)
+_KEY = "stethoscope/health/monitor"
 
 
 class Health:
@@ -31,6 +36,10 @@ class Health:
         self._data: list[float] = []
         self._gc_s = 0.0
         self._gc_start = 0.0
+        self.agree_s = config.health_agree_s
+        self._ready: bool | None = None
+        self._store: Any = None
+        self._announce()
         gc.callbacks.append(self._on_gc)
 
     def _on_gc(self, phase: str, _info: dict[str, Any]) -> None:
@@ -47,6 +56,39 @@ class Health:
             self._compute.append(compute_s)
         if data_s is not None:
             self._data.append(data_s)
+
+    def ready(self) -> bool:
+        """Before the first gather: do all ranks have a Monitor? The gather is a collective, so a Monitor on
+        rank 0 only would hang the run in it. Each rank announces itself in the rendezvous store when it
+        starts; the first gather waits (at most `agree_s`) for all of them, and is switched off if one is
+        missing or the store cannot be reached — with one warning, never a hang."""
+        if self._ready is None:
+            self._ready = self.world_size == 1 or self._all_present()
+            if not self._ready:
+                log.warning("stethoscope: cross-rank health checks are off: not every rank has a Monitor (create "
+                            "one on every rank, or pass serve=ProbeConfig(health_every=0))")
+        return self._ready
+
+    def _announce(self) -> None:
+        if self.world_size == 1:
+            return
+        try:
+            self._store = _rendezvous_store()
+            if self._store is not None:
+                self._store.set(f"{_KEY}/{self.rank}", "1")
+        except Exception:  # noqa: BLE001 - no store: no health gather (decided at the first one)
+            self._store = None
+
+    def _all_present(self) -> bool:
+        if self._store is None:
+            return False
+        from datetime import timedelta
+
+        try:
+            self._store.wait([f"{_KEY}/{r}" for r in range(self.world_size)], timedelta(seconds=self.agree_s))
+        except Exception:  # noqa: BLE001 - a timeout: some rank has no Monitor
+            return False
+        return True
 
     def due(self, calls: int) -> bool:
         """Every `every` calls of Monitor.step (the same count on every rank, whatever their step numbers)."""
@@ -72,6 +114,18 @@ class Health:
     def close(self) -> None:
         if self._on_gc in gc.callbacks:
             gc.callbacks.remove(self._on_gc)
+
+
+def _rendezvous_store() -> Any:
+    """A client of the job's rendezvous TCPStore (MASTER_ADDR:MASTER_PORT), or None outside torchrun-like launches."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    where = env_rendezvous()
+    if where is None:
+        return None
+    return dist.TCPStore(where[0], where[1], is_master=False, timeout=timedelta(seconds=10))
 
 
 def _median(xs: list[float]) -> float:

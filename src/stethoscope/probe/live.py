@@ -145,7 +145,8 @@ class LiveProbe:
             if self.health is not None:
                 self.health.add(dt, self._fwd_s, self._data_s)
                 self._fwd_s, self._data_s = 0.0, None
-                if self.health.due(self.steps):  # by calls, not step numbers: ranks out of step still pair up
+                # by calls, not step numbers: ranks out of step still pair up; only when every rank has a Monitor
+                if self.health.due(self.steps) and self.health.ready():
                     self._gather(step)
             if self.tracer is not None:
                 rows = self.tracer.on_step(step)
