@@ -197,3 +197,31 @@ def test_a_monitor_in_a_script_started_by_stethoscope_run_adopts_its_probe(tmp_p
     with open_run(run) as r:
         _, rows = r.query("SELECT step, json_extract(data, '$.end_step') FROM findings WHERE type = 'hang' ORDER BY id")
     assert rows == [(19, None), (19, 20)]
+
+
+def test_the_start_up_hook_starts_a_probe_only_with_stethoscope_1(tmp_path, cli_env, live_dir):
+    from stethoscope.probe.autostart import PTH_LINE, PTH_NAME
+
+    cli_env["STETHOSCOPE_LIVE_DIR"] = str(live_dir)
+    site_dir, flag = tmp_path / "site", tmp_path / "go"
+    site_dir.mkdir()
+    (site_dir / PTH_NAME).write_text(PTH_LINE)  # what `stethoscope hook install` writes into site-packages
+    code = (f"import site, os, time; site.addsitedir({str(site_dir)!r})\n"
+            f"while not os.path.exists({str(flag)!r}): time.sleep(0.01)\n")
+    for on in ("1", ""):
+        env = dict(cli_env, STETHOSCOPE=on)
+        proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+        try:
+            if on:
+                assert _wait(lambda: json.loads(run_cli("ps", "--json", env=cli_env).stdout))
+                assert json.loads(run_cli("ps", "--json", env=cli_env).stdout)[0]["pid"] == proc.pid
+                assert run_cli("probe", str(proc.pid), "status", env=cli_env).returncode == 0
+            else:
+                time.sleep(1.0)
+                assert json.loads(run_cli("ps", "--json", env=cli_env).stdout) == []
+        finally:
+            flag.touch()
+            _, err = proc.communicate(timeout=30)
+            flag.unlink()
+        assert proc.returncode == 0, err
+    assert json.loads(run_cli("ps", "--json", env=cli_env).stdout) == []

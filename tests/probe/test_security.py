@@ -125,3 +125,22 @@ def test_the_token_never_shows_in_sql_status_logs_or_output(tmp_path, caplog, ca
     stored = b"".join(p.read_bytes() for p in mon.run_dir.iterdir() if p.is_file() and "probe-rank" not in p.name)
     assert token.encode() not in stored
     assert not list(mon.run_dir.glob("probe-rank-*.json")) and not list(registry.live_dir().glob("*.json"))
+
+
+def test_other_pages_mount_on_the_same_server_behind_the_same_token():
+    from stethoscope.probe.server import ProbeServer, Reply
+
+    server = ProbeServer().start()
+    try:
+        server.mount("/dashboard", lambda req: Reply(200, f"<p>{req.path}</p>", "text/html"))
+        server.mount("/dashboard/api", lambda req: Reply(200, {"api": req.query}))
+        address = f"{server.host}:{server.port}"
+        assert http(address, "/dashboard/x", None)[0] == 401
+        assert http(address, "/dashboard/api/runs?rank=1", server.token) == (200, {"api": {"rank": "1"}})
+        import urllib.request
+
+        req = urllib.request.Request(f"http://{address}/dashboard/x", headers={"Authorization": f"Bearer {server.token}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.read() == b"<p>/dashboard/x</p>" and r.headers["Content-Type"] == "text/html"
+    finally:
+        server.close()
