@@ -105,7 +105,7 @@ def query_1m(tmp: Path, calls: int) -> None:
     for start in range(0, 100_000, 10_000):
         store.write_points((n, s, rng.random(), 1e9 + s) for n in names for s in range(start, start + 10_000))
     store.close()
-    probe = LiveProbe(run_dir=run)
+    probe = LiveProbe(run_dir=run)  # rank 0: its store is rank-00000.sqlite
     try:
         client = ProbeClient(probe.server.host, probe.server.port, probe.server.token)
         for label, sql in (

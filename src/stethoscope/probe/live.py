@@ -72,7 +72,7 @@ class LiveProbe:
                               ("/eval", self._eval), ("/dump", self._dump)):
             self.server.mount(path, handler)
         self.server.start()
-        self.sql = LiveSQL(self.run_dir, self._live_rows, self.config.query_timeout_s)
+        self.sql = LiveSQL(self._store_path(), self._live_rows, self.config.query_timeout_s)
         self._registered: list[Path] = []
         self._register()
 
@@ -84,6 +84,12 @@ class LiveProbe:
                                " ".join(sys.argv)[:500])
         self._registered = registry.register(entry)
 
+    def _store_path(self) -> Path | None:
+        """This rank's own store (`probe --all` merges the ranks): never every rank file of a big run per probe."""
+        from stethoscope.store.db import rank_path
+
+        return rank_path(self.run_dir, self.rank) if self.run_dir is not None else None
+
     def refresh_registration(self) -> None:
         """Rewrite the registry entries (after sys.argv changed)."""
         self._register()
@@ -94,7 +100,7 @@ class LiveProbe:
         self._owner, self.recorder = owner, recorder
         self.run_dir, self.rank, self.world_size = Path(run_dir), rank, world_size
         self.sql.close()
-        self.sql = LiveSQL(self.run_dir, self._live_rows, self.config.query_timeout_s)
+        self.sql = LiveSQL(self._store_path(), self._live_rows, self.config.query_timeout_s)
         self._register()
         if self.config.watchdog and self.watchdog is None:
             from stethoscope.probe.watchdog import Watchdog

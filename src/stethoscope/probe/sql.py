@@ -1,4 +1,4 @@
-"""Read-only SQL inside the live process: the run's store (every rank file, opened `mode=ro`) plus live
+"""Read-only SQL inside the live process: this rank's store (its rank file, opened `mode=ro`) plus live
 tables filled at query time — `backtrace` (every thread's stack now) and `trace` (this process's sampled
 per-module timings). The connection runs under the store's read-only authorizer (no writes, ATTACH,
 pragmas or schema changes) and `query_only`; the live tables are refreshed with it lifted for a moment,
@@ -29,9 +29,9 @@ LiveRows = Callable[[str], list[tuple[Any, ...]]]
 class LiveSQL:
     """One private read-only connection, serialized by a lock (server threads share it)."""
 
-    def __init__(self, run_dir: str | Path | None, live_rows: LiveRows, timeout_s: float = 10.0,
+    def __init__(self, store: str | Path | None, live_rows: LiveRows, timeout_s: float = 10.0,
                  max_rows: int = 10_000) -> None:
-        self.run_dir = Path(run_dir) if run_dir else None
+        self.store = Path(store) if store else None
         self.live_rows = live_rows
         self.timeout_s = timeout_s
         self.max_rows = max_rows
@@ -60,9 +60,9 @@ class LiveSQL:
                 "truncated": len(rows) > self.max_rows}
 
     def _connection(self) -> sqlite3.Connection:
-        if self._reader is None and self.run_dir is not None:
+        if self._reader is None and self.store is not None and self.store.is_file():
             try:
-                reader = open_run(self.run_dir)
+                reader = open_run(self.store)
             except NotARunError:
                 reader = None  # the store is not written yet: live tables only, until it is
             if reader is not None:
