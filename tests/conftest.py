@@ -29,6 +29,12 @@ def _one_torch_thread() -> None:
     torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_live_registry(tmp_path_factory) -> None:
+    # Every Monitor registers its probe server; the suite's go to a scratch directory, not ~/.cache.
+    os.environ.setdefault("STETHOSCOPE_LIVE_DIR", str(tmp_path_factory.mktemp("live-registry")))
+
+
 @pytest.fixture(autouse=True)
 def _no_leaks() -> None:
     env = dict(os.environ)

@@ -51,6 +51,11 @@ class MonitorConfig:
     """Where alerts about incidents go: a TOML file's path, a `stethoscope.act.AlertsConfig`, or channel
     objects; None reads the file named by $STETHOSCOPE_ALERTS (no alerts when it is unset); False: none."""
 
+    serve: Any = True  # bool | stethoscope.probe.ProbeConfig (not imported: config imports nothing)
+    """Look inside the live run: a token-protected probe server on 127.0.0.1, the hang watchdog and (under
+    torch.distributed) the cross-rank health gather. True with the defaults, a `stethoscope.probe.ProbeConfig`,
+    or False for none of them."""
+
     strict: bool = False
     """Re-raise stethoscope's own failures (tests); by default they are counted and logged only."""
 
@@ -67,6 +72,9 @@ class MonitorConfig:
         if not isinstance(self.detect, bool) and not (dataclasses.is_dataclass(self.detect)
                                                       and not isinstance(self.detect, type)):
             raise ValueError(f"detect must be True, False or a DetectConfig, got {self.detect!r}")
+        if not isinstance(self.serve, bool) and not (dataclasses.is_dataclass(self.serve)
+                                                     and not isinstance(self.serve, type)):
+            raise ValueError(f"serve must be True, False or a stethoscope.probe.ProbeConfig, got {self.serve!r}")
 
 
 def env_rank() -> tuple[int, int]:
@@ -93,3 +101,33 @@ def env_alerts_file() -> str | None:
 def env_secret(name: str) -> str | None:
     """The value of the environment variable `name` (a webhook URL, a routing key, a password), or None."""
     return os.environ.get(name) or None
+
+
+def env_live_dir() -> str:
+    """Where live processes register their probe server: $STETHOSCOPE_LIVE_DIR, else
+    $XDG_RUNTIME_DIR/stethoscope/live, else ~/.cache/stethoscope/live."""
+    explicit = os.environ.get("STETHOSCOPE_LIVE_DIR")
+    if explicit:
+        return explicit
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "stethoscope", "live")
+    return os.path.join(os.path.expanduser("~"), ".cache", "stethoscope", "live")
+
+
+def env_autoprobe() -> bool:
+    """$STETHOSCOPE=1: start the probe server in a script that never imports stethoscope."""
+    return os.environ.get("STETHOSCOPE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def env_probe_token() -> str | None:
+    """$STETHOSCOPE_TOKEN: the token `stethoscope probe HOST:PORT` sends when no token file names that address."""
+    return os.environ.get("STETHOSCOPE_TOKEN") or None
+
+
+def env_rendezvous() -> tuple[str, int] | None:
+    """torch.distributed's rendezvous store (MASTER_ADDR, MASTER_PORT), as torchrun sets them, or None."""
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if not addr or not port or not port.isdigit():
+        return None
+    return addr, int(port)

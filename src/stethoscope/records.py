@@ -65,6 +65,7 @@ FINDING_TYPES = (
     "loss_scale_collapse", "clipping", "overfitting", "eval_sparse", "underfitting", "plateau",
     "frozen_loss", "label_masking", "throughput_drop", "periodic_stall", "memory_leak",
     "memory_pressure", "lr_schedule", "update_ratio", "hang", "crash", "straggler", "healthy",
+    "rank_divergence",
 )
 
 

@@ -136,7 +136,7 @@ def test_a_monitor_without_alerts_imports_no_channel(tmp_path):
     code = textwrap.dedent(f"""
         import sys
         from stethoscope import Monitor
-        Monitor({str(tmp_path / 'run')!r}).close()
+        Monitor({str(tmp_path / 'run')!r}, serve=False).close()  # the probe server's http.server loads http.client
         print(sorted(m for m in ("stethoscope.act", "smtplib", "http.client") if m in sys.modules))
     """)
     env = {k: v for k, v in os.environ.items() if k != "STETHOSCOPE_ALERTS"}

@@ -8,6 +8,7 @@ flush interval), then go to the writer thread's queue. Nothing here blocks on I/
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -97,8 +98,10 @@ class Monitor:
         self._recorder.call("set_meta", self._info)
         self._write_run_json()
         self._detection = detection
+        self._probe = self._start_probe(model)  # the probe server, hang watchdog, cross-rank health
         if detection is not None:
-            observer = self._with_alerts(detection, alerts)
+            observer = self._probe.wrap(detection) if self._probe is not None else detection
+            observer = self._with_alerts(observer, alerts)
             if self.recovery is not None:
                 self.recovery.bind(self)
                 observer = self.recovery.observer(observer)
@@ -132,6 +135,19 @@ class Monitor:
         from stethoscope.debug.watch import locator  # re-runs a non-finite step's batch: see there
 
         return locator(spec, model, scaler, lambda events: self._recorder.call("write_events", events))
+
+    def _start_probe(self, model: Any) -> Any:
+        if self.settings.serve is False:
+            return None
+        try:
+            from stethoscope.probe.live import for_monitor
+
+            return for_monitor(self.settings.serve, self, run_dir=self.run_dir, rank=self.rank,
+                               world_size=self.world_size, recorder=self._recorder, model=model,
+                               strict=self.settings.strict)
+        except Exception as exc:  # noqa: BLE001 - a port in use, a read-only home: the run goes on unprobed
+            self._fail(exc, "starting the probe server", always_log=True)
+            return None
 
     def _live_detection(self) -> Any:
         detect = self.settings.detect
@@ -213,6 +229,8 @@ class Monitor:
             if self._nonfinite is not None:
                 self._nonfinite.note(step, batch)
             self._step(step, loss, grad_norm, batch_ids, tokens, samples, metrics)
+            if self._probe is not None:
+                self._probe.on_step(step)
             if self.checkpoints is not None or self.recovery is not None:
                 self._own_work(step, metrics)
         except Exception as exc:  # noqa: BLE001 - never crash the run
@@ -224,12 +242,13 @@ class Monitor:
         the next step's `perf/step_time_s` (a save every N steps would read as a periodic stall of the
         training) and recorded beside it as `perf/checkpoint_s`."""
         t0 = time.perf_counter()
-        try:
-            if self.checkpoints is not None:  # saves when due; on SIGTERM saves and exits (SystemExit)
-                self.checkpoints.note(metrics)
-                self.checkpoints.after_step(step, self.control)
-            if self.recovery is not None:  # a rollback asked for by the writer thread is carried out here
-                self.recovery.after_step(step, self.control)
+        try:  # the hang watchdog does not count a save or a rollback as a stuck step
+            with self._probe.paused() if self._probe is not None else contextlib.nullcontext():
+                if self.checkpoints is not None:  # saves when due; on SIGTERM saves and exits (SystemExit)
+                    self.checkpoints.note(metrics)
+                    self.checkpoints.after_step(step, self.control)
+                if self.recovery is not None:  # a rollback asked for by the writer thread is carried out here
+                    self.recovery.after_step(step, self.control)
         finally:
             spent = time.perf_counter() - t0
             if self._last_call is not None:
@@ -458,6 +477,8 @@ class Monitor:
     def _finish(self) -> None:
         """Remove the hooks and stop the writer; each part runs even when an earlier one failed."""
         try:
+            if getattr(self, "_probe", None) is not None:
+                self._probe.detach(self)  # before the writer stops: a hang resolved at the end is recorded
             for obj in (self._grads, self._gc):
                 if obj is not None:
                     obj.remove()

@@ -460,6 +460,16 @@ def _add_dashboard() -> None:
 _add_dashboard()
 
 
+def _add_probe() -> None:
+    from stethoscope.cli.probe_view import hook, probe, ps, run  # click and the stdlib client only: no torch
+
+    for command in (probe, ps, run, hook):
+        cli.add_command(command)
+
+
+_add_probe()
+
+
 def main(argv: list[str] | None = None) -> None:
     cli.main(args=argv, prog_name="stethoscope")
 

@@ -57,6 +57,8 @@ _TYPES = (
     FindingType("crash", "the run died", every_chart=True),
     FindingType("straggler", "one rank slower than the others", ("step_time", "throughput")),
     FindingType("healthy", "a known non-problem, or the run's clean bill of health"),
+    FindingType("rank_divergence", "ranks out of step, or one rank's memory far above the others",
+                ("step_time", "memory")),
 )
 
 CATALOGUE: dict[str, FindingType] = {t.name: t for t in _TYPES}

@@ -214,6 +214,18 @@ ADVICE: dict[str, Advice] = {
         _r("a DataLoader deadlock", "py-spy dump the main process and its workers; try num_workers=0 to confirm"),
         _r("a storage stall during checkpoint/eval", "check the file system; restart from the last checkpoint"),
     )),
+    "straggler": Advice((
+        _r("a slower device, host or network link on that rank (thermal throttling, a shared node, a bad NIC)",
+           "check that rank's hardware (nvidia-smi -q, dmesg); exclude its node if it stays slow"),
+        _r("unsynchronized garbage collection or data loading that is heavier on that rank",
+           "collect garbage at the same step on every rank (stethoscope.probe.SyncedGC); give it more loader workers"),
+    )),
+    "rank_divergence": Advice((
+        _r("ranks running different steps (a rank skipped or repeated batches, or one is stuck)",
+           "check the data sharding and the skip logic; `stethoscope probe --all RUN backtrace` to see each rank"),
+        _r("one rank holding more memory (rank-0-only work: logging, eval, checkpoint gathering)",
+           "move rank-0-only work off the training step, or free what it keeps"),
+    )),
     "crash": Advice((
         _r("see the error: out-of-memory, a hardware fault, a collective timeout, or a bug",
            "restart from the last verified checkpoint; exclude a machine that shows hardware errors"),

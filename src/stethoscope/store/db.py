@@ -201,6 +201,16 @@ class RunStore:
         with self._conn:
             self._conn.executemany("INSERT OR REPLACE INTO batches VALUES (?, ?)", rows)
 
+    def write_stacks(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Rows of `stacks`: (snapshot, time, thread, depth, function, file, line) — hang and probe dumps."""
+        with self._conn:
+            self._conn.executemany("INSERT INTO stacks VALUES (?, ?, ?, ?, ?, ?, ?)", list(rows))
+
+    def write_trace(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Rows of `trace`: (step, module, stage, duration, memory) — sampled per-module timings."""
+        with self._conn:
+            self._conn.executemany("INSERT INTO trace VALUES (?, ?, ?, ?, ?)", list(rows))
+
     def set_meta(self, items: Mapping[str, Any]) -> None:
         rows = [(k, v if isinstance(v, str) else json.dumps(json_safe(v), default=str)) for k, v in items.items()]
         with self._conn:

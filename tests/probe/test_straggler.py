@@ -1,0 +1,41 @@
+"""Cross-rank judgement of the gathered health vectors (pure): stragglers, desync, memory divergence."""
+
+from __future__ import annotations
+
+from stethoscope.detect.straggler import RankHealth
+
+
+def _rows(compute, step=100, mem=None, gc=None):
+    return [{"rank": r, "step": step, "step_s": 0.05, "compute_s": c, "data_s": 0.001,
+             "mem_gib": (mem or {}).get(r, 2.0), "finding": 0, "gc_s": (gc or {}).get(r, 0.0), "n": 20}
+            for r, c in enumerate(compute)]
+
+
+def test_a_rank_slow_for_two_reports_is_named_once_and_resolved_when_it_recovers():
+    h = RankHealth(threshold=0.8, reports=2)
+    assert h.update(_rows([0.020, 0.026, 0.0202]), 50) == []  # once is not persistent
+    found = h.update(_rows([0.020, 0.026, 0.0201]), 100)
+    assert [(f.type, f.evidence["rank"]) for f in found] == [("straggler", 1)]
+    assert "rank 1 is a straggler" in found[0].message and found[0].evidence["score"] < 0.8
+    assert found[0].evidence["fastest_rank"] == 0
+    assert h.update(_rows([0.020, 0.026, 0.0201]), 150) == []  # still open: not named again
+    back = h.update(_rows([0.020, 0.0205, 0.0201]), 200)
+    assert [(f.type, f.end_step, f.evidence["recovered"]) for f in back] == [("straggler", 200, True)]
+
+
+def test_noise_and_a_blip_are_not_stragglers():
+    h = RankHealth()
+    for i, compute in enumerate(([0.020, 0.021, 0.0195], [0.020, 0.030, 0.020], [0.021, 0.020, 0.0205])):
+        assert h.update(_rows(compute), 50 * (i + 1)) == []
+
+
+def test_ranks_out_of_step_and_a_rank_with_far_more_memory_are_named():
+    h = RankHealth()
+    rows = _rows([0.02, 0.02, 0.02], mem={0: 9.0}, gc={2: 0.5})
+    rows[2]["step"] = 90
+    found = h.update(rows, 100)
+    kinds = {f.evidence["kind"]: f for f in found}
+    assert set(kinds) == {"step_desync", "memory"}
+    assert kinds["step_desync"].evidence["ranks"] == [2] and "rank 2 at step 90" in kinds["step_desync"].message
+    assert "garbage collection" in kinds["step_desync"].causes[0]
+    assert kinds["memory"].evidence["rank"] == 0 and "9.00 GiB" in kinds["memory"].message
