@@ -12,6 +12,9 @@ TOP_LAYERS = ("serve", "cli", "diagnose", "explain", "importers")
 # Lower layers that may read one module of a top layer, because it is pure data (checked below).
 # diagnose/knowledge.py applies the causes and fixes every alert carries (the tables: findings/remedies.py).
 PURE_DATA = {"stethoscope.diagnose.knowledge": ("act",)}
+# The live probe serves the dashboard's page from the training process; its code is imported on the first
+# request for it (inside a function, checked below), never when the probe starts.
+ON_REQUEST = {"stethoscope.serve.dashboard": ("probe",)}
 FRAMEWORKS = ("torch", "transformers", "lightning", "pytorch_lightning", "tensorboard", "wandb", "mlflow")
 
 
@@ -43,6 +46,9 @@ def test_layering(path):
         parts = mod.split(".")
         if sub in ("records", "errors", "config"):
             assert parts[0] != "stethoscope" or mod == "stethoscope", f"{sub} must import nothing from the package: {mod}"
+        if mod in ON_REQUEST and sub in ON_REQUEST[mod]:
+            assert not at_top, f"{path.name} imports {mod} at module level: only on a request"
+            continue
         if parts[0] == "stethoscope" and len(parts) > 1 and sub not in TOP_LAYERS + PURE_DATA.get(mod, ()):
             assert parts[1] not in TOP_LAYERS, f"{path.name}: lower layer imports {mod}"
         if sub == "detect":

@@ -48,7 +48,8 @@ def test_no_token_and_a_wrong_token_get_401_through_a_constant_time_compare(live
         assert http(e.address, path, None)[0] == 401
         status, body = http(e.address, path, "not-the-token")
         assert status == 401 and "token" in body["error"]
-    assert len(calls) == 10 and all(b == e.token.encode() for _, b in calls)
+    # header, cookie and ?token= are each compared (no early exit): 3 compares a request
+    assert len(calls) == 30 and all(b == e.token.encode() for _, b in calls)
     assert http(e.address, "/status", e.token)[0] == 200
     assert http(e.address, "/nope", e.token)[0] == 404
 
@@ -144,3 +145,42 @@ def test_other_pages_mount_on_the_same_server_behind_the_same_token():
             assert r.read() == b"<p>/dashboard/x</p>" and r.headers["Content-Type"] == "text/html"
     finally:
         server.close()
+
+
+def test_the_dashboard_is_served_from_the_live_probe_behind_its_token(live):
+    """`/dashboard/?token=…` answers the page and keeps the token in an HttpOnly cookie; the page's own
+    requests then carry the cookie; without the token: 401."""
+    import http.client
+
+    mon, e = live
+    host, port = e.address.rsplit(":", 1)
+
+    def get(path, headers=None):
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("GET", path, headers=headers or {})
+        r = conn.getresponse()
+        out = r.status, dict(r.getheaders()), r.read()
+        conn.close()
+        return out
+
+    assert get("/dashboard/")[0] == 401
+    assert get("/dashboard/?token=wrong")[0] == 401
+    status, headers, _ = get(f"/dashboard?token={e.token}")
+    assert status == 302 and headers["Location"] == f"/dashboard/?token={e.token}"
+    status, headers, page = get(f"/dashboard/?token={e.token}")
+    assert status == 200 and b"plotly" in page.lower() and headers["Content-Type"].startswith("text/html")
+    cookie = headers["Set-Cookie"]
+    assert cookie.startswith(f"stethoscope_token={e.token};") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    status, _, body = get("/dashboard/api/runs", {"Cookie": f"stethoscope_token={e.token}"})
+    assert status == 200 and str(mon.run_dir.name).encode() in body
+    assert get("/dashboard/api/runs", {"Cookie": "stethoscope_token=wrong"})[0] == 401
+
+
+def test_probe_dashboard_prints_the_address_of_the_live_page(live):
+    from click.testing import CliRunner
+
+    from stethoscope.cli.main import cli
+
+    mon, e = live
+    res = CliRunner().invoke(cli, ["probe", str(mon.run_dir), "dashboard"])
+    assert res.exit_code == 0 and res.output.strip() == f"http://{e.address}/dashboard/?token={e.token}"

@@ -22,7 +22,7 @@ their own), 1 no rank answered or the process refused, 2 usage or input error (o
 
 @click.command("probe", epilog=EPILOG)
 @click.argument("target")
-@click.argument("verb", type=click.Choice(["status", "backtrace", "query", "eval", "dump"]))
+@click.argument("verb", type=click.Choice(["status", "backtrace", "query", "eval", "dump", "dashboard"]))
 @click.argument("arg", required=False)
 @click.option("--all", "fan_out", is_flag=True, help="TARGET is a run directory: ask every rank, merged with a rank column.")
 @click.option("--rank", type=int, default=None, help="Which rank of a run directory (default: the lowest).")
@@ -35,7 +35,8 @@ def probe(target: str, verb: str, arg: str | None, fan_out: bool, rank: int | No
     """Look inside a live run: status, every thread's stack, read-only SQL, eval, dump to the store.
 
     TARGET is a PID, HOST:PORT, or a run directory. A Python process that never imported stethoscope
-    still answers `backtrace`, through py-spy (needs ptrace permission).
+    still answers `backtrace`, through py-spy (needs ptrace permission). `dashboard` prints the address
+    of the run's dashboard served by the process itself (it holds the token: open it in your browser).
 
     \b
     Examples:
@@ -59,6 +60,10 @@ def probe(target: str, verb: str, arg: str | None, fan_out: bool, rank: int | No
         if not chosen:
             raise UsageError(f"{target}: no rank {rank} (ranks: {', '.join(str(e.rank) for e in entries)})")
         entries = chosen[:1]
+    if verb == "dashboard":
+        for e in entries:
+            click.echo(f"http://{e.address}/dashboard/?token={e.token}")
+        return
     answers = client.ask_all(entries, verb, arg, with_locals, timeout)
     if not fan_out and answers[0].problem is not None:  # one target: its refusal is the command's error
         a = answers[0]

@@ -27,7 +27,7 @@ from typing import Any
 from stethoscope.errors import InternalError, QueryRefused, UsageError
 from stethoscope.probe import registry, stacks
 from stethoscope.probe.config import ProbeConfig
-from stethoscope.probe.server import ProbeServer, Reply, Request
+from stethoscope.probe.server import TOKEN_COOKIE, ProbeServer, Reply, Request
 from stethoscope.probe.sql import LiveSQL
 from stethoscope.records import Finding
 
@@ -68,8 +68,9 @@ class LiveProbe:
         self._adopted = False
         self._model: Any = None
         self.server = ProbeServer(self.config)
+        self._dashboard_app: Any = None
         for path, handler in (("/status", self._status), ("/backtrace", self._backtrace), ("/query", self._query),
-                              ("/eval", self._eval), ("/dump", self._dump)):
+                              ("/eval", self._eval), ("/dump", self._dump), ("/dashboard", self._dashboard)):
             self.server.mount(path, handler)
         self.server.start()
         self.sql = LiveSQL(self._store_path(), self._live_rows, self.config.query_timeout_s)
@@ -262,6 +263,29 @@ class LiveProbe:
         if not isinstance(code, str) or not code.strip():
             raise UsageError("no code given")
         return Reply(200, dict(run_code(code, {"probe": self, "monitor": self._owner}), rank=self.rank))
+
+    def _dashboard(self, req: Request) -> Reply:
+        """`stethoscope dashboard`'s page of this run, from this process: `/dashboard/?token=…` (what
+        `stethoscope probe TARGET dashboard` prints) keeps the token in an HttpOnly cookie for the page's
+        own requests. The page's code loads on the first request, never with the training process."""
+        from urllib.parse import urlencode
+
+        if self.run_dir is None:
+            return Reply(404, {"error": "this process records no run: there is no dashboard to show"})
+        sub = req.path[len("/dashboard"):]
+        if not sub:  # the page's URLs are relative to the folder
+            query = f"?{urlencode(req.query)}" if req.query else ""
+            return Reply(302, b"", "text/plain", {"Location": f"/dashboard/{query}"})
+        if self._dashboard_app is None:
+            from stethoscope.serve.dashboard import App  # the one upward import: tests/test_layering.py
+
+            self._dashboard_app = App([self.run_dir])
+        headers = {}
+        if "token" in req.query:
+            headers["Set-Cookie"] = f"{TOKEN_COOKIE}={req.query['token']}; HttpOnly; SameSite=Strict; Path=/"
+        query = urlencode({k: v for k, v in req.query.items() if k != "token"})
+        status, content_type, body = self._dashboard_app.handle(req.method, sub, query)
+        return Reply(status, body, content_type, headers)
 
     def _dump(self, _req: Request) -> Reply:
         threads = stacks.snapshot()

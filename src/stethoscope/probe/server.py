@@ -51,6 +51,7 @@ class Reply:
     status: int = 200
     body: Any = field(default_factory=dict)
     content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         if isinstance(self.body, bytes):
@@ -115,10 +116,15 @@ class ProbeServer:
                     best = (prefix, target)
         return best[1] if best is not None else None
 
-    def authorized(self, headers: Any) -> bool:
+    def authorized(self, headers: Any, query: dict[str, str] | None = None) -> bool:
+        """The token in `Authorization: Bearer`, `X-Stethoscope-Token`, or, for a browser on a mounted page,
+        the `stethoscope_token` cookie or a `?token=` on the first visit; each compared in constant time."""
         given = headers.get("Authorization", "")
-        given = given[7:] if given[:7].lower() == "bearer " else headers.get("X-Stethoscope-Token", "")
-        return hmac.compare_digest(given.strip().encode(), self.token.encode())
+        offered = [given[7:] if given[:7].lower() == "bearer " else headers.get("X-Stethoscope-Token", "")]
+        offered.append(_cookie(headers.get("Cookie", ""), TOKEN_COOKIE))
+        offered.append((query or {}).get("token", ""))
+        want = self.token.encode()
+        return any([hmac.compare_digest(o.strip().encode(), want) for o in offered])  # all compared: no early exit
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
@@ -140,7 +146,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if target is None:
             return self._send(Reply(404, {"error": f"no such endpoint: {url.path}"}), drain=True)
         handler, auth = target
-        if auth and not probe.authorized(self.headers):
+        query = dict(parse_qsl(url.query))
+        if auth and not probe.authorized(self.headers, query):
             return self._send(Reply(401, {"error": "a valid token is required (Authorization: Bearer TOKEN)"}),
                               drain=True)
         if self.headers.get("Transfer-Encoding"):
@@ -153,7 +160,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return self._send(Reply(413, {"error": f"request body of {length} bytes exceeds the limit of "
                                                    f"{probe.config.max_request_bytes}"}), close=True)
         body = self.rfile.read(length) if length else b""
-        req = Request(self.command, url.path, dict(parse_qsl(url.query)), body, self.headers)
+        req = Request(self.command, url.path, query, body, self.headers)
         self._send(_call(handler, req))
 
     def _send(self, reply: Reply, drain: bool = False, close: bool = False) -> None:
@@ -166,6 +173,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         if reply.status == 401:
             self.send_header("WWW-Authenticate", 'Bearer realm="stethoscope"')
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
         if close:
             self.send_header("Connection", "close")
             self.close_connection = True
@@ -175,6 +184,18 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass  # never write into the trainer's stderr (and never a request line that might carry a token)
+
+
+TOKEN_COOKIE = "stethoscope_token"
+
+
+def _cookie(header: str, name: str) -> str:
+    """The value of cookie `name` in a Cookie header ('' when absent)."""
+    for part in header.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return ""
 
 
 def _call(handler: Handler, req: Request) -> Reply:
