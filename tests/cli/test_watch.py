@@ -69,9 +69,21 @@ def test_ctrl_c_leaves_cleanly(tmp_path, cli_env):
     try:
         proc = subprocess.Popen([sys.executable, "-m", "stethoscope.cli.main", "watch", str(run), "--interval", "0.2"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
-        time.sleep(4)  # a few refreshes
+        chunks: list[str] = []
+        reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read(64), "")), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 120  # a loaded machine starts Python slowly: wait for the first frames
+        while "steps/s" not in "".join(chunks) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)  # a few refreshes
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        reader.join(10)
+        out, err = "".join(chunks), proc.stderr.read()
     finally:
         stop.set()
         t.join(60)

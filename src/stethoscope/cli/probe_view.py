@@ -40,11 +40,9 @@ def probe(target: str, verb: str, arg: str | None, fan_out: bool, rank: int | No
 
     \b
     Examples:
-      stethoscope probe runs/exp1 status
       stethoscope probe 12345 backtrace --locals
-      stethoscope probe runs/exp1 query "SELECT thread, function, line FROM backtrace WHERE depth = 0"
       stethoscope probe --all runs/exp1 backtrace
-      stethoscope probe runs/exp1 eval "len(gc.get_objects())"     (only with allow_eval)
+      stethoscope probe runs/exp1 query "SELECT thread, function, line FROM backtrace WHERE depth = 0"
     """
     from stethoscope.probe import client
 

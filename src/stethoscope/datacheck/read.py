@@ -170,8 +170,15 @@ def _records(path: Path, data: Any) -> list[dict]:
 
 # -- CSV -----------------------------------------------------------------------------------------
 def _csv(source: Source, advance: Callable[[int], None]) -> Iterator[Row]:
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     delimiter = "\t" if source.format == "tsv" else ","
+    before = csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # a long text field is data here, not damage
+    try:
+        yield from _csv_rows(source, advance, delimiter)
+    finally:
+        csv.field_size_limit(before)  # the csv module's limit is process-wide: the importers rely on it
+
+
+def _csv_rows(source: Source, advance: Callable[[int], None], delimiter: str) -> Iterator[Row]:
     with open(source.path, newline="", encoding="utf-8", errors="replace") as f:
         reader = csv.DictReader(f, delimiter=delimiter)
         seen = 0

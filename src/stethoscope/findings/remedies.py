@@ -216,7 +216,9 @@ ADVICE: dict[str, Advice] = {
     )),
     "straggler": Advice((
         _r("a slower device, host or network link on that rank (thermal throttling, a shared node, a bad NIC)",
-           "check that rank's hardware (nvidia-smi -q, dmesg); exclude its node if it stays slow"),
+           "check that rank's hardware (nvidia-smi -q, dmesg); exclude its node if it stays slow", CPU),
+        _r("a slower or busier host on that rank (a shared node, CPU frequency scaling, a bad NIC)",
+           "check what else runs on that rank's host (top, dmesg); exclude the node if it stays slow"),
         _r("unsynchronized garbage collection or data loading that is heavier on that rank",
            "collect garbage at the same step on every rank (stethoscope.probe.SyncedGC); give it more loader workers"),
     )),
