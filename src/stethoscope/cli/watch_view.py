@@ -50,6 +50,13 @@ def watch(run: str, rank: int | None, interval: float, once: bool, n_findings: i
 
     seen: set[int] | None = None
     try:
+        if not console.is_terminal:  # a pipe or a log file: rich's Live would print only at the end
+            while True:
+                snap = read(run, rank, width, n_findings)
+                console.print(frame(snap, seen))
+                console.file.flush()
+                seen = (seen or set()) | {f["id"] for f in snap.findings}
+                time.sleep(interval)
         with Live(console=console, auto_refresh=False, screen=False, transient=False) as live:
             while True:
                 snap = read(run, rank, width, n_findings)
