@@ -68,7 +68,10 @@ def test_ctrl_c_leaves_cleanly(tmp_path, cli_env):
     run, t, stop, _ = _live_run(tmp_path)
     try:
         proc = subprocess.Popen([sys.executable, "-m", "stethoscope.cli.main", "watch", str(run), "--interval", "0.2"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env,
+                                # as from a shell: an earlier test's library may have left SIGINT ignored in this
+                                # process, which a child inherits (Python then installs no KeyboardInterrupt)
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         chunks: list[str] = []
         reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stdout.read(64), "")), daemon=True)
         reader.start()
