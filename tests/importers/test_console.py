@@ -454,7 +454,7 @@ def test_cycles_of_record_lines_read_like_single_lines(monkeypatch) -> None:
     """Composer's blocks (a `[batch=N/T]:` header, then one metric per line) are read a position of the
     cycle at a time; what breaks the cycle (a missing line, a warning, `nan`, a resume that sends the
     batch back) is read line by line, and the points are the same either way, in the same order."""
-    import stethoscope.importers.console_reader as reader
+    from stethoscope.importers.console_cycles import MIN_CYCLES
 
     def block(batch: int, loss: str = "") -> str:
         return (f"[epoch=1][batch={batch}/5000]:\n\t Train loss/train/total: {loss or f'{3 - batch / 1e4:.4f}'}\n"
@@ -480,4 +480,4 @@ def test_cycles_of_record_lines_read_like_single_lines(monkeypatch) -> None:
     assert (got.columns.names, got.columns.steps) == (want.columns.names, want.columns.steps)
     assert [v if v == v else "nan" for v in got.columns.values] == [v if v == v else "nan" for v in want.columns.values]
     assert got.warnings == want.warnings and got.meta == want.meta
-    assert len(set(got.columns.steps)) == 599 and reader._MIN_CYCLES <= 399
+    assert len(set(got.columns.steps)) == 599 and MIN_CYCLES <= 399

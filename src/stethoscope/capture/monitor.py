@@ -12,7 +12,6 @@ import contextlib
 import json
 import logging
 import os
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,8 +22,11 @@ from stethoscope.capture.control import Control
 from stethoscope.capture.dist import rank_and_world
 from stethoscope.capture.runinfo import start_info
 from stethoscope.capture.system import DeviceMemory, GcPauses, HostStats, default_device_memory, device_metrics
+from stethoscope.capture.tensors import detach, ids_to_host, length, to_host
 from stethoscope.capture.throughput import detect_peak_flops, flops_per_token
-from stethoscope.config import MonitorConfig, env_alerts_file
+from stethoscope.capture.wiring import (alerts_config, exporters, grad_stats, live_detection,
+                                        nonfinite_locator, recovery_policy, start_exports)
+from stethoscope.config import MonitorConfig
 from stethoscope.errors import InternalError
 from stethoscope.record.writer import Recorder
 from stethoscope.store.db import RunStore, fresh_run_dir, rank_path
@@ -85,11 +87,11 @@ class Monitor:
         """The `stethoscope.Checkpoints` this Monitor saves after steps and resumes from, or None."""
 
         detection = self._live_detection()  # before the writer starts: a bad config leaves no thread behind
-        self.recovery = _recovery(recovery, detection, checkpoints)
+        self.recovery = recovery_policy(recovery, detection, checkpoints)
         """The automatic recovery policy's state (`stethoscope.Recovery`): rollbacks, skips, `lr_scale`; or None."""
-        alerts = self._alerts_config(detection)  # a bad alerts file fails here, naming the key
-        self._nonfinite = self._nonfinite_locator(debug_nonfinite, model, scaler)  # so does a bad debug_nonfinite
-        export = self._exporters(export, prometheus_port)  # a misspelt exporter or a missing package: here
+        alerts = alerts_config(self.settings.alerts, detection)  # a bad alerts file fails here, naming the key
+        self._nonfinite = nonfinite_locator(debug_nonfinite, model, scaler, self._write_events)
+        export = exporters(export, prometheus_port)  # a misspelt exporter or a missing package: here
         if store is None:
             self._claim_run_dir(resume)
         store = store if store is not None else RunStore(rank_path(self.run_dir, self.rank))
@@ -106,36 +108,20 @@ class Monitor:
                 self.recovery.bind(self)
                 observer = self.recovery.observer(observer)
             self._recorder.observers.append(observer)
-        self.exports = self._start_exports(export)
+        self.exports = start_exports(self._recorder, export, self.run_dir, self.rank, self.world_size,
+                                     self._info.get("config"))
         self._host = HostStats()
         self._gc = GcPauses()
         self._device_memory = device_memory if device_memory is not None else default_device_memory()
         self._flops_per_token = flops_per_token(model, seq_len) if model is not None else None
         self._peak_flops = peak_flops or detect_peak_flops()
-        self._grads = self._hook_optimizer(model, optimizer)
+        self._grads = grad_stats(self.settings, model, optimizer)
         self._forward_hook = model.register_forward_pre_hook(self._on_forward) if model is not None else None
         if checkpoints is not None:
             checkpoints.attach(self, model, optimizer, scaler, self._checkpoint_event)
         atexit.register(self._atexit)
 
     # -- setup ---------------------------------------------------------------------------------
-    def _hook_optimizer(self, model: Any, optimizer: Any) -> Any:
-        if optimizer is None or self.settings.grad_norms == "off":
-            return None
-        from stethoscope.capture.torch_hooks import GradStats
-
-        names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
-        s = self.settings
-        return GradStats(optimizer, names, s.grad_norms, s.layers_every, s.details_every,
-                         int(s.update_ratio_max_mib * (1 << 20)))
-
-    def _nonfinite_locator(self, spec: Any, model: Any, scaler: Any) -> Any:
-        if not spec:
-            return None
-        from stethoscope.debug.watch import locator  # re-runs a non-finite step's batch: see there
-
-        return locator(spec, model, scaler, lambda events: self._recorder.call("write_events", events))
-
     def _start_probe(self, model: Any) -> Any:
         if self.settings.serve is False:
             return None
@@ -150,18 +136,7 @@ class Monitor:
             return None
 
     def _live_detection(self) -> Any:
-        detect = self.settings.detect
-        if detect is False:
-            return None
-        try:
-            from stethoscope.detect.live import LiveDetection
-            from stethoscope.detect.registry import DetectConfig, DetectorSet
-        except ImportError:  # detectors not installed in this build
-            return None
-        config = DetectConfig() if detect is True else detect
-        if not isinstance(config, DetectConfig):  # MonitorConfig cannot import it: checked here
-            raise ValueError(f"detect must be True, False or a DetectConfig, got {detect!r}")
-        return LiveDetection(DetectorSet(config=config))
+        return live_detection(self.settings.detect)
 
     def _claim_run_dir(self, resume: bool) -> None:
         """A run_dir holding an earlier run is never appended to unless resume=True: record beside it."""
@@ -170,19 +145,6 @@ class Monitor:
             log.warning("stethoscope: %s already holds a run (pass resume=True to continue it); recording this "
                         "run in %s", self.run_dir, fresh)
             self.run_dir = fresh
-
-    def _alerts_config(self, detection: Any) -> Any:
-        spec = self.settings.alerts
-        if spec is False or (spec is None and env_alerts_file() is None):
-            return None  # no alerts: the channels (ssl, smtplib, http.client) are not even imported
-        from stethoscope.act.config import resolve_alerts
-
-        config = resolve_alerts(self.settings.alerts)
-        if config is not None and detection is None:
-            if self.settings.alerts is None:  # $STETHOSCOPE_ALERTS, for a Monitor that detects nothing
-                return None
-            raise ValueError("alerts need the live detectors: with detect=False there is nothing to alert on")
-        return config
 
     def _with_alerts(self, detection: Any, config: Any) -> Any:
         """The live detection observer, wrapped so its findings become alerts (on the writer thread)."""
@@ -194,27 +156,6 @@ class Monitor:
         self._alerts = LiveAlerts(detection, config, store.write_events, store.write_points, self.rank,
                                   str(self.run_dir.resolve()), knowledge_advice(), strict=self.settings.strict)
         return self._alerts
-
-    @staticmethod
-    def _exporters(export: Any, prometheus_port: int | None) -> list[Any] | None:
-        if export is None and prometheus_port is None:
-            return None
-        from stethoscope.exporters.live import exporters
-
-        return exporters(export, prometheus_port)
-
-    def _start_exports(self, export: list[Any] | None) -> Any:
-        """The live exporters (wrapping the other observers, to see their findings), or None."""
-        if export is None:
-            return None
-        from stethoscope.exporters.live import attach_exports
-
-        try:
-            return attach_exports(self._recorder, export, self.run_dir, self.rank, self.world_size,
-                                  self._info.get("config"))
-        except BaseException:  # an exporter whose open raised ImportError: no writer thread left behind
-            self._recorder.close()
-            raise
 
     def _on_forward(self, *_: Any) -> None:
         if self._compute_start is None:
@@ -292,6 +233,9 @@ class Monitor:
         if self.recovery is not None and state.get("recovery") is not None:
             self.recovery.load_state_dict(state["recovery"])
 
+    def _write_events(self, events: Any) -> None:
+        self._recorder.call("write_events", events)
+
     def _checkpoint_event(self, step: int | None, kind: str, severity: str, message: str,
                           data: dict[str, Any]) -> None:
         self._recorder.call("write_events", [(step, time.time(), kind, severity, "checkpoint", message, data)])
@@ -312,7 +256,7 @@ class Monitor:
             if all(type(v) is float or type(v) is int for v in values.values()):
                 self._recorder.put_many(values, step, time.time())
             else:
-                self._pending.append((step, time.time(), {k: _detach(v) for k, v in values.items()}))
+                self._pending.append((step, time.time(), {k: detach(v) for k, v in values.items()}))
                 self._flush_pending()
         except Exception as exc:  # noqa: BLE001
             self._fail(exc)
@@ -363,12 +307,12 @@ class Monitor:
     def _step(self, step: int, loss: Any, grad_norm: Any, batch_ids: Any, tokens: int | None,
               samples: int | None, metrics: dict[str, Any]) -> None:
         now = time.perf_counter()
-        values: dict[str, Any] = {k: _detach(v) for k, v in metrics.items()}
+        values: dict[str, Any] = {k: detach(v) for k, v in metrics.items()}
         if loss is not None:
-            values[R.LOSS] = _detach(loss)
+            values[R.LOSS] = detach(loss)
         self._capture_grads(values, grad_norm)
         self._capture_lr(values)
-        self._capture_timing(values, now, tokens, samples if samples is not None else _length(batch_ids))
+        self._capture_timing(values, now, tokens, samples if samples is not None else length(batch_ids))
         if self._own_seconds:
             values[R.CHECKPOINT_TIME], self._own_seconds = self._own_seconds, 0.0
         values.update(self._gc.take())
@@ -387,7 +331,7 @@ class Monitor:
             if not self._user_grad_norm and self._grads is not None:
                 self._grads.skip_global = True  # reuse the user's clip_grad_norm_ result from now on
             self._user_grad_norm = True
-            hooked[R.GRAD_NORM] = _detach(grad_norm)
+            hooked[R.GRAD_NORM] = detach(grad_norm)
         values.update(hooked)
 
     def _capture_lr(self, values: dict[str, Any]) -> None:
@@ -396,7 +340,7 @@ class Monitor:
         for i, group in enumerate(self._opt.param_groups):
             lr = group.get("lr")
             if lr is not None:
-                values[R.LR if i == 0 else f"{R.LR}/group{i}"] = _detach(lr)
+                values[R.LR if i == 0 else f"{R.LR}/group{i}"] = detach(lr)
 
     def _capture_timing(self, values: dict[str, Any], now: float, tokens: int | None, samples: int | None) -> None:
         if self._last_call is None:
@@ -427,7 +371,7 @@ class Monitor:
         if self._pending_batches:
             batches, self._pending_batches = self._pending_batches, []
             steps = [s for s, _ in batches]
-            self._recorder.call("write_batches", list(zip(steps, _ids_to_host([ids for _, ids in batches]))))
+            self._recorder.call("write_batches", list(zip(steps, ids_to_host([ids for _, ids in batches]))))
         if self._last_flush - self._last_system >= self.settings.system_every:
             self._last_system = self._last_flush
             self._sample_system()
@@ -442,7 +386,7 @@ class Monitor:
                     tensors.append(v)
                     slots.append(len(rows))
                 rows.append((name, step, v, wall))
-        for slot, v in zip(slots, _to_host(tensors) if tensors else ()):
+        for slot, v in zip(slots, to_host(tensors) if tensors else ()):
             name, step, _, wall = rows[slot]
             rows[slot] = (name, step, v, wall)
         put = self._recorder.put_point
@@ -503,79 +447,3 @@ class Monitor:
             self.close("interpreter exit")
         except Exception:  # noqa: BLE001 - strict re-raised; a traceback at exit helps no one
             log.warning("stethoscope failed closing the run at interpreter exit", exc_info=True)
-
-
-def _recovery(config: Any, detection: Any, checkpoints: Any) -> Any:
-    """The recovery policy for `Monitor(recovery=Recovery(...))` (checked before any thread starts)."""
-    if config is None or config is False:
-        return None
-    from stethoscope.act.recovery import Recovery, RecoveryPolicy
-
-    if config is True:
-        config = Recovery()
-    if not isinstance(config, Recovery):
-        raise ValueError(f"recovery must be a stethoscope.Recovery, got {config!r}")
-    if checkpoints is None:
-        raise ValueError("recovery rolls back to a checkpoint: pass checkpoints=stethoscope.Checkpoints(dir, every=N) too")
-    if detection is None:
-        raise ValueError("recovery needs the live detectors: with detect=False there is nothing to recover from")
-    return RecoveryPolicy(config)
-
-
-def _is_tensor(v: Any) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(v, torch.Tensor)
-
-
-def _detach(v: Any) -> Any:
-    """Floats pass through; tensors are detached (no copy, no sync)."""
-    if type(v) is float or type(v) is int:
-        return v
-    if _is_tensor(v):
-        return v.detach()
-    return float(v)
-
-
-def _to_host(tensors: list[Any]) -> list[float]:
-    """All values to the host, one transfer per device."""
-    import torch
-
-    by_device: dict[Any, list[int]] = {}
-    for i, t in enumerate(tensors):
-        by_device.setdefault(t.device, []).append(i)
-    out = [0.0] * len(tensors)
-    for idx in by_device.values():
-        stacked = torch.stack([tensors[i].reshape(()).float() for i in idx])
-        for i, v in zip(idx, stacked.tolist()):  # host sync: one per device per flush
-            out[i] = v
-    return out
-
-
-def _length(ids: Any) -> int | None:
-    if ids is None:
-        return None
-    try:
-        return len(ids)
-    except TypeError:
-        return None
-
-
-def _ids_to_host(batches: list[Any]) -> list[list[Any]]:
-    """Each batch's sample ids as a list; tensors go over in one transfer per device and dtype."""
-    out: list[list[Any]] = [[] for _ in batches]
-    groups: dict[Any, list[int]] = {}
-    for i, ids in enumerate(batches):
-        if _is_tensor(ids):
-            groups.setdefault((ids.device, ids.dtype), []).append(i)
-        else:
-            out[i] = list(ids)
-    if groups:
-        import torch
-
-        for idx in groups.values():
-            flat = torch.cat([batches[i].reshape(-1) for i in idx]).tolist()  # host sync: one per flush
-            start = 0
-            for i in idx:
-                n = batches[i].numel()
-                out[i], start = flat[start:start + n], start + n
-    return out

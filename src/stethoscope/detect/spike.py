@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from stethoscope.detect.blowup import lr_blowup
 from stethoscope.detect.comeback import came_back, recovered_fraction, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
@@ -409,25 +410,13 @@ class SpikeDetector:
                        causes=list(inc["causes"]), source=self.name)
 
     def _blown_up_by_lr(self, step: int, v: float) -> list[Finding]:
-        """A loss that turns NaN/Inf with no jump before it, right after the LR was pushed up off its
-        schedule, is a divergence: the finite climb was too fast for the log to show (a log written
-        every 10-25 steps goes from a normal row straight to NaN). The NaN is its symptom. Once per
-        LR jump; a NaN with no such jump before it (a bad batch) stays a `nan` finding alone."""
-        jump = self.lr.last_jump
-        cause = self.lr.jump_cause(step, self.config.lead_steps)
-        if cause is None or jump is None or jump[0] == self._blowup_jump or jump[1] <= 0:
+        """A NaN/Inf loss right after an LR jump: a divergence (detect/blowup.py)."""
+        found = lr_blowup(self.lr, step, v, self._blowup_jump, self.config.lead_steps,
+                          self.loss.level() if self.loss.window else None, self.name)
+        if found is None:
             return []
-        if jump[2] / jump[1] < _BLOWUP_LR_FACTOR:
-            return []
-        self._blowup_jump = jump[0]
-        shown = "NaN" if math.isnan(v) else "Inf"
-        lag = step - int(jump[0])
-        when = f"{lag} step{'s' if lag > 1 else ''} after" if lag else "as"
-        msg = (f"the loss turned {shown} at step {step}, {when} the LR jumped {_g(jump[1])} -> {_g(jump[2])} "
-               f"(x{jump[2] / jump[1]:.3g}) at step {int(jump[0])}: the run blew up")
-        ev = {"lr_before": jump[1], "lr_after": jump[2], "lr_jump_step": int(jump[0]), "value": shown,
-              "level_before": self.loss.level() if self.loss.window else None, "blew_up": True, "recovered": "not"}
-        return [Finding("divergence", "error", step, msg, evidence=ev, causes=[cause], source=self.name)]
+        self._blowup_jump = found.evidence["lr_jump_step"]
+        return [found]
 
     def _divergence(self, inc: dict[str, Any], step: int) -> Finding:
         frac = recovered_fraction(inc)
@@ -458,7 +447,6 @@ class SpikeDetector:
         self._blowup_jump = state.get("blowup_jump")
 
 
-_BLOWUP_LR_FACTOR = 2.0  # an LR pushed up at least this much, then a NaN/Inf loss: a blow-up
 _STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
 _STUCK_RECORDS = 3  # ...held over this many records...
 _STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stethoscope.importers import console_tokens
 from stethoscope.importers.base import Columns, ImportedRun
+from stethoscope.importers.console_cycles import find_cycle
 from stethoscope.importers.console_fast import Template, reads_back
 from stethoscope.importers.console_line import ANSI, MAGNITUDE, NUMBER, Line, key_name, parse
 from stethoscope.importers.loglines import LineKeeper
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
 NAME = "console"
 MAX_TEMPLATES = 4096
 CHUNK_LINES = 16384
-_MAX_PERIOD = 8  # the longest cycle of shapes read as one (`_cycle`)
-_MIN_CYCLES = 16  # fewer cycles: line by line costs less than finding them
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
 # Cumulative clocks and running averages that the resolver would take for a step time (modded-nanogpt).
 _OWN = {"step avg (ms)": ("perf/step_avg_s", 1e-3), "train time (ms)": ("perf/train_time_s", 1e-3),
@@ -80,7 +79,7 @@ class ConsoleReader:
             runs.append((shape, start, start + len(list(run))))
         at = 0
         while at < len(runs):
-            cycle = self._cycle(runs, at)
+            cycle = find_cycle(runs, at, self.templates)
             if cycle is not None:
                 self._cycles(lines, data, offsets, runs[at: at + cycle[0] * cycle[1]], cycle[0])
                 at += cycle[0] * cycle[1]
@@ -127,33 +126,9 @@ class ConsoleReader:
             end += 1
         return end
 
-    def _cycle(self, runs: list[tuple[bytes, int, int]], at: int) -> tuple[int, int] | None:
-        """(period, cycles) when the lines from `at` repeat a cycle of shapes, one line each, that opens
-        with a line carrying the step and goes on with record lines of that step (Composer's
-        `[batch=N/T]:` header and one metric per line), all known with token plans; else None."""
-        if runs[at][2] - runs[at][1] != 1:
-            return None
-        head = self.templates.get(runs[at][0])
-        if head is None or head.plan is None or not head.own_step or head.bar or b"\r" in runs[at][0]:
-            return None
-        for period in range(2, _MAX_PERIOD + 1):
-            if at + period * _MIN_CYCLES > len(runs) or runs[at + period][0] != runs[at][0]:
-                continue
-            shapes = [r[0] for r in runs[at: at + period]]
-            known = [self.templates.get(shape) for shape in shapes[1:]]
-            if any(k is None or k.plan is None or k.own_step or k.bar or k.plan.time is not None
-                   or k.plan.rank is not None for k in known) or any(b"\r" in shape for shape in shapes):
-                continue
-            n = at
-            while n < len(runs) and runs[n][0] == shapes[(n - at) % period] and runs[n][2] - runs[n][1] == 1:
-                n += 1
-            cycles = (n - at) // period
-            return (period, cycles) if cycles >= _MIN_CYCLES else None
-        return None
-
     def _cycles(self, lines: list[bytes], data: bytes, offsets: list[int], runs: list[tuple[bytes, int, int]],
                 period: int) -> None:
-        """Cycles found by `_cycle`, a chunk at a time: each position of the cycle read by its token plan
+        """Cycles found by `console_cycles.find_cycle`, a chunk at a time: each position of the cycle read by its token plan
         over every cycle at once (a slice of the lines), the record lines given their header's step, and
         the points of a cycle in line order, as line-by-line reading gives them. A chunk that does not
         read goes line by line."""

@@ -1,0 +1,66 @@
+"""Values the training loop hands the Monitor: detached without a copy or a sync, and brought to the host
+in one transfer per device (the only host syncs, at a flush)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def is_tensor(v: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(v, torch.Tensor)
+
+
+def detach(v: Any) -> Any:
+    """Floats pass through; tensors are detached (no copy, no sync)."""
+    if type(v) is float or type(v) is int:
+        return v
+    if is_tensor(v):
+        return v.detach()
+    return float(v)
+
+
+def to_host(tensors: list[Any]) -> list[float]:
+    """All values to the host, one transfer per device."""
+    import torch
+
+    by_device: dict[Any, list[int]] = {}
+    for i, t in enumerate(tensors):
+        by_device.setdefault(t.device, []).append(i)
+    out = [0.0] * len(tensors)
+    for idx in by_device.values():
+        stacked = torch.stack([tensors[i].reshape(()).float() for i in idx])
+        for i, v in zip(idx, stacked.tolist()):  # host sync: one per device per flush
+            out[i] = v
+    return out
+
+
+def length(ids: Any) -> int | None:
+    if ids is None:
+        return None
+    try:
+        return len(ids)
+    except TypeError:
+        return None
+
+
+def ids_to_host(batches: list[Any]) -> list[list[Any]]:
+    """Each batch's sample ids as a list; tensors go over in one transfer per device and dtype."""
+    out: list[list[Any]] = [[] for _ in batches]
+    groups: dict[Any, list[int]] = {}
+    for i, ids in enumerate(batches):
+        if is_tensor(ids):
+            groups.setdefault((ids.device, ids.dtype), []).append(i)
+        else:
+            out[i] = list(ids)
+    if groups:
+        import torch
+
+        for idx in groups.values():
+            flat = torch.cat([batches[i].reshape(-1) for i in idx]).tolist()  # host sync: one per flush
+            start = 0
+            for i in idx:
+                n = batches[i].numel()
+                out[i], start = flat[start:start + n], start + n
+    return out
