@@ -106,7 +106,7 @@ def test_recovery_needs_checkpoints_and_valid_settings(tmp_path):
         stethoscope.Monitor(tmp_path / "b", detect=False, recovery=Recovery(),
                             checkpoints=stethoscope.Checkpoints(tmp_path / "ck", on_signal=None))
     for bad in ({"patience": -1}, {"lr_factor": 2.0}, {"max_rollbacks": -1}, {"on": ("plateau",)},
-                {"skip_batches": -3}):
+                {"skip_batches": -3}, {"lookback": 0}):
         with pytest.raises(ValueError, match="Recovery."):
             Recovery(**bad)
     assert not (tmp_path / "a").exists()  # refused before anything was written
@@ -116,6 +116,22 @@ def test_retention_keeps_the_checkpoint_a_rollback_needs():
     infos = [CheckpointInfo(s, None, "ok") for s in (10, 20, 30, 40, 50)]  # type: ignore[arg-type]
     assert [i.step for i in retention.to_delete(infos, 2, None, "min")] == [10, 20, 30]
     assert [i.step for i in retention.to_delete(infos, 2, None, "min", hold=33)] == [10, 20]
+    assert [i.step for i in retention.to_delete(infos, 2, None, "min", hold=[33, 12])] == [20]  # an incident's and the lookback's
+
+
+def test_a_late_finding_still_finds_the_checkpoint_from_before_its_onset(tmp_path):
+    """Saving every 5 steps and keeping 2, a finding 30 steps late still has a checkpoint before its onset:
+    retention keeps the newest one at or before each of the last two multiples of `lookback`."""
+    model = torch.nn.Linear(2, 2)
+    ck = stethoscope.Checkpoints(tmp_path / "ck", every=5, keep_last=2, extra={"model": model}, on_signal=None,
+                                 strict=True)
+    with stethoscope.Monitor(tmp_path / "run", model, checkpoints=ck, recovery=Recovery(lookback=40)) as mon:
+        assert ck.lookback == 40
+        for step in range(1, 101):
+            mon.step(step, loss=1.0)
+        steps = [i.step for i in ck.list()]
+    assert steps == [40, 80, 95, 100]
+    assert ck.load_latest(before=100 - 30)["step"] == 40
 
 
 def test_supersede_moves_points_aside_and_new_points_take_their_place(tmp_path):

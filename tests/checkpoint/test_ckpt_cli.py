@@ -26,6 +26,7 @@ def _ours(root: Path, steps: range) -> Path:
     for s in steps:
         ck.note({"eval/loss": 10.0 - s if s != 2 else 0.5})
         ck.save(s)
+    ck.close()  # the last save's fsyncs and rename run on a thread
     return root
 
 

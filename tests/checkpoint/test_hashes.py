@@ -13,7 +13,7 @@ from stethoscope.checkpoint.manifest import read_manifest, verify
 def _save(tmp_path, **options):
     model = torch.nn.Linear(64, 64)
     ck = stethoscope.Checkpoints(tmp_path / "ck", extra={"model": model}, on_signal=None, strict=True, **options)
-    path = ck.save(3)
+    path = ck.save(3, wait=True)
     return model, path
 
 

@@ -68,6 +68,10 @@ class Recovery:
     """What triggers a rollback: any of "loss_spike", "divergence", "nan" (a non-finite loss)."""
     min_severity: str = "warning"
     """A loss spike or divergence finding below this severity is left alone."""
+    lookback: int | None = 200
+    """Retention keeps the newest checkpoint at least this many steps old besides the newest `keep_last`:
+    what a rollback goes back to when a finding arrives late (a divergence is seen over a trend) and names
+    an onset older than the newest checkpoints. None: only `keep_last` (and the hold of an open incident)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.patience, int) or self.patience < 0:
@@ -81,6 +85,8 @@ class Recovery:
         bad = [t for t in self.on if t not in TRIGGERS]
         if bad or not self.on:
             raise ValueError(f"Recovery.on must name some of {', '.join(TRIGGERS)}, got {self.on!r}")
+        if self.lookback is not None and (not isinstance(self.lookback, int) or self.lookback < 1):
+            raise ValueError(f"Recovery.lookback must be an int >= 1 or None, got {self.lookback!r}")
         if self.min_severity not in SEVERITIES:
             raise ValueError(f"Recovery.min_severity must be one of {', '.join(SEVERITIES)}, got {self.min_severity!r}")
 
@@ -144,6 +150,9 @@ class RecoveryPolicy:
 
     def bind(self, monitor: Any) -> None:
         self._monitor = monitor
+        ck = getattr(monitor, "checkpoints", None)
+        if ck is not None:
+            ck.lookback = self.config.lookback
 
     def observer(self, inner: Any) -> _Observer:
         return _Observer(inner, self)

@@ -1,9 +1,10 @@
 """The checkpoint folder on disk: atomic writes, the catalogue of what is there, safe deletion.
 
 Layout: `DIR/step-00000500/{model,optimizer,...}.pt + manifest.json`. A save writes into
-`DIR/.tmp-step-…`, fsyncs every file and the folder, then renames it into place and fsyncs DIR: a
-kill at any moment leaves either the old set of checkpoints or the old set plus the new one, never a
-half-written `step-*` folder. Deletion renames to `.del-…` first, so a kill mid-delete leaves no
+`DIR/.tmp-step-…` (`stage`), fsyncs every file and the folder, then renames it into place and fsyncs
+DIR (`commit`, which the manager runs on a thread by default): a kill, or a crash of the machine, at any
+moment leaves either the old set of checkpoints or the old set plus the new one, never a half-written
+`step-*` folder. Deletion renames to `.del-…` first, so a kill mid-delete leaves no
 half-deleted checkpoint that looks like a corrupt one.
 """
 
@@ -13,7 +14,7 @@ import os
 import re
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,48 +50,86 @@ def step_dir(root: Path, step: int) -> Path:
     return root / f"step-{step:08d}"
 
 
+@dataclass
+class Staged:
+    """A checkpoint serialised into its temporary folder, not yet hashed, durable nor published."""
+
+    tmp: Path
+    final: Path
+    step: int
+    meta: dict[str, Any]
+    algo: str
+    syncer: ThreadPoolExecutor | None = None
+    files: dict[str, Future[dict[str, Any]]] = field(default_factory=dict)
+    """File name → its hashes, computed (then the file fsynced) on the `syncer` thread while the next file
+    is written; without a syncer, `commit` does both."""
+
+
 def write_checkpoint(root: Path, step: int, parts: dict[str, Any], meta: dict[str, Any], algo: str) -> Path:
     """Write `parts` (name → object for torch.save) atomically as the checkpoint of `step`."""
+    return commit(stage(root, step, parts, meta, algo, overlap=True))
+
+
+def stage(root: Path, step: int, parts: dict[str, Any], meta: dict[str, Any], algo: str,
+          overlap: bool = False) -> Staged:
+    """Serialise every part into a temporary folder: the bytes are in the page cache, nothing is hashed
+    nor visible yet. With `overlap`, each file is read back from the page cache, hashed and fsynced on a
+    thread as soon as it is closed, while the next one is written. `commit` must follow."""
     import torch
 
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-step-{step:08d}-{os.getpid()}-{time.monotonic_ns()}"
     tmp.mkdir()
-    files: dict[str, Any] = {}
-    # Each file is hashed on a thread while it is serialised, and fsynced on another while the next
-    # one is: the save costs about one torch.save plus the last file's fsync.
-    with ThreadPoolExecutor(1, thread_name_prefix="stethoscope-fsync") as syncer:
-        synced = []
-        for name, obj in parts.items():
-            f = open(tmp / f"{name}.pt", "wb")
-            try:
-                w = mf.HashingWriter(f, algo, background=True)
-                try:
-                    torch.save(obj, w)
-                finally:
-                    files[f"{name}.pt"] = w.finish()
-                f.flush()
-            except BaseException:
-                f.close()
-                raise
-            synced.append(syncer.submit(_fsync_close, f))
-        for fut in synced:
-            fut.result()
-    mf.write_manifest(tmp, files, algo, {**meta, "step": step, "time": time.time()})
-    fsync_dir(tmp)
-    final = step_dir(root, step)
-    if final.exists():  # the same step saved again (after a rollback): the new one replaces it
-        _discard(final)
-    os.rename(tmp, final)
-    fsync_dir(root)
-    return final
-
-
-def _fsync_close(f: Any) -> None:
+    staged = Staged(tmp, step_dir(root, step), step, {**meta, "step": step, "time": time.time()}, algo)
+    if overlap:
+        staged.syncer = ThreadPoolExecutor(1, thread_name_prefix="stethoscope-fsync")
     try:
-        os.fsync(f.fileno())
+        for name, obj in parts.items():
+            path = tmp / f"{name}.pt"
+            torch.save(obj, str(path))  # a path: torch's own C++ writer, no Python file object in the loop
+            if staged.syncer is not None:
+                staged.files[path.name] = staged.syncer.submit(_hash_and_sync, path, algo)
+    except BaseException:
+        if staged.syncer is not None:
+            staged.syncer.shutdown()  # waits: nothing still holds the folder open when it goes
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return staged
+
+
+def commit(staged: Staged) -> Path:
+    """Hash what `stage` wrote (unless its thread did), write the manifest, make it all durable (fsync every
+    file and the folder) and only then publish it (rename into place, fsync the parent): until then a
+    crash, even of the machine, leaves it out of the catalogue."""
+    try:
+        files = {}
+        for path in sorted(staged.tmp.iterdir()):
+            started = staged.files.get(path.name)
+            files[path.name] = started.result() if started is not None else _hash_and_sync(path, staged.algo)
     finally:
-        f.close()
+        if staged.syncer is not None:
+            staged.syncer.shutdown()
+    mf.write_manifest(staged.tmp, files, staged.algo, staged.meta)
+    fsync_dir(staged.tmp)
+    if staged.final.exists():  # the same step saved again (after a rollback): the new one replaces it
+        _discard(staged.final)
+    os.rename(staged.tmp, staged.final)
+    fsync_dir(staged.final.parent)
+    return staged.final
+
+
+def _hash_and_sync(path: Path, algo: str) -> dict[str, Any]:
+    out = mf.hash_file(path, algo)
+    fsync_file(path)
+    return out
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path: Path) -> None:

@@ -27,6 +27,7 @@ from stethoscope.errors import InternalError
 log = logging.getLogger(__name__)
 Event = Callable[[int | None, str, str, str, dict[str, Any]], None]  # step, kind, severity, message, data
 SIGNAL_MODES = ("exit", "stop", None)
+FSYNC_MODES = ("background", "inline")
 
 
 @dataclass
@@ -48,6 +49,12 @@ class CheckpointConfig:
     package) or "sha256"."""
     async_save: bool = False
     """Copy the state to host memory on the training thread, write it on a background thread."""
+    fsync: str = "background"
+    """"background": a save returns once every byte is written (to the page cache) and hashed; the fsyncs
+    and the rename that publishes the checkpoint run on a thread, so it costs about one plain torch.save.
+    Until it is durable it is not in the catalogue (a crash, even of the machine, leaves the previous
+    checkpoints), retention deletes nothing, and `wait()`, `list()`, `load_latest()`, the next save and
+    `close()` wait for it. "inline": the save returns only once the checkpoint is durable and published."""
     on_signal: str | None = "exit"
     """On SIGTERM/SIGUSR1: "exit" (finish the step, save, close the Monitor, exit 0), "stop" (save and
     set `Control.stop`), None (install no handler)."""
@@ -67,6 +74,8 @@ class CheckpointConfig:
             self.hash = default_hash()
         if self.hash not in HASHES:
             raise ValueError(f"hash must be one of {HASHES}, got {self.hash!r}")
+        if self.fsync not in FSYNC_MODES:
+            raise ValueError(f"fsync must be one of {FSYNC_MODES}, got {self.fsync!r}")
         if self.on_signal not in SIGNAL_MODES:
             raise ValueError(f"on_signal must be one of {SIGNAL_MODES}, got {self.on_signal!r}")
 
@@ -93,9 +102,16 @@ class Checkpoints:
         """What the last `load_latest()` returned: the state of every part, `step` and `path`."""
         self.preempted: int | None = None
         self.last_blocking_s = 0.0
+        """Seconds the last save held the training thread."""
+        self.last_durable_s = 0.0
+        """Seconds from the start of the last save until it was durable and published."""
         self.hold: int | None = None
         """Retention keeps the newest checkpoint at or before this step (set by automatic recovery while an
         incident is open: it is what a rollback goes back to)."""
+        self.lookback: int | None = None
+        """Set by automatic recovery: retention also keeps the newest checkpoint at or before each of the last
+        two multiples of `lookback` steps, so a finding up to `lookback` steps late (a divergence is seen over
+        a trend) still finds one from before its onset, at most 2 × `lookback` steps back."""
         self._metric: Any = None
         self._monitor: Any = None
         self._event: Event | None = None
@@ -143,7 +159,10 @@ class Checkpoints:
             self.save(step, reason="scheduled")
 
     def save(self, step: int, *, reason: str = "requested", wait: bool = False) -> Path | None:
-        """Save the full state as the checkpoint of `step`. Never raises (unless strict)."""
+        """Save the full state as the checkpoint of `step`; the path it has once published. Never raises
+        (unless strict). By default the fsyncs and the rename run on a thread (`fsync="background"`) and the
+        whole write does with `async_save=True`: `wait=True` returns only once the checkpoint is durable
+        and in place (as `wait()` after the call does)."""
         try:
             return self._save(step, reason, wait)
         except Exception as exc:  # noqa: BLE001 - never crash the run
@@ -151,7 +170,7 @@ class Checkpoints:
             return None
 
     def wait(self) -> None:
-        """Wait for an asynchronous save in flight."""
+        """Wait for a save in flight (an asynchronous one, or the fsyncs of a synchronous one)."""
         t, self._thread = self._thread, None
         if t is not None:
             t.join()
@@ -159,6 +178,7 @@ class Checkpoints:
     def close(self) -> None:
         self.wait()
         self._join_remover()
+
         for sig, old in self._old_handlers.items():
             try:
                 signal.signal(sig, old)
@@ -169,6 +189,7 @@ class Checkpoints:
     # -- reading -------------------------------------------------------------------------------
     def list(self, verify: bool = False) -> list[CheckpointInfo]:
         """Every checkpoint in `dir`, oldest first (`verify=True` checks every hash)."""
+        self.wait()
         return disk.catalogue(self.dir, check_hashes=verify)
 
     def load_latest(self, before: int | None = None) -> dict[str, Any] | None:
@@ -176,6 +197,7 @@ class Checkpoints:
 
         Corrupt, truncated and half-written checkpoints are skipped with a warning naming them and why.
         """
+        self.wait()
         for info in reversed(disk.catalogue(self.dir)):
             if before is not None and info.step > before:
                 continue
@@ -238,6 +260,7 @@ class Checkpoints:
 
     def prune(self) -> list[CheckpointInfo]:
         """Apply retention now; the checkpoints deleted."""
+        self.wait()
         c = self.config
         gone = retention.to_delete(disk.catalogue(self.dir), c.keep_last, c.keep_best, c.best_mode)
         for info in gone:
@@ -255,14 +278,27 @@ class Checkpoints:
 
                 self._staging = HostStaging()
             parts = self._staging.copy(parts)
-            self._thread = threading.Thread(target=self._write_guarded, args=(step, parts, meta),
-                                            name="stethoscope-checkpoint", daemon=True)
-            self._thread.start()
+            self._start(self._write_guarded, step, parts, meta, t0)
             self.last_blocking_s = time.perf_counter() - t0
             return disk.step_dir(self.dir, step)
-        path = self._write(step, parts, meta)
+        disk.sweep_leftovers(self.dir)
+        background = self.config.fsync == "background" and not wait
+        # In the background the hashes and fsyncs wait until every file is written: done alongside, they
+        # would slow the writes the training thread waits for.
+        staged = disk.stage(self.dir, step, parts, meta, self.config.hash, overlap=not background)
+        del parts
+        if background:
+            self._start(self._publish_guarded, staged, meta, t0)
+            self.last_blocking_s = time.perf_counter() - t0
+            return staged.final
+        path = self._publish(staged, meta, t0)
         self.last_blocking_s = time.perf_counter() - t0
         return path
+
+    def _start(self, target: Callable[..., None], *args: Any) -> None:
+        # Not a daemon: a script that saves and exits without close() still gets its checkpoint published.
+        self._thread = threading.Thread(target=target, args=args, name="stethoscope-checkpoint")
+        self._thread.start()
 
     def _collect(self, step: int, reason: str) -> tuple[dict[str, Any], dict[str, Any]]:
         from stethoscope.checkpoint.state import rng_state
@@ -277,19 +313,34 @@ class Checkpoints:
         milestone = bool(c.milestones_every and step % c.milestones_every == 0)
         return parts, {"reason": reason, "metrics": metrics, "milestone": milestone}
 
-    def _write_guarded(self, step: int, parts: dict[str, Any], meta: dict[str, Any]) -> None:
+    def _write_guarded(self, step: int, parts: dict[str, Any], meta: dict[str, Any], t0: float) -> None:
         try:
-            self._write(step, parts, meta)
+            disk.sweep_leftovers(self.dir)
+            self._publish(disk.stage(self.dir, step, parts, meta, self.config.hash, overlap=True), meta, t0)
         except Exception as exc:  # noqa: BLE001 - a background save never takes the run down
             self._fail(step, exc, raise_strict=False)
 
-    def _write(self, step: int, parts: dict[str, Any], meta: dict[str, Any]) -> Path:
-        disk.sweep_leftovers(self.dir)
-        path = disk.write_checkpoint(self.dir, step, parts, meta, self.config.hash)
+    def _publish_guarded(self, staged: disk.Staged, meta: dict[str, Any], t0: float) -> None:
+        try:
+            self._publish(staged, meta, t0)
+        except Exception as exc:  # noqa: BLE001 - a background fsync never takes the run down
+            shutil.rmtree(staged.tmp, ignore_errors=True)
+            self._fail(staged.step, exc, raise_strict=False)
+
+    def _publish(self, staged: disk.Staged, meta: dict[str, Any], t0: float) -> Path:
+        """Make a staged checkpoint durable and visible, then apply retention (which deletes older ones only
+        now that the new one is safe) and record the event."""
+        step = staged.step
+        path = disk.commit(staged)
+        self.last_durable_s = time.perf_counter() - t0
         self.saved += 1
         c = self.config
+        holds = [] if self.hold is None else [self.hold]
+        if self.lookback:
+            anchor = step // self.lookback * self.lookback
+            holds += [anchor, anchor - self.lookback]
         gone = retention.to_delete(disk.catalogue(self.dir), c.keep_last, c.keep_best, c.best_mode, protect=step,
-                                 hold=self.hold)
+                                 hold=holds)
         self._remove([disk.retire(info.path) for info in gone])
         size = sum(p.stat().st_size for p in path.iterdir())
         self._emit(step, "checkpoint", "info", f"checkpoint saved: {path} ({meta['reason']})",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from stethoscope.checkpoint.disk import CheckpointInfo
 
@@ -18,10 +19,10 @@ def best(infos: list[CheckpointInfo], metric: str | None, mode: str) -> Checkpoi
 
 
 def to_delete(infos: list[CheckpointInfo], keep_last: int | None, metric: str | None, mode: str,
-              protect: int | None = None, hold: int | None = None) -> list[CheckpointInfo]:
+              protect: int | None = None, hold: int | Iterable[int] | None = None) -> list[CheckpointInfo]:
     """The ok checkpoints that retention removes (never the newest ok one, the best, a milestone,
-    `protect`, or the newest at or before step `hold`: what an automatic rollback would go back to);
-    corrupt and partial ones are left for `ckpt prune --corrupt` to judge."""
+    `protect`, or the newest at or before each step in `hold`: what an automatic rollback would go back
+    to); corrupt and partial ones are left for `ckpt prune --corrupt` to judge."""
     ok = sorted((i for i in infos if i.status == "ok"), key=lambda i: i.step)
     if keep_last is None or not ok:
         return []
@@ -31,7 +32,8 @@ def to_delete(infos: list[CheckpointInfo], keep_last: int | None, metric: str | 
         keep.add(b.step)
     if protect is not None:
         keep.add(protect)
-    held = [i.step for i in ok if hold is not None and i.step <= hold]
-    if held:
-        keep.add(held[-1])
+    for h in (hold,) if isinstance(hold, int) else hold or ():
+        held = [i.step for i in ok if i.step <= h]
+        if held:
+            keep.add(held[-1])
     return [i for i in ok if i.step not in keep and not i.milestone]
