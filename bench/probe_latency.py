@@ -4,13 +4,14 @@
    `status` and `backtrace` answer times — over HTTP from a client (server side + loopback) and from the
    CLI (`stethoscope probe RUN status`: includes starting Python) — medians.
 2. `query` over a store of 1M points (10 series x 100k steps): an aggregate by step window of one series
-   and of all ten, through the probe server — medians.
+   and of all ten, through the probe server — medians, the default engine (DuckDB over the packed chunks)
+   interleaved with SQLite, and whether both gave the same answer.
 3. The server, the hang watchdog and the health gather (on a one-rank gloo group, every 50 steps) on the
    bench model's step time: Monitor(serve=True) against Monitor(serve=False), interleaved rounds (each round
    builds its Monitor, so only that variant's threads run), medians of per-round ratios; and the cost of
    `on_step` itself, timed alone.
 
-    python bench/probe_latency.py [--rounds 7] [--steps 40]
+    python bench/probe_latency.py [--rounds 7] [--steps 40] [--only latency|query|overhead]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -110,19 +112,36 @@ def query_1m(tmp: Path, calls: int) -> None:
         client = ProbeClient(probe.server.host, probe.server.port, probe.server.token)
         for label, sql in (
                 ("one series (100k points), 1000-step windows",
-                 "SELECT step / 1000 AS window, AVG(value), MIN(value), MAX(value) FROM metrics "
-                 "WHERE name = 'train/loss' GROUP BY window"),
+                 "SELECT step / 1000 AS w, AVG(value), MIN(value), MAX(value) FROM metrics "
+                 "WHERE name = 'train/loss' GROUP BY w"),
                 ("all 10 series (1M points), 1000-step windows",
-                 "SELECT name, step / 1000 AS window, AVG(value) FROM metrics GROUP BY name, window")):
-            times, rows = [], 0
-            for _ in range(calls):
-                t0 = time.perf_counter()
-                rows = len(client.call("query", sql)["rows"])
-                times.append(time.perf_counter() - t0)
-            print(f"query {label}: median {statistics.median(times) * 1e3:.0f} ms, {rows} rows "
-                  f"({calls} calls; target <= 200 ms)")
+                 "SELECT name, step / 1000 AS w, AVG(value) FROM metrics GROUP BY name, w")):
+            times: dict[str, list[float]] = {"auto": [], "sqlite": []}
+            answers: dict[str, Any] = {}
+            for i in range(calls):  # interleaved, alternating which engine goes first
+                for engine in ("auto", "sqlite") if i % 2 == 0 else ("sqlite", "auto"):
+                    t0 = time.perf_counter()
+                    answers[engine] = client.call("query", sql, engine=engine)
+                    times[engine].append(time.perf_counter() - t0)
+            fast, slow = (statistics.median(times[e]) for e in ("auto", "sqlite"))
+            same = _same_rows(answers["auto"]["rows"], answers["sqlite"]["rows"])
+            print(f"query {label}: median {fast * 1e3:.0f} ms ({answers['auto']['engine']}; target <= 200 ms) vs "
+                  f"{slow * 1e3:.0f} ms (sqlite): {slow / fast:.1f}x, {len(answers['auto']['rows'])} rows, "
+                  f"{'the same answer' if same else 'ANSWERS DIFFER'} ({calls} calls each)")
     finally:
         probe.close()
+
+
+def _same_rows(a: list[list[Any]], b: list[list[Any]]) -> bool:
+    """Equal as sets of rows (no ORDER BY: either order), floats to 1e-9 relative (sums in another order)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(sorted(a, key=repr), sorted(b, key=repr)):
+        if len(x) != len(y) or any(not (u == v or (isinstance(u, float) and isinstance(v, float)
+                                                    and abs(u - v) <= 1e-9 * max(abs(u), abs(v))))
+                                   for u, v in zip(x, y)):
+            return False
+    return True
 
 
 def overhead(tmp: Path, rounds: int, steps: int) -> None:
@@ -201,6 +220,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--only", choices=("latency", "query", "overhead"), default=None, help="run one part")
     args = ap.parse_args()
     import torch
 
@@ -210,9 +230,12 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["STETHOSCOPE_LIVE_DIR"] = str(Path(tmp) / "registry")
-        latency(Path(tmp), args.calls, 5)
-        query_1m(Path(tmp), 10)
-        overhead(Path(tmp), args.rounds, args.steps)
+        if args.only in (None, "latency"):
+            latency(Path(tmp), args.calls, 5)
+        if args.only in (None, "query"):
+            query_1m(Path(tmp), 10)
+        if args.only in (None, "overhead"):
+            overhead(Path(tmp), args.rounds, args.steps)
     print(json.dumps({"machine_load": os.getloadavg()}))
 
 

@@ -27,11 +27,14 @@ their own), 1 no rank answered or the process refused, 2 usage or input error (o
 @click.option("--all", "fan_out", is_flag=True, help="TARGET is a run directory: ask every rank, merged with a rank column.")
 @click.option("--rank", type=int, default=None, help="Which rank of a run directory (default: the lowest).")
 @click.option("--locals", "with_locals", is_flag=True, help="backtrace: each frame's locals (reprs cut to a size limit).")
+@click.option("--engine", type=click.Choice(["auto", "sqlite", "duckdb"]), default="auto", show_default=True,
+              help="query: auto answers SQL over metrics/points with DuckDB when installed (fast aggregates; SQLite "
+                   "when DuckDB cannot parse it), else SQLite.")
 @click.option("--token", default=None, help="Token for a HOST:PORT target not in the registry [$STETHOSCOPE_TOKEN].")
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds to wait for each answer.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def probe(target: str, verb: str, arg: str | None, fan_out: bool, rank: int | None, with_locals: bool,
-          token: str | None, timeout: float, as_json: bool) -> None:
+          engine: str, token: str | None, timeout: float, as_json: bool) -> None:
     """Look inside a live run: status, every thread's stack, read-only SQL, eval, dump to the store.
 
     TARGET is a PID, HOST:PORT, or a run directory. A Python process that never imported stethoscope
@@ -43,6 +46,7 @@ def probe(target: str, verb: str, arg: str | None, fan_out: bool, rank: int | No
       stethoscope probe 12345 backtrace --locals
       stethoscope probe --all runs/exp1 backtrace
       stethoscope probe runs/exp1 query "SELECT thread, function, line FROM backtrace WHERE depth = 0"
+      stethoscope probe runs/exp1 query "SELECT step / 1000 AS w, AVG(value) FROM metrics WHERE name = 'train/loss' GROUP BY w"
     """
     from stethoscope.probe import client
 
@@ -62,7 +66,7 @@ def probe(target: str, verb: str, arg: str | None, fan_out: bool, rank: int | No
         for e in entries:
             click.echo(f"http://{e.address}/dashboard/?token={e.token}")
         return
-    answers = client.ask_all(entries, verb, arg, with_locals, timeout)
+    answers = client.ask_all(entries, verb, arg, with_locals, timeout, engine)
     if not fan_out and answers[0].problem is not None:  # one target: its refusal is the command's error
         a = answers[0]
         if a.status == 400:

@@ -77,13 +77,13 @@ class ProbeClient:
                              resp.status)
         return payload
 
-    def call(self, verb: str, arg: str | None = None, with_locals: bool = False) -> dict[str, Any]:
+    def call(self, verb: str, arg: str | None = None, with_locals: bool = False, engine: str = "auto") -> dict[str, Any]:
         if verb == "status":
             return self.request("/status")
         if verb == "backtrace":
             return self.request("/backtrace?locals=1" if with_locals else "/backtrace")
         if verb == "query":
-            return self.request("/query", {"sql": arg or ""})
+            return self.request("/query", {"sql": arg or "", "engine": engine})
         if verb == "eval":
             return self.request("/eval", {"code": arg or ""})
         if verb == "dump":
@@ -118,7 +118,7 @@ def resolve(target: str, token: str | None = None) -> list[Entry]:
 
 
 def ask_all(entries: list[Entry], verb: str, arg: str | None = None, with_locals: bool = False,
-            timeout: float = 30.0) -> list[Answer]:
+            timeout: float = 30.0, engine: str = "auto") -> list[Answer]:
     """Ask every entry at once; each answer says what it got or why it got nothing."""
     def one(e: Entry) -> Answer:
         a = Answer(e.rank, e.pid or None, e.address)
@@ -126,7 +126,7 @@ def ask_all(entries: list[Entry], verb: str, arg: str | None = None, with_locals
             a.problem = f"dead (pid {e.pid} is not running)"
             return a
         try:
-            a.result = ProbeClient.for_entry(e, timeout).call(verb, arg, with_locals)
+            a.result = ProbeClient.for_entry(e, timeout).call(verb, arg, with_locals, engine)
         except ProbeError as exc:
             a.problem = str(exc) if exc.status is not None else f"unreachable ({exc})"
             a.status = exc.status

@@ -73,7 +73,7 @@ class LiveProbe:
                               ("/eval", self._eval), ("/dump", self._dump), ("/dashboard", self._dashboard)):
             self.server.mount(path, handler)
         self.server.start()
-        self.sql = LiveSQL(self._store_path(), self._live_rows, self.config.query_timeout_s)
+        self.sql = LiveSQL(self._store_path(), self._live_rows, self.config.query_timeout_s, rank=self.rank)
         self._registered: list[Path] = []
         self._register()
 
@@ -101,7 +101,7 @@ class LiveProbe:
         self._owner, self.recorder = owner, recorder
         self.run_dir, self.rank, self.world_size = Path(run_dir), rank, world_size
         self.sql.close()
-        self.sql = LiveSQL(self._store_path(), self._live_rows, self.config.query_timeout_s)
+        self.sql = LiveSQL(self._store_path(), self._live_rows, self.config.query_timeout_s, rank=self.rank)
         self._register()
         if self.config.watchdog and self.watchdog is None:
             from stethoscope.probe.watchdog import Watchdog
@@ -250,8 +250,9 @@ class LiveProbe:
 
     def _query(self, req: Request) -> Reply:
         sql = req.json().get("sql") or req.query.get("sql", "")
+        engine = req.json().get("engine") or req.query.get("engine", "auto")
         try:
-            result = self.sql.query(sql)
+            result = self.sql.query(sql, engine)
         except QueryRefused as exc:
             return Reply(400, {"error": str(exc)})
         return Reply(200, dict(result, rank=self.rank))

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from stethoscope.errors import NotARunError, QueryRefused
+from stethoscope.errors import NotARunError, QueryRefused, UsageError
+from stethoscope.probe import columnar
 from stethoscope.store.query import _authorize as read_only_authorizer
 from stethoscope.store.query import open_run
 
@@ -30,8 +31,9 @@ class LiveSQL:
     """One private read-only connection, serialized by a lock (server threads share it)."""
 
     def __init__(self, store: str | Path | None, live_rows: LiveRows, timeout_s: float = 10.0,
-                 max_rows: int = 10_000) -> None:
+                 max_rows: int = 10_000, rank: int = 0) -> None:
         self.store = Path(store) if store else None
+        self.rank = rank
         self.live_rows = live_rows
         self.timeout_s = timeout_s
         self.max_rows = max_rows
@@ -39,10 +41,47 @@ class LiveSQL:
         self._conn: sqlite3.Connection | None = None
         self._reader: Any = None
 
-    def query(self, sql: str) -> dict[str, Any]:
-        """{"columns", "rows", "truncated"}; raises QueryRefused for anything but one reading statement."""
+    def query(self, sql: str, engine: str = "auto") -> dict[str, Any]:
+        """{"columns", "rows", "truncated", "engine"}; raises QueryRefused for anything but one reading
+        statement. `engine`: "sqlite", "duckdb" (probe/columnar.py: fast aggregates over the points), or
+        "auto": DuckDB for a query over metrics/points when it is installed and understands the SQL."""
         if not isinstance(sql, str) or not sql.strip():
             raise QueryRefused("no SQL given")
+        if engine not in columnar.ENGINES:
+            raise QueryRefused(f"unknown engine {engine!r}; expected one of {', '.join(columnar.ENGINES)}")
+        if engine == "duckdb" or (engine == "auto" and columnar.wants(sql) and columnar.available()):
+            try:
+                with self._lock:
+                    result = columnar.query(self.store, self.rank, sql, LIVE_TABLES, self.live_rows, self.timeout_s,
+                                            self.max_rows)
+                    result["columns"] = self._sqlite_names(sql, result["columns"])
+                    return result
+            except ImportError:
+                raise QueryRefused("engine duckdb needs duckdb and pyarrow: pip install 'stethoscope[probe]'") from None
+            except UsageError as exc:
+                raise QueryRefused(str(exc)) from None
+            except columnar.CannotAnswer as exc:
+                if engine == "duckdb":
+                    raise QueryRefused(f"query failed (duckdb): {exc}") from None
+        return dict(self._sqlite(sql), engine="sqlite")
+
+    def _sqlite_names(self, sql: str, names: list[str]) -> list[str]:
+        """The column names SQLite gives the same query (`AVG(value)` as written, where DuckDB says
+        `avg("value")`): SQLite prepares it under `LIMIT 0`, which reads no row. DuckDB's names when SQLite
+        cannot prepare it (DuckDB-only SQL) or it is not a plain SELECT."""
+        body = sql.strip().rstrip(";")
+        if not re.match(r"(?is)\s*(select|with)\b", body):
+            return names
+        try:
+            conn = self._connection()
+            self._refresh(conn, body)
+            cur = conn.execute(f"SELECT * FROM ({body}\n) LIMIT 0")
+        except (sqlite3.Error, ValueError, OverflowError):
+            return names
+        sqlite_names = [d[0] for d in cur.description or ()]
+        return sqlite_names if len(sqlite_names) == len(names) else names
+
+    def _sqlite(self, sql: str) -> dict[str, Any]:
         with self._lock:
             conn = self._connection()
             self._refresh(conn, sql)
