@@ -45,8 +45,7 @@ def probe(target: str, verb: str, arg: str | None, fan_out: bool, rank: int | No
     Examples:
       stethoscope probe 12345 backtrace --locals
       stethoscope probe --all runs/exp1 backtrace
-      stethoscope probe runs/exp1 query "SELECT thread, function, line FROM backtrace WHERE depth = 0"
-      stethoscope probe runs/exp1 query "SELECT step / 1000 AS w, AVG(value) FROM metrics WHERE name = 'train/loss' GROUP BY w"
+      stethoscope probe runs/exp1 query "SELECT step / 1000 AS w, AVG(value) FROM metrics GROUP BY w"
     """
     from stethoscope.probe import client
 
