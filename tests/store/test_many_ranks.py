@@ -156,3 +156,23 @@ def test_cli_query_counts_every_rank(run12, cli_env):
     res = run_cli("query", str(run12), "SELECT count(DISTINCT rank) AS n FROM metrics", "--json", env=cli_env)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == [{"n": 12}]
+
+
+def test_a_rank_with_corrupt_pages_is_dropped_after_an_unreadable_one(tmp_path):
+    """Rank 0 is not SQLite (left out when opened), rank 2's pages are damaged (found by a query): the query is
+    answered from rank 1 alone, and rank 2 is the one named (the attached databases keep their own names)."""
+    for rank in range(3):
+        s = RunStore(rank_path(tmp_path, rank))
+        s.write_points([("train/loss", step, float(rank), None) for step in range(20_000)])
+        s.close()
+    rank_path(tmp_path, 0).write_bytes(b"this is not sqlite at all" * 100)
+    damaged = rank_path(tmp_path, 2)
+    data = bytearray(damaged.read_bytes())
+    for at in range(4096 * 3, len(data) - 4096, 4096 * 5):  # every fifth page after the first few
+        data[at + 100: at + 400] = b"\xff" * 300
+    damaged.write_bytes(bytes(data))
+    with open_run(tmp_path) as r:
+        assert r.ranks == [1, 2]
+        rows = r.query("SELECT rank, count(*), max(value) FROM metrics GROUP BY rank")[1]
+        assert rows == [(1, 20_000, 1.0)]
+        assert r.ranks == [1] and any(str(damaged) in s and "corrupt" in s for s in r.skipped)

@@ -114,14 +114,19 @@ class RunReader:
         self.conn.set_authorizer(None)
         self.conn.execute("PRAGMA query_only = OFF")
         try:
-            bad = {i: problem for i, (_, f) in enumerate(self.files) if (problem := _check_pages(self.conn, i))}
+            # r{i} is the file's place among every rank file found, not among those kept (one left out when
+            # opened shifts the others): `aliases` holds it.
+            attached = [(int(self.aliases[rank][1:]), rank, f) for rank, f in self.files]
+            bad = {i: problem for i, _, _ in attached if (problem := _check_pages(self.conn, i))}
             if not bad:
                 return False
-            for i, problem in bad.items():
-                self.skipped.append(f"{self.files[i][1]}: {problem}")
+            for i, _, f in attached:
+                if i in bad:
+                    self.skipped.append(f"{f}: {bad[i]}")
             if len(bad) == len(self.files):
                 raise NotARunError("; ".join(self.skipped[-len(bad):]))
-            keep = [(i, rank) for i, (rank, _) in enumerate(self.files) if i not in bad]
+            keep = [(i, rank) for i, rank, _ in attached if i not in bad]
+            self.files = [(rank, f) for i, rank, f in attached if i not in bad]
             _create_views(self.conn, keep, replace=True)
             self.ranks = [rank for _, rank in keep]
             return True
