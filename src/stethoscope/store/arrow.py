@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.errors import InputError, UsageError
+from stethoscope.store.schema import FINDINGS_FROM_EVENTS
 
 FLEET_EXTRA = "pip install 'stethoscope[fleet]'"
 
@@ -121,7 +122,8 @@ def table(conn: sqlite3.Connection, name: str, where: str = "", args: tuple[Any,
     schema = schemas()[name]
     cols = ", ".join(schema.names)
     order = " ORDER BY id" if "id" in schema.names else ""
-    rows = conn.execute(f"SELECT {cols} FROM {name} {where}{order}", args).fetchall()
+    source = f"({FINDINGS_FROM_EVENTS.format(events='events')}) AS findings" if name == "findings" else name
+    rows = conn.execute(f"SELECT {cols} FROM {source} {where}{order}", args).fetchall()
     columns = list(zip(*rows)) if rows else [() for _ in schema.names]
     try:
         return pa.table([pa.array(list(c), type=f.type) for c, f in zip(columns, schema)], schema=schema)

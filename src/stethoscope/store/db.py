@@ -253,7 +253,8 @@ def connect_writable(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level="DEFERRED")
         for pragma in PRAGMAS:
             conn.execute(pragma)
-        conn.executescript(TABLES + VIEWS)
+        # The findings view is recreated: a store written by an older version keeps its own otherwise.
+        conn.executescript(TABLES + "DROP VIEW IF EXISTS findings;" + VIEWS)
         migrate(conn)
     except sqlite3.DatabaseError as exc:
         raise InputError(path, f"not a stethoscope store ({exc})") from None

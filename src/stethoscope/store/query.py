@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from stethoscope.errors import NotARunError, QueryRefused
 from stethoscope.store.packed import extremes, read_series
-from stethoscope.store.schema import RANK_FILE_GLOB, RANKED
+from stethoscope.store.schema import FINDINGS_FROM_EVENTS, RANK_FILE_GLOB, RANKED
 
 if TYPE_CHECKING:
     import numpy as np
@@ -297,6 +297,8 @@ def _select(i: int, rank: int, name: str, conn: sqlite3.Connection | None = None
             f"SELECT 1 FROM r{i}.sqlite_master WHERE name = ?", (name,)).fetchone() is None:
         cols = ", ".join(f"NULL AS {c.strip()}" for c in RANKED[name].split(","))
         return f"SELECT {rank} AS rank, {cols} WHERE 0"  # a store written before the table existed
+    if name == "findings":  # from the events, not the file's own view (an older version's list of kinds)
+        return f"SELECT {rank} AS rank, * FROM ({FINDINGS_FROM_EVENTS.format(events=f'r{i}.events')})"
     return f"SELECT {rank} AS rank, {RANKED[name]} FROM r{i}.{name}"
 
 

@@ -91,6 +91,16 @@ CREATE TABLE IF NOT EXISTS stacks (
 );
 """ + PACKED_TABLE
 
+# Event kinds that are not findings: what the Monitor and its parts record about themselves, and the lines
+# an imported log printed (evidence, not a detector's verdict). One list for the view, readers and `watch`.
+NOT_FINDINGS = ("alert", "lifecycle", "checkpoint", "rollback", "recovery", "checkpoint_loaded", "checkpoint_skipped",
+                "checkpoint_failed", "debug", "log_line")
+NOT_FINDINGS_SQL = "(" + ", ".join(f"'{k}'" for k in NOT_FINDINGS) + ")"
+FINDINGS_FROM_EVENTS = ("SELECT id, step, time, kind AS type, severity, source, message, data FROM {events} "
+                        f"WHERE kind NOT IN {NOT_FINDINGS_SQL}")
+"""The findings view's query over an events table (readers use it rather than a file's own view, which an
+older version wrote with its own list of kinds)."""
+
 # Views for people and SQL users. `t0` lives in the run table as unix seconds.
 VIEWS = """
 CREATE VIEW IF NOT EXISTS metrics AS
@@ -98,12 +108,10 @@ CREATE VIEW IF NOT EXISTS metrics AS
            (SELECT CAST(value AS REAL) FROM run WHERE key = 't0') + p.time_ms / 1000.0 AS time
     FROM points p JOIN series s ON s.id = p.series_id;
 CREATE VIEW IF NOT EXISTS findings AS
-    SELECT id, step, time, kind AS type, severity, source, message, data
-    FROM events WHERE kind NOT IN ('alert', 'lifecycle', 'checkpoint', 'rollback', 'recovery', 'checkpoint_loaded',
-                                   'checkpoint_skipped', 'checkpoint_failed', 'debug');
+    SELECT id, step, time, kind AS type, severity, source, message, data FROM events WHERE kind NOT IN NOT_FINDINGS;
 CREATE VIEW IF NOT EXISTS alerts AS
     SELECT id, step, time, severity, source, message, data FROM events WHERE kind = 'alert';
-"""
+""".replace("NOT_FINDINGS", NOT_FINDINGS_SQL)
 
 # Tables a multi-rank reader presents with a `rank` column (name -> columns).
 RANKED = {

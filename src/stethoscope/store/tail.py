@@ -16,10 +16,10 @@ from stethoscope import records as R
 from stethoscope.errors import NotARunError, UsageError
 from stethoscope.store import arrow
 from stethoscope.store.query import rank_files
+from stethoscope.store.schema import NOT_FINDINGS_SQL
 
 CURVES = (R.LOSS, R.EVAL_LOSS, R.GRAD_NORM, R.LR, R.TOKENS_PER_S)
 RATES = (R.STEP_TIME, R.TOKENS_PER_S, R.MFU, R.DATA_WAIT, R.RSS, R.CUDA_PEAK)
-_NOT_FINDINGS = "('alert', 'lifecycle', 'checkpoint', 'rollback')"
 MAX_RANKS = 256  # the last step of every rank is read each refresh up to this many rank files
 
 
@@ -159,7 +159,7 @@ def _rate(conn: sqlite3.Connection, sid: int, t0: float | None, window: int = 50
 def _findings(conn: sqlite3.Connection, n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The newest `n` findings, newest first; a finding the detector updated later (a spike that recovered)
     is shown once, in its latest words. Counts per severity count each finding once."""
-    latest = (f"SELECT MAX(id) FROM events WHERE kind NOT IN {_NOT_FINDINGS} GROUP BY kind, step")
+    latest = (f"SELECT MAX(id) FROM events WHERE kind NOT IN {NOT_FINDINGS_SQL} GROUP BY kind, step")
     rows = conn.execute(f"SELECT id, step, time, kind, severity, source, message FROM events "
                         f"WHERE id IN ({latest}) ORDER BY id DESC LIMIT ?", (n,)).fetchall()
     keys = ("id", "step", "time", "type", "severity", "source", "message")
