@@ -6,8 +6,9 @@ An importer turns a log that another tool wrote into the same vocabulary the liv
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -53,6 +54,25 @@ class Columns(NamedTuple):
 
     def distinct_steps(self) -> int:
         return len(set(self.steps))
+
+    def add_rows(self, names: Sequence[str], steps: list[int], values: list[list[float]],
+                 times: list[float] | None) -> None:
+        """Append rows of one layout given a column of values per name: the points of a row in `names`'
+        order, rows in order (C-level slice copies, no Python loop per point)."""
+        width, n = len(names), len(steps)
+        if width == 1:  # a record line of one metric (Composer): no interleaving
+            self.names.extend(repeat(names[0], n))
+            self.steps.extend(steps)
+            self.values.extend(values[0])
+            self.times.extend(repeat(None, n) if times is None else times)
+            return
+        flat: list[Any] = [None] * (n * width)
+        for at, column in enumerate(values):
+            flat[at::width] = column
+        self.names.extend(list(names) * n)
+        self.steps.extend(_repeated(steps, width))
+        self.values.extend(flat)
+        self.times.extend(repeat(None, n * width) if times is None else _repeated(times, width))
 
     @classmethod
     def of(cls, points: Iterable[Point]) -> Columns:
@@ -124,3 +144,11 @@ class Importer(Protocol):
 
 def iter_names(importers: Iterable[Importer]) -> list[str]:
     return [imp.name for imp in importers]
+
+
+def _repeated(items: list[Any], width: int) -> list[Any]:
+    """Each item `width` times in a row, by C-level slice copies."""
+    out: list[Any] = [None] * (len(items) * width)
+    for at in range(width):
+        out[at::width] = items
+    return out

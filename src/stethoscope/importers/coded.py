@@ -44,7 +44,12 @@ class CodedColumns:
         """Rows of one layout: `values` is (rows x len(names)), `times` one per row (or None)."""
         width = len(names)
         codes = np.tile(np.arange(width, dtype=np.int32), steps.size)
-        per_point = None if times is None else list(chain.from_iterable(map(repeat, times, repeat(width))))
+        if times is None:
+            per_point = None
+        elif isinstance(times, np.ndarray):
+            per_point = np.repeat(times, width).tolist()
+        else:
+            per_point = list(chain.from_iterable(map(repeat, times, repeat(width))))
         return cls(names, codes, np.repeat(steps, width), values.reshape(-1), per_point,
                    ordered=steps.size > 0 and len(set(names)) == width)
 
@@ -122,7 +127,7 @@ def rows_of(names: Sequence[str], steps: list[int], values: list[list[float]],
             times: list[float | None] | None) -> CodedColumns | None:
     """Rows of one layout given a column of values per name; None when a step does not fit in 64 bits."""
     try:
-        step_array = np.array(steps, dtype=np.int64)
+        step_array = np.asarray(steps, dtype=np.int64)
     except OverflowError:
         return None
     table = np.array(values, dtype=np.float64).reshape(len(names), len(steps)).T

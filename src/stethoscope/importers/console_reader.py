@@ -7,11 +7,11 @@ and the near-misses that name the closest shape of a log read to 0 steps.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import accumulate, compress, count, groupby, repeat
-from operator import add, gt
+from itertools import accumulate, compress, count, groupby
+from operator import add
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from stethoscope.importers import console_tokens
+from stethoscope.importers import console_arrow, console_tokens
 from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.importers.console_cycles import find_cycle
 from stethoscope.importers.console_fast import Template, reads_back
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 NAME = "console"
 MAX_TEMPLATES = 4096
 CHUNK_LINES = 16384
+ARROW_CHUNK_LINES = 1 << 18  # pyarrow reads a run this many lines at a time (its own threads split them further)
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
 # Cumulative clocks and running averages that the resolver would take for a step time (modded-nanogpt).
 _OWN = {"step avg (ms)": ("perf/step_avg_s", 1e-3), "train time (ms)": ("perf/train_time_s", 1e-3),
@@ -66,6 +67,7 @@ class ConsoleReader:
         self.near: dict[str, tuple[int, int, str]] = {}  # kind → (count, first line, its text)
         self.lines = self.step_lines = self.resumes = 0
         self.shapes: Counter[tuple[str, ...]] = Counter()
+        self.use_arrow: bool | None = None  # pyarrow reads long runs (console_arrow); None: not looked up yet
 
     def feed(self, data: bytes) -> None:
         """Read a whole log (ANSI codes may stay in it): runs of lines of one shape at once, the others one
@@ -104,14 +106,28 @@ class ConsoleReader:
             for i in range(start, end):
                 self.line(i + 1, lines[i])
             return
-        for a in range(start, end, CHUNK_LINES):  # chunks: token lists of a few MB, not of the whole file
-            b = min(a + CHUNK_LINES, end)
-            read = None
-            if known.plan is not None:
-                tokens = data[offsets[a]:offsets[b]].translate(console_tokens.TOKENS).split()
-                read = console_tokens.read(known.plan, tokens, b - a, self.keep_rank)
-            if read is None or not self._block(known, a + 1, b - a, read):
-                self._by_regex(known.template, lines, a, b)
+        arrow = known.plan is not None and end - start >= console_arrow.MIN_LINES and self._arrow()
+        step = ARROW_CHUNK_LINES if arrow else CHUNK_LINES
+        for a in range(start, end, step):
+            b = min(a + step, end)
+            if arrow:
+                read = console_arrow.read(known.plan, data[offsets[a]:offsets[b]], b - a,  # type: ignore[arg-type]
+                                          self.keep_rank)
+                if read is not None and self._block(known, a + 1, b - a, read):
+                    continue
+            for c in range(a, b, CHUNK_LINES):  # chunks: token lists of a few MB, not of the whole file
+                d = min(c + CHUNK_LINES, b)
+                read = None
+                if known.plan is not None:
+                    tokens = data[offsets[c]:offsets[d]].translate(console_tokens.TOKENS).split()
+                    read = console_tokens.read(known.plan, tokens, d - c, self.keep_rank)
+                if read is None or not self._block(known, c + 1, d - c, read):
+                    self._by_regex(known.template, lines, c, d)
+
+    def _arrow(self) -> bool:
+        if self.use_arrow is None:
+            self.use_arrow = console_arrow.available()
+        return self.use_arrow
 
     def _alike(self, runs: list[tuple[bytes, int, int]], at: int) -> int:
         """The end of the runs from `at` on whose shapes are known and read by the same token plan into the
@@ -157,7 +173,7 @@ class ConsoleReader:
                     self.ranks[rank.decode()] += 1
             self._points(names, steps, [column for read in reads for column in read.values], reads[0].times)
             self.last_row = b
-            self.resumes += sum(map(gt, steps, steps[1:])) + (self.last_step is not None and steps[0] < self.last_step)
+            self.resumes += console_arrow.backwards(steps) + (self.last_step is not None and steps[0] < self.last_step)
             self.last_step = steps[-1]
             self.step_lines += len(steps)
             self.shapes[shapes[0].layout.names] += len(steps)
@@ -166,10 +182,16 @@ class ConsoleReader:
         """Runs of shapes read alike (`_alike`), by tokens a chunk at a time; a chunk that does not read
         goes back to its runs, each read as it would be alone."""
         known = self.templates[runs[0][0]]
-        for a in range(runs[0][1], runs[-1][2], CHUNK_LINES):
-            b = min(a + CHUNK_LINES, runs[-1][2])
-            tokens = data[offsets[a]:offsets[b]].translate(console_tokens.TOKENS).split()
-            read = console_tokens.read(known.plan, tokens, b - a, self.keep_rank)  # type: ignore[arg-type]
+        arrow = runs[-1][2] - runs[0][1] >= console_arrow.MIN_LINES and self._arrow()
+        step = ARROW_CHUNK_LINES if arrow else CHUNK_LINES
+        for a in range(runs[0][1], runs[-1][2], step):
+            b = min(a + step, runs[-1][2])
+            if arrow:  # alike shapes differ only inside numbers: the same fields, when it reads at all
+                read = console_arrow.read(known.plan, data[offsets[a]:offsets[b]], b - a,  # type: ignore[arg-type]
+                                          self.keep_rank)
+            else:
+                tokens = data[offsets[a]:offsets[b]].translate(console_tokens.TOKENS).split()
+                read = console_tokens.read(known.plan, tokens, b - a, self.keep_rank)  # type: ignore[arg-type]
             if read is None or not self._block(known, a + 1, b - a, read):
                 for shape, start, end in runs:
                     if start < b and end > a:
@@ -190,6 +212,8 @@ class ConsoleReader:
 
     def _block(self, known: _Shape, first: int, count: int, read: console_tokens.Read) -> bool:
         """Add a run read by tokens as a block of points; False when its lines' steps are not known here."""
+        if console_arrow.is_arrays(read) and (known.bar or read.kept < CODED_ROWS):
+            read = console_arrow.as_lists(read)
         steps = read.steps
         if steps is not None and known.bar:
             steps = [self._step(s, True) for s in steps]
@@ -203,12 +227,12 @@ class ConsoleReader:
         self.lines += count
         for rank in read.ranks:
             self.ranks[rank.decode()] += 1
-        if steps:
+        if len(steps):
             self._points(known.layout.names, steps, read.values, read.times)
             self.last_row = first + count - 1
-        if known.own_step and steps:
-            self.resumes += sum(map(gt, steps, steps[1:])) + (self.last_step is not None and steps[0] < self.last_step)
-            self.last_step = steps[-1]
+        if known.own_step and len(steps):
+            self.resumes += console_arrow.backwards(steps) + (self.last_step is not None and steps[0] < self.last_step)
+            self.last_step = int(steps[-1])
             self.step_lines += len(steps)
             self.shapes[known.layout.names] += len(steps)
         return True
@@ -233,20 +257,7 @@ class ConsoleReader:
                 self.parts.pop()
             last = Columns.empty()
             self.parts.append(last)
-        width, n = len(names), len(steps)
-        if width == 1:  # a record line of one metric (Composer): no interleaving
-            last.names.extend(repeat(names[0], n))
-            last.steps.extend(steps)
-            last.values.extend(values[0])
-            last.times.extend(repeat(None, n) if times is None else times)
-            return
-        flat: list[Any] = [None] * (n * width)
-        for at, column in enumerate(values):
-            flat[at::width] = column
-        last.names.extend(names * n)
-        last.steps.extend(_repeated(steps, width))
-        last.values.extend(flat)
-        last.times.extend(repeat(None, n * width) if times is None else _repeated(times, width))
+        last.add_rows(names, steps, values, times)
 
     def _table(self) -> PointTable:
         """The point table that takes the next rows (a new one after a block of points)."""
@@ -272,7 +283,7 @@ class ConsoleReader:
             ints = [self._step(s, True) for s in ints]
         if not ints:
             return True
-        self.resumes += sum(map(gt, ints, ints[1:])) + (self.last_step is not None and ints[0] < self.last_step)
+        self.resumes += console_arrow.backwards(ints) + (self.last_step is not None and ints[0] < self.last_step)
         self.last_step = ints[-1]
         self._table().add_columns(t.layout, list(origins), ints, values, times)
         self.step_lines += len(ints)
@@ -440,11 +451,3 @@ def _step_time_from_clock(columns: Columns) -> None:
 def has_loss(names: Any) -> bool:
     """Whether any of the (name, scale) pairs is a loss: what makes a dict a metrics record."""
     return any(name == "train/loss" or name.endswith("/loss") for name, _ in names)
-
-
-def _repeated(items: list[Any], width: int) -> list[Any]:
-    """Each item `width` times in a row, by C-level slice copies."""
-    out: list[Any] = [None] * (len(items) * width)
-    for at in range(width):
-        out[at::width] = items
-    return out
