@@ -52,6 +52,30 @@ def test_stores_and_export_give_the_sqlite_readers_rows(fleet, table):
     assert _fleet([export], table) == want
 
 
+def test_a_query_without_timestamps_reads_the_packed_chunks_and_answers_the_same(fleet, monkeypatch):
+    """metrics/points come from the packed chunks when the SQL reads no timestamp; a later query on the same
+    connection that does read them loads them again, with the timestamps."""
+    from stethoscope.store import arrow
+
+    runs, _ = fleet
+    packed = []
+    real = arrow.packed_table
+    monkeypatch.setattr(arrow, "packed_table", lambda *a, **k: packed.append(a[1]) or real(*a, **k))
+    cols = "rank, name, step {} 2 AS w, COUNT(*), SUM(value), MIN(value), MAX(value) FROM metrics"
+    want = []
+    for name, path in runs.items():
+        with open_run(path) as r:
+            want += [(name, *row) for row in r.query(f"SELECT {cols.format('/')} GROUP BY rank, name, w")[1]]
+    with FleetQuery(sources([str(p) for p in runs.values()])) as q:
+        _, rows = q.query(f"SELECT run, {cols.format('//')} GROUP BY run, rank, name, w")  # DuckDB's integer division
+        assert "metrics" in packed
+        got, want = sorted(rows, key=repr), sorted(want, key=repr)
+        assert [r[:5] for r in got] == [r[:5] for r in want]
+        assert [r[5:] for r in got] == [pytest.approx(r[5:]) for r in want]  # sums in another order
+        _, timed = q.query("SELECT run, rank, step, name, value, time FROM metrics")
+    assert sorted(timed, key=repr) == _sqlite(runs, "metrics") and any(r[-1] is not None for r in timed)
+
+
 @pytest.mark.parametrize("table", ["points", "points_superseded", "batches", "checkpoints", "trace", "stacks"])
 def test_store_only_tables(fleet, table):
     runs, export = fleet

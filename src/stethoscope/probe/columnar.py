@@ -69,7 +69,7 @@ def query(store: Path | None, rank: int, sql: str, live: dict[str, str], live_ro
         con.execute("SET integer_division = true")  # SQLite's `/` between integers (before parsing)
         statement = _one_select(con, sql)
         named = [t for t in (*RANKED, *live) if re.search(rf"\b{t}\b", sql, re.IGNORECASE)]
-        _load(con, store, rank, named, live, live_rows, _needs_times(sql))
+        _load(con, store, rank, named, live, live_rows, arrow.reads_times(sql))
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         timer = threading.Timer(timeout_s, con.interrupt)
@@ -107,12 +107,6 @@ def _one_select(con: Any, sql: str) -> Any:
     return statements[0]
 
 
-def _needs_times(sql: str) -> bool:
-    """May the query read timestamps (not in the packed chunks)? It names them or selects `*`."""
-    rest = re.sub(r"count\s*\(\s*\*\s*\)", "", sql, flags=re.IGNORECASE)
-    return bool(re.search(r"\btime(_ms)?\b", rest, re.IGNORECASE) or "*" in rest)
-
-
 def _load(con: Any, store: Path | None, rank: int, named: list[str], live: dict[str, str],
           live_rows: Callable[[str], list[tuple]], times: bool) -> None:
     pa = arrow.require("pyarrow")
@@ -148,47 +142,10 @@ def _open(store: Path | None) -> sqlite3.Connection | None:
 
 
 def _stored(conn: sqlite3.Connection, table: str, times: bool) -> Any:
-    if table not in BIG_TABLES:
-        try:
-            return arrow.read(conn, table)
-        except sqlite3.OperationalError:  # a store written before the table existed
-            return arrow.schemas()[table].empty_table()
-    has_packed = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'points_packed'").fetchone()
-    if times or not has_packed:
-        return arrow.read(conn, table)
-    return _packed(conn, table)
-
-
-def _packed(conn: sqlite3.Connection, table: str) -> Any:
-    """metrics or points from the packed chunks, timestamps NULL (only loaded when the query cannot read them)."""
-    import numpy as np
-
-    from stethoscope.store.packed import read_series
-
-    pa = arrow.require("pyarrow")
-    schema = arrow.schemas()[table]
-    parts: list[list[Any]] = []
-    names: list[str] = []
-    for sid, name in arrow.series_ids(conn):
-        steps, values = read_series(lambda sql, args: ([], conn.execute(sql, args).fetchall()), "main", sid)
-        n = len(steps)
-        if not n:
-            continue
-        value = pa.array(values, mask=np.isnan(values))  # the store's NULL (SQLite keeps no NaN)
-        if table == "metrics":  # the name dictionary-encoded: one string per series, not per point
-            cols = [pa.array(steps), np.full(n, len(names), np.int32), value, pa.nulls(n, pa.float64())]
-            names.append(name)
-        else:
-            cols = [pa.array(np.full(n, sid, np.int64)), pa.array(steps), pa.nulls(n, pa.int64()), value]
-        parts.append(cols)
-    if not parts:
-        return schema.empty_table()
-    if table == "metrics":  # every chunk shares the final dictionary
-        dictionary = pa.array(names, pa.string())
-        for cols in parts:
-            cols[1] = pa.DictionaryArray.from_arrays(pa.array(cols[1]), dictionary)
-        schema = schema.set(1, pa.field("name", pa.dictionary(pa.int32(), pa.string())))
-    return pa.Table.from_batches([pa.record_batch(cols, schema=schema) for cols in parts])
+    try:
+        return arrow.read(conn, table, times=times, categorical=True)
+    except sqlite3.OperationalError:  # a store written before the table existed
+        return arrow.schemas()[table].empty_table()
 
 
 def _with_rank(tbl: Any, rank: int) -> Any:

@@ -10,6 +10,7 @@ a NaN value is SQL NULL and stays null in Arrow.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,15 +144,63 @@ def points_table(conn: sqlite3.Connection) -> Any:
     return pa.concat_tables(parts) if parts else schemas()["points"].empty_table()
 
 
-def read(conn: sqlite3.Connection, name: str, path: object = "") -> Any:
-    """Table `name` of one rank file as Arrow (metrics and points column-wise)."""
+def reads_times(sql: str) -> bool:
+    """May the query read timestamps (`time`, `time_ms`: not in the packed chunks)? It names them or selects
+    `*` (a `*` of a product too: then the timestamps are read for nothing, never left out wrongly)."""
+    rest = re.sub(r"count\s*\(\s*\*\s*\)", "", sql, flags=re.IGNORECASE)
+    return bool(re.search(r"\btime(_ms)?\b", rest, re.IGNORECASE) or "*" in rest)
+
+
+def read(conn: sqlite3.Connection, name: str, path: object = "", times: bool = True, categorical: bool = False) -> Any:
+    """Table `name` of one rank file as Arrow (metrics and points column-wise). `times=False`: metrics and
+    points from the packed chunks, ~20x faster, with NULL timestamps (for a query that reads none, see
+    `reads_times`). `categorical`: metrics' names dictionary-encoded (one string per series)."""
     pa = require("pyarrow")
+    if not times and name in ("metrics", "points"):
+        packed = packed_table(conn, name, categorical)
+        if packed is not None:
+            return packed
     if name == "metrics":
         chunks = [t for _, t in metric_chunks(conn)]
         return pa.concat_tables(chunks) if chunks else schemas()["metrics"].empty_table()
     if name == "points":
         return points_table(conn)
     return table(conn, name, path=path)
+
+
+def packed_table(conn: sqlite3.Connection, table: str, categorical: bool = False) -> Any:
+    """metrics or points from the packed chunks (store/packed.py: a few hundred blobs per 1M points), timestamps
+    NULL; None when the store has no packed chunks."""
+    from stethoscope.store.packed import read_series
+
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'points_packed'").fetchone() or \
+            not conn.execute("SELECT 1 FROM points_packed LIMIT 1").fetchone():
+        return None  # not packed (written before packing, or by other means): the row reader is faster then
+    np, pa = require("numpy"), require("pyarrow")
+    schema = schemas()[table]
+    parts: list[list[Any]] = []
+    names: list[str] = []
+    for sid, name in series_ids(conn):
+        steps, values = read_series(lambda sql, args: ([], conn.execute(sql, args).fetchall()), "main", sid)
+        n = len(steps)
+        if not n:
+            continue
+        value = pa.array(values, mask=np.isnan(values))  # the store's NULL (SQLite keeps no NaN)
+        if table == "metrics":  # the name dictionary-encoded: one string per series, not per point
+            cols = [pa.array(steps), np.full(n, len(names), np.int32), value, pa.nulls(n, pa.float64())]
+            names.append(name)
+        else:
+            cols = [pa.array(np.full(n, sid, np.int64)), pa.array(steps), pa.nulls(n, pa.int64()), value]
+        parts.append(cols)
+    if not parts:
+        return schema.empty_table()
+    if table == "metrics":  # every chunk shares the final dictionary
+        dictionary = pa.array(names, pa.string())
+        for cols in parts:
+            cols[1] = pa.DictionaryArray.from_arrays(pa.array(cols[1]), dictionary)
+        schema = schema.set(1, pa.field("name", pa.dictionary(pa.int32(), pa.string())))
+    tbl = pa.Table.from_batches([pa.record_batch(cols, schema=schema) for cols in parts])
+    return tbl if categorical or table != "metrics" else tbl.cast(schemas()["metrics"])
 
 
 def with_run_rank(tbl: Any, run: str, rank: int) -> Any:

@@ -77,15 +77,17 @@ class FleetQuery:
     _loaded: set[str] = field(default_factory=set)
     _locked: bool = False
     _absent: set[str] = field(default_factory=set)
+    _untimed: set[str] = field(default_factory=set)  # metrics/points loaded without timestamps (packed chunks)
 
     def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         duckdb = arrow.require("duckdb")
         self._con = self._con or duckdb.connect(config={"autoinstall_known_extensions": False,
                                                         "autoload_known_extensions": False})
         statement = _one_select(self._con, sql)
-        needed = {t for t in RANKED if re.search(rf"\b{t}\b", sql, re.IGNORECASE)} - self._loaded
-        for table in sorted(needed):
-            self._view(table)
+        named = {t for t in RANKED if re.search(rf"\b{t}\b", sql, re.IGNORECASE)}
+        times = arrow.reads_times(sql)  # else metrics/points come from the packed chunks, without timestamps
+        for table in sorted((named - self._loaded) | (named & self._untimed if times else set())):
+            self._view(table, times)
         self._lock()
         try:
             cur = self._con.execute(statement)
@@ -98,12 +100,16 @@ class FleetQuery:
             raise _refusal(exc) from None
         return [d[0] for d in cur.description or ()], rows
 
-    def _view(self, table: str) -> None:
+    def _view(self, table: str, times: bool = True) -> None:
         cols = "run, rank, " + RANKED[table]
         parts = []
         stores = [s for s in self.sources if not s.export]
         if stores:
-            self._con.register(f"_stores_{table}", self._store_table(stores, table))
+            self._con.register(f"_stores_{table}", self._store_table(stores, table, times))
+            if not times and table in ("metrics", "points"):
+                self._untimed.add(table)
+            else:
+                self._untimed.discard(table)
             parts.append(f"SELECT {cols} FROM _stores_{table}")
         dataset = "events" if table == "alerts" else table  # alerts: the events whose kind is alert
         where = " WHERE kind = 'alert'" if table == "alerts" else ""
@@ -120,9 +126,9 @@ class FleetQuery:
             self._con.register(f"_empty_{table}", arrow.with_run_rank(arrow.schemas()[table].empty_table(), "", 0))
             parts.append(f"SELECT {cols} FROM _empty_{table}")
         keep = "" if self.ranks is None else f" WHERE rank IN ({', '.join(map(str, sorted(self.ranks))) or 'NULL'})"
-        self._con.execute(f"CREATE VIEW {table} AS SELECT * FROM ({' UNION ALL '.join(parts)}){keep}")
+        self._con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM ({' UNION ALL '.join(parts)}){keep}")
 
-    def _store_table(self, stores: list[Source], table: str) -> Any:
+    def _store_table(self, stores: list[Source], table: str, times: bool = True) -> Any:
         pa = arrow.require("pyarrow")
         parts = []
         for s in stores:
@@ -136,7 +142,7 @@ class FleetQuery:
                     continue
                 try:
                     conn.execute("BEGIN")
-                    parts.append(arrow.with_run_rank(arrow.read(conn, table, f), s.name, rank))
+                    parts.append(arrow.with_run_rank(arrow.read(conn, table, f, times=times), s.name, rank))
                 except sqlite3.DatabaseError as exc:  # corrupt pages: the other ranks are still read
                     self._skip(f"{f}: corrupt SQLite file ({exc})")
                 finally:
