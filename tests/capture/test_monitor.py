@@ -382,3 +382,33 @@ def test_full_disk_while_closing_never_raises(tmp_path):
     assert disk.refused >= 2  # the last points and the end-of-run metadata
     assert mon.internal_errors >= 2
     assert json.loads((tmp_path / "run.json").read_text())["status"] == "completed"
+
+
+@pytest.mark.parametrize("grad_norms", ["global", "off"])
+def test_the_lr_recorded_is_the_one_each_update_used_wherever_the_scheduler_steps(tmp_path, grad_norms):
+    """A loop that steps its scheduler before `mon.step()` (read then, the LR would be the next step's) and one
+    that steps it after record the same LRs: those `optimizer.step()` used, noted by a pre-hook."""
+    recorded = {}
+    for order in ("sched first", "monitor first"):
+        model = _model()
+        opt = torch.optim.SGD([{"params": model[0].parameters(), "lr": 1.0},
+                               {"params": model[2].parameters(), "lr": 0.1}])
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        run = tmp_path / order.replace(" ", "-")
+        with Monitor(run, model=model, optimizer=opt, strict=True, grad_norms=grad_norms) as mon:
+            for i in range(6):
+                _loss(model, i).backward()
+                opt.step()
+                opt.zero_grad()
+                if order == "sched first":
+                    sched.step()
+                mon.step(i, loss=1.0)
+                if order == "monitor first":
+                    sched.step()
+            mon.step(6, loss=1.0)  # no optimizer.step since the last call: the groups' LR now
+        with open_run(run) as r:
+            recorded[order] = (r.series(R.LR), r.series(f"{R.LR}/group1")[1])
+    steps, lrs = recorded["sched first"][0]
+    assert steps == list(range(7)) and lrs == [1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625]
+    assert recorded["sched first"] == recorded["monitor first"]
+    assert recorded["sched first"][1] == pytest.approx([lr / 10 for lr in lrs])

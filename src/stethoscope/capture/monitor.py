@@ -24,7 +24,7 @@ from stethoscope.capture.runinfo import start_info
 from stethoscope.capture.system import DeviceMemory, GcPauses, HostStats, default_device_memory, device_metrics
 from stethoscope.capture.tensors import detach, ids_to_host, length, to_host
 from stethoscope.capture.throughput import detect_peak_flops, flops_per_token
-from stethoscope.capture.wiring import (alerts_config, exporters, grad_stats, live_detection,
+from stethoscope.capture.wiring import (alerts_config, exporters, grad_stats, live_detection, lr_used,
                                         nonfinite_locator, recovery_policy, start_exports)
 from stethoscope.config import MonitorConfig
 from stethoscope.errors import InternalError
@@ -116,6 +116,7 @@ class Monitor:
         self._flops_per_token = flops_per_token(model, seq_len) if model is not None else None
         self._peak_flops = peak_flops or detect_peak_flops()
         self._grads = grad_stats(self.settings, model, optimizer)
+        self._lr_used = lr_used(optimizer)
         self._forward_hook = model.register_forward_pre_hook(self._on_forward) if model is not None else None
         if checkpoints is not None:
             checkpoints.attach(self, model, optimizer, scaler, self._checkpoint_event)
@@ -335,7 +336,11 @@ class Monitor:
         values.update(hooked)
 
     def _capture_lr(self, values: dict[str, Any]) -> None:
+        used = self._lr_used.take() if self._lr_used is not None else {}
         if self._opt is None or R.LR in values:  # an LR the caller passed (the one the step used) wins
+            return
+        if used:  # what optimizer.step() used since the last call
+            values.update(used)
             return
         for i, group in enumerate(self._opt.param_groups):
             lr = group.get("lr")
@@ -423,7 +428,7 @@ class Monitor:
         try:
             if getattr(self, "_probe", None) is not None:
                 self._probe.detach(self)  # before the writer stops: a hang resolved at the end is recorded
-            for obj in (self._grads, self._gc):
+            for obj in (self._grads, self._gc, self._lr_used):
                 if obj is not None:
                     obj.remove()
             if self._forward_hook is not None:

@@ -9,7 +9,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from stethoscope.records import GRAD_NORM, GRAD_ZERO_FRAC, PARAM_NORM, UPDATE_RATIO
+from stethoscope.records import GRAD_NORM, GRAD_ZERO_FRAC, LR, PARAM_NORM, UPDATE_RATIO
+
+
+class LrUsed:
+    """The LR of each param group when `optimizer.step()` runs: the one the update used, whether the loop
+    steps its scheduler before or after `Monitor.step` (read at `Monitor.step`, the former would give the
+    next step's LR)."""
+
+    def __init__(self, optimizer: Any) -> None:
+        self._opt = optimizer
+        self._values: dict[str, Any] = {}
+        self._handle = optimizer.register_step_pre_hook(self._pre)
+
+    def _pre(self, *_: Any) -> None:
+        for i, group in enumerate(self._opt.param_groups):
+            lr = group.get("lr")
+            if lr is not None:
+                self._values[LR if i == 0 else f"{LR}/group{i}"] = lr.detach() if hasattr(lr, "detach") else lr
+
+    def take(self) -> dict[str, Any]:
+        values, self._values = self._values, {}
+        return values
+
+    def remove(self) -> None:
+        self._handle.remove()
 
 
 class GradStats:

@@ -61,6 +61,15 @@ def grad_stats(settings: Any, model: Any, optimizer: Any) -> Any:
                      int(settings.update_ratio_max_mib * (1 << 20)))
 
 
+def lr_used(optimizer: Any) -> Any:
+    """The optimizer pre-hook that notes the LR each update used, or None (no optimizer, or one without hooks)."""
+    if optimizer is None or not hasattr(optimizer, "register_step_pre_hook"):
+        return None
+    from stethoscope.capture.torch_hooks import LrUsed
+
+    return LrUsed(optimizer)
+
+
 def alerts_config(spec: Any, detection: Any) -> Any:
     """The alerts configuration `Monitor(alerts=...)` or $STETHOSCOPE_ALERTS asks for, or None."""
     if spec is False or (spec is None and env_alerts_file() is None):
