@@ -7,13 +7,16 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stethoscope.errors import InputError, UsageError
 from stethoscope.importers.base import Columns, ImportedRun, LogLine
 from stethoscope.importers.registry import read_any
 from stethoscope.store.db import RunStore, rank_path
 from stethoscope.store.query import RunReader, is_run, open_run
+
+if TYPE_CHECKING:
+    from stethoscope.importers.coded import CodedColumns
 
 RUN_FORMAT = "stethoscope"
 LOG_LINE_EVENT = "log_line"
@@ -35,14 +38,7 @@ def from_store(reader: RunReader, rank: int | None = None) -> ImportedRun:
     rank = reader.ranks[0] if rank is None else rank
     if rank not in reader.ranks:
         raise UsageError(f"{reader.path}: no rank {rank} (ranks: {reader.ranks})")
-    _, rows = reader.query("SELECT name, step, value, time FROM metrics WHERE rank = ? ORDER BY step", (rank,))
-    nan = float("nan")
-    cols = Columns.empty()
-    for n, s, v, t in rows:
-        cols.names.append(n)
-        cols.steps.append(s)
-        cols.values.append(nan if v is None else v)
-        cols.times.append(t)
+    cols = _packed_columns(reader, rank) or _row_columns(reader, rank)
     meta: dict[str, Any] = {}
     for key, value in reader.meta(rank).items():
         try:
@@ -54,6 +50,45 @@ def from_store(reader: RunReader, rank: int | None = None) -> ImportedRun:
     log_lines = [LogLine(json.loads(d).get("line", 0) if d else 0, m, s, t) for s, t, m, d in lines]
     fmt = meta.get("source_format") or RUN_FORMAT
     return ImportedRun(str(reader.path), str(fmt), None, meta, [], log_lines, columns=cols)
+
+
+def _row_columns(reader: RunReader, rank: int) -> Columns:
+    _, rows = reader.query("SELECT name, step, value, time FROM metrics WHERE rank = ? ORDER BY step", (rank,))
+    nan = float("nan")
+    cols = Columns.empty()
+    for n, s, v, t in rows:
+        cols.names.append(n)
+        cols.steps.append(s)
+        cols.values.append(nan if v is None else v)
+        cols.times.append(t)
+    return cols
+
+
+def _packed_columns(reader: RunReader, rank: int) -> CodedColumns | None:
+    """The rank's points in step order as arrays, from the store's packed chunks (1M points: ~0.1 s, where
+    rows cost ~2.6 s); series in the order they were created within a step. Only the last point's time
+    is kept (what diagnosis reads of the times). None when the rank file is not packed."""
+    import numpy as np
+
+    from stethoscope.importers.coded import CodedColumns
+    from stethoscope.store.packed import read_series
+
+    db = reader.aliases.get(rank)
+    if db is None or not reader.query(f"SELECT 1 FROM {db}.sqlite_master WHERE name = 'points_packed'")[1] \
+            or not reader.query(f"SELECT 1 FROM {db}.points_packed LIMIT 1")[1]:
+        return None
+    _, series = reader.query(f"SELECT id, name FROM {db}.series ORDER BY id")
+    parts = [(name, *read_series(reader.query, db, sid)) for sid, name in series]
+    parts = [p for p in parts if len(p[1])]
+    if not parts:
+        return None
+    steps = np.concatenate([p[1] for p in parts])
+    order = np.argsort(steps, kind="stable")  # step order; within a step, the series' order
+    codes = np.concatenate([np.full(len(p[1]), i, np.int32) for i, p in enumerate(parts)])[order]
+    values = np.concatenate([p[2] for p in parts])[order]
+    last = reader.query("SELECT MAX(time) FROM metrics WHERE rank = ? AND step = ?", (rank, int(steps[order[-1]])))[1]
+    return CodedColumns([p[0] for p in parts], codes, steps[order], values, None,
+                        last_time=last[0][0] if last else None)
 
 
 def import_into(source: str | os.PathLike[str], run_dir: str | os.PathLike[str]) -> list[tuple[Path, ImportedRun]]:

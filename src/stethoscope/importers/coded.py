@@ -26,10 +26,11 @@ class CodedColumns:
     `ordered`: the labels are distinct, each is used, and in order of first appearance (what the
     constructors below build), so `first_seen` has nothing to do."""
 
-    __slots__ = ("labels", "codes", "step_array", "value_array", "time_list", "ordered", "_lists")
+    __slots__ = ("labels", "codes", "step_array", "value_array", "time_list", "ordered", "_lists", "_last_time")
 
     def __init__(self, labels: Sequence[str], codes: np.ndarray, steps: np.ndarray, values: np.ndarray,
-                 times: list[float | None] | None = None, ordered: bool = False) -> None:
+                 times: list[float | None] | None = None, ordered: bool = False,
+                 last_time: float | None = None) -> None:
         self.labels = list(labels)
         self.codes = codes
         self.step_array = steps
@@ -37,6 +38,7 @@ class CodedColumns:
         self.time_list = times
         self.ordered = ordered
         self._lists: Columns | None = None
+        self._last_time = last_time  # the last point's time when `times` is not kept per point
 
     @classmethod
     def of_rows(cls, names: Sequence[str], steps: np.ndarray, values: np.ndarray,
@@ -59,7 +61,7 @@ class CodedColumns:
 
     @property
     def last_time(self) -> float | None:
-        return self.time_list[-1] if self.time_list else None
+        return self.time_list[-1] if self.time_list else self._last_time
 
     def distinct_steps(self) -> int:
         return int(np.unique(self.step_array).size)
