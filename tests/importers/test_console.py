@@ -368,9 +368,9 @@ def test_fast_path_reads_like_the_line_parser(write) -> None:
 
 
 def test_shapes_read_alike_are_read_as_one_run(monkeypatch) -> None:
-    # the HF Trainer's dicts: an LR written 1.2e-05 on one line and 0.00012 on the next changes the shape
+    # the HF Trainer's dicts: an LR written 1e-05 on one line and 0.00012 on the next changes the shape
     text = "".join(f"{{'loss': {2 + i % 7 / 10}, 'grad_norm': {0.5 + i % 3 / 10}, 'learning_rate': "
-                   f"{(1.5e-05, 0.00012)[i % 3 == 0]}, 'epoch': {i / 100}}}\n" for i in range(1, 3000))
+                   f"{(1e-05, 0.00012)[i % 3 == 0]}, 'epoch': {i / 100}}}\n" for i in range(1, 3000))
     merged: list[int] = []
     runs = ConsoleReader._runs
     monkeypatch.setattr(ConsoleReader, "_runs", lambda self, *a: merged.append(len(a[-1])) or runs(self, *a))
@@ -382,6 +382,14 @@ def test_shapes_read_alike_are_read_as_one_run(monkeypatch) -> None:
     got, want = fast.result().columns, slow.result().columns
     assert sum(merged) > 1000 and len(got.names) == 4 * 2999
     assert got == want and fast.result().warnings == slow.result().warnings
+
+
+def test_an_exponent_does_not_change_the_shape() -> None:
+    from stethoscope.importers.console_reader import shape_of
+
+    assert shape_of(b"{'learning_rate': 1.5e-05}") == shape_of(b"{'learning_rate': 0.00012}")
+    assert shape_of(b"lr 3.1E+02 | pre-train") == shape_of(b"lr 310.0 | pre-train")
+    assert shape_of(b"loss 2.5") != shape_of(b"loss 25")  # a point stays: a number of another kind
 
 
 @pytest.mark.parametrize("case", CASES + MADE_UP, ids=lambda c: c.trainer)

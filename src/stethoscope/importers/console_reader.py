@@ -73,7 +73,7 @@ class ConsoleReader:
         """Read a whole log (ANSI codes may stay in it): runs of lines of one shape at once, the others one
         by one."""
         lines = data.split(b"\n")
-        shapes = data.translate(None, b"0123456789").split(b"\n")
+        shapes = shape_of(data).split(b"\n")
         offsets = [0, *map(add, accumulate(map(len, lines)), count(1))]  # where each line starts in `data`
         runs: list[tuple[bytes, int, int]] = []  # (shape, first line, end), 0-based
         for shape, run in groupby(shapes):
@@ -377,7 +377,7 @@ class ConsoleReader:
     def _learn(self, text: str, original: str, line: Line, layout: Layout, values: list[Any]) -> None:
         """Make `line` the template and token plan of its shape, each only when it reads the line back to
         the same numbers. The regex template needs a line without ANSI codes; the token plan does not."""
-        shape = original.encode().translate(None, b"0123456789")
+        shape = shape_of(original.encode())
         if shape in self.templates or len(self.templates) >= MAX_TEMPLATES:
             return
         template: Template | None = None
@@ -446,6 +446,15 @@ def _step_time_from_clock(columns: Columns) -> None:
             for column, item in zip(columns, (STEP_TIME, step, (value - last[1]) / (step - last[0]), time)):
                 column.append(item)
         last = (step, value)
+
+
+def shape_of(text: bytes) -> bytes:
+    """The shape of a line (or of many): its text without digits, and without the sign of an exponent, so
+    that `1.5e-05` and `0.00012` (how Python prints an LR of either size) are one shape, read as one run."""
+    shape = text.translate(None, b"0123456789")
+    for mark in (b"e-", b"e+", b"E-", b"E+"):
+        shape = shape.replace(mark, b"")  # one pass each (a test for the mark first would be a second)
+    return shape
 
 
 def has_loss(names: Any) -> bool:
