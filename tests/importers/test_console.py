@@ -388,8 +388,9 @@ def test_an_exponent_does_not_change_the_shape() -> None:
     from stethoscope.importers.console_reader import shape_of
 
     assert shape_of(b"{'learning_rate': 1.5e-05}") == shape_of(b"{'learning_rate': 0.00012}")
-    assert shape_of(b"lr 3.1E+02 | pre-train") == shape_of(b"lr 310.0 | pre-train")
+    assert shape_of(b"lr 3.1E+02 | pre-train | loss -0.5") == shape_of(b"lr 310.0 | pre-train | loss 0.5")
     assert shape_of(b"loss 2.5") != shape_of(b"loss 25")  # a point stays: a number of another kind
+    assert shape_of(b"loss nan") != shape_of(b"loss 2.5")
 
 
 @pytest.mark.parametrize("case", CASES + MADE_UP, ids=lambda c: c.trainer)
