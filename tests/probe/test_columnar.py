@@ -96,3 +96,31 @@ def test_rows_are_cut_at_the_limit_and_an_unknown_engine_is_refused(store):
     assert len(r["rows"]) == 7 and r["truncated"]
     with pytest.raises(QueryRefused, match="unknown engine"):
         _sql(store).query("SELECT 1", "postgres")
+
+
+def test_the_query_command_answers_a_multi_rank_run_alike_with_either_engine(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from stethoscope.cli.main import cli
+
+    for rank in range(2):
+        s = RunStore(rank_path(tmp_path, rank), t0=1_700_000_000.0)
+        s.write_points(("train/loss", i, 1.0 / (i + 1 + rank), 1_700_000_000.0 + i) for i in range(2500))
+        s.close()
+
+    def ask(sql: str, engine: str) -> tuple[int, list]:
+        res = CliRunner().invoke(cli, ["query", str(tmp_path), sql, "--engine", engine, "--json"])
+        return res.exit_code, (json.loads(res.output) if res.exit_code == 0 else res.output)
+
+    sql = "SELECT rank, step / 1000 AS w, COUNT(*), MAX(value) FROM metrics GROUP BY rank, w ORDER BY rank, w"
+    code, fast = ask(sql, "duckdb")
+    assert code == 0 and fast == ask(sql, "sqlite")[1] == ask(sql, "auto")[1]
+    assert [r["rank"] for r in fast] == [0, 0, 0, 1, 1, 1] and "MAX(value)" in fast[0]
+    code, rows = ask("SELECT COUNT(*) AS n FROM metrics WHERE name ILIKE 'TRAIN/%'", "duckdb")  # DuckDB's own SQL
+    assert code == 0 and rows == [{"n": 5000}]
+    code, rows = ask("SELECT step / 1000 AS window, COUNT(*) AS n FROM metrics GROUP BY window ORDER BY window", "auto")
+    assert code == 0 and [r["n"] for r in rows] == [2000, 2000, 1000]  # DuckDB cannot parse it: SQLite answers
+    code, out = ask("DELETE FROM metrics", "duckdb")
+    assert code == 2 and "refused" in out

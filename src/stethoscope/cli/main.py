@@ -205,7 +205,10 @@ def show(run: str, as_json: bool, min_severity: str | None) -> None:
 @click.option("--schema", is_flag=True, help="List the tables, their columns and units, and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of row objects.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV with a header.")
-def query(args: tuple[str, ...], ranks: str | None, schema: bool, as_json: bool, as_csv: bool) -> None:
+@click.option("--engine", type=click.Choice(["auto", "sqlite", "duckdb"]), default="auto", show_default=True,
+              help="One run: auto answers SQL over metrics/points with DuckDB when installed (fast aggregates; "
+                   "SQLite when DuckDB cannot parse it).")
+def query(args: tuple[str, ...], ranks: str | None, schema: bool, as_json: bool, as_csv: bool, engine: str) -> None:
     """Read-only SQL over a run: metrics, findings, alerts, events, … each with a rank column.
 
     Several runs, --ranks, or a Parquet export (`stethoscope export parquet`) are read by DuckDB, every
@@ -226,7 +229,7 @@ def query(args: tuple[str, ...], ranks: str | None, schema: bool, as_json: bool,
     if wants_fleet(runs, ranks):
         cols, rows = fleet_query(runs, sql, ranks, schema)
     else:
-        cols, rows = _query_run(runs[0], sql, schema)
+        cols, rows = _query_run(runs[0], sql, schema, engine)
     if as_json:
         click.echo(render.rows_json(cols, rows))
     elif as_csv:
@@ -235,7 +238,7 @@ def query(args: tuple[str, ...], ranks: str | None, schema: bool, as_json: bool,
         render.console().print(render.rows_table(cols, rows))
 
 
-def _query_run(run: str, sql: str | None, schema: bool) -> tuple[list[str], list[Any]]:
+def _query_run(run: str, sql: str | None, schema: bool, engine: str = "auto") -> tuple[list[str], list[Any]]:
     from stethoscope.store.query import open_run
 
     with open_run(run) as reader:
@@ -247,9 +250,29 @@ def _query_run(run: str, sql: str | None, schema: bool) -> tuple[list[str], list
             raise UsageError(f"{run}: no SQL given; e.g. \"SELECT step, value FROM metrics WHERE name = "
                              f"'train/loss' LIMIT 5\" (tables and columns: stethoscope query {run} --schema)")
         else:
-            cols, rows = reader.query(sql)
+            cols, rows = _columnar(reader, sql, engine) or reader.query(sql)
         _warn_skipped(reader)
     return cols, rows
+
+
+def _columnar(reader: Any, sql: str, engine: str) -> tuple[list[str], list[Any]] | None:
+    """The answer of the DuckDB engine over the run's rank files (probe/columnar.py), or None for SQLite."""
+    import sqlite3
+
+    from stethoscope.errors import QueryRefused
+    from stethoscope.probe import columnar
+
+    if engine == "sqlite" or (engine == "auto" and not (columnar.wants(sql) and columnar.available())):
+        return None
+    try:
+        result = columnar.query_ranks(list(reader.files), sql)
+    except columnar.CannotAnswer as exc:
+        if engine == "duckdb":
+            raise QueryRefused(f"query failed (duckdb): {exc}") from None
+        return None
+    except sqlite3.DatabaseError:  # a rank file with damaged pages: the SQLite reader leaves it out and says so
+        return None
+    return columnar.sqlite_names(reader.conn, sql, result["columns"]), [tuple(r) for r in result["rows"]]
 
 
 def _warn_skipped(reader: Any) -> None:

@@ -60,8 +60,17 @@ def wants(sql: str) -> bool:
 
 def query(store: Path | None, rank: int, sql: str, live: dict[str, str], live_rows: Callable[[str], list[tuple]],
           timeout_s: float, max_rows: int) -> dict[str, Any]:
-    """{"columns", "rows", "truncated", "engine"}. QueryRefused for what is not allowed or fails to run;
-    CannotAnswer for SQL DuckDB does not understand."""
+    """{"columns", "rows", "truncated", "engine"} over one rank's store and the live tables. QueryRefused for
+    what is not allowed or fails to run; CannotAnswer for SQL DuckDB does not understand."""
+    return query_ranks([(rank, store)], sql, live, live_rows, timeout_s, max_rows)
+
+
+def query_ranks(files: list[tuple[int, Path | None]], sql: str, live: dict[str, str] | None = None,
+                live_rows: Callable[[str], list[tuple]] | None = None, timeout_s: float = 600.0,
+                max_rows: int = 10**9) -> dict[str, Any]:
+    """`query` over several rank files of one run (`stethoscope query RUN SQL`): each table holds every
+    rank's rows, with its rank column."""
+    live = live or {}
     duckdb = arrow.require("duckdb")
     con = duckdb.connect(config={"threads": 1, "autoinstall_known_extensions": False,
                                  "autoload_known_extensions": False})
@@ -69,7 +78,10 @@ def query(store: Path | None, rank: int, sql: str, live: dict[str, str], live_ro
         con.execute("SET integer_division = true")  # SQLite's `/` between integers (before parsing)
         statement = _one_select(con, sql)
         named = [t for t in (*RANKED, *live) if re.search(rf"\b{t}\b", sql, re.IGNORECASE)]
-        _load(con, store, rank, named, live, live_rows, arrow.reads_times(sql))
+        for rank, store in files:
+            _load(con, store, rank, [t for t in named if t in RANKED], {}, None, arrow.reads_times(sql))
+        _union(con, [t for t in named if t in RANKED], [rank for rank, _ in files])
+        _load(con, None, 0, [t for t in named if t in live], live, live_rows, False)
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
         timer = threading.Timer(timeout_s, con.interrupt)
@@ -92,6 +104,21 @@ def query(store: Path | None, rank: int, sql: str, live: dict[str, str], live_ro
             "engine": "duckdb"}
 
 
+def sqlite_names(conn: sqlite3.Connection, sql: str, names: list[str]) -> list[str]:
+    """The column names SQLite gives the same query (`AVG(value)` as written, where DuckDB says
+    `avg("value")`): SQLite prepares it under `LIMIT 0`, which reads no row. DuckDB's names when SQLite
+    cannot prepare it (DuckDB-only SQL) or it is not a plain SELECT."""
+    body = sql.strip().rstrip(";")
+    if not re.match(r"(?is)\s*(select|with)\b", body):
+        return names
+    try:
+        cur = conn.execute(f"SELECT * FROM ({body}\n) LIMIT 0")
+    except (sqlite3.Error, ValueError, OverflowError):
+        return names
+    found = [d[0] for d in cur.description or ()]
+    return found if len(found) == len(names) else names
+
+
 def _one_select(con: Any, sql: str) -> Any:
     import duckdb
 
@@ -108,7 +135,7 @@ def _one_select(con: Any, sql: str) -> Any:
 
 
 def _load(con: Any, store: Path | None, rank: int, named: list[str], live: dict[str, str],
-          live_rows: Callable[[str], list[tuple]], times: bool) -> None:
+          live_rows: Callable[[str], list[tuple]] | None, times: bool) -> None:
     pa = arrow.require("pyarrow")
     stored = [t for t in named if t in RANKED]
     conn = _open(store) if stored else None
@@ -117,19 +144,25 @@ def _load(con: Any, store: Path | None, rank: int, named: list[str], live: dict[
             conn.execute("BEGIN")  # one snapshot for every table of this query
         for table in stored:
             tbl = _stored(conn, table, times) if conn is not None else arrow.schemas()[table].empty_table()
-            con.register(f"_{table}", _with_rank(tbl, rank))
-            con.execute(f"CREATE VIEW {table} AS SELECT * FROM _{table}")
+            con.register(f"_{table}_{rank}", _with_rank(tbl, rank))
     finally:
         if conn is not None:
             conn.close()
     for table in (t for t in named if t in live):
         cols = [c.strip().split() for c in live[table].split(",")]
         schema = pa.schema([(name, _TYPES[kind]) for name, kind in cols])
-        rows = live_rows(table)
+        rows = live_rows(table) if live_rows is not None else []
         columns = list(zip(*rows)) if rows else [() for _ in cols]
         con.register(f"_{table}", pa.table([pa.array(list(c), type=f.type) for c, f in zip(columns, schema)],
                                            schema=schema))
         con.execute(f"CREATE VIEW {table} AS SELECT * FROM _{table}")
+
+
+def _union(con: Any, tables: list[str], ranks: list[int]) -> None:
+    """One view per stored table over its ranks' registered tables."""
+    for table in tables:
+        parts = [f"SELECT * FROM _{table}_{rank}" for rank in ranks]
+        con.execute(f"CREATE VIEW {table} AS {' UNION ALL '.join(parts)}")
 
 
 def _open(store: Path | None) -> sqlite3.Connection | None:

@@ -66,20 +66,12 @@ class LiveSQL:
         return dict(self._sqlite(sql), engine="sqlite")
 
     def _sqlite_names(self, sql: str, names: list[str]) -> list[str]:
-        """The column names SQLite gives the same query (`AVG(value)` as written, where DuckDB says
-        `avg("value")`): SQLite prepares it under `LIMIT 0`, which reads no row. DuckDB's names when SQLite
-        cannot prepare it (DuckDB-only SQL) or it is not a plain SELECT."""
-        body = sql.strip().rstrip(";")
-        if not re.match(r"(?is)\s*(select|with)\b", body):
-            return names
+        conn = self._connection()
         try:
-            conn = self._connection()
-            self._refresh(conn, body)
-            cur = conn.execute(f"SELECT * FROM ({body}\n) LIMIT 0")
-        except (sqlite3.Error, ValueError, OverflowError):
+            self._refresh(conn, sql)  # the live tables exist before SQLite prepares the query
+        except sqlite3.Error:
             return names
-        sqlite_names = [d[0] for d in cur.description or ()]
-        return sqlite_names if len(sqlite_names) == len(names) else names
+        return columnar.sqlite_names(conn, sql, names)
 
     def _sqlite(self, sql: str) -> dict[str, Any]:
         with self._lock:
