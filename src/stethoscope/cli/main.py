@@ -256,11 +256,11 @@ def _query_run(run: str, sql: str | None, schema: bool, engine: str = "auto") ->
 
 
 def _columnar(reader: Any, sql: str, engine: str) -> tuple[list[str], list[Any]] | None:
-    """The answer of the DuckDB engine over the run's rank files (probe/columnar.py), or None for SQLite."""
+    """The answer of the DuckDB engine over the run's rank files (store/columnar.py), or None for SQLite."""
     import sqlite3
 
     from stethoscope.errors import QueryRefused
-    from stethoscope.probe import columnar
+    from stethoscope.store import columnar
 
     if engine == "sqlite" or (engine == "auto" and not (columnar.wants(sql) and columnar.available())):
         return None

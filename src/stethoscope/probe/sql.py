@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.errors import NotARunError, QueryRefused, UsageError
-from stethoscope.probe import columnar
+from stethoscope.store import columnar
 from stethoscope.store.query import _authorize as read_only_authorizer
 from stethoscope.store.query import open_run
 
@@ -43,7 +43,7 @@ class LiveSQL:
 
     def query(self, sql: str, engine: str = "auto") -> dict[str, Any]:
         """{"columns", "rows", "truncated", "engine"}; raises QueryRefused for anything but one reading
-        statement. `engine`: "sqlite", "duckdb" (probe/columnar.py: fast aggregates over the points), or
+        statement. `engine`: "sqlite", "duckdb" (store/columnar.py: fast aggregates over the points), or
         "auto": DuckDB for a query over metrics/points when it is installed and understands the SQL."""
         if not isinstance(sql, str) or not sql.strip():
             raise QueryRefused("no SQL given")

@@ -1,15 +1,17 @@
-"""The probe's columnar engine: a query over this rank's points answered by embedded DuckDB.
+"""The columnar engine: a query over a run's points answered by embedded DuckDB (the live probe's `query`,
+over its rank's store and live tables; `stethoscope query RUN`, over every rank file).
 
 SQLite answers an aggregate by step window over 1M points in ~0.9 s here: it sorts every row into a
 temporary B-tree to group them. DuckDB hash-aggregates the same million in ~40 ms on one thread, and the
 points reach it from the store's packed chunks (store/packed.py: a few hundred blobs per series, ~25 ms
 for 1M points) instead of a million Python rows. What a query names is loaded per query, in one read
-snapshot of the rank file, so a live run's newest points are always in:
+snapshot of each rank file, so a live run's newest points are always in:
 
 * `metrics(rank, step, name, value, time)` and `points(rank, series_id, step, time_ms, value)` from the
   packed chunks. The chunks hold no timestamps: when the SQL may read `time`/`time_ms` (it names them, or
   selects `*`) they are read row by row (~0.9 s per 1M points).
-* the store's other tables and views, and the live `backtrace` and `trace`, as they are.
+* the store's other tables and views (findings from the events), and the probe's live `backtrace` and
+  `trace`, as they are.
 
 SQLite's meaning is kept where the two differ in ways a query over metrics meets: `/` between integers
 divides integers (`step / 1000` is a window number), NaN is NULL. What still differs: `LIKE` is
