@@ -110,29 +110,22 @@ def commit(staged: Staged) -> Path:
         if staged.syncer is not None:
             staged.syncer.shutdown()
     mf.write_manifest(staged.tmp, files, staged.algo, staged.meta)
-    fsync_dir(staged.tmp)
+    fsync_path(staged.tmp)
     if staged.final.exists():  # the same step saved again (after a rollback): the new one replaces it
         _discard(staged.final)
     os.rename(staged.tmp, staged.final)
-    fsync_dir(staged.final.parent)
+    fsync_path(staged.final.parent)
     return staged.final
 
 
 def _hash_and_sync(path: Path, algo: str) -> dict[str, Any]:
     out = mf.hash_file(path, algo)
-    fsync_file(path)
+    fsync_path(path)
     return out
 
 
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file or a folder (its entries) by path."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -153,7 +146,7 @@ def retire(path: Path) -> Path:
 
 def _discard(path: Path) -> None:
     trash = retire(path)
-    fsync_dir(path.parent)
+    fsync_path(path.parent)
     shutil.rmtree(trash, ignore_errors=True)
 
 

@@ -244,7 +244,7 @@ class Checkpoints:
         for info in newer:
             os.rename(info.path, info.path.with_name(f"superseded-{info.path.name}-{time.time_ns()}"))
         if newer:
-            disk.fsync_dir(self.dir)
+            disk.fsync_path(self.dir)
         if lr_factor is not None:
             self._scale_lr(lr_factor)
         self._emit(step, "rollback", "warning", f"rolled back to step {step} (asked: at or before {before})",
@@ -352,7 +352,7 @@ class Checkpoints:
         """Delete retired checkpoints on a thread: unlinking GBs takes a while and blocks nothing here."""
         if not trash:
             return
-        disk.fsync_dir(self.dir)
+        disk.fsync_path(self.dir)
         self._join_remover()
         self._remover = threading.Thread(target=lambda: [shutil.rmtree(t, ignore_errors=True) for t in trash],
                                          name="stethoscope-checkpoint-prune", daemon=True)
