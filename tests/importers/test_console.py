@@ -372,8 +372,9 @@ def test_shapes_read_alike_are_read_as_one_run(monkeypatch) -> None:
     text = "".join(f"{{'loss': {2 + i % 7 / 10}, 'grad_norm': {0.5 + i % 3 / 10}, 'learning_rate': "
                    f"{(1e-05, 0.00012)[i % 3 == 0]}, 'epoch': {i / 100}}}\n" for i in range(1, 3000))
     merged: list[int] = []
-    runs = ConsoleReader._runs
-    monkeypatch.setattr(ConsoleReader, "_runs", lambda self, *a: merged.append(len(a[-1])) or runs(self, *a))
+    real = ConsoleReader._interleaved
+    monkeypatch.setattr(ConsoleReader, "_interleaved",
+                        lambda self, lines, a, b, *rest: (ok := real(self, lines, a, b, *rest)) and merged.append(b - a) or ok)
     fast = ConsoleReader("log")
     fast.feed(text.encode())
     slow = ConsoleReader("log")
@@ -460,11 +461,9 @@ def test_an_it_counter_with_a_total_is_a_step(write) -> None:
 
 
 def test_cycles_of_record_lines_read_like_single_lines(monkeypatch) -> None:
-    """Composer's blocks (a `[batch=N/T]:` header, then one metric per line) are read a position of the
-    cycle at a time; what breaks the cycle (a missing line, a warning, `nan`, a resume that sends the
+    """Composer's blocks (a `[batch=N/T]:` header, then one metric per line) are read a shape at a time,
+    merged back in line order; what breaks the cycle (a missing line, a warning, `nan`, a resume that sends the
     batch back) is read line by line, and the points are the same either way, in the same order."""
-    from stethoscope.importers.console_cycles import MIN_CYCLES
-
     def block(batch: int, loss: str = "") -> str:
         return (f"[epoch=1][batch={batch}/5000]:\n\t Train loss/train/total: {loss or f'{3 - batch / 1e4:.4f}'}\n"
                 f"\t Train lr-DecoupledAdamW/group0: {1e-4 * (1 + batch % 5):.4e}\n"
@@ -477,16 +476,68 @@ def test_cycles_of_record_lines_read_like_single_lines(monkeypatch) -> None:
     text += "".join(block(b) for b in range(300, 500))  # resumed from batch 300
     data = text.encode()
     cycles: list[int] = []
-    real = ConsoleReader._cycles
-    monkeypatch.setattr(ConsoleReader, "_cycles", lambda self, *a: cycles.append(len(a[3])) or real(self, *a))
+    real = ConsoleReader._interleaved
+    monkeypatch.setattr(ConsoleReader, "_interleaved",
+                        lambda self, lines, a, b, *rest: (ok := real(self, lines, a, b, *rest)) and cycles.append(b - a) or ok)
     fast = ConsoleReader("fast")
     fast.feed(data)
     slow = ConsoleReader("slow")
     for number, line in enumerate(data.split(b"\n"), 1):
         slow.line(number, line)
     got, want = fast.result(), slow.result()
-    assert sum(cycles) > 3000  # most of the log went through the cycle path
+    assert sum(cycles) > 3000  # most of the log was read a shape at a time
     assert (got.columns.names, got.columns.steps) == (want.columns.names, want.columns.steps)
     assert [v if v == v else "nan" for v in got.columns.values] == [v if v == v else "nan" for v in want.columns.values]
     assert got.warnings == want.warnings and got.meta == want.meta
-    assert len(set(got.columns.steps)) == 599 and MIN_CYCLES <= 399
+    assert len(set(got.columns.steps)) == 599
+
+
+def _fast_and_slow(data: bytes) -> tuple:
+    """What `feed` reads from `data` and what the full line parser reads line by line."""
+    fast = ConsoleReader("log")
+    fast.feed(data)
+    slow = ConsoleReader("log")
+    for number, line in enumerate(data.split(b"\n"), 1):
+        slow.line(number, line)
+    out = []
+    for reader in (fast, slow):
+        run = reader.result()
+        c = run.columns
+        out.append((list(c.names), list(c.steps), [v if v == v else "nan" for v in c.values], list(c.times),
+                    run.warnings, run.meta, sorted(reader.ranks)))  # which ranks (a block counts once)
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("case", CASES + MADE_UP, ids=lambda c: c.trainer)
+def test_interleaved_shapes_read_like_single_lines(case: Case) -> None:
+    """A trainer's lines repeated hundreds of times: its shapes interleave (step, eval, record lines), read
+    a shape at a time and merged back in line order; the same points, warnings and meta as line by line."""
+    got, want = _fast_and_slow((case.text * 200).encode())
+    assert got == want
+
+
+def test_a_keras_bar_over_epochs_reads_like_single_lines() -> None:
+    """Keras redraws its bar: the bar's width changes the shape every few lines, the counter restarts each
+    epoch (bar steps go on from the epoch before)."""
+    lines = []
+    for epoch in range(3):
+        for n in range(1, 301):
+            bar = "=" * (n * 30 // 300 - 1) + (">" if n < 300 else "=")
+            tail = f"- ETA: {(300 - n) // 50}s" if n < 300 else "- 6s 20ms/step"
+            lines.append(f"{n:3d}/300 [{bar:.<30}] {tail} - loss: {2 - epoch / 10 - n / 1e4:.4f} - accuracy: "
+                         f"{0.5 + n / 1e3:.4f}")
+        lines.append(f"Epoch {epoch + 2}/4")
+    got, want = _fast_and_slow(("\n".join(lines) + "\n").encode())
+    assert got == want and max(got[1]) == 900
+
+
+def test_two_ranks_interleaving_several_shapes_read_like_single_lines() -> None:
+    """Two ranks print step lines and eval lines; rank 0's are kept, through the shape-at-a-time path."""
+    lines = []
+    for s in range(1, 400):
+        for rank in (0, 1):
+            lines.append(f"[rank{rank}]: step {s} | loss {3 - s / 1000 + rank / 100:.4f} | lr 3.0e-04")
+            if s % 10 == 0:
+                lines.append(f"[rank{rank}]: step {s} | val loss {3.1 - s / 1000:.4f}")
+    got, want = _fast_and_slow(("\n".join(lines) + "\n").encode())
+    assert got == want and got[6] and len(set(got[1])) == 399

@@ -22,14 +22,15 @@ _ARGMAX_LABELS = 64  # up to this many labels, first appearances are found one l
 
 class CodedColumns:
     """Points in log order: `codes` index `labels` (the names), `step_array` (int64), `value_array`
-    (float64), `time_list` (unix seconds or None per point; None when no point has a time).
+    (float64), `time_list` (unix seconds or None per point, a list, or a float64 array with NaN for None;
+    None when no point has a time).
     `ordered`: the labels are distinct, each is used, and in order of first appearance (what the
     constructors below build), so `first_seen` has nothing to do."""
 
     __slots__ = ("labels", "codes", "step_array", "value_array", "time_list", "ordered", "_lists", "_last_time")
 
     def __init__(self, labels: Sequence[str], codes: np.ndarray, steps: np.ndarray, values: np.ndarray,
-                 times: list[float | None] | None = None, ordered: bool = False,
+                 times: list[float | None] | np.ndarray | None = None, ordered: bool = False,
                  last_time: float | None = None) -> None:
         self.labels = list(labels)
         self.codes = codes
@@ -49,7 +50,7 @@ class CodedColumns:
         if times is None:
             per_point = None
         elif isinstance(times, np.ndarray):
-            per_point = np.repeat(times, width).tolist()
+            per_point = np.repeat(times.astype(np.float64), width)
         else:
             per_point = list(chain.from_iterable(map(repeat, times, repeat(width))))
         return cls(names, codes, np.repeat(steps, width), values.reshape(-1), per_point,
@@ -61,7 +62,10 @@ class CodedColumns:
 
     @property
     def last_time(self) -> float | None:
-        return self.time_list[-1] if self.time_list else self._last_time
+        if self.time_list is None or not len(self.time_list):
+            return self._last_time
+        last = self.time_list[-1]
+        return None if last is None or last != last else float(last)
 
     def distinct_steps(self) -> int:
         return int(np.unique(self.step_array).size)
@@ -108,7 +112,7 @@ class CodedColumns:
         if self._lists is None:
             labels = np.empty(len(self.labels), dtype=object)
             labels[:] = self.labels
-            times = self.time_list if self.time_list is not None else [None] * self.size
+            times = _time_list(self.time_list) if self.time_list is not None else [None] * self.size
             self._lists = Columns(labels[self.codes].tolist(), self.step_array.tolist(),
                                   self.value_array.tolist(), list(times))
         return self._lists
@@ -167,9 +171,19 @@ def join(parts: Sequence[AnyColumns]) -> AnyColumns:
     for part in coded:
         remap = np.array([labels.setdefault(name, len(labels)) for name in part.labels], dtype=np.int32)
         codes.append(remap[part.codes])
-    times = None
-    if any(part.time_list is not None for part in coded):
+    times: list[float | None] | np.ndarray | None = None
+    if any(isinstance(part.time_list, np.ndarray) for part in coded):  # an array of them all (None: NaN)
+        times = np.concatenate([np.full(part.size, np.nan) if part.time_list is None
+                                else np.array(part.time_list, dtype=np.float64) for part in coded])
+    elif any(part.time_list is not None for part in coded):
         times = [t for part in coded for t in (part.time_list or repeat(None, part.size))]
     return CodedColumns(list(labels), np.concatenate(codes), np.concatenate([p.step_array for p in coded]),
                         np.concatenate([p.value_array for p in coded]), times,
                         ordered=all(part.ordered for part in coded))
+
+
+def _time_list(times: list[float | None] | np.ndarray) -> list[float | None]:
+    """Times as a list (an array's NaN: None)."""
+    if isinstance(times, np.ndarray):
+        return [None if t != t else t for t in times.tolist()]
+    return times

@@ -16,7 +16,6 @@ returns None and the caller reads the run the other way.
 
 from __future__ import annotations
 
-import io
 from operator import gt
 from typing import Any
 
@@ -34,18 +33,20 @@ def available() -> bool:
     return True
 
 
-def read(p: Plan, raw: bytes, lines: int, keep_rank: bytes | None) -> Read | None:
-    """The columns of `lines` lines of one shape (`raw`: those lines, each ending in a newline)."""
+def read(p: Plan, raw: Any, lines: int, keep_rank: bytes | None) -> Read | None:
+    """The columns of `lines` lines of one shape (`raw`: those lines, each ending in a newline, as bytes;
+    or as a pyarrow buffer already translated by `TOKENS`)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pcsv
 
-    text = raw.translate(TOKENS)
-    end = text.find(b"\n")
-    fields = text[:end if end >= 0 else len(text)].split(b" ")
+    text = pa.py_buffer(raw.translate(TOKENS)) if isinstance(raw, bytes) else raw
+    head = text.slice(0, min(text.size, 1 << 16)).to_pybytes()
+    end = head.find(b"\n")
+    fields = head[:end if end >= 0 else len(head)].split(b" ")
     at = [i for i, f in enumerate(fields) if f]  # token k → its field
-    if len(at) != p.width or not text.endswith(b"\n"):
+    if len(at) != p.width or not text.size or text.slice(text.size - 1).to_pybytes() != b"\n":
         return None
     names = [f"f{i}" for i in range(len(fields))]
     strings = {p.rank, *p.commas, *((p.time, p.time + 3) if p.time is not None else ())} - {None}
@@ -55,7 +56,7 @@ def read(p: Plan, raw: bytes, lines: int, keep_rank: bytes | None) -> Read | Non
              for j in wanted}
     try:
         table = pcsv.read_csv(
-            io.BytesIO(text),
+            pa.BufferReader(text),
             read_options=pcsv.ReadOptions(column_names=names, block_size=1 << 22),
             parse_options=pcsv.ParseOptions(delimiter=" ", quote_char=False, escape_char=False,
                                             ignore_empty_lines=False),
@@ -98,7 +99,7 @@ def read(p: Plan, raw: bytes, lines: int, keep_rank: bytes | None) -> Read | Non
         values = [v[keep] for v in values]
         times = None if times is None else times[keep]
     kept = lines if keep is None else int(np.count_nonzero(keep))
-    return Read(steps, values, times, kept, ranks)  # arrays: a block of points takes them as they are
+    return Read(steps, values, times, kept, ranks, keep)  # arrays: a block of points takes them as they are
 
 
 def is_arrays(read: Read) -> bool:
@@ -109,7 +110,8 @@ def as_lists(read: Read) -> Read:
     """`read` with lists, as the token path gives them (a short block, a progress bar's steps)."""
     return Read(None if read.steps is None else read.steps.tolist(),  # type: ignore[attr-defined]
                 [v.tolist() for v in read.values],  # type: ignore[attr-defined]
-                None if read.times is None else read.times.tolist(), read.kept, read.ranks)  # type: ignore[attr-defined]
+                None if read.times is None else read.times.tolist(), read.kept, read.ranks,  # type: ignore[attr-defined]
+                read.keep)
 
 
 def backwards(steps: Any) -> int:

@@ -7,13 +7,12 @@ and the near-misses that name the closest shape of a log read to 0 steps.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import accumulate, compress, count, groupby
-from operator import add
+from itertools import compress, repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stethoscope.importers import console_arrow, console_tokens
 from stethoscope.importers.base import Columns, ImportedRun
-from stethoscope.importers.console_cycles import find_cycle
 from stethoscope.importers.console_fast import Template, reads_back
 from stethoscope.importers.console_line import ANSI, MAGNITUDE, NUMBER, Line, key_name, parse
 from stethoscope.importers.loglines import LineKeeper
@@ -28,6 +27,9 @@ NAME = "console"
 MAX_TEMPLATES = 4096
 CHUNK_LINES = 16384
 ARROW_CHUNK_LINES = 1 << 18  # pyarrow reads a run this many lines at a time (its own threads split them further)
+LONG_RUN = 64  # a run of a shape this long is read alone; shorter ones are read with their neighbours
+WINDOW_BYTES = 1 << 20  # the lines between long runs: shapes this many bytes at a time
+MIN_STRETCH = 32  # interleaved shapes read a shape at a time from this many lines on
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
 # Cumulative clocks and running averages that the resolver would take for a step time (modded-nanogpt).
 _OWN = {"step avg (ms)": ("perf/step_avg_s", 1e-3), "train time (ms)": ("perf/train_time_s", 1e-3),
@@ -70,140 +72,178 @@ class ConsoleReader:
         self.use_arrow: bool | None = None  # pyarrow reads long runs (console_arrow); None: not looked up yet
 
     def feed(self, data: bytes) -> None:
-        """Read a whole log (ANSI codes may stay in it): runs of lines of one shape at once, the others one
-        by one."""
-        lines = data.split(b"\n")
-        shapes = shape_of(data).split(b"\n")
-        offsets = [0, *map(add, accumulate(map(len, lines)), count(1))]  # where each line starts in `data`
-        runs: list[tuple[bytes, int, int]] = []  # (shape, first line, end), 0-based
-        for shape, run in groupby(shapes):
-            start = runs[-1][2] if runs else 0
-            runs.append((shape, start, start + len(list(run))))
-        at = 0
-        while at < len(runs):
-            cycle = find_cycle(runs, at, self.templates)
-            if cycle is not None:
-                self._cycles(lines, data, offsets, runs[at: at + cycle[0] * cycle[1]], cycle[0])
-                at += cycle[0] * cycle[1]
+        """Read a whole log (ANSI codes may stay in it): a long run of lines of one shape at once (found by
+        comparing the log's shapes with the run's shape repeated: no Python per line, the lines not even
+        split), the lines between long runs a window at a time (`_window`)."""
+        self._data = data
+        self._tokens = None
+        shapes = shape_of(data)
+        n = shapes.count(b"\n") + 1
+        at = where = q = 0  # a line, where its shape starts in `shapes`, where it starts in `data`
+        while at < n:
+            end = shapes.find(b"\n", where)
+            shape = shapes[where:] if end < 0 else shapes[where:end]
+            k = _repeats(shapes, where, shape + b"\n", n - at) or 1
+            if k >= LONG_RUN or at + k == n:
+                if at + k == n:
+                    q_end = len(data) + 1
+                elif at + k == n - 1 and data.endswith(b"\n"):  # all but the empty text after the last newline
+                    q_end = len(data)
+                else:
+                    q_end = _advance(data, q, k, k * (len(shape) + 1))
+                self._run(at, at + k, shape, q, q_end)
+                at, where, q = at + k, where + k * (len(shape) + 1), q_end
                 continue
-            alike = self._alike(runs, at)
-            if alike - at > 1:
-                self._runs(lines, data, offsets, runs[at:alike])
-            else:
-                self._run(lines, data, offsets, runs[at][1], runs[at][2], runs[at][0])
-            at = alike
-        last = lines[-1].decode("utf-8", "replace")
-        if last.strip() and NUMBER.search(last) and self.last_row != len(lines):
-            self.warnings.append(f"{self.path}:{len(lines)}: the last line looks cut short (no newline, no "
+            window = shapes[where: where + WINDOW_BYTES].split(b"\n")
+            if where + WINDOW_BYTES < len(shapes):
+                window.pop()  # cut short by the window
+            window = window[: n - at] or [shape]
+            span = sum(map(len, window)) + len(window)
+            q_end = _advance(data, q, len(window), span)
+            self._window(at, window, q, q_end)
+            at, where, q = at + len(window), where + span, q_end
+        self._data = self._tokens = None
+        last = data[data.rfind(b"\n") + 1:].decode("utf-8", "replace")
+        if last.strip() and NUMBER.search(last) and self.last_row != n:
+            self.warnings.append(f"{self.path}:{n}: the last line looks cut short (no newline, no "
                                  "metrics read from it)")
 
-    def _run(self, lines: list[bytes], data: bytes, offsets: list[int], start: int, end: int, shape: bytes) -> None:
-        if shape not in self.templates and b"\r" not in shape:
-            self.line(start + 1, lines[start])
-            start += 1
+    def _window(self, first: int, shapes: list[bytes], q: int, q_end: int) -> None:
+        """Lines first.. (0-based) whose shapes are `shapes`, at data[q:q_end]: stretches of lines whose shapes
+        all have token plans are read a shape at a time (`_stretch`), every other run of a shape by `_run`."""
+        import numpy as np
+
+        lines = _Lines(self._data, first, q, q_end)
+        index: dict[bytes, int] = {}
+        ids = np.fromiter(map(index.setdefault, shapes, map(len, repeat(index))), dtype=np.int32, count=len(shapes))
+        kinds = list(index)
+        planned = np.fromiter(map(self._planned, kinds), dtype=bool, count=len(kinds))
+        at = 0
+        while at < len(shapes):
+            kind = int(ids[at])
+            if planned[kind]:
+                end = _first(ids, at, lambda chunk: ~planned[chunk])
+                self._stretch(lines, first + at, first + end, ids[at:end], kinds)
+            else:
+                end = _first(ids, at, lambda chunk: chunk != kind)
+                self._run(first + at, first + end, kinds[kind], *lines.span(first + at, first + end), lines)
+                planned[kind] = self._planned(kinds[kind])
+            at = end
+
+    def _planned(self, shape: bytes) -> bool:
         known = self.templates.get(shape)
-        if known is None or start >= end:
+        return known is not None and known.plan is not None and b"\r" not in shape
+
+    def _stretch(self, lines: _Lines, start: int, end: int, ids: Any, kinds: list[bytes]) -> None:
+        """Lines start..end, of shapes that all have token plans: one run through `_run`; several shapes
+        interleaved read a shape at a time and merged in line order (`console_segment`); what does not
+        read that way goes run by run."""
+        import numpy as np
+
+        if (ids == ids[0]).all():
+            self._run(start, end, kinds[int(ids[0])], *lines.span(start, end), lines)
+            return
+        if end - start >= MIN_STRETCH and self._interleaved(lines, start, end, ids, kinds):
+            return
+        cuts = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), len(ids)]
+        for a, b in zip(cuts, cuts[1:]):
+            self._run(start + a, start + b, kinds[int(ids[a])], *lines.span(start + a, start + b), lines)
+
+    def _interleaved(self, lines: _Lines, start: int, end: int, ids: Any, kinds: list[bytes]) -> bool:
+        import numpy as np
+
+        from stethoscope.importers import console_segment
+
+        order = np.argsort(ids, kind="stable")
+        cuts = np.flatnonzero(ids[order][1:] != ids[order][:-1]) + 1
+        groups = []
+        for part in np.split(order, cuts):
+            known = self.templates[kinds[int(ids[part[0]])]]
+            at = part + start
+            raw = b"\n".join(lines.pick(at)) + b"\n"
+            read = None
+            if at.size >= console_arrow.MIN_LINES and self._arrow():
+                read = console_arrow.read(known.plan, raw, at.size, self.keep_rank)  # type: ignore[arg-type]
+            if read is None:
+                read = console_tokens.read(known.plan, raw.translate(console_tokens.TOKENS).split(),  # type: ignore[arg-type]
+                                           at.size, self.keep_rank)
+            if read is None:
+                return False
+            groups.append(console_segment.Group(at, read, known.layout.names, known.own_step, known.bar,
+                                                known.is_dict))
+        done = console_segment.combine(groups, self.last_step, self.bar, self.ordinal)
+        if done is None:
+            return False
+        self.lines += end - start
+        for group in groups:
+            for rank in group.read.ranks:
+                self.ranks[rank.decode()] += 1
+        if done.points is not None:
+            if isinstance(self.parts[-1], PointTable) and not len(self.parts[-1]):
+                self.parts.pop()
+            self.parts.append(done.points)
+            self.last_row = end
+        self.bar, self.ordinal = done.bar, done.ordinal
+        if done.steps.size:
+            steps = done.steps
+            self.resumes += console_arrow.backwards(steps) + (self.last_step is not None and steps[0] < self.last_step)
+            self.last_step = int(steps[-1])
+            self.step_lines += int(steps.size)
+            for names, count in done.per_layout:
+                self.shapes[names] += count
+        return True
+
+    def _run(self, start: int, end: int, shape: bytes, q: int, q_end: int, lines: _Lines | None = None) -> None:
+        """Lines start..end (0-based) of one shape, at data[q:q_end]: by pyarrow at once, else by tokens a
+        chunk at a time, else by the shape's regex, else line by line; a shape not seen before is learnt
+        from its first line."""
+        data = self._data
+        if shape not in self.templates and b"\r" not in shape:
+            first = data.find(b"\n", q, q_end)
+            self.line(start + 1, data[q: first if first >= 0 else q_end])
+            start, q = start + 1, (first + 1 if first >= 0 else q_end)
+        known = self.templates.get(shape)
+        if start >= end:
+            return
+        if known is not None and known.plan is not None and end - start >= console_arrow.MIN_LINES and self._arrow():
+            read = console_arrow.read(known.plan, self._token_text(q, q_end), end - start, self.keep_rank)
+            if read is not None and self._block(known, start + 1, end - start, read):
+                return
+        lines = lines if lines is not None and lines.first <= start else _Lines(data, start, q, q_end)
+        if known is None:
             for i in range(start, end):
                 self.line(i + 1, lines[i])
             return
-        arrow = known.plan is not None and end - start >= console_arrow.MIN_LINES and self._arrow()
-        step = ARROW_CHUNK_LINES if arrow else CHUNK_LINES
-        for a in range(start, end, step):
-            b = min(a + step, end)
-            if arrow:
-                read = console_arrow.read(known.plan, data[offsets[a]:offsets[b]], b - a,  # type: ignore[arg-type]
-                                          self.keep_rank)
-                if read is not None and self._block(known, a + 1, b - a, read):
-                    continue
-            for c in range(a, b, CHUNK_LINES):  # chunks: token lists of a few MB, not of the whole file
-                d = min(c + CHUNK_LINES, b)
-                read = None
-                if known.plan is not None:
-                    tokens = data[offsets[c]:offsets[d]].translate(console_tokens.TOKENS).split()
-                    read = console_tokens.read(known.plan, tokens, d - c, self.keep_rank)
-                if read is None or not self._block(known, c + 1, d - c, read):
-                    self._by_regex(known.template, lines, c, d)
+        for c in range(start, end, CHUNK_LINES):  # chunks: token lists of a few MB, not of the whole file
+            d = min(c + CHUNK_LINES, end)
+            read = None
+            if known.plan is not None:
+                tokens = data[slice(*lines.span(c, d))].translate(console_tokens.TOKENS).split()
+                read = console_tokens.read(known.plan, tokens, d - c, self.keep_rank)
+            if read is None or not self._block(known, c + 1, d - c, read):
+                self._by_regex(known.template, lines, c, d)
+
+    def _token_text(self, q: int, q_end: int) -> Any:
+        """data[q:q_end] with every byte that is not part of a number a blank (`console_tokens.TOKENS`), as a
+        pyarrow buffer: the whole log is translated once, on first use, and sliced without a copy."""
+        import pyarrow as pa
+
+        if self._tokens is None:
+            self._tokens = pa.py_buffer(self._data.translate(console_tokens.TOKENS))
+        return self._tokens.slice(q, min(q_end, len(self._data)) - q)
 
     def _arrow(self) -> bool:
         if self.use_arrow is None:
             self.use_arrow = console_arrow.available()
         return self.use_arrow
 
-    def _alike(self, runs: list[tuple[bytes, int, int]], at: int) -> int:
-        """The end of the runs from `at` on whose shapes are known and read by the same token plan into the
-        same layout (a dict whose LR is written `1.2e-05` on one line and `0.00012` on the next): they are
-        read as one run, not a few lines at a time."""
-        known = self.templates.get(runs[at][0])
-        if known is None or known.plan is None:
-            return at + 1
-        end = at + 1
-        while end < len(runs) and (other := self.templates.get(runs[end][0])) is not None \
-                and other[1:] == known[1:]:
-            end += 1
-        return end
-
-    def _cycles(self, lines: list[bytes], data: bytes, offsets: list[int], runs: list[tuple[bytes, int, int]],
-                period: int) -> None:
-        """Cycles found by `console_cycles.find_cycle`, a chunk at a time: each position of the cycle read by its token plan
-        over every cycle at once (a slice of the lines), the record lines given their header's step, and
-        the points of a cycle in line order, as line-by-line reading gives them. A chunk that does not
-        read goes line by line."""
-        shapes = [self.templates[r[0]] for r in runs[:period]]
-        names = tuple(name for shape in shapes for name in shape.layout.names)
-        first = runs[0][1]
-        per_chunk = max(1, CHUNK_LINES // period)
-        for c0 in range(0, len(runs) // period, per_chunk):
-            c1 = min(c0 + per_chunk, len(runs) // period)
-            a, b = first + c0 * period, first + c1 * period
-            reads = []
-            for j, shape in enumerate(shapes):
-                tokens = b"\n".join(lines[a + j: b: period]).translate(console_tokens.TOKENS).split()
-                read = console_tokens.read(shape.plan, tokens, c1 - c0, self.keep_rank)  # type: ignore[arg-type]
-                if read is None or read.kept != c1 - c0 or (j == 0 and read.steps is None):
-                    break
-                reads.append(read)
-            if len(reads) != period:
-                for shape_text, start, end in runs[c0 * period: c1 * period]:
-                    self._run(lines, data, offsets, start, end, shape_text)
-                continue
-            steps = reads[0].steps
-            self.lines += b - a
-            for read in reads:
-                for rank in read.ranks:
-                    self.ranks[rank.decode()] += 1
-            self._points(names, steps, [column for read in reads for column in read.values], reads[0].times)
-            self.last_row = b
-            self.resumes += console_arrow.backwards(steps) + (self.last_step is not None and steps[0] < self.last_step)
-            self.last_step = steps[-1]
-            self.step_lines += len(steps)
-            self.shapes[shapes[0].layout.names] += len(steps)
-
-    def _runs(self, lines: list[bytes], data: bytes, offsets: list[int], runs: list[tuple[bytes, int, int]]) -> None:
-        """Runs of shapes read alike (`_alike`), by tokens a chunk at a time; a chunk that does not read
-        goes back to its runs, each read as it would be alone."""
-        known = self.templates[runs[0][0]]
-        arrow = runs[-1][2] - runs[0][1] >= console_arrow.MIN_LINES and self._arrow()
-        step = ARROW_CHUNK_LINES if arrow else CHUNK_LINES
-        for a in range(runs[0][1], runs[-1][2], step):
-            b = min(a + step, runs[-1][2])
-            if arrow:  # alike shapes differ only inside numbers: the same fields, when it reads at all
-                read = console_arrow.read(known.plan, data[offsets[a]:offsets[b]], b - a,  # type: ignore[arg-type]
-                                          self.keep_rank)
-            else:
-                tokens = data[offsets[a]:offsets[b]].translate(console_tokens.TOKENS).split()
-                read = console_tokens.read(known.plan, tokens, b - a, self.keep_rank)  # type: ignore[arg-type]
-            if read is None or not self._block(known, a + 1, b - a, read):
-                for shape, start, end in runs:
-                    if start < b and end > a:
-                        self._run(lines, data, offsets, max(start, a), min(end, b), shape)
-
-    def _by_regex(self, template: Template | None, lines: list[bytes], start: int, end: int) -> None:
+    def _by_regex(self, template: Template | None, lines: _Lines, start: int, end: int) -> None:
         """Lines start..end (0-based) by the shape's regex, each line alone when the run does not fit it."""
         if template is None:
             for i in range(start, end):
                 self.line(i + 1, lines[i])
             return
-        rows = template.rows(lines[start:end])
+        rows = template.rows(lines.slice(start, end))
         if rows is None or not self._rows(template, start + 1, rows):  # a line only looks alike
             for i in range(start, end):
                 m = template.match(lines[i])
@@ -212,11 +252,14 @@ class ConsoleReader:
 
     def _block(self, known: _Shape, first: int, count: int, read: console_tokens.Read) -> bool:
         """Add a run read by tokens as a block of points; False when its lines' steps are not known here."""
-        if console_arrow.is_arrays(read) and (known.bar or read.kept < CODED_ROWS):
+        if console_arrow.is_arrays(read) and read.kept < CODED_ROWS:
             read = console_arrow.as_lists(read)
         steps = read.steps
         if steps is not None and known.bar:
-            steps = [self._step(s, True) for s in steps]
+            from stethoscope.importers.console_segment import bar_steps
+
+            steps, self.bar = bar_steps(steps, self.bar)
+            steps = steps if console_arrow.is_arrays(read) else steps.tolist()
         elif steps is None and self.last_step is not None:
             steps = [self.last_step] * read.kept
         elif steps is None and known.is_dict:
@@ -446,6 +489,95 @@ def _step_time_from_clock(columns: Columns) -> None:
             for column, item in zip(columns, (STEP_TIME, step, (value - last[1]) / (step - last[0]), time)):
                 column.append(item)
         last = (step, value)
+
+
+def _repeats(text: bytes, at: int, unit: bytes, limit: int) -> int:
+    """How many times `unit` repeats in `text` from `at` (at most `limit`): doubling blocks compared at
+    memcmp speed, then halving ones; a long run of one shape costs no Python per line."""
+    count, size, block = 0, len(unit), 1
+    while count + block <= limit and text.startswith(unit * block, at + count * size):
+        count += block
+        block *= 2
+    while block > 1:  # what is left is shorter than the block that failed: halve it
+        block //= 2
+        if count + block <= limit and text.startswith(unit * block, at + count * size):
+            count += block
+    return count
+
+
+def _advance(data: bytes, q: int, k: int, guess: int) -> int:
+    """Where the line k lines after the one at `q` starts (len(data) + 1 past the last line): newlines
+    counted at memchr speed in a range that doubles from `guess` bytes, then halves onto the k-th."""
+    if k <= 0:
+        return q
+    lo, below, hi = q, 0, min(len(data), q + max(guess, 64))
+    seen = data.count(b"\n", q, hi)
+    while seen < k and hi < len(data):
+        lo, below = hi, seen
+        hi = min(len(data), q + 2 * (hi - q))
+        seen = below + data.count(b"\n", lo, hi)
+    if seen < k:
+        return len(data) + 1
+    while hi - lo > 1:  # count(q, lo) == below < k <= seen == count(q, hi)
+        mid = (lo + hi) // 2
+        at_mid = below + data.count(b"\n", lo, mid)
+        if at_mid >= k:
+            hi, seen = mid, at_mid
+        else:
+            lo, below = mid, at_mid
+    return hi
+
+
+class _Lines:
+    """Lines first.. of a log that sit at data[q:q_end], split on first use, by their index in the log."""
+
+    def __init__(self, data: bytes, first: int, q: int, q_end: int) -> None:
+        self.data, self.first, self.q, self.q_end = data, first, q, q_end
+        self._items: list[bytes] | None = None
+        self._starts: Any = None
+
+    def items(self) -> list[bytes]:
+        if self._items is None:
+            self._items = self.data[self.q: self.q_end].split(b"\n")
+            if self.q_end <= len(self.data):
+                self._items.pop()  # the empty text after the region's last newline
+        return self._items
+
+    def __getitem__(self, i: int) -> bytes:
+        return self.items()[i - self.first]
+
+    def slice(self, a: int, b: int) -> list[bytes]:
+        return self.items()[a - self.first: b - self.first]
+
+    def pick(self, at: Any) -> list[bytes]:
+        """The lines at the indices `at` (a numpy array, ascending)."""
+        items = self.items()
+        local = (at - self.first).tolist()
+        return list(itemgetter(*local)(items)) if len(local) > 1 else [items[local[0]]]
+
+    def span(self, a: int, b: int) -> tuple[int, int]:
+        """Where lines a..b sit in the data (the end: past the newline of line b - 1)."""
+        if self._starts is None:
+            import numpy as np
+
+            items = self.items()
+            self._starts = np.zeros(len(items) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=len(items)) + 1, out=self._starts[1:])
+            self._starts += self.q
+        return int(self._starts[a - self.first]), int(self._starts[b - self.first])
+
+
+def _first(ids: Any, at: int, differs: Any) -> int:
+    """The first index from `at` where `differs(ids[chunk])` holds, looking in doubling chunks (a cost
+    that grows with the distance, not with the length of `ids`); len(ids) when none."""
+    size = 64
+    while at < len(ids):
+        hits = differs(ids[at: at + size]).nonzero()[0]
+        if hits.size:
+            return at + int(hits[0])
+        at += size
+        size *= 2
+    return len(ids)
 
 
 def shape_of(text: bytes) -> bytes:

@@ -51,6 +51,7 @@ class Read(NamedTuple):
     times: list[float] | None
     kept: int
     ranks: frozenset[bytes] = frozenset()
+    keep: Any = None  # which lines were kept (a list or array of bools), None: every line
 
 
 def plan(raw: bytes, step: int | None, values: list[tuple[int, str]], scales: tuple[float, ...],
@@ -100,7 +101,7 @@ def read(p: Plan, tokens: list[bytes], lines: int, keep_rank: bytes | None) -> R
         steps = None if steps is None else list(compress(steps, keep))
         values = [list(compress(v, keep)) for v in values]
         times = None if times is None else list(compress(times, keep))
-    return Read(steps, values, times, lines if keep is None else sum(keep), ranks)
+    return Read(steps, values, times, lines if keep is None else sum(keep), ranks, keep)
 
 
 def _plain(column: list[bytes], commas: bool) -> list[bytes]:

@@ -56,8 +56,13 @@ def read_bytes(path: Path) -> bytes:
     """The whole file as bytes (decompressed when gzipped); InputError when missing or unreadable."""
     check_file(path)
     try:
-        with open_log(path) as f:
-            return f.read()
+        with path.open("rb", buffering=0) as raw:  # unbuffered: one read the size of the file (fstat)
+            if raw.read(2) != _GZIP_MAGIC:
+                raw.seek(0)
+                return raw.readall()
+            raw.seek(0)
+            with gzip.GzipFile(fileobj=raw, mode="rb") as f:
+                return f.read()
     except (OSError, *GZIP_ERRORS) as exc:
         raise read_error(path, exc) from None
 

@@ -1,0 +1,150 @@
+"""Stretches of a console log where lines of several known shapes interleave, read a shape at a time.
+
+Composer prints a `[batch=N/T]:` header and then one metric per line; Keras redraws a bar whose width
+(and so whose shape) changes every few dozen lines; a trainer may print an eval line every 50 steps
+among its step lines. Read a run at a time, such a stretch is thousands of runs of a few lines each.
+Here every line of one shape in the stretch is read at once (its token plan over the lines gathered
+into one buffer), and the shapes' reads are merged back into line order with numpy:
+
+- lines that carry their step (a header, a step line) give it; a progress bar's counter restarts each
+  epoch (`bar_steps`);
+- record lines (one metric, no step) take the step of the last step line before them, or the reader's
+  last step when none came before in the stretch; a dict record with no step anywhere before it is
+  numbered in file order, as the line-by-line reader numbers it;
+- the points of a line follow its layout's order, lines follow the log's order, as line-by-line
+  reading gives them.
+
+`combine` returns None when a record line has no step to take (the caller reads the stretch run by
+run, where such a line is reported as line-by-line reading reports it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from stethoscope.importers.coded import CodedColumns
+
+if TYPE_CHECKING:
+    from stethoscope.importers.console_tokens import Read
+
+
+class Group(NamedTuple):
+    """The lines of one shape in a stretch: their line indices (0-based, ascending) and what was read."""
+
+    lines: np.ndarray
+    read: Read
+    names: tuple[str, ...]
+    own_step: bool
+    bar: bool
+    is_dict: bool
+
+
+class Combined(NamedTuple):
+    points: CodedColumns | None  # None: no line was kept (every line of another rank)
+    steps: np.ndarray  # the steps of the step lines (kept), in line order
+    per_layout: list[tuple[tuple[str, ...], int]]  # step lines per layout
+    bar: tuple[int, int, int] | None
+    ordinal: int
+
+
+def bar_steps(raw: np.ndarray, state: tuple[int, int, int] | None) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """Global steps of a progress bar's counters (in line order) and the bar state after them: a bar that
+    goes back after reaching its largest counter so far starts a new epoch, offset by that counter
+    (`ConsoleReader._step`, one line at a time, does the same)."""
+    offset, last, total = state or (0, 0, 0)
+    raw = np.asarray(raw, dtype=np.int64)
+    if not raw.size:
+        return raw, (offset, last, total)
+    totals = np.maximum.accumulate(np.concatenate(([total], raw)))  # totals[j]: the total before line j
+    before = np.concatenate(([last], raw[:-1]))
+    grow = np.where((raw < before) & (before >= totals[:-1]) & (totals[:-1] > 0), totals[:-1], 0)
+    offsets = offset + np.cumsum(grow)
+    return offsets + raw, (int(offsets[-1]), int(raw[-1]), int(totals[-1]))
+
+
+def combine(groups: list[Group], last_step: int | None, bar: tuple[int, int, int] | None,
+            ordinal: int) -> Combined | None:
+    kept = [g.lines if _keep(g.read) is None else g.lines[_keep(g.read)] for g in groups]
+    steps: list[np.ndarray | None] = [None] * len(groups)
+    own = [i for i, g in enumerate(groups) if g.own_step]
+    bars = [i for i in own if groups[i].bar]
+    for indices, is_bar in ((bars, True), ([i for i in own if not groups[i].bar], False)):
+        if not indices:
+            continue
+        at = np.concatenate([kept[i] for i in indices])
+        raw = np.concatenate([np.asarray(groups[i].read.steps, dtype=np.int64) for i in indices])
+        order = np.argsort(at, kind="stable")
+        if is_bar:
+            ordered, bar = bar_steps(raw[order], bar)
+            raw = np.empty_like(ordered)
+            raw[order] = ordered
+        start = 0
+        for i in indices:
+            steps[i] = raw[start: start + kept[i].size]
+            start += kept[i].size
+    if own:
+        step_at = np.concatenate([kept[i] for i in own])
+        step_of = np.concatenate([steps[i] for i in own])  # type: ignore[misc]
+        order = np.argsort(step_at, kind="stable")
+        step_at, step_of = step_at[order], step_of[order]
+    else:
+        step_at = step_of = np.zeros(0, dtype=np.int64)
+    unnumbered = []  # dict records before any step: numbered in file order
+    for i, g in enumerate(groups):
+        if g.own_step:
+            continue
+        before = np.searchsorted(step_at, kept[i]) - 1
+        took = step_of[np.maximum(before, 0)] if step_of.size else np.zeros(kept[i].size, dtype=np.int64)
+        if last_step is not None:
+            steps[i] = np.where(before >= 0, took, last_step)
+        elif (before < 0).any():
+            if not g.is_dict:
+                return None
+            unnumbered.append(i)
+            steps[i] = took
+        else:
+            steps[i] = took
+    if unnumbered:
+        at = np.concatenate([kept[i][np.searchsorted(step_at, kept[i]) == 0] for i in unnumbered])
+        numbers = np.empty(at.size, dtype=np.int64)
+        numbers[np.argsort(at, kind="stable")] = np.arange(ordinal + 1, ordinal + 1 + at.size)
+        start = 0
+        for i in unnumbered:
+            first = np.searchsorted(step_at, kept[i]) == 0
+            steps[i][first] = numbers[start: start + int(first.sum())]  # type: ignore[index]
+            start += int(first.sum())
+        ordinal += at.size
+    per_layout = [(g.names, int(kept[i].size)) for i, g in enumerate(groups) if g.own_step]
+    return Combined(_points(groups, kept, steps), step_of, per_layout, bar, ordinal)  # type: ignore[arg-type]
+
+
+def _keep(read: Read) -> Any:
+    return None if read.keep is None else np.asarray(read.keep, dtype=bool)
+
+
+def _points(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray]) -> CodedColumns | None:
+    """Every kept line's points, in line order and each line's in its layout's order."""
+    labels: dict[str, int] = {}
+    width = max(len(g.names) for g in groups)
+    keys, codes, step_parts, values, times = [], [], [], [], []
+    timed = any(g.read.times is not None for g in groups)
+    for g, at, step in zip(groups, kept, steps):
+        n, w = at.size, len(g.names)
+        if not n:
+            continue
+        code = np.array([labels.setdefault(name, len(labels)) for name in g.names], dtype=np.int32)
+        keys.append((np.repeat(at, w) * width + np.tile(np.arange(w), n)))
+        codes.append(np.tile(code, n))
+        step_parts.append(np.repeat(step, w))
+        values.append(np.stack([np.asarray(v, dtype=np.float64) for v in g.read.values], axis=1).reshape(-1))
+        if timed:
+            t = np.full(n, np.nan) if g.read.times is None else np.asarray(g.read.times, dtype=np.float64)
+            times.append(np.repeat(t, w))
+    if not keys:
+        return None
+    order = np.argsort(np.concatenate(keys), kind="stable")
+    time_list = np.concatenate(times)[order] if timed else None
+    return CodedColumns(list(labels), np.concatenate(codes)[order], np.concatenate(step_parts)[order],
+                        np.concatenate(values)[order], time_list)
