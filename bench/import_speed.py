@@ -6,7 +6,9 @@ and a 1,000,000-row trainer_state.json written the way the HF Trainer writes it 
 sort_keys), then times `read_any` on each in a fresh process (the median of --repeats runs).
 
 Then the general console-log reader (`importers/console.py`) on a 1,000,000-line log of each line shape
-it reads, in MB/s next to the Megatron reader's MB/s on its log (target: at least as fast per MB):
+it reads, in MB/s next to the Megatron reader's MB/s on its log (target: at least as fast per MB), the
+two timed in interleaved rounds (a shape's ratio against the Megatron time of its own round, the median
+over rounds, with the spread):
 `key: value` (torchtitan, with ANSI colours, rank and logger prefixes, `15,723`, `0.33GiB(1.41%)`),
 `| key value |` (llm.c), `key=value` with units, dict reprs (the HF Trainer's, no step counter), Keras
 progress lines, and Composer's blocks (a `[batch=N/T]:` header, one metric per line).
@@ -152,34 +154,54 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         print(f"import of {args.steps:,}-step logs (median of {args.repeats}, fresh process each; target <= 2.5 s)")
-        megatron_mb_s = megatron_points_s = 1.0
-        makers = {"megatron.log": megatron, "trainer_state.json": trainer_state}
-        for name, make in makers.items():
-            if args.only_console and name != "megatron.log":
-                continue
-            path = Path(d) / name
-            t0 = time.perf_counter()
-            lines = make(path, args.steps)
-            made = time.perf_counter() - t0
+        mega = Path(d) / "megatron.log"
+        made = time.perf_counter()
+        mega_lines = megatron(mega, args.steps)
+        made = time.perf_counter() - made
+        if not args.only_console:
+            path = Path(d) / "trainer_state.json"
+            lines = trainer_state(path, args.steps)
             seconds, points, steps = time_import(path, args.repeats)
-            print(f"  {name:20s} {path.stat().st_size / 2**20:7.1f} MiB  {seconds:6.2f} s  "
+            print(f"  {'trainer_state.json':20s} {path.stat().st_size / 2**20:7.1f} MiB  {seconds:6.2f} s  "
                   f"{lines / seconds:>12,.0f} lines|rows/s  {points / seconds:>12,.0f} points/s  "
-                  f"({points:,} points, {steps:,} steps; generated in {made:.0f} s)")
-            if name == "megatron.log":
-                megatron_mb_s = path.stat().st_size / 1e6 / seconds
-                megatron_points_s = points / seconds
-                path.unlink()
-        print(f"general console reader, {args.console_lines:,}-line log per shape (ratio: MB/s over the Megatron "
-              f"reader's {megatron_mb_s:.1f} MB/s, target >= 1; and points/s over its {megatron_points_s:,.0f})")
-        for shape, write in CONSOLE_SHAPES.items():
-            path = Path(d) / "console.log"
-            lines = console_log(path, args.console_lines, write)
-            seconds, points, steps = time_import(path, args.repeats, _CHILD_CONSOLE)
-            mb_s = path.stat().st_size / 1e6 / seconds
-            print(f"  {shape:24s} {path.stat().st_size / 2**20:7.1f} MiB  {seconds:6.2f} s  {mb_s:7.1f} MB/s  "
-                  f"ratio {mb_s / megatron_mb_s:5.2f}  {points / seconds:>10,.0f} points/s  ratio "
-                  f"{points / seconds / megatron_points_s:5.2f}  ({lines:,} lines, {points:,} points, {steps:,} steps)")
+                  f"({points:,} points, {steps:,} steps)")
             path.unlink()
+        logs = {}
+        for i, (shape, write) in enumerate(CONSOLE_SHAPES.items()):
+            logs[shape] = Path(d) / f"console{i}.log"
+            console_log(logs[shape], args.console_lines, write)
+        # Interleaved rounds (this machine is noisy): each round times Megatron's log, then every shape; a
+        # shape's ratio is taken against the Megatron time of its own round, then the median over rounds.
+        times: dict[str, list[float]] = {"megatron": [], **{shape: [] for shape in logs}}
+        counts: dict[str, tuple[int, int]] = {}
+        for _ in range(args.repeats):
+            seconds, points, steps = time_import(mega, 1)
+            times["megatron"].append(seconds)
+            counts["megatron"] = (points, steps)
+            for shape, path in logs.items():
+                seconds, points, steps = time_import(path, 1, _CHILD_CONSOLE)
+                times[shape].append(seconds)
+                counts[shape] = (points, steps)
+        size = {"megatron": mega.stat().st_size, **{shape: path.stat().st_size for shape, path in logs.items()}}
+        seconds = statistics.median(times["megatron"])
+        points, steps = counts["megatron"]
+        print(f"  {'megatron.log':20s} {size['megatron'] / 2**20:7.1f} MiB  {seconds:6.2f} s  "
+              f"{mega_lines / seconds:>12,.0f} lines|rows/s  {points / seconds:>12,.0f} points/s  "
+              f"({points:,} points, {steps:,} steps; generated in {made:.0f} s)")
+        mega_mb_s = size["megatron"] / 1e6 / seconds
+        print(f"general console reader, {args.console_lines:,}-line log per shape, {args.repeats} interleaved rounds "
+              f"(ratio: MB/s over the Megatron reader's in the same round, target >= 1 — its median {mega_mb_s:.1f} MB/s; "
+              "and lines/s, points/s over its)")
+        for shape in logs:
+            seconds = statistics.median(times[shape])
+            points, steps = counts[shape]
+            mb = [size[shape] / t / (size["megatron"] / m) for t, m in zip(times[shape], times["megatron"])]
+            per_line = [args.console_lines / t / (mega_lines / m) for t, m in zip(times[shape], times["megatron"])]
+            per_point = [points / t / (counts["megatron"][0] / m) for t, m in zip(times[shape], times["megatron"])]
+            print(f"  {shape:24s} {size[shape] / 2**20:7.1f} MiB  {seconds:6.2f} s  {size[shape] / 1e6 / seconds:7.1f} "
+                  f"MB/s  ratio {statistics.median(mb):5.2f} (spread {min(mb):.2f}–{max(mb):.2f})  lines/s ratio "
+                  f"{statistics.median(per_line):5.2f}  points/s ratio {statistics.median(per_point):5.2f}  "
+                  f"({args.console_lines:,} lines, {points:,} points, {steps:,} steps)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The console reader's run of one line shape read by pyarrow's CSV parser (C++), when pyarrow is installed.
 
 Lines of one shape (the same text once digits are removed) have the same non-number text in the same
-order, so once every byte that cannot be part of a number is a blank (`console_tokens.TOKENS`) their
+order, so once every byte that cannot be part of a number is a blank (`console_tokens.number_text`) their
 blanks fall in the same runs: split at every single blank, each line gives the same fields, empty ones
 included, and token k of the plan is always field f(k). That is a CSV file with a blank as delimiter,
 which pyarrow reads column-wise, converting only the columns the plan needs: no Python object per
@@ -19,7 +19,7 @@ from __future__ import annotations
 from operator import gt
 from typing import Any
 
-from stethoscope.importers.console_tokens import TOKENS, Plan, Read
+from stethoscope.importers.console_tokens import Plan, Read, number_text
 from stethoscope.importers.loglines import minute_start
 
 MIN_LINES = 4096  # below this the token lists cost less than starting the CSV reader
@@ -33,15 +33,14 @@ def available() -> bool:
     return True
 
 
-def read(p: Plan, raw: Any, lines: int, keep_rank: bytes | None) -> Read | None:
+def read(p: Plan, raw: Any, lines: int | None, keep_rank: bytes | None) -> Read | None:
     """The columns of `lines` lines of one shape (`raw`: those lines, each ending in a newline, as bytes;
-    or as a pyarrow buffer already translated by `TOKENS`)."""
+    or as a pyarrow buffer of their `number_text`); lines None: as many as `raw` holds."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as pcsv
 
-    text = pa.py_buffer(raw.translate(TOKENS)) if isinstance(raw, bytes) else raw
+    text = pa.py_buffer(number_text(raw)) if isinstance(raw, bytes) else raw
     head = text.slice(0, min(text.size, 1 << 16)).to_pybytes()
     end = head.find(b"\n")
     fields = head[:end if end >= 0 else len(head)].split(b" ")
@@ -64,8 +63,9 @@ def read(p: Plan, raw: Any, lines: int, keep_rank: bytes | None) -> Read | None:
                                                 strings_can_be_null=False, quoted_strings_can_be_null=False))
     except (pa.ArrowInvalid, pa.ArrowTypeError):  # a field count that differs, a token that is no number
         return None
-    if table.num_rows != lines:
+    if lines is not None and table.num_rows != lines:
         return None
+    lines = table.num_rows
 
     def column(j: int) -> Any:
         return table.column(names[at[j]])
@@ -73,6 +73,8 @@ def read(p: Plan, raw: Any, lines: int, keep_rank: bytes | None) -> Read | None:
     def number(j: int, kind: Any) -> Any:
         c = column(j)
         if j in p.commas:  # thousands separators (the shape fixes which tokens have them)
+            import pyarrow.compute as pc  # only here: its import costs as much as reading 5 MB
+
             c = pc.cast(pc.replace_substring(c, ",", ""), kind)
         return c.to_numpy()
 
@@ -87,6 +89,8 @@ def read(p: Plan, raw: Any, lines: int, keep_rank: bytes | None) -> Read | None:
     keep = None
     ranks: frozenset[bytes] = frozenset()
     if p.rank is not None and keep_rank is not None:
+        import pyarrow.compute as pc
+
         rank = column(p.rank)
         if p.rank in p.commas:  # mpirun's [1,0]: the local rank is the second number
             rank = pc.replace_substring_regex(rank, r"^.*,", "")
@@ -99,7 +103,7 @@ def read(p: Plan, raw: Any, lines: int, keep_rank: bytes | None) -> Read | None:
         values = [v[keep] for v in values]
         times = None if times is None else times[keep]
     kept = lines if keep is None else int(np.count_nonzero(keep))
-    return Read(steps, values, times, kept, ranks, keep)  # arrays: a block of points takes them as they are
+    return Read(steps, values, times, kept, ranks, keep, lines)  # arrays: a block of points takes them as they are
 
 
 def is_arrays(read: Read) -> bool:
@@ -111,7 +115,7 @@ def as_lists(read: Read) -> Read:
     return Read(None if read.steps is None else read.steps.tolist(),  # type: ignore[attr-defined]
                 [v.tolist() for v in read.values],  # type: ignore[attr-defined]
                 None if read.times is None else read.times.tolist(), read.kept, read.ranks,  # type: ignore[attr-defined]
-                read.keep)
+                read.keep, read.rows)
 
 
 def backwards(steps: Any) -> int:

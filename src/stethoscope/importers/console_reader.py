@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 NAME = "console"
 MAX_TEMPLATES = 4096
 CHUNK_LINES = 16384
-ARROW_CHUNK_LINES = 1 << 18  # pyarrow reads a run this many lines at a time (its own threads split them further)
+ARROW_CHUNK_BYTES = 1 << 24  # pyarrow reads a run this many bytes at a time (memory the allocator reuses)
 LONG_RUN = 64  # a run of a shape this long is read alone; shorter ones are read with their neighbours
 WINDOW_BYTES = 1 << 20  # the lines between long runs: shapes this many bytes at a time
 MIN_STRETCH = 32  # interleaved shapes read a shape at a time from this many lines on
@@ -76,44 +76,41 @@ class ConsoleReader:
         comparing the log's shapes with the run's shape repeated: no Python per line, the lines not even
         split), the lines between long runs a window at a time (`_window`)."""
         self._data = data
-        self._tokens = None
         shapes = shape_of(data)
-        n = shapes.count(b"\n") + 1
         at = where = q = 0  # a line, where its shape starts in `shapes`, where it starts in `data`
-        while at < n:
+        while True:
             end = shapes.find(b"\n", where)
-            shape = shapes[where:] if end < 0 else shapes[where:end]
-            k = _repeats(shapes, where, shape + b"\n", n - at) or 1
-            if k >= LONG_RUN or at + k == n:
-                if at + k == n:
-                    q_end = len(data) + 1
-                elif at + k == n - 1 and data.endswith(b"\n"):  # all but the empty text after the last newline
-                    q_end = len(data)
-                else:
-                    q_end = _advance(data, q, k, k * (len(shape) + 1))
+            if end < 0:  # the text after the last newline
+                self._run(at, at + 1, shapes[where:], q, len(data) + 1)
+                at += 1
+                break
+            shape = shapes[where:end]
+            k = _repeats(shapes, where, shape + b"\n")
+            if k >= LONG_RUN:
+                after = where + k * (len(shape) + 1)
+                q_end = len(data) if after == len(shapes) else _advance(data, q, k, after - where)
                 self._run(at, at + k, shape, q, q_end)
-                at, where, q = at + k, where + k * (len(shape) + 1), q_end
+                at, where, q = at + k, after, q_end
                 continue
             window = shapes[where: where + WINDOW_BYTES].split(b"\n")
-            if where + WINDOW_BYTES < len(shapes):
-                window.pop()  # cut short by the window
-            window = window[: n - at] or [shape]
+            window.pop()  # cut short by the window, or the text after the last newline (read above)
+            window = window or [shape]
             span = sum(map(len, window)) + len(window)
-            q_end = _advance(data, q, len(window), span)
-            self._window(at, window, q, q_end)
-            at, where, q = at + len(window), where + span, q_end
-        self._data = self._tokens = None
+            lines = _Lines.of(data, at, q, len(window), span)
+            self._window(lines, window)
+            at, where, q = at + len(window), where + span, lines.q_end
+        self._data = b""
         last = data[data.rfind(b"\n") + 1:].decode("utf-8", "replace")
-        if last.strip() and NUMBER.search(last) and self.last_row != n:
-            self.warnings.append(f"{self.path}:{n}: the last line looks cut short (no newline, no "
+        if last.strip() and NUMBER.search(last) and self.last_row != at:
+            self.warnings.append(f"{self.path}:{at}: the last line looks cut short (no newline, no "
                                  "metrics read from it)")
 
-    def _window(self, first: int, shapes: list[bytes], q: int, q_end: int) -> None:
-        """Lines first.. (0-based) whose shapes are `shapes`, at data[q:q_end]: stretches of lines whose shapes
-        all have token plans are read a shape at a time (`_stretch`), every other run of a shape by `_run`."""
+    def _window(self, lines: _Lines, shapes: list[bytes]) -> None:
+        """`lines`, whose shapes are `shapes`: stretches of lines whose shapes all have token plans are read
+        a shape at a time (`_stretch`), every other run of a shape by `_run`."""
         import numpy as np
 
-        lines = _Lines(self._data, first, q, q_end)
+        first = lines.first
         index: dict[bytes, int] = {}
         ids = np.fromiter(map(index.setdefault, shapes, map(len, repeat(index))), dtype=np.int32, count=len(shapes))
         kinds = list(index)
@@ -165,7 +162,7 @@ class ConsoleReader:
             if at.size >= console_arrow.MIN_LINES and self._arrow():
                 read = console_arrow.read(known.plan, raw, at.size, self.keep_rank)  # type: ignore[arg-type]
             if read is None:
-                read = console_tokens.read(known.plan, raw.translate(console_tokens.TOKENS).split(),  # type: ignore[arg-type]
+                read = console_tokens.read(known.plan, console_tokens.number_text(raw).split(),  # type: ignore[arg-type]
                                            at.size, self.keep_rank)
             if read is None:
                 return False
@@ -206,8 +203,16 @@ class ConsoleReader:
         if start >= end:
             return
         if known is not None and known.plan is not None and end - start >= console_arrow.MIN_LINES and self._arrow():
-            read = console_arrow.read(known.plan, self._token_text(q, q_end), end - start, self.keep_rank)
-            if read is not None and self._block(known, start + 1, end - start, read):
+            while start < end:  # pieces of a few MB (memory the allocator reuses), cut at a line's end
+                cut = min(q_end, len(data)) if q_end - q <= ARROW_CHUNK_BYTES else data.find(b"\n", q + ARROW_CHUNK_BYTES) + 1
+                if cut <= q:
+                    break
+                read = console_arrow.read(known.plan, data[q:cut], None, self.keep_rank)  # as many rows as lines
+                if read is None or start + read.rows > end or not self._block(known, start + 1, read.rows, read):
+                    break
+                count = read.rows
+                start, q = start + count, cut
+            if start >= end:
                 return
         lines = lines if lines is not None and lines.first <= start else _Lines(data, start, q, q_end)
         if known is None:
@@ -218,19 +223,10 @@ class ConsoleReader:
             d = min(c + CHUNK_LINES, end)
             read = None
             if known.plan is not None:
-                tokens = data[slice(*lines.span(c, d))].translate(console_tokens.TOKENS).split()
+                tokens = console_tokens.number_text(data[slice(*lines.span(c, d))]).split()
                 read = console_tokens.read(known.plan, tokens, d - c, self.keep_rank)
             if read is None or not self._block(known, c + 1, d - c, read):
                 self._by_regex(known.template, lines, c, d)
-
-    def _token_text(self, q: int, q_end: int) -> Any:
-        """data[q:q_end] with every byte that is not part of a number a blank (`console_tokens.TOKENS`), as a
-        pyarrow buffer: the whole log is translated once, on first use, and sliced without a copy."""
-        import pyarrow as pa
-
-        if self._tokens is None:
-            self._tokens = pa.py_buffer(self._data.translate(console_tokens.TOKENS))
-        return self._tokens.slice(q, min(q_end, len(self._data)) - q)
 
     def _arrow(self) -> bool:
         if self.use_arrow is None:
@@ -491,16 +487,16 @@ def _step_time_from_clock(columns: Columns) -> None:
         last = (step, value)
 
 
-def _repeats(text: bytes, at: int, unit: bytes, limit: int) -> int:
-    """How many times `unit` repeats in `text` from `at` (at most `limit`): doubling blocks compared at
-    memcmp speed, then halving ones; a long run of one shape costs no Python per line."""
+def _repeats(text: bytes, at: int, unit: bytes) -> int:
+    """How many times `unit` repeats in `text` from `at`: doubling blocks compared at memcmp speed, then
+    halving ones; a long run of one shape costs no Python per line."""
     count, size, block = 0, len(unit), 1
-    while count + block <= limit and text.startswith(unit * block, at + count * size):
+    while text.startswith(unit * block, at + count * size):
         count += block
         block *= 2
     while block > 1:  # what is left is shorter than the block that failed: halve it
         block //= 2
-        if count + block <= limit and text.startswith(unit * block, at + count * size):
+        if text.startswith(unit * block, at + count * size):
             count += block
     return count
 
@@ -531,10 +527,20 @@ def _advance(data: bytes, q: int, k: int, guess: int) -> int:
 class _Lines:
     """Lines first.. of a log that sit at data[q:q_end], split on first use, by their index in the log."""
 
-    def __init__(self, data: bytes, first: int, q: int, q_end: int) -> None:
+    def __init__(self, data: bytes, first: int, q: int, q_end: int, items: list[bytes] | None = None) -> None:
         self.data, self.first, self.q, self.q_end = data, first, q, q_end
-        self._items: list[bytes] | None = None
+        self._items = items
         self._starts: Any = None
+
+    @classmethod
+    def of(cls, data: bytes, first: int, q: int, count: int, guess: int) -> _Lines:
+        """The `count` lines from data[q], each ending in a newline, split from a range that doubles from
+        `guess` bytes until it holds them."""
+        size = 2 * guess + 64
+        while len(part := data[q: q + size].split(b"\n", count)) <= count and q + size < len(data):
+            size *= 2
+        items = part[:count]
+        return cls(data, first, q, q + sum(map(len, items)) + len(items), items)
 
     def items(self) -> list[bytes]:
         if self._items is None:

@@ -26,6 +26,17 @@ except ImportError:  # a declared dependency; float() does the same work, slower
 
 _KEEP = b"0123456789.+-eE,\n"
 TOKENS = bytes(c if c in _KEEP else 32 for c in range(256))
+
+
+def number_text(raw: bytes) -> bytes:
+    """`raw` (lines of one shape) with every byte that cannot be part of a number a blank (`TOKENS`), and a
+    comma that a blank follows too (`'loss': 2.3, 'lr': …`, `lr=[0.1, 0.1]`): a comma inside a number
+    (`15,723`) never has one, so the tokens of dicts and lists are plain numbers, parsed without a pass to
+    drop commas. Lines of one shape have such commas at the same places: the first line tells."""
+    text = raw.translate(TOKENS)
+    end = text.find(b"\n")
+    return text.replace(b", ", b"  ") if b", " in (text if end < 0 else text[:end]) else text
+
 _SPANS = re.compile(rb"\S+")
 _LAUNCHER_RANK = re.compile(r"\s*\[(?:default|rank)?(\d+)\]:|\s*\[\d+,(\d+)\]<std")
 
@@ -52,13 +63,14 @@ class Read(NamedTuple):
     kept: int
     ranks: frozenset[bytes] = frozenset()
     keep: Any = None  # which lines were kept (a list or array of bools), None: every line
+    rows: int = 0  # the lines read
 
 
 def plan(raw: bytes, step: int | None, values: list[tuple[int, str]], scales: tuple[float, ...],
          rank: int | None, time: int | None) -> Plan | None:
     """The plan of a line given the byte offsets of its step, values (with their text), rank digit and date;
     None when a token does not hold exactly the number the parser read."""
-    spans = [m.span() for m in _SPANS.finditer(raw.translate(TOKENS))]
+    spans = [m.span() for m in _SPANS.finditer(number_text(raw))]
     tokens = [raw[a:b].translate(TOKENS).strip() for a, b in spans]
 
     def index(offset: int | None) -> int | None:
@@ -101,7 +113,7 @@ def read(p: Plan, tokens: list[bytes], lines: int, keep_rank: bytes | None) -> R
         steps = None if steps is None else list(compress(steps, keep))
         values = [list(compress(v, keep)) for v in values]
         times = None if times is None else list(compress(times, keep))
-    return Read(steps, values, times, lines if keep is None else sum(keep), ranks, keep)
+    return Read(steps, values, times, lines if keep is None else sum(keep), ranks, keep, lines)
 
 
 def _plain(column: list[bytes], commas: bool) -> list[bytes]:
@@ -153,7 +165,7 @@ def plan_of(text: str, original: str, line: Line, layout: Layout, values: list[A
                  layout.scales or (1.0,) * len(values), where[1], where[2])
     if found is None or time is None:
         return found
-    check = read(found, raw.translate(TOKENS).split(), 1, None)
+    check = read(found, number_text(raw).split(), 1, None)
     return found if check is not None and check.times == [line.time] else None
 
 
