@@ -1,7 +1,9 @@
-"""The reader behind `console.py`: runs of lines of one shape at once (by tokens, `console_tokens.py`,
-else by a regex, `console_fast.py`), every other line through the full line parser (`console_line.py`),
-with the state a console log needs: the last step (for record lines), the kept rank, resumes, bar epochs,
-and the near-misses that name the closest shape of a log read to 0 steps.
+"""The reader behind `console.py`. A long run of lines of one shape is found without touching its lines
+one by one and read at once (by pyarrow, `console_arrow.py`; by tokens, `console_tokens.py`; else by a
+regex, `console_fast.py`); between long runs, a window of lines is grouped by shape and interleaved shapes
+read a shape at a time (`console_segment.py`); every other line goes through the full line parser
+(`console_line.py`). The state a console log needs is kept here: the last step (for record lines), the kept
+rank, resumes, bar epochs, and the near-misses that name the closest shape of a log read to 0 steps.
 """
 
 from __future__ import annotations
