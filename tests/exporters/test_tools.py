@@ -159,6 +159,24 @@ def test_wandb_export_of_a_stored_run(recorded, tmp_path, wandb_env):
              store_series(recorded, 0), rel=1e-9)
 
 
+def test_wandb_keeps_steps_that_go_back(tmp_path, wandb_env):
+    """A rollback sends the step back: the rows after it are logged, not dropped, against the training step
+    (`stethoscope/step`), while W&B's own `_step` keeps counting."""
+    from stethoscope.exporters.base import ExportContext
+    from stethoscope.exporters.wandb import STEP_KEY, WandB
+    from tests.exporters import wandb_log
+
+    exporter = WandB(dir=tmp_path / "wb")
+    exporter.open(ExportContext("exp1", tmp_path / "exp1"))
+    steps = [1, 2, 3, 4, 5, 3, 4, 5, 6]  # a rollback to step 3 after step 5
+    exporter.write([("train/loss", s, 3.0 - i / 10, None) for i, s in enumerate(steps)], [])
+    exporter.close()
+    logged = [r for r in wandb_log.rows(_wandb_file(tmp_path / "wb")) if "train/loss" in r]
+    assert [r[STEP_KEY] for r in logged] == steps
+    assert [r["train/loss"] for r in logged] == pytest.approx([3.0 - i / 10 for i in range(len(steps))])
+    assert [r["_step"] for r in logged] == sorted(r["_step"] for r in logged)  # W&B's own step never goes back
+
+
 def test_missing_tool_is_one_line_naming_the_extra(tmp_path, monkeypatch):
     import sys
 

@@ -48,14 +48,17 @@ def records(path: Path) -> list[object]:
     return parsed
 
 
+def rows(path: Path) -> list[dict[str, object]]:
+    """The history rows in the order they were logged, W&B's own keys (`_step`, `_timestamp`…) included."""
+    return [{"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in rec.history.item}
+            for rec in records(path) if rec.WhichOneof("record_type") == "history"]
+
+
 def history(path: Path) -> dict[str, dict[int, float]]:
-    """{metric: {step: value}} of the numeric history rows."""
+    """{metric: {training step: value}} of the numeric history rows (the step: `stethoscope/step`)."""
     out: dict[str, dict[int, float]] = {}
-    for rec in records(path):
-        if rec.WhichOneof("record_type") != "history":
-            continue
-        row = {"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in rec.history.item}
-        step = int(row.pop("_step"))
+    for row in rows(path):
+        step = int(row.pop("stethoscope/step", row["_step"]))  # type: ignore[call-overload]
         for key, value in row.items():
             if not key.startswith("_") and isinstance(value, (int, float)):
                 out.setdefault(key, {})[step] = float(value)

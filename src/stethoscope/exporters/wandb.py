@@ -1,8 +1,10 @@
 """Weights & Biases: one W&B run per stethoscope run (and rank), one `log` per step.
 
-W&B wants steps that never go back: a step below the last one logged (after a rollback, or a resumed
-run) is skipped and counted in `skipped`. Findings are counted in the run summary and listed in a
-`stethoscope/findings` table. Mode, entity and login come from W&B's own settings (`WANDB_MODE=offline`
+W&B's own step may never go back, but a run's steps do (a rollback, a resume from an older checkpoint).
+So the training step is logged as a metric, `stethoscope/step`, and every other metric is plotted against
+it (`define_metric`, W&B's custom x-axis): a step below the last one is logged like any other, W&B's
+internal `_step` just counts the rows, and nothing is dropped. Findings are counted in the run summary and
+listed in a `stethoscope/findings` table. Mode, entity and login come from W&B's own settings (`WANDB_MODE=offline`
 writes the run under `dir` for a later `wandb sync`).
 """
 
@@ -16,6 +18,8 @@ from stethoscope.exporters.base import ExportContext, Point, safe_key
 from stethoscope.extras import require
 from stethoscope.records import Finding
 
+STEP_KEY = "stethoscope/step"  # the training step, the x-axis of every other metric
+
 
 class WandB:
     """`project` (default "stethoscope"), `dir` (default: the run directory), `mode` (None: W&B decides;
@@ -28,7 +32,6 @@ class WandB:
         self.run: Any = None
         self.local_dir: str | None = None
         """Where W&B keeps this run's files (an offline run: what `wandb sync` uploads)."""
-        self.skipped = 0
         self._last: int | None = None
         self._row: dict[str, float] = {}
         self._findings: list[list[Any]] = []
@@ -41,12 +44,11 @@ class WandB:
                               dir=str(target), mode=self.mode, config=context.config or None,
                               reinit="create_new", **self.init)
         self.local_dir = getattr(self.run.settings, "sync_dir", None)
+        self.run.define_metric(STEP_KEY)
+        self.run.define_metric("*", step_metric=STEP_KEY)
 
     def write(self, points: Sequence[Point], findings: Sequence[Finding]) -> None:
         for name, step, value, _t in points:
-            if self._last is not None and step < self._last:
-                self.skipped += 1
-                continue
             if step != self._last:
                 self._commit()
                 self._last = step
@@ -56,7 +58,7 @@ class WandB:
 
     def _commit(self) -> None:
         if self._row and self._last is not None:
-            self.run.log(self._row, step=self._last)
+            self.run.log({STEP_KEY: self._last, **self._row})
         self._row = {}
 
     def close(self) -> None:
@@ -75,6 +77,6 @@ class WandB:
         import wandb
 
         table = wandb.Table(columns=["step", "type", "severity", "message"], data=self._findings)
-        self.run.log({"stethoscope/findings": table}, step=self._last)
+        self.run.log({"stethoscope/findings": table})
         for severity in sorted({row[2] for row in self._findings}):
             self.run.summary[f"stethoscope/findings/{severity}"] = sum(r[2] == severity for r in self._findings)
