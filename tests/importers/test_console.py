@@ -541,3 +541,21 @@ def test_two_ranks_interleaving_several_shapes_read_like_single_lines() -> None:
                 lines.append(f"[rank{rank}]: step {s} | val loss {3.1 - s / 1000:.4f}")
     got, want = _fast_and_slow(("\n".join(lines) + "\n").encode())
     assert got == want and got[6] and len(set(got[1])) == 399
+
+
+def test_a_cycle_of_shapes_is_found_like_a_run(monkeypatch) -> None:
+    """Composer's header and its three record lines, repeated: found as one cycle of four shapes (no window
+    of shapes split line by line), read a shape at a time, the same points as line by line."""
+    text = "".join(f"[epoch=1][batch={b}/9000]:\n\t Train loss/train/total: {3 - b / 1e4:.4f}\n"
+                   f"\t Train lr-DecoupledAdamW/group0: {1e-4 * (1 + b % 5):.4e}\n"
+                   f"\t Train throughput/samples_per_sec: {1000 + b % 13:.2f}\n" for b in range(1, 3001))
+    import stethoscope.importers.console_reader as reader
+
+    monkeypatch.setattr(reader, "WINDOW_BYTES", 4096)  # the first shapes are learnt in a small window
+    found: list[tuple[int, int]] = []
+    real = ConsoleReader._cycle
+    monkeypatch.setattr(ConsoleReader, "_cycle",
+                        lambda self, *a: (c := real(self, *a)) and found.append((len(c[0]), c[1])) or c)
+    got, want = _fast_and_slow(text.encode())
+    assert got == want and len(set(got[1])) == 3000
+    assert found and found[0][0] == 4 and sum(count for _, count in found) >= 2900

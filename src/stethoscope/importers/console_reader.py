@@ -31,7 +31,8 @@ CHUNK_LINES = 16384
 ARROW_CHUNK_BYTES = 1 << 24  # pyarrow reads a run this many bytes at a time (memory the allocator reuses)
 LONG_RUN = 64  # a run of a shape this long is read alone; shorter ones are read with their neighbours
 WINDOW_BYTES = 1 << 20  # the lines between long runs: shapes this many bytes at a time
-MIN_STRETCH = 32  # interleaved shapes read a shape at a time from this many lines on
+MIN_STRETCH = 32
+MAX_PERIOD = 8  # the longest cycle of shapes found like a run (Composer: a header and its record lines)  # interleaved shapes read a shape at a time from this many lines on
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
 # Cumulative clocks and running averages that the resolver would take for a step time (modded-nanogpt).
 _OWN = {"step avg (ms)": ("perf/step_avg_s", 1e-3), "train time (ms)": ("perf/train_time_s", 1e-3),
@@ -94,6 +95,17 @@ class ConsoleReader:
                 self._run(at, at + k, shape, q, q_end)
                 at, where, q = at + k, after, q_end
                 continue
+            cycle = self._cycle(shapes, where)
+            if cycle is not None:  # Composer's header + record lines, repeated: one stretch, no window
+                import numpy as np
+
+                kinds, count = cycle
+                span = count * (sum(map(len, kinds)) + len(kinds))
+                lines = _Lines.of(data, at, q, count * len(kinds), span)
+                ids = np.tile(np.arange(len(kinds), dtype=np.int32), count)
+                self._stretch(lines, at, at + count * len(kinds), ids, kinds)
+                at, where, q = at + count * len(kinds), where + span, lines.q_end
+                continue
             window = shapes[where: where + WINDOW_BYTES].split(b"\n")
             window.pop()  # cut short by the window, or the text after the last newline (read above)
             window = window or [shape]
@@ -128,6 +140,20 @@ class ConsoleReader:
                 self._run(first + at, first + end, kinds[kind], *lines.span(first + at, first + end), lines)
                 planned[kind] = self._planned(kinds[kind])
             at = end
+
+    def _cycle(self, shapes: bytes, where: int) -> tuple[list[bytes], int] | None:
+        """(the shapes of one cycle, how many cycles) when the lines from `where` repeat a cycle of 2 to
+        MAX_PERIOD known shapes for at least LONG_RUN lines, found as `_repeats` finds a run; else None."""
+        head = shapes[where: where + (MAX_PERIOD + 1) * 256].split(b"\n", MAX_PERIOD + 1)[:MAX_PERIOD + 1]
+        for period in range(2, min(MAX_PERIOD, len(head) - 1) + 1):
+            if head[period] != head[0]:
+                continue
+            kinds = head[:period]
+            if not all(map(self._planned, kinds)):
+                return None
+            count = _repeats(shapes, where, b"\n".join(kinds) + b"\n")
+            return (kinds, count) if count * period >= LONG_RUN else None
+        return None
 
     def _planned(self, shape: bytes) -> bool:
         known = self.templates.get(shape)
@@ -560,6 +586,8 @@ class _Lines:
     def pick(self, at: Any) -> list[bytes]:
         """The lines at the indices `at` (a numpy array, ascending)."""
         items = self.items()
+        if at.size > 2 and at[1] > at[0] and ((at[1:] - at[:-1]) == at[1] - at[0]).all():  # every k-th line
+            return items[int(at[0]) - self.first: int(at[-1]) - self.first + 1: int(at[1] - at[0])]
         local = (at - self.first).tolist()
         return list(itemgetter(*local)(items)) if len(local) > 1 else [items[local[0]]]
 
