@@ -559,3 +559,19 @@ def test_a_cycle_of_shapes_is_found_like_a_run(monkeypatch) -> None:
     got, want = _fast_and_slow(text.encode())
     assert got == want and len(set(got[1])) == 3000
     assert found and found[0][0] == 4 and sum(count for _, count in found) >= 2900
+
+
+def test_repeats_counts_the_copies_of_a_shape_like_a_plain_loop() -> None:
+    """`_repeats` (doubling then halving blocks, each checked by counting) against one compare per copy,
+    on random texts: runs ending anywhere, at the end of the text, a unit that could match off its copies."""
+    from stethoscope.importers.console_reader import _repeats
+
+    rng = random.Random(0)
+    for _ in range(5000):
+        unit = bytes(rng.choice(b"ab\n") for _ in range(rng.randint(0, 4))) + b"\n"
+        head = bytes(rng.choice(b"ab\n") for _ in range(rng.randint(0, 3)))
+        text = head + unit * rng.randint(0, 70) + bytes(rng.choice(b"ab\n") for _ in range(rng.randint(0, 6)))
+        want = 0
+        while text.startswith(unit, len(head) + want * len(unit)):
+            want += 1
+        assert _repeats(text, len(head), unit) == want, (text, unit)
