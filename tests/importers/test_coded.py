@@ -64,3 +64,20 @@ def test_join_of_list_parts_stays_a_list() -> None:
     a, b = Columns(["x"], [1], [1.0], [None]), Columns(["y"], [2], [2.0], [3.0])
     joined = join([a, b])
     assert isinstance(joined, Columns) and joined == Columns(["x", "y"], [1, 2], [1.0, 2.0], [None, 3.0])
+
+
+def test_row_blocks_join_like_the_points_they_hold() -> None:
+    """A RowBlock is written straight into `join`'s output: the same points (names, steps, values, NaN,
+    -0.0, times and their absence) as the block laid out first, between parts of the other kinds."""
+    from stethoscope.importers.coded import RowBlock, rows_of
+
+    timed = rows_of(["x", "b"], [7, 8, 9], [[1.0, -0.0, math.nan], [2.0, 3.0, math.inf]], [1.5, 2.5, 3.5])
+    plain = rows_of(["a"], [10, 11], [[4.0, 5.0]], None)
+    assert isinstance(timed, RowBlock) and isinstance(plain, RowBlock)
+    parts = [_columns(), timed, encode(_columns()), plain]
+    laid_out = [part.coded() if isinstance(part, RowBlock) else part for part in parts]
+    got, want = join(parts), join([encode(p) if isinstance(p, Columns) else p for p in laid_out])
+    assert _points(got) == _points(want) and got.size == 8 + 6 + 8 + 2
+    assert got.labels[:3] == ["b", "a", "c"] and got.last_time is None  # the last block has no time
+    assert [t for t in got.times[8:14]] == [1.5, 1.5, 2.5, 2.5, 3.5, 3.5]
+    assert _points(join([timed])) == _points(timed.coded())

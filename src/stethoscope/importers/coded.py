@@ -126,18 +126,55 @@ class CodedColumns:
     __hash__ = None  # type: ignore[assignment]
 
 
+class RowBlock:
+    """Rows of one layout not yet laid out as points: `steps` (rows), `columns` (one float64 array per
+    name), `times` (rows, NaN for none) or None. `join` writes them straight into its output arrays (no
+    points-sized temporaries per block); anything else takes `coded()`."""
+
+    __slots__ = ("names", "steps", "columns", "times")
+
+    def __init__(self, names: Sequence[str], steps: np.ndarray, columns: list[np.ndarray],
+                 times: np.ndarray | None) -> None:
+        self.names, self.steps, self.columns, self.times = list(names), steps, columns, times
+
+    @property
+    def size(self) -> int:
+        return int(self.steps.size) * len(self.names)
+
+    @property
+    def ordered(self) -> bool:
+        return self.steps.size > 0 and len(set(self.names)) == len(self.names)
+
+    def coded(self) -> CodedColumns:
+        table = np.stack(self.columns, axis=1) if self.columns else np.zeros((self.steps.size, 0))
+        return CodedColumns.of_rows(self.names, self.steps, table, self.times)
+
+    def fill(self, codes: np.ndarray, steps: np.ndarray, values: np.ndarray, times: np.ndarray | None,
+             remap: np.ndarray) -> None:
+        """Lay the points out into slices of `join`'s output (rows x names views, by broadcasting)."""
+        shape = (self.steps.size, len(self.names))
+        codes.reshape(shape)[:] = remap
+        steps.reshape(shape)[:] = self.steps[:, None]
+        grid = values.reshape(shape)
+        for at, column in enumerate(self.columns):
+            grid[:, at] = column
+        if times is not None:
+            times.reshape(shape)[:] = (np.nan if self.times is None else self.times[:, None])
+
+
 AnyColumns = Union[Columns, CodedColumns]
 
 
 def rows_of(names: Sequence[str], steps: list[int], values: list[list[float]],
-            times: list[float | None] | None) -> CodedColumns | None:
+            times: list[float | None] | None) -> RowBlock | None:
     """Rows of one layout given a column of values per name; None when a step does not fit in 64 bits."""
     try:
         step_array = np.asarray(steps, dtype=np.int64)
     except OverflowError:
         return None
-    table = np.array(values, dtype=np.float64).reshape(len(names), len(steps)).T
-    return CodedColumns.of_rows(names, step_array, table, times)
+    columns = [np.asarray(column, dtype=np.float64) for column in values]
+    time_array = None if times is None else np.array(times, dtype=np.float64)  # None: NaN
+    return RowBlock(names, step_array, columns, time_array)
 
 
 def encode(columns: AnyColumns) -> CodedColumns:
@@ -163,6 +200,8 @@ def join(parts: Sequence[AnyColumns]) -> AnyColumns:
             for column, piece in zip(out, part):
                 column += piece
         return out
+    if any(isinstance(part, RowBlock) for part in parts):
+        return _filled([part for part in parts if part.size])
     coded = [encode(part) for part in parts if part.size]
     if len(coded) <= 1:
         return coded[0] if coded else Columns.empty()
@@ -187,3 +226,34 @@ def _time_list(times: list[float | None] | np.ndarray) -> list[float | None]:
     if isinstance(times, np.ndarray):
         return [None if t != t else t for t in times.tolist()]
     return times
+
+
+def _filled(parts: list[Any]) -> CodedColumns:
+    """`join` of parts among which RowBlocks: one output array per column, each part written into its slice
+    (a RowBlock by broadcasting, without laying its points out first). Times, when any part has them, as
+    a float64 array (NaN: none)."""
+    if len(parts) == 1 and isinstance(parts[0], RowBlock):
+        return parts[0].coded()
+    parts = [part if isinstance(part, RowBlock) else encode(part) for part in parts]
+    total = sum(part.size for part in parts)
+    codes = np.empty(total, dtype=np.int32)
+    steps = np.empty(total, dtype=np.int64)
+    values = np.empty(total, dtype=np.float64)
+    timed = any((part.times if isinstance(part, RowBlock) else part.time_list) is not None for part in parts)
+    times = np.empty(total, dtype=np.float64) if timed else None
+    labels: dict[str, int] = {}
+    at = 0
+    for part in parts:
+        end = at + part.size
+        names = part.names if isinstance(part, RowBlock) else part.labels
+        remap = np.array([labels.setdefault(name, len(labels)) for name in names], dtype=np.int32)
+        if isinstance(part, RowBlock):
+            part.fill(codes[at:end], steps[at:end], values[at:end], None if times is None else times[at:end], remap)
+        else:
+            codes[at:end] = remap[part.codes]
+            steps[at:end] = part.step_array
+            values[at:end] = part.value_array
+            if times is not None:
+                times[at:end] = np.nan if part.time_list is None else np.array(part.time_list, dtype=np.float64)
+        at = end
+    return CodedColumns(list(labels), codes, steps, values, times, ordered=all(part.ordered for part in parts))

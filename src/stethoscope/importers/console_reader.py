@@ -23,7 +23,7 @@ from stethoscope.importers.table import Layout, PointTable, Rejected, describe
 from stethoscope.records import STEP_TIME
 
 if TYPE_CHECKING:
-    from stethoscope.importers.coded import CodedColumns
+    from stethoscope.importers.coded import CodedColumns, RowBlock
 
 NAME = "console"
 MAX_TEMPLATES = 4096
@@ -58,7 +58,7 @@ class ConsoleReader:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.parts: list[PointTable | Columns | CodedColumns] = [PointTable()]  # in log order: rows, blocks
+        self.parts: list[PointTable | Columns | CodedColumns | RowBlock] = [PointTable()]  # in log order: rows, blocks
         self.keeper = LineKeeper()
         self.templates: dict[bytes, _Shape | None] = {}
         self.names: dict[tuple[str, str, bool], tuple[str, float] | None] = {}

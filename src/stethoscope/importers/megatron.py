@@ -52,7 +52,7 @@ from stethoscope.records import (
 )
 
 if TYPE_CHECKING:
-    from stethoscope.importers.coded import CodedColumns
+    from stethoscope.importers.coded import CodedColumns, RowBlock
 
 NAME = "megatron"
 _ZERO_NORM = "grad/norm~zero"  # placeholder until we know whether the log ever printed a real norm
@@ -114,7 +114,7 @@ class _Reader:
         self.path = path
         self.use_fast = fast
         self.table = PointTable()
-        self.parts: list[PointTable | CodedColumns] = [self.table]  # in log order: tables of rows, blocks
+        self.parts: list[PointTable | CodedColumns | RowBlock] = [self.table]  # in log order: tables of rows, blocks
         self.keeper = LineKeeper()
         self.warnings: list[str] = []
         self.meta: dict[str, Any] = {"dialect": "megatron"}
@@ -163,7 +163,7 @@ class _Reader:
             self.last_step = int(last)
         return True
 
-    def _add_block(self, block: CodedColumns) -> None:
+    def _add_block(self, block: CodedColumns | RowBlock) -> None:
         """A block's points go after the rows read so far (parts ends with the table that rows go into)."""
         if len(self.table):
             self.table = PointTable()
@@ -435,7 +435,7 @@ class _Reader:
         # numpy: loaded when a log is read, not when the package is imported
         from stethoscope.importers.coded import join
 
-        parts: list[Columns | CodedColumns] = []
+        parts: list[Columns | CodedColumns | RowBlock] = []
         rejected: list[Rejected] = []
         for part in self.parts:
             if isinstance(part, PointTable):

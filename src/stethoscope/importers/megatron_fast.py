@@ -24,7 +24,7 @@ from stethoscope.importers.table import Layout
 if TYPE_CHECKING:
     import numpy as np
 
-    from stethoscope.importers.coded import CodedColumns
+    from stethoscope.importers.coded import CodedColumns, RowBlock
 
 try:
     import orjson
@@ -56,13 +56,13 @@ class Template:
         self.time_at = self.time - 1 if self.time else None
         self.value_at = tuple(g - 1 for g in self.groups)
 
-    def coded(self, rows: list[tuple[bytes, ...]], time_of: Callable[[bytes], float]) -> CodedColumns | None:
+    def coded(self, rows: list[tuple[bytes, ...]], time_of: Callable[[bytes], float]) -> RowBlock | CodedColumns | None:
         """The points of a chunk's `findall` rows as arrays (what PointTable.add_block and build_columns
-        make of them, while the chunk is in the CPU cache); None when a value is not a number or a step
-        does not fit in 64 bits (PointTable then reads and names it)."""
+        make of them, while the chunk is in the CPU cache), a RowBlock that `join` lays out; None when a
+        value is not a number or a step does not fit in 64 bits (PointTable then reads and names it)."""
         import numpy as np  # loaded when a log is read, not when the package is imported
 
-        from stethoscope.importers.coded import CodedColumns
+        from stethoscope.importers.coded import CodedColumns, RowBlock
 
         kept = list(compress(rows, map(itemgetter(self.step_at), rows)))  # a skippable line has no step
         if not kept:
@@ -82,7 +82,8 @@ class Template:
             times = None if self.time_at is None else list(map(time_of, groups[self.time_at]))
         if self.layout.scales:
             values = values * np.array(self.layout.scales)
-        return CodedColumns.of_rows(self.layout.names, steps, values, times)
+        return RowBlock(self.layout.names, steps, [values[:, at] for at in range(values.shape[1])],
+                        None if times is None else np.array(times, dtype=np.float64))
 
     def _table(self, rows: list[tuple[bytes, ...]]) -> np.ndarray | None:
         """The rows' groups as a (rows x groups) float array when there is no timestamp and orjson reads
