@@ -26,16 +26,23 @@ except ImportError:  # a declared dependency; float() does the same work, slower
 
 _KEEP = b"0123456789.+-eE,\n"
 TOKENS = bytes(c if c in _KEEP else 32 for c in range(256))
+_NO_COMMA = TOKENS.replace(b",", b" ")
 
 
 def number_text(raw: bytes) -> bytes:
     """`raw` (lines of one shape) with every byte that cannot be part of a number a blank (`TOKENS`), and a
     comma that a blank follows too (`'loss': 2.3, 'lr': …`, `lr=[0.1, 0.1]`): a comma inside a number
     (`15,723`) never has one, so the tokens of dicts and lists are plain numbers, parsed without a pass to
-    drop commas. Lines of one shape have such commas at the same places: the first line tells."""
-    text = raw.translate(TOKENS)
-    end = text.find(b"\n")
-    return text.replace(b", ", b"  ") if b", " in (text if end < 0 else text[:end]) else text
+    drop commas. Lines of one shape have such commas at the same places: the first line tells, and when
+    it has no other comma, one translate blanks them all (`_NO_COMMA`)."""
+    end = raw.find(b"\n")
+    first = (raw if end < 0 else raw[:end]).translate(TOKENS)
+    if b", " not in first:
+        return raw.translate(TOKENS)
+    if b"," not in first.replace(b", ", b"  "):
+        return raw.translate(_NO_COMMA)
+    return raw.translate(TOKENS).replace(b", ", b"  ")
+
 
 _SPANS = re.compile(rb"\S+")
 _LAUNCHER_RANK = re.compile(r"\s*\[(?:default|rank)?(\d+)\]:|\s*\[\d+,(\d+)\]<std")
