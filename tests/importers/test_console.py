@@ -564,7 +564,7 @@ def test_a_cycle_of_shapes_is_found_like_a_run(monkeypatch) -> None:
 def test_repeats_counts_the_copies_of_a_shape_like_a_plain_loop() -> None:
     """`_repeats` (doubling then halving blocks, each checked by counting) against one compare per copy,
     on random texts: runs ending anywhere, at the end of the text, a unit that could match off its copies."""
-    from stethoscope.importers.console_reader import _repeats
+    from stethoscope.importers.console_runs import repeats as _repeats
 
     rng = random.Random(0)
     for _ in range(5000):

@@ -1,5 +1,5 @@
 """The reader behind `console.py`. A long run of lines of one shape is found without touching its lines
-one by one and read at once (by pyarrow, `console_arrow.py`; by tokens, `console_tokens.py`; else by a
+one by one (`console_runs.py`) and read at once (by pyarrow, `console_arrow.py`; by tokens, `console_tokens.py`; else by a
 regex, `console_fast.py`); between long runs, a window of lines is grouped by shape and interleaved shapes
 read a shape at a time (`console_segment.py`); every other line goes through the full line parser
 (`console_line.py`). The state a console log needs is kept here: the last step (for record lines), the kept
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import compress, repeat
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stethoscope.importers import console_arrow, console_tokens
 from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.importers.console_fast import Template, reads_back
+from stethoscope.importers.console_runs import Lines, advance, first_where, repeats
 from stethoscope.importers.console_line import ANSI, MAGNITUDE, NUMBER, Line, key_name, parse
 from stethoscope.importers.loglines import LineKeeper
 from stethoscope.importers.names import metric
@@ -88,10 +88,10 @@ class ConsoleReader:
                 at += 1
                 break
             shape = shapes[where:end]
-            k = _repeats(shapes, where, shape + b"\n")
+            k = repeats(shapes, where, shape + b"\n")
             if k >= LONG_RUN:
                 after = where + k * (len(shape) + 1)
-                q_end = len(data) if after == len(shapes) else _advance(data, q, k, after - where)
+                q_end = len(data) if after == len(shapes) else advance(data, q, k, after - where)
                 self._run(at, at + k, shape, q, q_end)
                 at, where, q = at + k, after, q_end
                 continue
@@ -101,7 +101,7 @@ class ConsoleReader:
 
                 kinds, count = cycle
                 span = count * (sum(map(len, kinds)) + len(kinds))
-                lines = _Lines.of(data, at, q, count * len(kinds), span)
+                lines = Lines.of(data, at, q, count * len(kinds), span)
                 ids = np.tile(np.arange(len(kinds), dtype=np.int32), count)
                 self._stretch(lines, at, at + count * len(kinds), ids, kinds)
                 at, where, q = at + count * len(kinds), where + span, lines.q_end
@@ -110,7 +110,7 @@ class ConsoleReader:
             window.pop()  # cut short by the window, or the text after the last newline (read above)
             window = window or [shape]
             span = sum(map(len, window)) + len(window)
-            lines = _Lines.of(data, at, q, len(window), span)
+            lines = Lines.of(data, at, q, len(window), span)
             self._window(lines, window)
             at, where, q = at + len(window), where + span, lines.q_end
         self._data = b""
@@ -119,7 +119,7 @@ class ConsoleReader:
             self.warnings.append(f"{self.path}:{at}: the last line looks cut short (no newline, no "
                                  "metrics read from it)")
 
-    def _window(self, lines: _Lines, shapes: list[bytes]) -> None:
+    def _window(self, lines: Lines, shapes: list[bytes]) -> None:
         """`lines`, whose shapes are `shapes`: stretches of lines whose shapes all have token plans are read
         a shape at a time (`_stretch`), every other run of a shape by `_run`."""
         import numpy as np
@@ -133,10 +133,10 @@ class ConsoleReader:
         while at < len(shapes):
             kind = int(ids[at])
             if planned[kind]:
-                end = _first(ids, at, lambda chunk: ~planned[chunk])
+                end = first_where(ids, at, lambda chunk: ~planned[chunk])
                 self._stretch(lines, first + at, first + end, ids[at:end], kinds)
             else:
-                end = _first(ids, at, lambda chunk: chunk != kind)
+                end = first_where(ids, at, lambda chunk: chunk != kind)
                 self._run(first + at, first + end, kinds[kind], *lines.span(first + at, first + end), lines)
                 planned[kind] = self._planned(kinds[kind])
             at = end
@@ -151,7 +151,7 @@ class ConsoleReader:
             kinds = head[:period]
             if not all(map(self._planned, kinds)):
                 return None
-            count = _repeats(shapes, where, b"\n".join(kinds) + b"\n")
+            count = repeats(shapes, where, b"\n".join(kinds) + b"\n")
             return (kinds, count) if count * period >= LONG_RUN else None
         return None
 
@@ -159,7 +159,7 @@ class ConsoleReader:
         known = self.templates.get(shape)
         return known is not None and known.plan is not None and b"\r" not in shape
 
-    def _stretch(self, lines: _Lines, start: int, end: int, ids: Any, kinds: list[bytes]) -> None:
+    def _stretch(self, lines: Lines, start: int, end: int, ids: Any, kinds: list[bytes]) -> None:
         """Lines start..end, of shapes that all have token plans: one run through `_run`; several shapes
         interleaved read a shape at a time and merged in line order (`console_segment`); what does not
         read that way goes run by run."""
@@ -174,7 +174,7 @@ class ConsoleReader:
         for a, b in zip(cuts, cuts[1:]):
             self._run(start + a, start + b, kinds[int(ids[a])], *lines.span(start + a, start + b), lines)
 
-    def _interleaved(self, lines: _Lines, start: int, end: int, ids: Any, kinds: list[bytes]) -> bool:
+    def _interleaved(self, lines: Lines, start: int, end: int, ids: Any, kinds: list[bytes]) -> bool:
         import numpy as np
 
         from stethoscope.importers import console_segment
@@ -218,7 +218,7 @@ class ConsoleReader:
                 self.shapes[names] += count
         return True
 
-    def _run(self, start: int, end: int, shape: bytes, q: int, q_end: int, lines: _Lines | None = None) -> None:
+    def _run(self, start: int, end: int, shape: bytes, q: int, q_end: int, lines: Lines | None = None) -> None:
         """Lines start..end (0-based) of one shape, at data[q:q_end]: by pyarrow at once, else by tokens a
         chunk at a time, else by the shape's regex, else line by line; a shape not seen before is learnt
         from its first line."""
@@ -242,7 +242,7 @@ class ConsoleReader:
                 start, q = start + count, cut
             if start >= end:
                 return
-        lines = lines if lines is not None and lines.first <= start else _Lines(data, start, q, q_end)
+        lines = lines if lines is not None and lines.first <= start else Lines(data, start, q, q_end)
         if known is None:
             for i in range(start, end):
                 self.line(i + 1, lines[i])
@@ -261,7 +261,7 @@ class ConsoleReader:
             self.use_arrow = console_arrow.available()
         return self.use_arrow
 
-    def _by_regex(self, template: Template | None, lines: _Lines, start: int, end: int) -> None:
+    def _by_regex(self, template: Template | None, lines: Lines, start: int, end: int) -> None:
         """Lines start..end (0-based) by the shape's regex, each line alone when the run does not fit it."""
         if template is None:
             for i in range(start, end):
@@ -513,117 +513,6 @@ def _step_time_from_clock(columns: Columns) -> None:
             for column, item in zip(columns, (STEP_TIME, step, (value - last[1]) / (step - last[0]), time)):
                 column.append(item)
         last = (step, value)
-
-
-def _repeats(text: bytes, at: int, unit: bytes) -> int:
-    """How many times `unit` repeats in `text` from `at`: blocks of doubling size, then halving, each
-    checked by counting the unit in the block (k copies in k units' bytes tile it exactly; a search at C
-    speed that allocates nothing); the last doubling block is cut to what the text has left, so a run to
-    the end of the file is checked in about one pass."""
-    count, size, block = 0, len(unit), 1
-    left = (len(text) - at) // size
-    while count < left:
-        take = min(block, left - count)
-        start = at + count * size
-        if text.count(unit, start, start + take * size) != take:
-            break
-        count += take
-        block *= 2
-    else:
-        return count
-    while block > 1:  # what is left is shorter than the block that failed: halve it
-        block //= 2
-        start = at + count * size
-        if count + block <= left and text.count(unit, start, start + block * size) == block:
-            count += block
-    return count
-
-
-def _advance(data: bytes, q: int, k: int, guess: int) -> int:
-    """Where the line k lines after the one at `q` starts (len(data) + 1 past the last line): newlines
-    counted at memchr speed in a range that doubles from `guess` bytes, then halves onto the k-th."""
-    if k <= 0:
-        return q
-    lo, below, hi = q, 0, min(len(data), q + max(guess, 64))
-    seen = data.count(b"\n", q, hi)
-    while seen < k and hi < len(data):
-        lo, below = hi, seen
-        hi = min(len(data), q + 2 * (hi - q))
-        seen = below + data.count(b"\n", lo, hi)
-    if seen < k:
-        return len(data) + 1
-    while hi - lo > 1:  # count(q, lo) == below < k <= seen == count(q, hi)
-        mid = (lo + hi) // 2
-        at_mid = below + data.count(b"\n", lo, mid)
-        if at_mid >= k:
-            hi, seen = mid, at_mid
-        else:
-            lo, below = mid, at_mid
-    return hi
-
-
-class _Lines:
-    """Lines first.. of a log that sit at data[q:q_end], split on first use, by their index in the log."""
-
-    def __init__(self, data: bytes, first: int, q: int, q_end: int, items: list[bytes] | None = None) -> None:
-        self.data, self.first, self.q, self.q_end = data, first, q, q_end
-        self._items = items
-        self._starts: Any = None
-
-    @classmethod
-    def of(cls, data: bytes, first: int, q: int, count: int, guess: int) -> _Lines:
-        """The `count` lines from data[q], each ending in a newline, split from a range that doubles from
-        `guess` bytes until it holds them."""
-        size = 2 * guess + 64
-        while len(part := data[q: q + size].split(b"\n", count)) <= count and q + size < len(data):
-            size *= 2
-        items = part[:count]
-        return cls(data, first, q, q + sum(map(len, items)) + len(items), items)
-
-    def items(self) -> list[bytes]:
-        if self._items is None:
-            self._items = self.data[self.q: self.q_end].split(b"\n")
-            if self.q_end <= len(self.data):
-                self._items.pop()  # the empty text after the region's last newline
-        return self._items
-
-    def __getitem__(self, i: int) -> bytes:
-        return self.items()[i - self.first]
-
-    def slice(self, a: int, b: int) -> list[bytes]:
-        return self.items()[a - self.first: b - self.first]
-
-    def pick(self, at: Any) -> list[bytes]:
-        """The lines at the indices `at` (a numpy array, ascending)."""
-        items = self.items()
-        if at.size > 2 and at[1] > at[0] and ((at[1:] - at[:-1]) == at[1] - at[0]).all():  # every k-th line
-            return items[int(at[0]) - self.first: int(at[-1]) - self.first + 1: int(at[1] - at[0])]
-        local = (at - self.first).tolist()
-        return list(itemgetter(*local)(items)) if len(local) > 1 else [items[local[0]]]
-
-    def span(self, a: int, b: int) -> tuple[int, int]:
-        """Where lines a..b sit in the data (the end: past the newline of line b - 1)."""
-        if self._starts is None:
-            import numpy as np
-
-            items = self.items()
-            self._starts = np.zeros(len(items) + 1, dtype=np.int64)
-            np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=len(items)) + 1, out=self._starts[1:])
-            self._starts += self.q
-        return int(self._starts[a - self.first]), int(self._starts[b - self.first])
-
-
-def _first(ids: Any, at: int, differs: Any) -> int:
-    """The first index from `at` where `differs(ids[chunk])` holds, looking in doubling chunks (a cost
-    that grows with the distance, not with the length of `ids`); len(ids) when none."""
-    size = 64
-    while at < len(ids):
-        hits = differs(ids[at: at + size]).nonzero()[0]
-        if hits.size:
-            return at + int(hits[0])
-        at += size
-        size *= 2
-    return len(ids)
 
 
 def shape_of(text: bytes) -> bytes:

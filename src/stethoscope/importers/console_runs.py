@@ -1,0 +1,120 @@
+"""Where a console log's runs are, found in the raw bytes: a run of one shape (or a cycle of a few) by
+counting copies of it in the log's shapes, the byte range of k lines by counting newlines, and `Lines`,
+the lines of a range split on first use. No Python per line on a long run: each step is a C-level search
+over a block that doubles, then halves."""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any
+
+
+def repeats(text: bytes, at: int, unit: bytes) -> int:
+    """How many times `unit` repeats in `text` from `at`: blocks of doubling size, then halving, each
+    checked by counting the unit in the block (k copies in k units' bytes tile it exactly; a search at C
+    speed that allocates nothing); the last doubling block is cut to what the text has left, so a run to
+    the end of the file is checked in about one pass."""
+    count, size, block = 0, len(unit), 1
+    left = (len(text) - at) // size
+    while count < left:
+        take = min(block, left - count)
+        start = at + count * size
+        if text.count(unit, start, start + take * size) != take:
+            break
+        count += take
+        block *= 2
+    else:
+        return count
+    while block > 1:  # what is left is shorter than the block that failed: halve it
+        block //= 2
+        start = at + count * size
+        if count + block <= left and text.count(unit, start, start + block * size) == block:
+            count += block
+    return count
+
+
+def advance(data: bytes, q: int, k: int, guess: int) -> int:
+    """Where the line k lines after the one at `q` starts (len(data) + 1 past the last line): newlines
+    counted at memchr speed in a range that doubles from `guess` bytes, then halves onto the k-th."""
+    if k <= 0:
+        return q
+    lo, below, hi = q, 0, min(len(data), q + max(guess, 64))
+    seen = data.count(b"\n", q, hi)
+    while seen < k and hi < len(data):
+        lo, below = hi, seen
+        hi = min(len(data), q + 2 * (hi - q))
+        seen = below + data.count(b"\n", lo, hi)
+    if seen < k:
+        return len(data) + 1
+    while hi - lo > 1:  # count(q, lo) == below < k <= seen == count(q, hi)
+        mid = (lo + hi) // 2
+        at_mid = below + data.count(b"\n", lo, mid)
+        if at_mid >= k:
+            hi, seen = mid, at_mid
+        else:
+            lo, below = mid, at_mid
+    return hi
+
+
+class Lines:
+    """Lines first.. of a log that sit at data[q:q_end], split on first use, by their index in the log."""
+
+    def __init__(self, data: bytes, first: int, q: int, q_end: int, items: list[bytes] | None = None) -> None:
+        self.data, self.first, self.q, self.q_end = data, first, q, q_end
+        self._items = items
+        self._starts: Any = None
+
+    @classmethod
+    def of(cls, data: bytes, first: int, q: int, count: int, guess: int) -> Lines:
+        """The `count` lines from data[q], each ending in a newline, split from a range that doubles from
+        `guess` bytes until it holds them."""
+        size = 2 * guess + 64
+        while len(part := data[q: q + size].split(b"\n", count)) <= count and q + size < len(data):
+            size *= 2
+        items = part[:count]
+        return cls(data, first, q, q + sum(map(len, items)) + len(items), items)
+
+    def items(self) -> list[bytes]:
+        if self._items is None:
+            self._items = self.data[self.q: self.q_end].split(b"\n")
+            if self.q_end <= len(self.data):
+                self._items.pop()  # the empty text after the region's last newline
+        return self._items
+
+    def __getitem__(self, i: int) -> bytes:
+        return self.items()[i - self.first]
+
+    def slice(self, a: int, b: int) -> list[bytes]:
+        return self.items()[a - self.first: b - self.first]
+
+    def pick(self, at: Any) -> list[bytes]:
+        """The lines at the indices `at` (a numpy array, ascending)."""
+        items = self.items()
+        if at.size > 2 and at[1] > at[0] and ((at[1:] - at[:-1]) == at[1] - at[0]).all():  # every k-th line
+            return items[int(at[0]) - self.first: int(at[-1]) - self.first + 1: int(at[1] - at[0])]
+        local = (at - self.first).tolist()
+        return list(itemgetter(*local)(items)) if len(local) > 1 else [items[local[0]]]
+
+    def span(self, a: int, b: int) -> tuple[int, int]:
+        """Where lines a..b sit in the data (the end: past the newline of line b - 1)."""
+        if self._starts is None:
+            import numpy as np
+
+            items = self.items()
+            self._starts = np.zeros(len(items) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=len(items)) + 1, out=self._starts[1:])
+            self._starts += self.q
+        return int(self._starts[a - self.first]), int(self._starts[b - self.first])
+
+
+def first_where(ids: Any, at: int, differs: Any) -> int:
+    """The first index from `at` where `differs(ids[chunk])` holds, looking in doubling chunks (a cost
+    that grows with the distance, not with the length of `ids`); len(ids) when none."""
+    size = 64
+    while at < len(ids):
+        hits = differs(ids[at: at + size]).nonzero()[0]
+        if hits.size:
+            return at + int(hits[0])
+        at += size
+        size *= 2
+    return len(ids)
