@@ -16,7 +16,7 @@ restart every epoch are made global by adding the earlier epochs' totals.
 
 Speed (`console_reader.py`): a line's shape is its text with the digits removed; the first line of each
 shape is parsed in full and teaches where its step and values are. A long run of lines of one shape is
-found by comparing the log's shapes with that shape repeated (no Python per line) and read at once, by
+found by counting copies of that shape in the log's shapes (no Python per line) and read at once, by
 pyarrow's CSV reader (`console_arrow.py`), as one list of tokens (`console_tokens.py`) or by one regex
 `findall` (`console_fast.py`); where shapes interleave (Composer's blocks, Keras' redrawn bar, eval lines
 among step lines) the lines of each shape are read at once and merged back in line order

@@ -76,7 +76,7 @@ class ConsoleReader:
 
     def feed(self, data: bytes) -> None:
         """Read a whole log (ANSI codes may stay in it): a long run of lines of one shape at once (found by
-        comparing the log's shapes with the run's shape repeated: no Python per line, the lines not even
+        counting copies of the run's shape in the log's shapes: no Python per line, the lines not even
         split), the lines between long runs a window at a time (`_window`)."""
         self._data = data
         shapes = shape_of(data)
@@ -143,7 +143,7 @@ class ConsoleReader:
 
     def _cycle(self, shapes: bytes, where: int) -> tuple[list[bytes], int] | None:
         """(the shapes of one cycle, how many cycles) when the lines from `where` repeat a cycle of 2 to
-        MAX_PERIOD known shapes for at least LONG_RUN lines, found as `_repeats` finds a run; else None."""
+        MAX_PERIOD known shapes for at least LONG_RUN lines, found as `console_runs.repeats` finds a run; else None."""
         head = shapes[where: where + (MAX_PERIOD + 1) * 256].split(b"\n", MAX_PERIOD + 1)[:MAX_PERIOD + 1]
         for period in range(2, min(MAX_PERIOD, len(head) - 1) + 1):
             if head[period] != head[0]:
