@@ -386,7 +386,7 @@ def test_shapes_read_alike_are_read_as_one_run(monkeypatch) -> None:
 
 
 def test_an_exponent_does_not_change_the_shape() -> None:
-    from stethoscope.importers.console_reader import shape_of
+    from stethoscope.importers.console_runs import shape_of
 
     assert shape_of(b"{'learning_rate': 1.5e-05}") == shape_of(b"{'learning_rate': 0.00012}")
     assert shape_of(b"lr 3.1E+02 | pre-train | loss -0.5") == shape_of(b"lr 310.0 | pre-train | loss 0.5")
@@ -553,9 +553,8 @@ def test_a_cycle_of_shapes_is_found_like_a_run(monkeypatch) -> None:
 
     monkeypatch.setattr(reader, "WINDOW_BYTES", 4096)  # the first shapes are learnt in a small window
     found: list[tuple[int, int]] = []
-    real = ConsoleReader._cycle
-    monkeypatch.setattr(ConsoleReader, "_cycle",
-                        lambda self, *a: (c := real(self, *a)) and found.append((len(c[0]), c[1])) or c)
+    real = reader.find_cycle
+    monkeypatch.setattr(reader, "find_cycle", lambda *a: (c := real(*a)) and found.append((len(c[0]), c[1])) or c)
     got, want = _fast_and_slow(text.encode())
     assert got == want and len(set(got[1])) == 3000
     assert found and found[0][0] == 4 and sum(count for _, count in found) >= 2900

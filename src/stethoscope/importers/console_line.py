@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from stethoscope.importers.loglines import parse_timestamp
 
@@ -243,3 +244,8 @@ def key_name(key: str, unit: str) -> str | None:
 
 
 MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
+
+
+def has_loss(names: Any) -> bool:
+    """Whether any of the (name, scale) pairs is a loss: what makes a dict a metrics record."""
+    return any(name == "train/loss" or name.endswith("/loss") for name, _ in names)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import compress, repeat
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from stethoscope.importers import console_arrow, console_tokens
 from stethoscope.importers.base import Columns, ImportedRun
-from stethoscope.importers.console_fast import Template, reads_back
-from stethoscope.importers.console_runs import Lines, advance, first_where, repeats
-from stethoscope.importers.console_line import ANSI, MAGNITUDE, NUMBER, Line, key_name, parse
+from stethoscope.importers.console_clock import CLOCK, CLOCK_NAMES, step_time_from_clock
+from stethoscope.importers.console_fast import Template
+from stethoscope.importers.console_line import ANSI, MAGNITUDE, NUMBER, Line, has_loss, key_name, parse
+from stethoscope.importers.console_runs import Lines, advance, find_cycle, first_where, repeats, shape_of
+from stethoscope.importers.console_shape import Shape, learn
 from stethoscope.importers.loglines import LineKeeper
 from stethoscope.importers.names import metric
 from stethoscope.importers.table import Layout, PointTable, Rejected, describe
@@ -34,23 +36,7 @@ WINDOW_BYTES = 1 << 20  # the lines between long runs: shapes this many bytes at
 MIN_STRETCH = 32
 MAX_PERIOD = 8  # the longest cycle of shapes found like a run (Composer: a header and its record lines)  # interleaved shapes read a shape at a time from this many lines on
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
-# Cumulative clocks and running averages that the resolver would take for a step time (modded-nanogpt).
-_OWN = {"step avg (ms)": ("perf/step_avg_s", 1e-3), "train time (ms)": ("perf/train_time_s", 1e-3),
-        "training time (ms)": ("perf/train_time_s", 1e-3), "step avg (s)": ("perf/step_avg_s", 1.0),
-        "train time (s)": ("perf/train_time_s", 1.0)}
-CLOCK = "perf/train_time_s"
 SUMMARY = "train_runtime"  # the HF Trainer's end-of-run summary dict: not a step
-
-
-class _Shape(NamedTuple):
-    """What the first line of a shape taught: its regex template and token plan (either may be None)."""
-
-    template: Template | None
-    plan: console_tokens.Plan | None
-    layout: Layout
-    own_step: bool  # the line carries its step counter; else it is a record of the step before it
-    bar: bool
-    is_dict: bool
 
 
 class ConsoleReader:
@@ -60,7 +46,7 @@ class ConsoleReader:
         self.path = path
         self.parts: list[PointTable | Columns | CodedColumns | RowBlock] = [PointTable()]  # in log order: rows, blocks
         self.keeper = LineKeeper()
-        self.templates: dict[bytes, _Shape | None] = {}
+        self.templates: dict[bytes, Shape | None] = {}
         self.names: dict[tuple[str, str, bool], tuple[str, float] | None] = {}
         self.warnings: list[str] = []
         self.last_step: int | None = None
@@ -95,7 +81,7 @@ class ConsoleReader:
                 self._run(at, at + k, shape, q, q_end)
                 at, where, q = at + k, after, q_end
                 continue
-            cycle = self._cycle(shapes, where)
+            cycle = find_cycle(shapes, where, self._planned, LONG_RUN)
             if cycle is not None:  # Composer's header + record lines, repeated: one stretch, no window
                 import numpy as np
 
@@ -141,20 +127,6 @@ class ConsoleReader:
                 planned[kind] = self._planned(kinds[kind])
             at = end
 
-    def _cycle(self, shapes: bytes, where: int) -> tuple[list[bytes], int] | None:
-        """(the shapes of one cycle, how many cycles) when the lines from `where` repeat a cycle of 2 to
-        MAX_PERIOD known shapes for at least LONG_RUN lines, found as `console_runs.repeats` finds a run; else None."""
-        head = shapes[where: where + (MAX_PERIOD + 1) * 256].split(b"\n", MAX_PERIOD + 1)[:MAX_PERIOD + 1]
-        for period in range(2, min(MAX_PERIOD, len(head) - 1) + 1):
-            if head[period] != head[0]:
-                continue
-            kinds = head[:period]
-            if not all(map(self._planned, kinds)):
-                return None
-            count = repeats(shapes, where, b"\n".join(kinds) + b"\n")
-            return (kinds, count) if count * period >= LONG_RUN else None
-        return None
-
     def _planned(self, shape: bytes) -> bool:
         known = self.templates.get(shape)
         return known is not None and known.plan is not None and b"\r" not in shape
@@ -175,27 +147,14 @@ class ConsoleReader:
             self._run(start + a, start + b, kinds[int(ids[a])], *lines.span(start + a, start + b), lines)
 
     def _interleaved(self, lines: Lines, start: int, end: int, ids: Any, kinds: list[bytes]) -> bool:
-        import numpy as np
-
+        """Several shapes interleaved, read a shape at a time and merged (`console_segment`), then the
+        reader's state moved on as line-by-line reading would; False (nothing changed) when they do not read."""
         from stethoscope.importers import console_segment
 
-        order = np.argsort(ids, kind="stable")
-        cuts = np.flatnonzero(ids[order][1:] != ids[order][:-1]) + 1
-        groups = []
-        for part in np.split(order, cuts):
-            known = self.templates[kinds[int(ids[part[0]])]]
-            at = part + start
-            raw = b"\n".join(lines.pick(at)) + b"\n"
-            read = None
-            if at.size >= console_arrow.MIN_LINES and self._arrow():
-                read = console_arrow.read(known.plan, raw, at.size, self.keep_rank)  # type: ignore[arg-type]
-            if read is None:
-                read = console_tokens.read(known.plan, console_tokens.number_text(raw).split(),  # type: ignore[arg-type]
-                                           at.size, self.keep_rank)
-            if read is None:
-                return False
-            groups.append(console_segment.Group(at, read, known.layout.names, known.own_step, known.bar,
-                                                known.is_dict))
+        groups = console_segment.read_groups(self.templates, lines, start, ids, kinds, self.keep_rank,
+                                             self._arrow())
+        if groups is None:
+            return False
         done = console_segment.combine(groups, self.last_step, self.bar, self.ordinal)
         if done is None:
             return False
@@ -274,7 +233,7 @@ class ConsoleReader:
                 if not (m and self._rows(template, i + 1, [m.groups()])):
                     self.line(i + 1, lines[i])
 
-    def _block(self, known: _Shape, first: int, count: int, read: console_tokens.Read) -> bool:
+    def _block(self, known: Shape, first: int, count: int, read: console_tokens.Read) -> bool:
         """Add a run read by tokens as a block of points; False when its lines' steps are not known here."""
         if console_arrow.is_arrays(read) and read.kept < CODED_ROWS:
             read = console_arrow.as_lists(read)
@@ -430,8 +389,8 @@ class ConsoleReader:
             raw = key_name(key, unit)
             if raw is None:
                 self.names[cache] = None
-            elif raw in _OWN:
-                self.names[cache] = _OWN[raw]
+            elif raw in CLOCK_NAMES:
+                self.names[cache] = CLOCK_NAMES[raw]
             else:
                 found = metric(raw, "eval" if eval_line else None)
                 self.names[cache] = (found.name, found.scale * MAGNITUDE.get(unit, 1.0))
@@ -442,21 +401,11 @@ class ConsoleReader:
         self.near[kind] = (count + 1, first, sample)
 
     def _learn(self, text: str, original: str, line: Line, layout: Layout, values: list[Any]) -> None:
-        """Make `line` the template and token plan of its shape, each only when it reads the line back to
-        the same numbers. The regex template needs a line without ANSI codes; the token plan does not."""
+        """Make `line` the template and token plan of its shape (`console_shape.learn`)."""
         shape = shape_of(original.encode())
         if shape in self.templates or len(self.templates) >= MAX_TEMPLATES:
             return
-        template: Template | None = None
-        if line.step is not None and text == original:
-            try:
-                template = Template(text, line, [v.token for v in values], layout)
-            except ValueError:
-                template = None
-            if template is not None and not reads_back(template, text, line, values):
-                template = None
-        self.templates[shape] = _Shape(template, console_tokens.plan_of(text, original, line, layout, values), layout,
-                                       line.step is not None, line.bar, line.body.lstrip().startswith("{"))
+        self.templates[shape] = learn(text, original, line, layout, values)
 
     def result(self) -> ImportedRun:
         # numpy: loaded when a log is read, not when the package is imported
@@ -473,7 +422,7 @@ class ConsoleReader:
         used = {found[0] for found in self.names.values() if found}
         if CLOCK in used and STEP_TIME not in used:
             columns = Columns(*columns)  # the list form: step times are appended to it
-            _step_time_from_clock(columns)
+            step_time_from_clock(columns)
         meta: dict[str, Any] = {"confidence": round(self.step_lines / self.lines, 3) if self.lines else 0.0}
         if self.shapes:
             meta["key_consistency"] = round(self.shapes.most_common(1)[0][1] / max(1, self.step_lines), 3)
@@ -500,29 +449,3 @@ class ConsoleReader:
             return "no line with a step counter or a `key value` metric"
         kind, (count, first, sample) = max(self.near.items(), key=lambda item: item[1][0])
         return f"{kind} ({count} lines, first at line {first}: {sample!r})"
-
-
-def _step_time_from_clock(columns: Columns) -> None:
-    """A log that prints only a cumulative training clock (modded-nanogpt's `train_time:…ms`) gets step
-    times from its differences, per step between consecutive records; appended after the logged points."""
-    last: tuple[int, float] | None = None
-    for name, step, value, time in zip(*columns):
-        if name != CLOCK:
-            continue
-        if last is not None and step > last[0] and value >= last[1]:
-            for column, item in zip(columns, (STEP_TIME, step, (value - last[1]) / (step - last[0]), time)):
-                column.append(item)
-        last = (step, value)
-
-
-def shape_of(text: bytes) -> bytes:
-    """The shape of a line (or of many): its text without digits, signs and exponent letters, so that
-    `1.5e-05` and `0.00012` (how Python prints an LR of either size) or `-0.5` and `0.5` are one shape,
-    read as one run. Words lose their e's alike on every line; lines this merges whose tokens still
-    differ fail the token plan's check and are read one by one."""
-    return text.translate(None, b"0123456789eE+-")
-
-
-def has_loss(names: Any) -> bool:
-    """Whether any of the (name, scale) pairs is a loss: what makes a dict a metrics record."""
-    return any(name == "train/loss" or name.endswith("/loss") for name, _ in names)

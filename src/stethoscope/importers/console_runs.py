@@ -5,8 +5,11 @@ over a block that doubles, then halves."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
+
+MAX_PERIOD = 8  # the longest cycle of shapes found like a run
 
 
 def repeats(text: bytes, at: int, unit: bytes) -> int:
@@ -118,3 +121,28 @@ def first_where(ids: Any, at: int, differs: Any) -> int:
         at += size
         size *= 2
     return len(ids)
+
+
+def find_cycle(shapes: bytes, where: int, planned: Callable[[bytes], bool],
+               min_lines: int) -> tuple[list[bytes], int] | None:
+    """(the shapes of one cycle, how many cycles) when the lines from `where` repeat a cycle of 2 to
+    MAX_PERIOD shapes, all `planned`, for at least `min_lines` lines (Composer: a header and its record
+    lines), counted as `repeats` counts a run; else None."""
+    head = shapes[where: where + (MAX_PERIOD + 1) * 256].split(b"\n", MAX_PERIOD + 1)[:MAX_PERIOD + 1]
+    for period in range(2, min(MAX_PERIOD, len(head) - 1) + 1):
+        if head[period] != head[0]:
+            continue
+        kinds = head[:period]
+        if not all(map(planned, kinds)):
+            return None
+        count = repeats(shapes, where, b"\n".join(kinds) + b"\n")
+        return (kinds, count) if count * period >= min_lines else None
+    return None
+
+
+def shape_of(text: bytes) -> bytes:
+    """The shape of a line (or of many): its text without digits, signs and exponent letters, so that
+    `1.5e-05` and `0.00012` (how Python prints an LR of either size) or `-0.5` and `0.5` are one shape,
+    read as one run. Words lose their e's alike on every line; lines this merges whose tokens still
+    differ fail the token plan's check and are read one by one."""
+    return text.translate(None, b"0123456789eE+-")

@@ -49,6 +49,31 @@ class Combined(NamedTuple):
     ordinal: int
 
 
+def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.ndarray, kinds: list[bytes],
+                keep_rank: bytes | None, arrow: bool) -> list[Group] | None:
+    """Lines start.. of `lines` (`console_runs.Lines`), whose shapes are `kinds[ids]`, each shape's lines
+    gathered and read at once by its token plan (pyarrow for many lines of one shape); None when one does
+    not read."""
+    from stethoscope.importers import console_arrow, console_tokens
+
+    order = np.argsort(ids, kind="stable")
+    cuts = np.flatnonzero(ids[order][1:] != ids[order][:-1]) + 1
+    groups = []
+    for part in np.split(order, cuts):
+        known = templates[kinds[int(ids[part[0]])]]
+        at = part + start
+        raw = b"\n".join(lines.pick(at)) + b"\n"
+        read = None
+        if at.size >= console_arrow.MIN_LINES and arrow:
+            read = console_arrow.read(known.plan, raw, at.size, keep_rank)
+        if read is None:
+            read = console_tokens.read(known.plan, console_tokens.number_text(raw).split(), at.size, keep_rank)
+        if read is None:
+            return None
+        groups.append(Group(at, read, known.layout.names, known.own_step, known.bar, known.is_dict))
+    return groups
+
+
 def bar_steps(raw: np.ndarray, state: tuple[int, int, int] | None) -> tuple[np.ndarray, tuple[int, int, int]]:
     """Global steps of a progress bar's counters (in line order) and the bar state after them: a bar that
     goes back after reaching its largest counter so far starts a new epoch, offset by that counter

@@ -1,0 +1,37 @@
+"""What the first line of a console-log shape teaches the reader: its regex template (`console_fast`) and
+its token plan (`console_tokens`), each kept only when it reads that line back to the same numbers."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from stethoscope.importers import console_tokens
+from stethoscope.importers.console_fast import Template, reads_back
+from stethoscope.importers.console_line import Line
+from stethoscope.importers.table import Layout
+
+
+class Shape(NamedTuple):
+    """A shape's regex template and token plan (either may be None), and what its lines are."""
+
+    template: Template | None
+    plan: console_tokens.Plan | None
+    layout: Layout
+    own_step: bool  # the line carries its step counter; else it is a record of the step before it
+    bar: bool
+    is_dict: bool
+
+
+def learn(text: str, original: str, line: Line, layout: Layout, values: list[Any]) -> Shape:
+    """The shape of `line` (`text`: `original` without its ANSI codes), parsed into `values`. The regex
+    template needs a line without ANSI codes; the token plan does not."""
+    template: Template | None = None
+    if line.step is not None and text == original:
+        try:
+            template = Template(text, line, [v.token for v in values], layout)
+        except ValueError:
+            template = None
+        if template is not None and not reads_back(template, text, line, values):
+            template = None
+    return Shape(template, console_tokens.plan_of(text, original, line, layout, values), layout,
+                 line.step is not None, line.bar, line.body.lstrip().startswith("{"))
