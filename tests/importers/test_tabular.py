@@ -43,6 +43,18 @@ def test_generic_csv_with_iteration_column(write) -> None:
     assert run.meta["dialect"] == "csv"
 
 
+def test_csv_step_under_the_training_namespace(write) -> None:
+    """HF Trainer's W&B history names its step `train/global_step`, Lightning's `trainer/global_step`; a
+    `time/step` column is a duration, not the step."""
+    hf = CSVImporter().read(write("hf.csv", "train/loss,train/global_step,time/step\n2.0,20,0.5\n1.5,40,0.5\n"))
+    assert series(hf, LOSS) == {20: 2.0, 40: 1.5}
+    assert "row index" not in hf.meta.get("notes", {}).get("step", "")
+    pl = JSONLImporter().read(write("pl.jsonl", '{"Trainer/Global_Step": 7, "loss": 1.0}\n'))
+    assert series(pl, LOSS) == {7: 1.0}
+    timed = CSVImporter().read(write("timed.csv", "loss,time/step\n2.0,0.5\n1.5,0.5\n"))
+    assert series(timed, LOSS) == {0: 2.0, 1: 1.5}
+
+
 def test_csv_without_step_uses_the_row_index(write) -> None:
     run = CSVImporter().read(write("losses.csv", "loss,lr\n3.0,0.1\n2.0,0.1\n"))
     assert series(run, LOSS) == {0: 3.0, 1: 2.0}
@@ -86,8 +98,8 @@ def test_jsonl(write) -> None:
     assert {p.time for p in run.points if p.step == 0} == {1700000000.0}
     assert "flag" not in names(run) and "name" not in names(run)
     assert run.warnings == [f"{path}:3: not a JSON object; line left out",
-                            f"{path}: 1 lines without a step key (_step, step, global_step, trainer/global_step, "
-                            "iteration, iter, it, num_updates); left out"]
+                            f"{path}: 1 lines without a step key (_step, step, global_step, iteration, iter, it, "
+                            "num_updates, bare or under trainer/, train/, training/); left out"]
 
 
 def test_fairseq_json_lines(write) -> None:

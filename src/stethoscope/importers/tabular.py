@@ -1,7 +1,7 @@
 """Generic tables of metrics: CSV (W&B history exports included) and JSON lines.
 
 CSV: the step is the first of `_step`/`step`/`Step`/`global_step`/`iteration`/`iter`/`num_updates`
-columns, else the row index (from 0, noted in meta); `_timestamp`/`timestamp`/`wall_time` is the time.
+columns (bare, else under `train/`, `trainer/` or `training/`), else the row index (from 0, noted in meta); `_timestamp`/`timestamp`/`wall_time` is the time.
 W&B's `_runtime` becomes `perf/elapsed_s`; its panel exports (`run - metric`, `metric__MIN/__MAX`
 columns) keep the metric and leave out the min/max bands. Other numeric columns keep their names
 (mapped onto our vocabulary where we know them, values converted when the name gives a unit:
@@ -31,7 +31,10 @@ from stethoscope.importers.table import PointTable, describe, gc_paused, to_floa
 
 CSV_NAME = "csv"
 JSONL_NAME = "jsonl"
-STEP_KEYS = ("_step", "step", "global_step", "trainer/global_step", "iteration", "iter", "it", "num_updates")
+STEP_KEYS = ("_step", "step", "global_step", "iteration", "iter", "it", "num_updates")
+# A step key may sit in the training namespace trainers log under (HF Trainer's W&B `train/global_step`,
+# Lightning's `trainer/global_step`); other namespaces are left alone: `time/step` is a duration.
+_STEP_NAMESPACES = ("trainer/", "train/", "training/")
 TIME_KEYS = ("_timestamp", "timestamp", "wall_time", "walltime", "unix_time")
 _KNOWN = {"_runtime": "perf/elapsed_s"}
 _WANDB_RUN = re.compile(r"^.+? - (.+)$")
@@ -42,7 +45,8 @@ _METRICISH = re.compile(r"loss|acc|lr|learning|norm|epoch|perplex|ppl|score|f1|b
 def step_key(keys: list[str]) -> str | None:
     """The key that holds the step among `keys` (case-insensitive), or None."""
     lowered = {k.strip().lower(): k for k in keys}
-    return next((lowered[k] for k in STEP_KEYS if k in lowered), None)
+    names = STEP_KEYS + tuple(space + k for k in STEP_KEYS if k != "_step" for space in _STEP_NAMESPACES)
+    return next((lowered[k] for k in names if k in lowered), None)
 
 
 def time_key(keys: list[str]) -> str | None:
@@ -211,7 +215,8 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
         if values:
             table.add_row(line, step, when, *scaled_row(values, names.scales))
     if stepless:
-        warnings.append(f"{path}: {stepless} lines without a step key ({', '.join(STEP_KEYS)}); left out")
+        warnings.append(f"{path}: {stepless} lines without a step key ({', '.join(STEP_KEYS)}, bare or under "
+                        f"{', '.join(_STEP_NAMESPACES)}); left out")
     return table, meta, warnings
 
 
