@@ -5,7 +5,8 @@ A step time on a shared machine can jump between two levels from one record to t
 threshold, and a test that needs slow records in a row never fires. This test asks instead whether
 the latest block of records, taken together, sits above what came before:
 
-* its median is `min_rel` above the median of the reference records before it, and above every
+* its median is `min_rel` above the median of the reference records before it (up to `REFERENCE`, at
+  least `MIN_REFERENCE`: a short log is tested against what it has), and above every
   median of as many consecutive records in the history (the run's own slow phases), and
 * a rank test (Mann-Whitney) says the block is higher than the reference with a z-score that
   survives testing the whole run again and again (`z_needed`, a Bonferroni bound).
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 BLOCK = 16  # records in the block tested
-REFERENCE = 64  # records before the block that are its reference
+REFERENCE = 64  # records before the block that are its reference...
+MIN_REFERENCE = BLOCK  # ...or as many as a short log has (60 records of a run logged every 20 steps), down to this
 _STRIDE = BLOCK // 4  # history windows overlap by three quarters: no burst worth the name slips between
 
 
@@ -47,10 +49,10 @@ def z_needed(records: int, alpha: float = 0.01) -> float:
 def find_shift(values: Sequence[float], min_rel: float, z_min: float) -> Shift | None:
     """Is there an upward level shift ending the series? `values` is the history, latest last."""
     n = len(values)
-    if n < BLOCK + REFERENCE:
+    if n < BLOCK + MIN_REFERENCE:
         return None
     block = list(values[-BLOCK:])
-    ref = list(values[-BLOCK - REFERENCE: -BLOCK])
+    ref = list(values[max(0, n - BLOCK - REFERENCE): -BLOCK])
     history = values[:-BLOCK]
     level, slow = _median(ref), _median(block)
     if not level > 0 or slow <= level * (1 + min_rel):
