@@ -16,7 +16,8 @@ fact, then placed at the first log row that shows them in each writer's own step
   back (the median of the last 100 losses above the 90th percentile of the 50 before F, or a NaN); `loss_spike`
   at the first clear spike after F (see `garbage_batch`; later spikes are unscored: at that LR the loss
   spikes again and again); `nan` at the first non-finite loss;
-  `grad_explosion` (no step) when the logged grad norm reaches 10x its pre-fault median.
+  `grad_explosion` (no step) when the logged grad norm reaches 10x its pre-fault median (unscored where
+  the writer logs no grad norm: nanoGPT's console line).
 * `nan_batch`: `nan` at the first non-finite loss (the NaN gradient poisons the weights).
 * `garbage_batch` (part of one batch replaced by random tokens): `loss_spike` at F when that loss is a
   clear spike (above the median of the 50 losses before by twice their largest excursion).
@@ -102,6 +103,9 @@ def _first_nonfinite(xs: list[float], start: int = 0) -> int | None:
     return next((i for i in range(start, len(xs)) if not math.isfinite(xs[i])), None)
 
 
+_NOISE_ROWS = 10  # rows a log needs before its noise, and so a clear spike, shows
+
+
 def _clear_spike(x: float, window: list[float]) -> bool:
     """Unmistakable in the log: above the window's median by twice the window's largest excursion."""
     w = _finite(window)
@@ -172,13 +176,15 @@ def _stall_row(s: RunSpec, v: Variant, logged: list[int]) -> int | None:
 
 
 def _spike_shows(t: Trace, v: Variant, row_it: int, it: int) -> bool:
-    """Is the logged loss at that row a clear spike against the logged losses of the 50 iterations (at
-    least 3 rows) before the event? A one-batch spike averaged over 25 iterations may not be."""
+    """Is the logged loss at that row a clear spike against the logged losses of the 50 iterations before
+    the event, and at least the `_NOISE_ROWS` rows before it? A one-batch spike averaged over 25 iterations
+    may not be; and two or three rows cannot show the log's noise (the largest excursion of three rows
+    of a 20-step average is a fraction of what the next ten show)."""
     logged = rows(t, v)
     at = next(r["loss"] for r in logged if r["step"] == row_it + v.offset)
     prior = [r for r in logged if r["step"] < row_it + v.offset]
     window = [r["loss"] for r in prior if r["step"] >= it - 50 + v.offset]
-    return _clear_spike(at, window if len(window) >= 3 else [r["loss"] for r in prior[-3:]])
+    return _clear_spike(at, window if len(window) >= _NOISE_ROWS else [r["loss"] for r in prior[-_NOISE_ROWS:]])
 
 
 def _grad_exploded(s: RunSpec, t: Trace, v: Variant) -> bool:
@@ -273,8 +279,8 @@ def labels_for(s: RunSpec, t: Trace, v: Variant) -> tuple[list[dict[str, Any]], 
 
         row: int | None
         if kind in ("healthy", "grad_explosion") or it is None:
-            if kind == "grad_explosion" and not _grad_exploded(s, t, v):
-                continue
+            if kind == "grad_explosion" and not (v.has_grad_norm and _grad_exploded(s, t, v)):
+                continue  # a log without the grad norm cannot show it
             out.append({"type": kind, "step": None, "note": s.name, "confidence": "high"})
             continue
         if kind == "overfitting":

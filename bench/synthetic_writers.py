@@ -44,6 +44,11 @@ class Variant:
         return self.fmt in ("megatron", "tensorboard", "console") or "step_time" in self.keys
 
     @property
+    def has_grad_norm(self) -> bool:
+        """nanoGPT's console line prints no grad norm."""
+        return self.console != "nanogpt"
+
+    @property
     def has_lr(self) -> bool:
         """torchtitan's and nanoGPT's console lines print no learning rate."""
         return self.console not in ("torchtitan", "nanogpt")
@@ -298,6 +303,9 @@ VARIANTS = [
     Variant("csv-wandb-5", "csv", 5, 1, True,
             {"step": "_step", "loss": "train/loss", "lr": "train/learning_rate", "grad_norm": "train/grad_norm",
              "step_time": "perf/iter_time_s", "loss_scale": "train/loss_scale", "eval_loss": "eval/loss"}),
+    Variant("csv-trl-20", "csv", 20, 1, True,
+            {"step": "train/global_step", "loss": "train/loss", "lr": "train/learning_rate",
+             "grad_norm": "train/grad_norm", "step_time": "train/step_time_sec", "eval_loss": "eval/loss"}),
     Variant("console-torchtitan-10", "console", 10, 1, False, console="torchtitan"),
     Variant("console-llmc-1", "console", 1, 1, False, console="llmc"),
     Variant("console-nanogpt-5", "console", 5, 0, False, console="nanogpt"),
