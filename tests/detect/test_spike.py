@@ -186,3 +186,20 @@ def test_one_batch_spike_in_a_noisy_per_step_log_is_seen():
     assert f.step == 250
     quiet = [2.15 * rng.uniform(0.78, 1.15) for _ in range(3000)]
     assert not of_type(replay(SpikeDetector(), make_records(range(3000), LOSS=quiet)), "loss_spike")
+
+
+def test_a_rise_right_after_an_lr_jump_needs_fewer_sigmas():
+    """A noisy last-value log (one batch's loss every 10 steps): the LR jumps x30 off its schedule and the
+    loss rises 4-5 sigmas for one record. With its cause in the log that is a spike naming the LR; the same rise
+    under a steady LR stays inside OLMo's 6 sigmas."""
+    rng = random.Random(2)
+    steps = list(range(0, 1000, 10))
+    loss = [2.2 + rng.gauss(0, 0.3) for _ in steps]
+    at = steps.index(480)
+    loss[at] = 2.2 + 1.35
+    jumped = [3e-3 if s < 480 else 9e-2 for s in steps]
+    found = replay(SpikeDetector(), make_records(steps, LOSS=loss, LR=jumped))
+    spike = [f for f in of_type(found, "loss_spike") if f.step == 480]
+    assert spike and any("LR jumped" in c for c in spike[0].causes), found  # a one-record blip: info
+    steady = replay(SpikeDetector(), make_records(steps, LOSS=loss, LR=[3e-3] * len(steps)))
+    assert not [f for f in of_type(steady, "loss_spike") if f.step == 480], steady

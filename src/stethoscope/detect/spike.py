@@ -33,6 +33,9 @@ _BLIP_RECORDS = 1  # a spike on this many records that then recovers is a blip..
 _REAL_SPIKE_RATIO = 2.0  # ...unless it reached 2x the level and twice the spike threshold in sigmas
 _EXCURSION_N = 50  # values of the record-excursion test (`_record_excursion`)
 _RECENT = 16  # raw (step, value) pairs kept for look-backs
+# Within lead_steps after an upward off-schedule LR jump, a loss spike needs this fraction of spike_sigma:
+# with its likely cause in the log, a rise of 3 sigmas is no longer a one-in-a-million fluke of the noise.
+_EXPLAINED_BAR = 0.5
 
 
 class _Track:
@@ -261,7 +264,10 @@ class SpikeDetector:
             t.push(v)
             return
         sigma = shrunk_sigma(t.data_sigma(), n, self.config.loss_prior_rel_noise * scale, self.config.prior_weight)
-        if v <= level + self.config.spike_sigma * sigma and not _record_excursion(t.window, v):
+        bar = self.config.spike_sigma
+        if self.lr.jump_cause(step, self.config.lead_steps) is not None:
+            bar *= _EXPLAINED_BAR  # the LR just jumped up off its schedule: a rise now has its cause in hand
+        if v <= level + bar * sigma and not _record_excursion(t.window, v):
             t.push(v)
             return
         t.incident = self._open_loss(step, v, level, sigma, n, values)
