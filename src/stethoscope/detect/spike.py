@@ -24,67 +24,17 @@ from stethoscope.detect.blowup import lr_blowup
 from stethoscope.detect.comeback import came_back, recovered_fraction, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
-from stethoscope.detect.stats import RollingMedian, StepSeries, Window, shrunk_sigma
+from stethoscope.detect.spike_track import Track
+from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.records import GRAD_NORM, LOSS, LR, Finding, StepRecord
 
-_SIGMA_REFRESH = 16  # recompute the O(window) noise estimate every this many pushes
 _MIN_WARN_HISTORY = 2  # earlier values a loss spike needs before it can be a warning
 _BLIP_RECORDS = 1  # a spike on this many records that then recovers is a blip...
 _REAL_SPIKE_RATIO = 2.0  # ...unless it reached 2x the level and twice the spike threshold in sigmas
 _EXCURSION_N = 50  # values of the record-excursion test (`_record_excursion`)
-_RECENT = 16  # raw (step, value) pairs kept for look-backs
 # Within lead_steps after an upward off-schedule LR jump, a loss spike needs this fraction of spike_sigma:
 # with its likely cause in the log, a rise of 3 sigmas is no longer a one-in-a-million fluke of the noise.
 _EXPLAINED_BAR = 0.5
-
-
-class _Track:
-    """One series: clean baseline window, raw recent values, cached noise, open incident."""
-
-    def __init__(self, config: DetectConfig) -> None:
-        self.window = Window(config.spike_window)
-        self.levels = RollingMedian(config.level_window)  # the newest clean values, for the recent level
-        self.recent = StepSeries(_RECENT)
-        self.sigma = 0.0
-        self.sigma_age = 0
-        self.incident: dict[str, Any] | None = None
-
-    def level(self) -> float:
-        return self.levels.median()
-
-    def recent_level(self, since: int) -> float | None:
-        """Median of the newest raw values from step `since` on (an open incident's): where the series is now."""
-        values = sorted(v for _, v in self.recent.since(since)[-8:] if math.isfinite(v))
-        return values[len(values) // 2] if values else None
-
-    def data_sigma(self) -> float:
-        if self.sigma_age <= 0 or len(self.window) < 4 * _SIGMA_REFRESH:
-            self.sigma = self.window.diff_sigma()
-            self.sigma_age = _SIGMA_REFRESH
-        return self.sigma
-
-    def push(self, value: float) -> None:
-        self.window.push(value)
-        self.levels.push(value)
-        self.sigma_age -= 1
-
-    def reset(self) -> None:
-        self.window.clear()
-        self.levels.clear()
-        self.sigma_age = 0
-        self.incident = None
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"window": self.window.state_dict(), "recent": self.recent.state_dict(), "incident": self.incident}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.window.load_state_dict(state["window"])
-        self.levels.clear()
-        for v in self.window.last(self.levels.size):
-            self.levels.push(v)
-        self.recent.load_state_dict(state["recent"])
-        self.incident = state.get("incident")
-        self.sigma_age = 0
 
 
 class SpikeDetector:
@@ -95,8 +45,8 @@ class SpikeDetector:
     def __init__(self, config: DetectConfig | None = None, lr: LrTracker | None = None) -> None:
         self.config = config or DetectConfig()
         self.lr = lr if lr is not None else LrTracker(self.config)  # shared in a DetectorSet: one update per record
-        self.loss = _Track(self.config)
-        self.grad = _Track(self.config)
+        self.loss = Track(self.config)
+        self.grad = Track(self.config)
         self._last_step: int | None = None
         self._last_reset: int | None = None
         self._blowup_jump: float | None = None  # the LR jump whose blow-up was reported (once per jump)
@@ -161,7 +111,7 @@ class SpikeDetector:
     def _expected_jump(self, inc: dict[str, Any], kind: str, reset: int) -> Finding:
         return _mark_expected(self._loss_finding(inc) if kind == "loss" else self._grad_finding(inc), reset)
 
-    def _gap_check(self, t: _Track, step: int, kind: str, out: list[Finding]) -> None:
+    def _gap_check(self, t: Track, step: int, kind: str, out: list[Finding]) -> None:
         """A record far from the previous one (an excerpt's gap) is not compared with it."""
         last = t.recent.last()
         if last is None or step - last[0] <= self.config.gap_reset_steps:
