@@ -200,3 +200,69 @@ def test_bare_nan_falls_back_to_json(write) -> None:
     run = HFTrainerStateImporter().read(write("trainer_state.json", text))
     loss = series(run, LOSS)
     assert math.isnan(loss[1]) and loss[2] == math.inf and loss[3] == 1.0
+
+
+def _numeric_history() -> list[object]:
+    """`_varied_history` without what only a dict can hold (text, bools, nulls, float steps): what the
+    columnar reader takes, with every row rule still in it, and keys not always in sorted order."""
+    train = [{"epoch": s / 10, "grad_norm": 0.5, "learning_rate": 1e-4, "loss": 3.0 - s / 100, "step": s}
+             for s in range(1, 40)]
+    evals = [{"epoch": 3.9, "eval_loss": 0.7, "step": 39}, {"epoch": 3.9, "eval_loss": 0.6, "step": 39}]
+    resumed = [{"loss": 2.0, "epoch": s / 10, "step": s, "grad_norm": 0.4, "learning_rate": 1e-4} for s in range(30, 45)]
+    odd = [{"loss": 1.0, "step": 45}, {"loss": 1.0, "step": 45}, {"predict_loss": 0.5}, {"predict_loss": 0.4},
+           {"step": 49}, {"step": 50}, {"step": 52, "loss": 0.9}, {"loss": 0.8, "step": 53}, {"loss": 1, "step": 54},
+           {"loss": 2, "step": 55}]
+    summary = [{"epoch": 4.0, "step": 55, "train_loss": 2.0, "train_runtime": 1.0, "train_samples_per_second": 2.0,
+                "train_steps_per_second": 3}] * 2
+    return train + evals + resumed + odd + summary + train[:5] + [{"lr": 1.0, "step": 70}, {"lr": 2.0, "step": 71}]
+
+
+@pytest.mark.parametrize("nonfinite", [False, True])
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_columnar_history_reads_like_the_dicts(write, monkeypatch, indent: int | None, nonfinite: bool) -> None:
+    """pyarrow's columns (big files) and orjson's (or json's) dicts give the same run: points, meta, warnings."""
+    pytest.importorskip("pyarrow")
+    import stethoscope.importers.hf as hf
+    import stethoscope.importers.hf_arrow as hf_arrow
+
+    history = _numeric_history()
+    if nonfinite:  # bare NaN and Infinity, in a span and in rows read as dicts
+        history[3] = {**history[3], "grad_norm": math.nan}
+        history[39] = {**history[39], "eval_loss": math.inf}
+    text = json.dumps({"global_step": 55, "log_history": history, "max_steps": 70}, indent=indent,
+                      sort_keys=indent is not None)
+    path = write("trainer_state.json", text)
+    monkeypatch.setattr(hf_arrow, "MIN_BYTES", 0)
+    taken = []
+    columns = hf._Rows.columns
+    monkeypatch.setattr(hf._Rows, "columns", lambda self, *span: taken.append(columns(self, *span)) or taken[-1])
+    fast = HFTrainerStateImporter().read(path)
+    monkeypatch.setattr(hf_arrow, "split", lambda data: None)
+    slow = HFTrainerStateImporter().read(path)
+    assert taken.count(True) >= 4 and taken.count(False) >= 4  # spans as columns, and rows as dicts
+    assert names(fast) == names(slow) and names(fast) >= {LOSS, EVAL_LOSS, GRAD_NORM, LR}
+    assert [(p.name, p.step, repr(p.value), p.time) for p in fast.points] == [
+        (p.name, p.step, repr(p.value), p.time) for p in slow.points]
+    assert fast.warnings == slow.warnings
+    assert fast.meta == slow.meta and fast.meta["notes"] and fast.meta["summaries"]
+
+
+@pytest.mark.parametrize("history", [
+    '[{"loss": -NaN, "step": 1}, {"loss": 1.0, "step": 2}]',  # pyarrow reads -NaN, json does not
+    '[{"loss": 1.0, "step": 1}, {"loss": 1.0, "step": 2},{"loss": 1.0, "step": 3}]',  # a separator of its own
+    [{"loss": "1.0", "step": 1}, {"loss": 1.0, "step": 2}],  # text
+    [{"loss": True, "step": 1}, {"loss": 1.0, "step": 2}],  # a bool
+    [{"loss": None, "step": 1}, {"loss": 1.0, "step": 2}],  # a null
+    [{"loss": 1.0, "step": 1.0}, {"loss": 1.0, "step": 2}],  # a float step
+    [{"loss": 1.0, "step": 1, "x": {"y": 1}}, {"loss": 1.0, "step": 2}],  # a nested object
+    [{"loss": 1.0, "step": 2 ** 70}, {"loss": 1.0, "step": 2}],  # beyond 64 bits
+])
+def test_columnar_history_leaves_what_only_dicts_hold_to_them(monkeypatch, history: list[object] | str) -> None:
+    import stethoscope.importers.hf_arrow as hf_arrow
+
+    pytest.importorskip("pyarrow")
+    monkeypatch.setattr(hf_arrow, "MIN_BYTES", 0)
+    text = '{"log_history": ' + history + "}" if isinstance(history, str) else json.dumps({"log_history": history})
+    assert hf_arrow.split(text.encode()) is None
+    assert hf_arrow.split(json.dumps({"log_history": [{"loss": 1.0, "step": 1}, {"loss": 1, "step": 2}]}).encode())

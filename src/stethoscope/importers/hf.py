@@ -9,7 +9,9 @@ which no Trainer writes, are the one value orjson reads differently: as floats).
 
 A million rows: same-keyed spans of rows (the training rows between two evals) go to columns in
 C-level passes; the per-row rules (eval rows repeating the epoch, rows without a step, summaries)
-run row by row only where they can apply.
+run row by row only where they can apply. A big file whose history is flat numbers (with pyarrow
+installed) skips the dicts: pyarrow reads the history as columns (`hf_arrow.py`), and only the rows the
+per-row rules apply to are parsed as dicts.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stethoscope.errors import InputError
+from stethoscope.importers import hf_arrow
 from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.importers.names import metric_name
 from stethoscope.importers.source import is_text, log_name, read_bytes
@@ -31,7 +34,7 @@ from stethoscope.importers.table import Layout, PointTable, Rejected, describe, 
 from stethoscope.records import json_safe
 
 if TYPE_CHECKING:
-    from stethoscope.importers.coded import CodedColumns
+    from stethoscope.importers.coded import CodedColumns, RowBlock
 
 try:
     import orjson
@@ -67,12 +70,18 @@ class HFTrainerStateImporter:
         # The row dicts are built and freed while the GC is paused: freed after it, the first collection
         # would walk every one of them (~0.3 s a million rows).
         with gc_paused():
-            state, problem = _load(path)
-            rows = state.pop("log_history", None)
-            if not isinstance(rows, list):
-                raise InputError(path, "no `log_history` list: not a Trainer state file")
-            reader = _rows(path, rows)
-            del rows
+            data = read_bytes(path)
+            columnar = hf_arrow.split(data)
+            if columnar is not None:
+                (state, history), problem = columnar, None
+                reader = _history_rows(path, history)
+            else:
+                state, problem = _load(path, data)
+                rows = state.pop("log_history", None)
+                if not isinstance(rows, list):
+                    raise InputError(path, "no `log_history` list: not a Trainer state file")
+                reader = _rows(path, rows)
+                del rows
         warnings = ([problem] if problem else []) + reader.warnings
         warnings += describe(reader.run.rejected, lambda index: f"{path}: log_history[{index}]")
         meta = _meta(path, state, reader.summaries)
@@ -82,9 +91,8 @@ class HFTrainerStateImporter:
         return ImportedRun(str(path), NAME, None, meta, warnings, columns=reader.run.columns)
 
 
-def _load(path: Path) -> tuple[dict[str, Any], str | None]:
+def _load(path: Path, data: bytes) -> tuple[dict[str, Any], str | None]:
     """The state, and a warning when it had to be salvaged from a truncated or damaged file."""
-    data = read_bytes(path)
     state = _fast_loads(data)
     if state is None:
         return _strict_load(path, data.decode("utf-8", errors="replace"))
@@ -156,6 +164,18 @@ def _rows(path: Path, rows: list[Any]) -> _Rows:
     return reader
 
 
+def _history_rows(path: Path, history: hf_arrow.History) -> _Rows:
+    """`_rows` for a history pyarrow read as columns: spans of rows with the same keys as columns where
+    `block` would take them, the rest as the dicts orjson makes of their text."""
+    reader = _Rows(path)
+    for start, stop, keys in history.spans():
+        if not reader.columns(history, start, stop, keys):
+            for index, row in enumerate(history.dicts(start, stop), start):
+                reader.row(index, row)
+    reader.run.flush()
+    return reader
+
+
 def _same_keys(rows: list[Any]) -> list[tuple[int, int]]:
     """Spans of consecutive rows with the same keys in the same order (a Trainer logs thousands of
     same-keyed training rows between evals), found with C-level passes; none when a row is not an object."""
@@ -199,6 +219,25 @@ class _Rows:
             self.run.extend(shape, range(start, stop), steps, list(map(shape[1], span)))
         return True
 
+    def columns(self, history: hf_arrow.History, start: int, stop: int, keys: tuple[str, ...]) -> bool:
+        """`block` for a span of a columnar history: the same conditions, the values as arrays."""
+        from stethoscope.importers.coded import RowBlock
+
+        steps = history.steps[start:stop]
+        if stop - start < 2 or "step" not in keys or bool((steps[1:] == steps[:-1]).any()):
+            return False
+        if int(steps[0]) == self.prev_step:
+            return False
+        shape = self.shapes.get(keys) or self.shapes.setdefault(keys, _shape(keys))
+        if shape is _SUMMARY:
+            return False  # one row per train() call: read as a dict
+        self.prev_step = int(steps[-1])
+        self.prev_epoch = float(history.values["epoch"][stop - 1]) if "epoch" in keys else None
+        if shape is not _EMPTY:
+            fields = sorted(k for k in keys if k != "step")  # the layout's order (`_shape`)
+            self.run.add(RowBlock(shape[0].names, steps, [history.values[k][start:stop] for k in fields], None))
+        return True
+
     def each(self, rows: list[Any], start: int, stop: int) -> None:
         for index in range(start, stop):
             self.row(index, rows[index])
@@ -229,7 +268,7 @@ class _Run:
     training row has the same keys)."""
 
     def __init__(self) -> None:
-        self.parts: list[Columns | CodedColumns] = []
+        self.parts: list[Columns | CodedColumns | RowBlock] = []
         self.rejected: list[Rejected] = []
         self.shape: Any = None
         self.spans: list[tuple[Iterable[int], Sequence[int], Sequence[Any]]] = []  # (origins, steps, values)
@@ -246,6 +285,12 @@ class _Run:
             self.flush()
             self.shape = shape
         self.spans.append((origins, steps, values))
+
+    def add(self, block: RowBlock) -> None:
+        """Rows already laid out as columns, after those before them."""
+        self.flush()
+        self.shape = None
+        self.parts.append(block)
 
     def flush(self) -> None:
         if not self.spans:
@@ -306,7 +351,7 @@ def _shape(keys: tuple[str, ...], skip: str = "step") -> Any:
     _EMPTY when nothing is left to read."""
     if _SUMMARY_KEYS.intersection(keys):
         return _SUMMARY
-    fields = tuple(k for k in keys if k not in ("step", skip))
+    fields = tuple(sorted(k for k in keys if k not in ("step", skip)))  # as the Trainer writes them (sort_keys)
     if not fields:
         return _EMPTY
     values = itemgetter(*fields) if len(fields) > 1 else (lambda row, k=fields[0]: (row[k],))
