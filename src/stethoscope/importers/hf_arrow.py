@@ -111,16 +111,16 @@ def split(data: bytes) -> tuple[dict[str, Any], History] | None:
 
 
 def _history(data: bytes, start: int, end: int) -> History | None:
+    try:
+        import pyarrow as pa
+        import pyarrow.json as pa_json
+    except ImportError:  # an optional extra: without it the dicts it is
+        return None
     opened = data.count(b"{", start, end)
     text = data.translate(_NEWLINE_TO_SPACE) if data.find(b"\n", start, end) >= 0 else data  # indent=2 rows
     first = text.find(b"}", start, end)
     separator = text[first: text.find(b"{", first, end) + 1]
     if opened < 2 or separator[1:-1].strip() != b",":
-        return None
-    try:
-        import pyarrow as pa
-        import pyarrow.json as pa_json
-    except ImportError:
         return None
     # One object per line, as pyarrow reads them fastest: raw newlines are only ever whitespace in JSON, and
     # the separator between two objects becomes a line end. The text keeps its length (what changes outside
