@@ -1,7 +1,8 @@
 """`stethoscope diagnose` on 1,000,000-step logs, against the cost of merely parsing them.
 
-Generates a trainer_state.json (HF Trainer, logging every step) and a Megatron-DeepSpeed iteration
-log of a healthy run with one injected loss spike. Per format it prints the medians of interleaved
+Generates a trainer_state.json (HF Trainer, logging every step; compact, and `_i2` as the Trainer writes
+it: indent=2, sorted keys) and a Megatron-DeepSpeed iteration log of a healthy run with one injected
+loss spike. Per format it prints the medians of interleaved
 repeats (the machine is shared and noisy: only ratios taken in one run compare):
 
     baseline  json.load of the file / a bare `for line in f: line.split()` loop over its lines
@@ -50,11 +51,17 @@ def _loss(step: int, rng: random.Random, spike: int) -> float:
     return base * (2.5 if spike <= step < spike + 3 else 1.0)
 
 
-def trainer_state(path: Path, steps: int, spike: int) -> None:
+def trainer_state(path: Path, steps: int, spike: int, indent: int | None = None) -> None:
     rng = random.Random(0)
     rows = [{"epoch": round(s / steps, 6), "grad_norm": 0.3 + rng.random() * 0.05, "learning_rate": 3e-4,
              "loss": round(_loss(s, rng, spike), 4), "step": s} for s in range(1, steps + 1)]
-    path.write_text(json.dumps({"global_step": steps, "max_steps": steps, "log_history": rows}))
+    state = {"global_step": steps, "max_steps": steps, "log_history": rows}
+    path.write_text(json.dumps(state, indent=indent, sort_keys=indent is not None))
+
+
+def trainer_state_indented(path: Path, steps: int, spike: int) -> None:
+    """As the Trainer writes it: indent=2, sorted keys."""
+    trainer_state(path, steps, spike, indent=2)
 
 
 def megatron(path: Path, steps: int, spike: int) -> None:
@@ -80,6 +87,7 @@ def split_baseline(path: Path) -> None:
 
 FORMATS: dict[str, tuple[Callable[[Path, int, int], None], Callable[[Path], None]]] = {
     "trainer_state.json": (trainer_state, json_baseline),
+    "trainer_state_i2.json": (trainer_state_indented, json_baseline),
     "megatron.log": (megatron, split_baseline),
 }
 
