@@ -574,3 +574,20 @@ def test_repeats_counts_the_copies_of_a_shape_like_a_plain_loop() -> None:
         while text.startswith(unit, len(head) + want * len(unit)):
             want += 1
         assert _repeats(text, len(head), unit) == want, (text, unit)
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("step 3 loss nan lr 3e-4", {LOSS: math.nan, LR: 3e-4}),  # `nan lr`: not the key `loss nan lr`
+    ("step 3 loss nan grad norm: 1.2", {LOSS: math.nan, GRAD_NORM: 1.2}),
+    ("step 3 train loss nan garbage ]]]", {LOSS: math.nan}),
+    ("step 3 loss -inf (skipped)", {LOSS: -math.inf}),
+    ("step 3 | number of nan iterations: 1 | loss 2.2", {LOSS: 2.2, "number_of_nan_iterations": 1.0}),
+])
+def test_a_nan_that_words_follow_is_the_value_of_the_metric_before_it(write, line: str, expected: dict) -> None:
+    """A NaN loss must never vanish into a key: `nan` followed by a word is a word of a key (Megatron's
+    `number of nan iterations:`) only where the words before it name no metric."""
+    run = ConsoleImporter().read(write("train.log", f"step 1 loss 2.5\nstep 2 loss 2.4\n{line}\nstep 4 loss 2.3\n"))
+    got = {p.name: p.value for p in run.points if p.step == 3}
+    assert got.keys() == expected.keys(), got
+    for name, value in expected.items():
+        assert (math.isnan(got[name]) and math.isnan(value)) or got[name] == value, (name, got)

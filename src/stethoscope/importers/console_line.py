@@ -5,7 +5,8 @@ glog `I0724 11:20:07.402 123 train.py:80]`), then a step counter (`step N`, `ste
 `step N/TOTAL`, Keras' `N/TOTAL [==>..]`, `[batch=N/T]`, `global_step=N`; tqdm bars are textlog's) and
 metrics in any of the usual shapes: `key: value`, `key value`, `key=value`, `| key value |`,
 `{'key': value}`, `value unit` (`3415 tok/s`, `0.0% A100 fp16 MFU`, a bare `224.87 ms`); a `nan` that a
-word follows is part of a key (`number of nan iterations`). Numbers may carry thousands separators
+word follows is part of a key (`number of nan iterations`) unless the words before it name a metric
+(`loss nan lr 3e-4`). Numbers may carry thousands separators
 (`15,723`), magnitudes (`3.1k`) and units (`45.6ms`, `0.33GiB`, `%`); a one-number parenthesis right
 after a value (`0.33GiB(1.41%)`, `2.31 (+0.12z)`) is a side figure and is skipped.
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stethoscope.importers.loglines import parse_timestamp
+from stethoscope.importers.names import known
 
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
                     r"|(?<![\w.])[-+]?(?:nan|inf(?:inity)?)(?![\w])", re.IGNORECASE)
@@ -173,9 +175,10 @@ def _values(text: str, pos: int, cut: tuple[int, int]) -> list[Value]:
             if token is None:
                 words = []
                 continue
-            if m.group("num")[-1:].isalpha() and not after_assign and _WORD_AFTER.match(text, m.end()):
+            if (m.group("num")[-1:].isalpha() and not after_assign and _WORD_AFTER.match(text, m.end())
+                    and not (words and known(" ".join(words)))):
                 words.append(m.group("num"))  # `number of nan iterations:`: a word of a key, not a NaN
-                continue
+                continue  # (but `loss nan lr 3e-4`: the words before already name a metric, so it is its value)
             if words:
                 values.append(Value(" ".join(words), m.group("num"), unit, token))
                 words = []

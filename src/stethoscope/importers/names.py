@@ -85,6 +85,12 @@ def metric(raw: str, namespace: str | None = None) -> Resolved:
     return Resolved(_fallback(clean, namespace))
 
 
+def known(raw: str) -> bool:
+    """Does `raw` name a metric we know (an alias or a spelling the resolver recognises), not just a name
+    we would keep as it is?"""
+    return normalize(raw) in _ALIASES or recognize(raw) is not None
+
+
 def _in_namespace(found: Resolved, namespace: str) -> Resolved:
     head, leaf = found.name.split("/", 1)
     if namespace == "train" or head not in ("train", "perf", "memory"):
