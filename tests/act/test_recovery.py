@@ -13,7 +13,7 @@ from stethoscope.act import MemoryChannel
 from stethoscope.act.recovery import Recovery
 from stethoscope.checkpoint import retention
 from stethoscope.checkpoint.disk import CheckpointInfo
-from stethoscope.cli.listing import run_findings
+from stethoscope.diagnose.stored import run_findings
 from stethoscope.store.db import RunStore
 from stethoscope.store.query import open_run
 from tests.act import recovery_loop as loop

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stethoscope import Monitor
-from stethoscope.cli.listing import live_findings
+from stethoscope.diagnose.stored import live_findings
 from stethoscope.records import severity_rank
 from stethoscope.store.query import open_run
 from stethoscope.testing import loss_curve

@@ -32,7 +32,7 @@ def debug(run: str, step: int | None, show_all: bool, as_json: bool) -> None:
       stethoscope debug runs/exp1
       stethoscope debug runs/exp1 --step 3010 --json
     """
-    from stethoscope.cli.listing import run_findings
+    from stethoscope.diagnose.stored import run_findings
     from stethoscope.debug.workflows import PLAN
     from stethoscope.store.query import open_run
 

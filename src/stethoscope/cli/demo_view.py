@@ -18,7 +18,8 @@ from rich.text import Text
 
 from stethoscope.cli import render
 from stethoscope.cli.findings_view import print_findings
-from stethoscope.cli.listing import run_findings, summary_table, with_counts
+from stethoscope.cli.listing import summary_table, with_counts
+from stethoscope.diagnose.stored import run_findings
 from stethoscope.errors import UsageError
 from stethoscope.store.db import holds_run, remove_run
 

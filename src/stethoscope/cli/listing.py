@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import click
 
 from stethoscope.cli import render
 from stethoscope.cli.findings_view import print_findings, shown
+from stethoscope.diagnose.stored import run_findings
 from stethoscope.config import env_runs_dir
 from stethoscope.errors import StethoscopeError, UsageError
 from stethoscope.records import SEVERITIES, Finding
@@ -81,61 +81,6 @@ def show_run(run: str, as_json: bool, min_severity: str | None = None) -> None:
     if findings:
         con.print("[bold]findings[/] (most severe first; the same as `stethoscope diagnose` of this run)")
         print_findings(con, findings, min_severity=min_severity or "warning", limit=20)
-
-
-def run_findings(reader: RunReader) -> list[Finding]:
-    """What `stethoscope diagnose` says about this run, with the stored batch ids attached: an imported log
-    is diagnosed by the same call; a recorded run keeps what its live detectors found (the same detectors,
-    no replay of a long run) and gets the same merge, run-level verdicts, advice and ranking."""
-    from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
-    from stethoscope.diagnose.engine import conclude_run, diagnose_run
-    from stethoscope.diagnose.sources import from_store
-
-    run = from_store(reader)
-    if run.meta.get("source_format"):
-        findings = diagnose_run(run).findings
-    else:
-        findings = conclude_run(run, _recorded(reader)).findings
-    attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0]))
-    return findings
-
-
-def _recorded(reader: RunReader) -> list[Finding]:
-    """The live findings; those of steps a rollback abandoned say so (`findings.superseded`)."""
-    from stethoscope.findings.superseded import mark_abandoned
-
-    _, rows = reader.query("SELECT id, data FROM findings WHERE rank = ? AND data IS NOT NULL ORDER BY id",
-                           (reader.ranks[0],))
-    ranges = reader.superseded()
-    if not ranges:
-        return _parsed([(d,) for _, d in rows])
-    found = [(i, f) for i, d in rows for f in _parsed([(d,)])]
-    return mark_abandoned(found, ranges)
-
-
-def _parsed(rows: list[tuple[str]]) -> list[Finding]:
-    """The findings among stored rows of JSON (an event that is not a finding, written by a later
-    version say, is left out)."""
-    found = []
-    for (data,) in rows:
-        try:
-            found.append(Finding.from_dict(json.loads(data)))
-        except (ValueError, TypeError, KeyError):
-            continue
-    return found
-
-
-def live_findings(reader: RunReader) -> list[Finding]:
-    """The findings the live detectors recorded in the store (the Monitor's thresholds), through the same
-    pipeline, most severe first. `show` prints `run_findings` instead: what `diagnose` says."""
-    from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
-    from stethoscope.diagnose.knowledge import advise
-    from stethoscope.findings.pipeline import finalise, ranked
-
-    _, rows = reader.query("SELECT data FROM findings WHERE data IS NOT NULL ORDER BY id")
-    findings = finalise(_parsed(rows))
-    attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0]))  # before advice: it names a bad batch
-    return ranked([advise(f) for f in findings])
 
 
 def _with_skipped(summary: dict[str, Any], reader: RunReader) -> dict[str, Any]:

@@ -162,7 +162,7 @@ class App:
     def findings(self, key: str, reader: RunReader) -> list[Finding]:
         """What `stethoscope show` lists: a recorded run's live findings through the findings pipeline (causes
         and fixes applied); an imported log diagnosed like `stethoscope diagnose` (once: it does not change)."""
-        from stethoscope.cli.listing import live_findings, run_findings
+        from stethoscope.diagnose.stored import live_findings, run_findings
 
         imported = bool(reader.meta().get("source_format"))
         _, rows = reader.query("SELECT COUNT(*), MAX(id) FROM findings")
