@@ -47,3 +47,15 @@ def test_eval_too_sparse():
     (f,) = of_type(replay(OverfitDetector(), make_records(steps, LOSS=[1.0] * len(steps), EVAL_LOSS=evals)),
                    "eval_sparse")
     assert f.severity == "info"
+
+
+def test_a_train_loss_wobble_does_not_move_the_best_eval():
+    """Memorising a repeated window: the eval minimum is at step 450; the next eval is worse while the
+    train loss wobbled up by 0.5% (its noise), the one after dips but stays above the minimum, then it
+    climbs. The checkpoint to keep is 450's, not the dip's."""
+    steps = list(range(375, 580, 5))
+    train = [2.10 if s <= 450 else 2.11 if s <= 475 else 2.11 - 0.004 * (s - 475) for s in steps]
+    at = {375: 2.20, 400: 2.16, 425: 2.18, 450: 2.1065, 475: 2.13, 500: 2.1174, 525: 2.30, 550: 2.54, 575: 2.69}
+    evals = [at.get(s) for s in steps]
+    (f,) = of_type(replay(OverfitDetector(), make_records(steps, LOSS=train, EVAL_LOSS=evals)), "overfitting")
+    assert f.evidence["best_step"] == 450, f

@@ -89,10 +89,12 @@ class OverfitDetector:
         return self._maybe_raise(best, step, v)
 
     def _train_better(self, best: dict[str, Any]) -> bool:
-        """Is the train loss (smoothed) at least as low as at the best eval? An eval that got worse while the
-        train loss did too (an LR jump, a bad batch) says the model got worse, not that it overfits."""
+        """Is the train loss (smoothed) still about as low as at the best eval (within `_TRAIN_FALL_REL`)? An
+        eval that got worse while the train loss rose too (an LR jump, a bad batch) says the model got worse,
+        not that it overfits; a train loss that merely wobbled up by its noise says nothing of the kind."""
         train_now = self.train.value
-        return best["train"] is None or train_now is None or train_now <= best["train"]
+        return (best["train"] is None or train_now is None
+                or train_now <= best["train"] + _TRAIN_FALL_REL * abs(best["train"]))
 
     def _new_best(self, step: int, v: float) -> list[Finding]:
         out: list[Finding] = []
