@@ -234,8 +234,7 @@ class _Rows:
         self.prev_step = int(steps[-1])
         self.prev_epoch = float(history.values["epoch"][stop - 1]) if "epoch" in keys else None
         if shape is not _EMPTY:
-            fields = sorted(k for k in keys if k != "step")  # the layout's order (`_shape`)
-            self.run.add(RowBlock(shape[0].names, steps, [history.values[k][start:stop] for k in fields], None))
+            self.run.add(RowBlock(shape[0].names, steps, [history.values[k][start:stop] for k in shape[2]], None))
         return True
 
     def each(self, rows: list[Any], start: int, stop: int) -> None:
@@ -347,7 +346,7 @@ def _numbers(layout: Layout, steps: list[int], values: list[Any]) -> Columns | N
 
 
 def _shape(keys: tuple[str, ...], skip: str = "step") -> Any:
-    """(layout, reader of the values) for rows with these keys; _SUMMARY for a run summary row;
+    """(layout, reader of the values, the keys it reads) for rows with these keys; _SUMMARY for a run summary row;
     _EMPTY when nothing is left to read."""
     if _SUMMARY_KEYS.intersection(keys):
         return _SUMMARY
@@ -355,7 +354,7 @@ def _shape(keys: tuple[str, ...], skip: str = "step") -> Any:
     if not fields:
         return _EMPTY
     values = itemgetter(*fields) if len(fields) > 1 else (lambda row, k=fields[0]: (row[k],))
-    return Layout(tuple(metric_name(k) for k in fields)), values
+    return Layout(tuple(metric_name(k) for k in fields)), values, fields
 
 
 def _without_epoch(shapes: dict[tuple[str, ...], Any], keys: tuple[str, ...]) -> Any:
