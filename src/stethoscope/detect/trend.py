@@ -55,8 +55,11 @@ class TrendDetector:
         self._noise_age = 0
         self._sigma = 0.0
         self._best: list[float] | None = None  # [lowest median-of-8 loss, its step, raw sigma then]
+        self._best_from = 0  # records (self._n) when the search for the best began
         self._above_since: int | None = None
         self._above_records = 0
+        self._sure_since: int | None = None  # the rise is also above the margin that allows for the best's luck
+        self._sure_records = 0
         self._runup: dict[str, Any] | None = None
         self._div: dict[str, Any] | None = None
         self._first: list[float] = []
@@ -134,11 +137,17 @@ class TrendDetector:
         cfg = self.config
         runaway = self._runup_check(step, v)
         best = self._best
+        if best is None:
+            self._best_from = self._n
         if best is None or level < best[0]:
             raw = self.noise.diff_sigma() if len(self.noise) >= _EDGE else _PRIOR_REL_NOISE * abs(level)
             sigma = _MEDIAN_OF_EDGE * raw  # the noise of a median of 8 losses
             self._best = best = [level, step, sigma]
+        # the best is the lowest of many noisy medians: it sits below the level it stands for by about the
+        # largest of as many independent draws of that noise, so a rise is measured from there
+        # (the rise is dated from the plain margin, and called sustained only above this one too)
         margin = max(cfg.divergence_rise_rel * abs(best[0]), _TREND_SIGMA * best[2])
+        sure = margin + _lowest_of((self._n - self._best_from) / _EDGE) * best[2]
         # a rise starts at a record above the margin whose level (median of 8) is too, and lasts while the
         # level stays there and no record is back at the best level: one low record of a noisy per-step
         # log inside the margin does not restart it
@@ -152,12 +161,19 @@ class TrendDetector:
                 self._above_since = step
                 self._above_records = 0
             self._above_records += 1
+            if level > best[0] + sure:
+                if self._sure_since is None:
+                    self._sure_since, self._sure_records = step, 0
+                self._sure_records += 1
+            else:
+                self._sure_since = None
         else:
-            self._above_since = None
+            self._above_since = self._sure_since = None
         sustained = (
             self._above_since is not None
-            and self._above_records >= cfg.divergence_min_records
-            and step - self._above_since >= cfg.divergence_min_steps
+            and self._sure_since is not None
+            and self._sure_records >= cfg.divergence_min_records
+            and step - self._sure_since >= cfg.divergence_min_steps
         )
         if runaway is not None:
             self._div = self._open_div(runaway["start"], runaway["value"], step, v, "runaway")
@@ -210,7 +226,7 @@ class TrendDetector:
         if level > div["base"] + 0.5 * margin or v > div["base"] + margin:
             return []
         self._div = None
-        self._above_since = None
+        self._above_since = self._sure_since = None
         self._best = None
         f = self._div_finding(div)
         f.end_step = step
@@ -377,9 +393,18 @@ class TrendDetector:
 
 
 _STATE = (
-    "_last_reset", "_last_step", "_best", "_above_since", "_above_records", "_runup", "_div", "_first",
-    "_first_step", "_n", "_best_level", "_plateau", "_plateau_done", "_pending", "_frozen", "_frozen_reported",
+    "_last_reset", "_last_step", "_best", "_best_from", "_above_since", "_above_records", "_sure_since",
+    "_sure_records", "_runup", "_div", "_first", "_first_step", "_n", "_best_level", "_plateau", "_plateau_done", "_pending", "_frozen", "_frozen_reported",
 )
+
+
+def _lowest_of(m: float) -> float:
+    """How far, in sigmas, the lowest of `m` independent normal draws sits below their mean (the expected
+    extreme: sqrt(2 ln m) less its first-order correction); 0 for a handful of draws."""
+    if m < 4:
+        return 0.0
+    root = math.sqrt(2 * math.log(m))
+    return max(0.0, root - (math.log(math.log(m)) + math.log(4 * math.pi)) / (2 * root))
 
 
 def _sig_digits(v: float) -> int:
