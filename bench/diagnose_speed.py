@@ -1,7 +1,8 @@
 """`stethoscope diagnose` on 1,000,000-step logs, against the cost of merely parsing them.
 
-Generates a trainer_state.json (HF Trainer, logging every step; compact, and `_i2` as the Trainer writes
-it: indent=2, sorted keys) and a Megatron-DeepSpeed iteration log of a healthy run with one injected
+Generates a trainer_state.json (HF Trainer, logging every step; compact, `_i2` as the Trainer writes
+it: indent=2, sorted keys, and `_noisy`: compact, with a loss that varies +-20% from step to step as a
+small-batch fine-tune's does) and a Megatron-DeepSpeed iteration log of a healthy run with one injected
 loss spike. Per format it prints the medians of interleaved
 repeats (the machine is shared and noisy: only ratios taken in one run compare):
 
@@ -16,7 +17,8 @@ repeats (the machine is shared and noisy: only ratios taken in one run compare):
 
 Wall-clock seconds; each ratio is the median over the rounds of that round's ratio, with its range in
 brackets, also in CPU seconds (`cpu xN`: this process's, or the child's for the CLI), which other jobs
-on the machine disturb less. It also checks that the spike was found.
+on the machine disturb less. It also checks that the spike was found, and counts the findings at
+warning or above (1: the spike alone).
 
     python bench/diagnose_speed.py [--steps 1000000] [--repeats 3] [--dir DIR] [--no-cli]
 """
@@ -46,15 +48,17 @@ from stethoscope.diagnose.engine import diagnose_run  # noqa: E402
 from stethoscope.importers.registry import read_any  # noqa: E402
 
 
-def _loss(step: int, rng: random.Random, spike: int) -> float:
+def _loss(step: int, rng: random.Random, spike: int, noise: float = 0.0) -> float:
     base = 2.0 + 4.0 * math.exp(-step / 20_000) + rng.gauss(0, 0.01)
+    if noise:
+        base *= 1 + noise * rng.uniform(-1, 1)
     return base * (2.5 if spike <= step < spike + 3 else 1.0)
 
 
-def trainer_state(path: Path, steps: int, spike: int, indent: int | None = None) -> None:
+def trainer_state(path: Path, steps: int, spike: int, indent: int | None = None, noise: float = 0.0) -> None:
     rng = random.Random(0)
     rows = [{"epoch": round(s / steps, 6), "grad_norm": 0.3 + rng.random() * 0.05, "learning_rate": 3e-4,
-             "loss": round(_loss(s, rng, spike), 4), "step": s} for s in range(1, steps + 1)]
+             "loss": round(_loss(s, rng, spike, noise), 4), "step": s} for s in range(1, steps + 1)]
     state = {"global_step": steps, "max_steps": steps, "log_history": rows}
     path.write_text(json.dumps(state, indent=indent, sort_keys=indent is not None))
 
@@ -62,6 +66,11 @@ def trainer_state(path: Path, steps: int, spike: int, indent: int | None = None)
 def trainer_state_indented(path: Path, steps: int, spike: int) -> None:
     """As the Trainer writes it: indent=2, sorted keys."""
     trainer_state(path, steps, spike, indent=2)
+
+
+def trainer_state_noisy(path: Path, steps: int, spike: int) -> None:
+    """A loss that varies +-20% from step to step, as a small-batch fine-tune logs it every step."""
+    trainer_state(path, steps, spike, noise=0.2)
 
 
 def megatron(path: Path, steps: int, spike: int) -> None:
@@ -88,6 +97,7 @@ def split_baseline(path: Path) -> None:
 FORMATS: dict[str, tuple[Callable[[Path, int, int], None], Callable[[Path], None]]] = {
     "trainer_state.json": (trainer_state, json_baseline),
     "trainer_state_i2.json": (trainer_state_indented, json_baseline),
+    "trainer_state_noisy.json": (trainer_state_noisy, json_baseline),
     "megatron.log": (megatron, split_baseline),
 }
 
@@ -150,10 +160,12 @@ def report(name: str, path: Path, times: dict[str, list[float]], out: dict, spik
     parse = statistics.median(i - r for i, r in zip(times["import"], times["io"]))
     split = f"read {med['io']:.2f}  parse {parse:.2f}  detect {med['detect']:.2f}  render {med['render']:.3f}"
     cli_part = f"  cli {med['cli']:.2f} s ({_spread(times, 'cli')})" if "cli" in med else ""
-    spikes = [f["step"] for f in out["findings"] if f["type"] == "loss_spike"]
+    spikes = [f["step"] for f in out["findings"] if f["type"] == "loss_spike" and f["severity"] != "info"]
+    serious = sum(f["severity"] not in ("info", "debug") for f in out["findings"])
     print(f"  {name:19s} {path.stat().st_size / 2**20:6.1f} MiB  baseline {base:.2f} s (cpu {cpu:.2f})  |  {split}  |  "
           f"total {med['total']:.2f} s ({_spread(times, 'total')}){cli_part}")
-    print(f"  {'':19s} steps={out['steps']:,}  loss_spike found at {spikes[:3]} (injected at {spike})")
+    print(f"  {'':19s} steps={out['steps']:,}  loss_spike found at {spikes[:3]} (injected at {spike}); "
+          f"{serious} finding(s) at warning or above")
 
 
 def files(folder: Path, steps: int, spike: int) -> dict[str, Path]:

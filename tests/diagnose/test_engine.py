@@ -131,3 +131,27 @@ def test_series_logged_in_blocks_and_names_with_distinct_identities():
 
     table = _Table.from_columns(Columns.of(loss + lr))
     assert table.names == [LOSS, LR] and table.values.shape == (6000, 2)
+
+
+def test_a_big_noisy_log_is_replayed_without_a_sample_picked_for_being_high():
+    """Above DENSE_LIMIT steps the detectors see a sample plus patches around what a screen finds high.
+    On a +-20% per-step log the old screen (a fixed +10%) found a quarter of the rows high, patched the
+    first 400 and replayed the rest alone: a run of values picked for being high read as a sustained
+    rise (a 1M-step healthy log: 1 false warning and 256k replayed rows; at 60k steps, several). The
+    screen now also needs a jump to stand out against the series' own noise, and a jump is replayed
+    only with the steps around it."""
+    from stethoscope.diagnose.table import DENSE_LIMIT, Table
+    from stethoscope.detect.config import DetectConfig
+
+    rng = random.Random(3)
+    n = DENSE_LIMIT + 30_000
+    pts = []
+    for s in range(n):
+        loss = (2.0 + 4.0 * math.exp(-s / 5000)) * (1 + 0.2 * rng.uniform(-1, 1)) * (2.5 if 61_000 <= s < 61_003 else 1)
+        pts += [Point(LOSS, s, loss), Point(GRAD_NORM, s, 0.3 * (1 + 0.2 * rng.uniform(-1, 1)))]
+    run = ImportedRun("noisy", "x", pts)
+    rows = Table.from_columns(run.columns).replay_rows(DetectConfig())
+    assert rows.size < 9_000  # the sample (8,000) and a patch around the spike
+    d = diagnose_run(run)
+    serious = [f for f in d.findings if severity_rank(f.severity) >= severity_rank("warning")]
+    assert [(f.type, f.step) for f in serious] == [("loss_spike", 61_000)], [f.message for f in serious]

@@ -1,9 +1,10 @@
 """The step x series table of a whole log: points pivoted into rows with numpy, and the rows to replay.
 
 Up to `DENSE_LIMIT` steps every step is replayed through the detectors; beyond that they see every
-k-th step plus every step around anything a vectorised screen finds unusual (non-finite values,
-upward jumps of loss / grad norm / step time, loss-scale drops, LR jumps, evals), so a 1M-step log
-costs ~20k replayed steps. Resumes (steps going backwards) are kept apart as row segments.
+k-th step plus what a vectorised screen finds unusual: events (non-finite values, loss-scale drops,
+LR jumps, evals) and jumps of loss / grad norm / step time above their recent level by more than
+their own noise, each jump with the steps around it, so a 1M-step log costs ~8-50k replayed steps,
+noisy or not. Resumes (steps going backwards) are kept apart as row segments.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ DENSE_LIMIT = 50_000  # steps replayed one by one; above it, decimate + patches
 _SAMPLE_TARGET = 8_000  # decimated steps in a big log
 _PATCH_BEFORE, _PATCH_AFTER = 40, 60  # dense steps around each unusual one
 _MAX_PATCHES = 400
+_BLOCK = 32  # values behind each screen's reference level
+_NOISE_BLOCKS = 8  # blocks behind its noise
+_SCREEN_SIGMAS = 2 / 3  # a jump screened at 2/3 of the detectors' spike_sigma: what they could call a spike
+_MEAN_GAP_TO_SIGMA = np.sqrt(np.pi) / 2  # sigma of normal noise from the mean |difference| of successive values
 
 
 class Table:
@@ -112,25 +117,43 @@ class Table:
         keep = np.zeros(n, dtype=bool)
         keep[:: max(1, n // _SAMPLE_TARGET)] = True
         keep[-_PATCH_AFTER:] = True
-        unusual = self._unusual(cfg)
-        for i in unusual[:_MAX_PATCHES]:
+        events, patched = self._unusual(cfg)
+        for i in patched:
             keep[max(0, i - _PATCH_BEFORE): i + _PATCH_AFTER] = True
-        keep[unusual] = True
+        keep[events] = True
         return np.flatnonzero(keep)
 
-    def _unusual(self, cfg: DetectConfig) -> np.ndarray:
-        """Rows a detector may care about, found with a few vectorised passes."""
-        hits: list[np.ndarray] = []
-        for name, rel in ((LOSS, cfg.loss_spike_min_rel), (GRAD_NORM, cfg.grad_spike_min_ratio - 1),
-                          (STEP_TIME, cfg.dip_min_rel)):
-            hits.append(self._jumps(name, rel))
+    def _unusual(self, cfg: DetectConfig) -> tuple[np.ndarray, np.ndarray]:
+        """Rows a detector may care about, found with a few vectorised passes: (events, kept whatever the
+        sampling; rows that get a dense patch around them).
+
+        Events (non-finite values, evals, nan-iteration counts, loss-scale drops, LR jumps) say nothing
+        about the loss's level, so each is replayed as it is. A jump (loss, grad norm or step time above
+        its recent level by more than its own noise) is a value picked for being high: replayed without
+        the steps around it, a run of such picks reads as a sustained rise to the detectors. So a jump
+        is replayed only inside its patch, and when there are more than `_MAX_PATCHES` candidates
+        (events first, in log order), the jumps that stand out most get them."""
+        events: list[np.ndarray] = []
         for name in (EVAL_LOSS, NAN_ITERS):
             c = self.col.get(name)
             if c is not None:
-                hits.append(np.flatnonzero(self.present[:, c]))
-        hits.append(self._drops(LOSS_SCALE))
-        hits.append(self._lr_jumps())
-        return np.unique(np.concatenate(hits)) if hits else np.zeros(0, np.int64)
+                events.append(np.flatnonzero(self.present[:, c]))
+        nonfinite: list[np.ndarray] = []
+        jump_rows: list[np.ndarray] = []
+        jump_scores: list[np.ndarray] = []
+        for name, rel in ((LOSS, cfg.loss_spike_min_rel), (GRAD_NORM, cfg.grad_spike_min_ratio - 1),
+                          (STEP_TIME, cfg.dip_min_rel)):
+            bad, rows, score = self._jumps(name, rel, _SCREEN_SIGMAS * cfg.spike_sigma)
+            nonfinite.append(bad)
+            jump_rows.append(rows)
+            jump_scores.append(score)
+        marked = [*nonfinite, self._drops(LOSS_SCALE), self._lr_jumps()]
+        marked_rows = np.unique(np.concatenate(marked))
+        rows, scores = np.concatenate(jump_rows), np.concatenate(jump_scores)
+        room = max(0, _MAX_PATCHES - marked_rows.size)
+        top = rows[np.argsort(-scores, kind="stable")[:room]]
+        patched = np.unique(np.concatenate((marked_rows[:_MAX_PATCHES], top)))
+        return np.unique(np.concatenate([*events, marked_rows])), patched
 
     def _column(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
         c = self.col.get(name)
@@ -139,16 +162,23 @@ class Table:
         rows = np.flatnonzero(self.present[:, c])
         return rows, self.values[rows, c]
 
-    def _jumps(self, name: str, rel: float) -> np.ndarray:
+    def _jumps(self, name: str, rel: float, sigmas: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows where the series turned non-finite, rows where it jumped, how far each jump stands out):
+        a jump is a value above the previous block's median by `rel` of it and by `sigmas` times the
+        series' noise there; its score is that excess over the larger of the two bars."""
+        empty = np.zeros(0, np.int64)
         got = self._column(name)
         if got is None:
-            return np.zeros(0, np.int64)
+            return empty, empty, np.zeros(0)
         rows, v = got
         bad = ~np.isfinite(v)
-        ref = _previous_block_median(np.where(bad, np.nan, v), 32)
-        up = np.isfinite(ref) & (v > ref + rel * np.abs(ref))
+        ref, noise = _previous_block_stats(np.where(bad, np.nan, v), _BLOCK)
+        bar = np.maximum(rel * np.abs(ref), sigmas * noise)
+        with np.errstate(all="ignore"):
+            score = (v - ref) / bar
+        up = np.isfinite(ref) & (v > ref + bar)
         first_bad = bad & ~np.concatenate(([False], bad[:-1]))
-        return rows[up | first_bad]
+        return rows[first_bad], rows[up], np.where(np.isfinite(score[up]), score[up], np.inf)
 
     def _drops(self, name: str) -> np.ndarray:
         got = self._column(name)
@@ -236,18 +266,28 @@ def _segments(codes: np.ndarray, steps: np.ndarray, n_codes: int) -> np.ndarray:
     return seg
 
 
-def _previous_block_median(v: np.ndarray, block: int) -> np.ndarray:
-    """For each value, the median of the previous block of `block` values (NaNs ignored)."""
+def _previous_block_stats(v: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each value, the median of the previous block of `block` values and the series' noise there:
+    the sigma that the mean |difference| of successive values gives for normal noise, per block, then
+    the median over the `_NOISE_BLOCKS` previous blocks (so that neither one quiet block nor one spike
+    sets it). NaNs ignored."""
     n = v.size
     k = -(-n // block)
     padded = np.full(k * block, np.nan)
     padded[:n] = v
-    with np.errstate(all="ignore"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            med = _block_medians(padded.reshape(k, block))
+    blocks = padded.reshape(k, block)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        med = _block_medians(blocks)
+        gaps = np.abs(np.diff(blocks, axis=1))
+        mean_gap = np.nanmean(gaps, axis=1) if np.isnan(gaps).any() else gaps.mean(axis=1)
+        noise = _MEAN_GAP_TO_SIGMA * mean_gap
+        if k >= _NOISE_BLOCKS:
+            noise[_NOISE_BLOCKS - 1:] = _block_medians(np.lib.stride_tricks.sliding_window_view(noise, _NOISE_BLOCKS))
+    noise = np.where(np.isfinite(noise), noise, 0.0)
     prev = np.concatenate(([med[0]], med[:-1]))
-    return np.repeat(prev, block)[:n]
+    prev_noise = np.concatenate(([noise[0]], noise[:-1]))
+    return np.repeat(prev, block)[:n], np.repeat(prev_noise, block)[:n]
 
 
 def _block_medians(blocks: np.ndarray) -> np.ndarray:
