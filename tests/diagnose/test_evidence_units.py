@@ -38,6 +38,7 @@ def _megatron(path: Path, fault: str, n: int = 1500, batch: int = 512) -> Path:
         loss *= 3.0 if fault == "spike" and it == 800 else 1.0
         gn = 0.5 * (40 if fault == "lr_jump" and 700 <= it < 720 else 1) * (1 + 0.05 * rng.random())
         ms = (250.0 if fault == "slow" and it >= 700 else 100.0) * (1 + 0.05 * rng.random())
+        ms *= 3.0 if fault == "slow_phases" and it > 200 and it % 150 < 30 else 1.0
         lines.append(f" iteration {it:8d}/{n:8d} | consumed samples: {it * batch:12d} | elapsed time per iteration "
                      f"(ms): {ms:.1f} | learning rate: {lr:.3E} | global batch size: {batch:5d} | lm loss: "
                      f"{loss + rng.gauss(0, 0.01):.6E} | loss scale: 1.0 | grad norm: {gn:.3f} | "
@@ -72,3 +73,18 @@ def test_every_quoted_number_is_in_the_series_unit(tmp_path, fault, expected):
         quoted = [float(x) for x in re.findall(r"\(([\d.]+) -> ([\d.]+) s\)", drop.message)[0]]
         assert 0.09 <= quoted[0] <= 0.11 and 0.24 <= quoted[1] <= 0.27, drop.message
         assert drop.severity == "warning" and drop.evidence["typical_spread"] < 0.1
+
+
+def test_a_stall_of_many_records_is_sized_by_its_slowest_step_not_its_total(tmp_path):
+    """Slow phases of ~30 steps that pass (a busy shared machine) are stalls priced by their whole excess;
+    their size was that excess as if one step had taken it ("up to x121 the usual time" on a log whose
+    steps vary x3.4 at most)."""
+    (run,) = read_any(_megatron(tmp_path / "train.log", "slow_phases"))
+    times = [p.value for p in run.points if p.name == STEP_TIME]
+    worst = max(times) / min(times)
+    stalls = [f for f in diagnose_run(run).findings if f.type == "periodic_stall" and f.evidence["dips"] > 1]
+    assert stalls
+    for f in stalls:
+        assert 1 < f.evidence["worst_ratio"] <= worst, f.message
+        shown = float(re.search(r"up to x([\d.]+)", f.message).group(1))
+        assert shown <= worst * 1.01, f.message

@@ -225,7 +225,8 @@ class ThroughputDetector:
             level0 = slow[0][2]
             excess = sum(x[1] - x[2] for x in slow if x[3])
             why = sorted({w for x in slow for w in x[4]})
-            out.extend(self._on_dip([next(x[0] for x in slow if x[3]), level0 + excess, level0, why]))
+            peak = max(x[1] / x[2] for x in slow if x[3])  # its slowest record, as a multiple of the level
+            out.extend(self._on_dip([next(x[0] for x in slow if x[3]), level0 + excess, level0, why, peak]))
         if keep:
             for x in slow:
                 if not x[3]:
@@ -294,7 +295,8 @@ class ThroughputDetector:
                 f.severity = "info"
                 f.evidence["transient"] = True  # counted as a stall in the periodic_stall finding
                 f.message = f.message.replace(" and staying there", "")
-                out.extend(self._on_dip([d["start"], d["level"] + excess, d["level"], []]))
+                peak = max(d["peak"], *d["values"]) / d["level"]
+                out.extend(self._on_dip([d["start"], d["level"] + excess, d["level"], [], peak]))
             f.message += f"; back to normal at step {step}"
             f.evidence["recovered"] = True  # the incident is over (an alert on it resolves)
             return out
@@ -319,6 +321,8 @@ class ThroughputDetector:
     def _on_dip(self, dip: list[Any]) -> list[Finding]:
         s = self._s
         step, t, level, why = dip[0], dip[1], dip[2], dip[3]
+        # a stall of several records is priced by its whole excess (t) and sized by its slowest record
+        peak = dip[4] if len(dip) > 4 else t / level
         d = s["dips"]
         out: list[Finding] = []
         if d is not None and t - level >= _DOMINANT * d.get("biggest", 0.0):
@@ -326,7 +330,7 @@ class ThroughputDetector:
             d = None
         if d is None:
             d = s["dips"] = new_stalls(step, level)
-        add_stall(d, step, t - level, t / level, why)
+        add_stall(d, step, t - level, peak, why)
         d["level"] = level
         regular = None if d.get("settled") else regular_start(d["items"])
         if regular is not None and regular > d["first"]:
