@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import random
+
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.overfit import OverfitDetector
 
@@ -59,3 +61,30 @@ def test_a_train_loss_wobble_does_not_move_the_best_eval():
     evals = [at.get(s) for s in steps]
     (f,) = of_type(replay(OverfitDetector(), make_records(steps, LOSS=train, EVAL_LOSS=evals)), "overfitting")
     assert f.evidence["best_step"] == 450, f
+
+
+def test_a_flat_noisy_eval_curve_is_not_overfitting_because_its_luckiest_eval_was_low():
+    """Evals flat at 2.1 with 1% noise while the train loss creeps down 2%: the best eval is the lowest of
+    dozens of noisy ones, ~2 of their sigmas under their level, and the next evals 'rose' past the noise
+    from it (a warning on such runs before)."""
+    for seed in range(12):
+        rng = random.Random(seed)
+        steps = list(range(100, 12_100, 100))
+        train = [2.0 * (1 - 0.02 * i / len(steps)) for i in range(len(steps))]
+        evals = [2.1 * (1 + 0.01 * rng.gauss(0, 1)) for _ in steps]
+        found = [f for f in replay(OverfitDetector(), make_records(steps, LOSS=train, EVAL_LOSS=evals))
+                 if f.type == "overfitting" and f.severity != "info"]
+        assert not found, (seed, [f.message for f in found])
+
+
+def test_a_rise_first_inside_the_noise_becomes_a_warning_when_it_keeps_rising():
+    """The 3rd eval after the best decides: here the first eval after it is barely above it, so the rise is
+    'possible' (info); the evals that follow climb far past the noise, and it is overfitting after all."""
+    evals = [3.0, 2.8, 2.7, 2.62, 2.55, 2.5, 2.47, 2.45, 2.44, 2.445, 2.6, 2.8, 3.0, 3.2, 3.4]
+    steps = list(range(100, 100 * (len(evals) + 1), 100))
+    train = [2.5 * 0.97 ** i for i in range(len(evals))]
+    det = OverfitDetector()
+    seen = [(r.step, f.severity, f.step) for r in make_records(steps, LOSS=train, EVAL_LOSS=evals)
+            for f in of_type(det.update(r), "overfitting")]
+    assert seen[0] == (1200, "info", 900), seen  # the 3rd eval after the best: 2.445 is inside the noise
+    assert seen[-1][1:] == ("warning", 900) and seen[-1][0] <= 1400, seen

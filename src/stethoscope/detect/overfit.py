@@ -6,7 +6,9 @@ worse, not overfitting: the search starts afresh from that eval.
 Raised at the `overfit_patience`-th eval after the best one (all of them worse than the best), so
 at most `patience` evals after the eval minimum, and it names the best step: the checkpoint to keep.
 A rise beyond `overfit_sigma` eval-noise sigmas is a warning; a rise inside the eval noise is an
-info ("possible"). A later new best withdraws it (same key, info). At the end of the run it reports
+info ("possible"), and becomes a warning once `patience` evals in a row stand that far above the best.
+On a flat stretch the best eval is the lowest of many noisy ones, below the level it stands for by
+luck; a rise is measured past that luck too. A later new best withdraws it (same key, info). At the end of the run it reports
 evals too sparse to see overfitting at all.
 """
 
@@ -16,11 +18,12 @@ import math
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.stats import StepEma, Window, shrunk_sigma
+from stethoscope.detect.stats import StepEma, Window, lowest_of, shrunk_sigma
 from stethoscope.records import EVAL_LOSS, LOSS, Finding, StepRecord
 
 _EVAL_WINDOW = 32
 _TRAIN_FALL_REL = 0.01  # the train loss must have fallen at least 1% since the best eval
+_COMPETED = 4.0
 
 
 class OverfitDetector:
@@ -83,7 +86,7 @@ class OverfitDetector:
         del self._since_best[: -self.config.overfit_patience * 4]
         if self._open is not None:
             self._open.update(last_step=step, last=v, worst=max(self._open["worst"], v))
-            return []
+            return self._escalate(self._open)
         if len(self._since_best) < self.config.overfit_patience or best.get("reported"):
             return []
         return self._maybe_raise(best, step, v)
@@ -126,14 +129,39 @@ class OverfitDetector:
         if v - best["value"] <= sigma:
             return []  # within one sigma of the best: eval noise, not even a possibility worth a note
         worst = max(x[1] for x in self._since_best)
-        significant = v - best["value"] > cfg.overfit_sigma * sigma and rise > 0.5 * cfg.overfit_sigma * sigma
+        # the best is the lowest of the evals it beat while they were near it: on a flat stretch luck put it about
+        # the largest of as many noise draws under the level it stands for, and a rise is measured past that
+        # (on a falling curve the evals before the best were far above it: no luck to allow for)
+        before = self.evals.values()[: max(0, len(self.evals) - len(self._since_best))]
+        competed = sum(1 for x in before if x <= best["value"] + _COMPETED * sigma)
+        luck = lowest_of(competed) * sigma
+        significant = (v - best["value"] > cfg.overfit_sigma * sigma + luck
+                       and rise > 0.5 * cfg.overfit_sigma * sigma + luck)
         best["reported"] = True
         self._open = {
             "best_step": best["step"], "best": best["value"], "train_best": best["train"], "train_now": train_now,
             "first_step": step, "last_step": step, "last": v, "worst": worst, "evals": len(self._since_best),
             "sigma": sigma, "severity": "warning" if significant else "info",
+            # where the evals stood around the best: the median of the last 2 x patience up to it, or the best
+            # past its luck (a flat stretch's best is a low draw, not the level the evals after it left)
+            "before": max(best["value"] + luck, _median(before[-2 * cfg.overfit_patience:])),
         }
         return [self._finding(self._open)]
+
+    def _escalate(self, inc: dict[str, Any]) -> list[Finding]:
+        """A possible overfitting (info) whose last `overfit_patience` evals, and the median of the evals
+        since the best, stand clear of where the evals stood around the best (past its noise) is one: a
+        warning, still naming the best step. An open incident sees many evals: three in a row up by
+        chance is no evidence, nor are evals back at the level the lucky best sat under."""
+        since = sorted(x[1] for x in self._since_best)  # the newest evals since the best (up to 4 x patience)
+        recent = [x[1] for x in self._since_best[-self.config.overfit_patience:]]
+        if inc["severity"] != "info" or len(recent) < self.config.overfit_patience:
+            return []
+        bar = inc.get("before", inc["best"]) + self.config.overfit_sigma * inc["sigma"]
+        if min(recent) <= bar or since[len(since) // 2] <= bar:  # the rise holds, not a lucky run of evals
+            return []
+        inc["severity"] = "warning"
+        return [self._finding(inc)]
 
     def _finding(self, inc: dict[str, Any]) -> Finding:
         rel = (inc["last"] - inc["best"]) / (abs(inc["best"]) or 1e-12)
@@ -183,3 +211,8 @@ class OverfitDetector:
 _STATE = (
     "_best", "_since_best", "_open", "_n_evals", "_first_step", "_last_step", "_last_eval_step", "_min_train",
 )
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]

@@ -278,6 +278,15 @@ class StepSeries:
         self._items = deque(((int(s), float(v)) for s, v in state["items"]), maxlen=self.size)
 
 
+def lowest_of(m: float) -> float:
+    """How far, in sigmas, the lowest of `m` independent normal draws sits below their mean (the expected
+    extreme: sqrt(2 ln m) less its first-order correction); 0 for a handful of draws."""
+    if m < 4:
+        return 0.0
+    root = math.sqrt(2 * math.log(m))
+    return max(0.0, root - (math.log(math.log(m)) + math.log(4 * math.pi)) / (2 * root))
+
+
 def shrunk_sigma(data_sigma: float, n: int, prior_sigma: float, prior_weight: float) -> float:
     """Blend a noise estimate from `n` values with a prior worth `prior_weight` values.
 

@@ -21,7 +21,7 @@ from typing import Any
 from stethoscope.detect.comeback import came_back, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
-from stethoscope.detect.stats import RollingMedian, Window, median
+from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
 from stethoscope.records import LOSS, Finding, StepRecord
 
 _EDGE = 8  # records whose median is "the start" / "now" of the loss curve
@@ -147,7 +147,7 @@ class TrendDetector:
         # largest of as many independent draws of that noise, so a rise is measured from there
         # (the rise is dated from the plain margin, and called sustained only above this one too)
         margin = max(cfg.divergence_rise_rel * abs(best[0]), _TREND_SIGMA * best[2])
-        sure = margin + _lowest_of((self._n - self._best_from) / _EDGE) * best[2]
+        sure = margin + lowest_of((self._n - self._best_from) / _EDGE) * best[2]
         # a rise starts at a record above the margin whose level (median of 8) is too, and lasts while the
         # level stays there and no record is back at the best level: one low record of a noisy per-step
         # log inside the margin does not restart it
@@ -396,15 +396,6 @@ _STATE = (
     "_last_reset", "_last_step", "_best", "_best_from", "_above_since", "_above_records", "_sure_since",
     "_sure_records", "_runup", "_div", "_first", "_first_step", "_n", "_best_level", "_plateau", "_plateau_done", "_pending", "_frozen", "_frozen_reported",
 )
-
-
-def _lowest_of(m: float) -> float:
-    """How far, in sigmas, the lowest of `m` independent normal draws sits below their mean (the expected
-    extreme: sqrt(2 ln m) less its first-order correction); 0 for a handful of draws."""
-    if m < 4:
-        return 0.0
-    root = math.sqrt(2 * math.log(m))
-    return max(0.0, root - (math.log(math.log(m)) + math.log(4 * math.pi)) / (2 * root))
 
 
 def _sig_digits(v: float) -> int:
