@@ -130,3 +130,26 @@ def test_a_real_rise_in_a_noisy_coarse_log_is_still_dated_where_it_left_the_best
     found = replay(TrendDetector(), _noisy_coarse(0, n=3000, rise_at=2000))
     (d,) = of_type(found, "divergence")
     assert 2000 * 50 <= d.step <= 2010 * 50, d.message
+
+
+def _restarts(session_start_loss: float):
+    """Cosine with warm restarts every 1000 steps (SGDR): each restart is a fresh session for the detectors.
+    The loss learns to ~2.0 in the first session; each later one starts at `session_start_loss`."""
+    rng = random.Random(0)
+    steps = list(range(1, 4001))
+    lr = [3e-4 * 0.5 * (1 + math.cos(math.pi * (s % 1000) / 1000)) for s in steps]
+    loss = [(2.0 + 4.0 * math.exp(-s / 300) if s < 1000 else session_start_loss) * (1 + 0.02 * rng.gauss(0, 1))
+            for s in steps]
+    return make_records(steps, LOSS=loss, LR=lr)
+
+
+def test_a_converged_run_restarted_by_its_schedule_has_no_plateau():
+    """After a warm restart the session is judged afresh; a converged run then sat flat in it, and its
+    'no progress since the restart' was a plateau warning in every session. Back at what the run had
+    learned before the restart is convergence."""
+    assert not of_type(serious(replay(TrendDetector(), _restarts(2.0))), "plateau")
+
+
+def test_a_restart_that_lost_what_the_run_learned_and_stays_there_is_a_plateau():
+    found = of_type(serious(replay(TrendDetector(), _restarts(4.5))), "plateau")
+    assert found and found[0].step in (1000, 1001), [f.message for f in found]

@@ -48,6 +48,7 @@ class TrendDetector:
         self._fresh()
         self._frozen: dict[str, Any] | None = None
         self._frozen_reported = False
+        self._learned: float | None = None  # the lowest loss level of the sessions before a restart
 
     def _fresh(self) -> None:
         self.recent.clear()
@@ -130,6 +131,8 @@ class TrendDetector:
             f.end_step = self._last_step
             f.message += f"; ended by a resume/restart at step {reset}"
             out.append(f)
+        if self._best_level is not None:  # what the run had learned before: a session back at it converged
+            self._learned = min(self._best_level, self._learned if self._learned is not None else math.inf)
         self._fresh()
 
     # -- divergence -------------------------------------------------------------------------------
@@ -297,6 +300,9 @@ class TrendDetector:
         if progress >= cfg.plateau_max_progress:
             self._plateau_done = True  # it learned; a late flat stretch is convergence, not a plateau
             return []
+        if self._learned is not None and now <= self._learned + cfg.plateau_max_progress * abs(self._learned):
+            self._plateau_done = True  # after a restart, back at what the run had learned: converged, not stuck
+            return []
         if self.lr.in_warmup(step):
             self._pending = None  # a tiny LR still ramping up: a flat start is expected, judge after warm-up
             return []
@@ -394,7 +400,8 @@ class TrendDetector:
 
 _STATE = (
     "_last_reset", "_last_step", "_best", "_best_from", "_above_since", "_above_records", "_sure_since",
-    "_sure_records", "_runup", "_div", "_first", "_first_step", "_n", "_best_level", "_plateau", "_plateau_done", "_pending", "_frozen", "_frozen_reported",
+    "_sure_records", "_runup", "_div", "_first", "_first_step", "_learned", "_n", "_best_level", "_plateau",
+    "_plateau_done", "_pending", "_frozen", "_frozen_reported",
 )
 
 
