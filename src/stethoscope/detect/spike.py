@@ -215,8 +215,6 @@ class SpikeDetector:
             return
         sigma = shrunk_sigma(t.data_sigma(), n, self.config.loss_prior_rel_noise * scale, self.config.prior_weight)
         bar = self.config.spike_sigma
-        if n < self.config.level_window:
-            bar *= 2  # a few earlier values tell little of the noise: only a jump past twice the bar is one
         if self.lr.jump_cause(step, self.config.lead_steps) is not None:
             bar *= _EXPLAINED_BAR  # the LR just jumped up off its schedule: a rise now has its cause in hand
         if v <= level + bar * sigma and not _record_excursion(t.window, v):
