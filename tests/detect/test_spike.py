@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 
 from stethoscope.detect.config import DetectConfig
@@ -203,3 +204,21 @@ def test_a_rise_right_after_an_lr_jump_needs_fewer_sigmas():
     assert spike and any("LR jumped" in c for c in spike[0].causes), found  # a one-record blip: info
     steady = replay(SpikeDetector(), make_records(steps, LOSS=loss, LR=[3e-3] * len(steps)))
     assert not [f for f in of_type(steady, "loss_spike") if f.step == 480], steady
+
+
+def test_noisy_grad_norms_wobbling_upward_are_no_explosion_but_growth_is():
+    """A grad spike followed by records that each come in a little higher was an 'explosion' (x4.5 over 5
+    records of +-50% lognormal noise). An explosion grows: over its rising records the norm at least doubles."""
+    bad = []
+    for seed in range(10):
+        rng = random.Random(seed)
+        steps = list(range(1, 2001))
+        g = [0.3 * math.exp(rng.gauss(0, 0.5)) for _ in steps]
+        loss = [2.0 * (1 + 0.02 * rng.gauss(0, 1)) for _ in steps]
+        bad += [f.message for f in of_type(replay(SpikeDetector(), make_records(steps, LOSS=loss, GRAD_NORM=g)),
+                                            "grad_explosion")]
+    assert not bad, bad
+    steps = list(range(1, 401))
+    g = [0.3 * (1.6 ** (s - 300) if 300 <= s < 310 else 1) * (1 + 0.05 * math.sin(s)) for s in steps]
+    (f,) = of_type(replay(SpikeDetector(), make_records(steps, LOSS=[2.0] * len(steps), GRAD_NORM=g)), "grad_explosion")
+    assert f.step in (301, 302) and f.severity == "warning", f.message

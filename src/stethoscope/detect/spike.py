@@ -180,7 +180,8 @@ class SpikeDetector:
         if g > inc["peak"]:
             inc["peak"], inc["peak_step"] = g, step
         huge = inc["peak"] >= cfg.grad_explosion_ratio * inc["level"] and (inc["elevated"] >= 2 or inc["loss_followed"])
-        climbing = inc["rising"] >= cfg.explosion_rising_records and not inc["warmup"]
+        # a climb is growth, not noise wobbling upward: over its rising records the norm at least doubled
+        climbing = inc["rising"] >= cfg.explosion_rising_records and not inc["warmup"] and inc["peak"] >= 2 * inc["first"]
         if not inc["escalated"] and (climbing or huge):
             inc["escalated"] = True
             out.append(self._grad_finding(inc))
