@@ -26,7 +26,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from stethoscope.datacheck.read import open_source, rows  # noqa: E402
+from stethoscope.debug.datacheck.read import open_source, rows  # noqa: E402
 
 WORDS = ("the model loss gradient batch token layer attention learning rate step checkpoint data eval train "
          "warmup schedule optimizer memory shard rank node cluster kernel tensor float precision mixed scale "

@@ -58,7 +58,7 @@ print(json.dumps({"delta": peak - before, "params": sum(p.numel() for p in model
 
 
 def main() -> None:
-    from stethoscope.estimate import Plan, estimate, from_numbers
+    from stethoscope.debug.estimate import Plan, estimate, from_numbers
 
     print(f"{'case':<44} {'measured MiB':>12} {'estimated MiB':>13} {'error':>7}")
     for case in CASES:

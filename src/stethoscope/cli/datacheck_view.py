@@ -43,7 +43,7 @@ def check_data(file: str, eval_file: str | None, tokenizer: str | None, max_len:
       stethoscope check-data train.parquet --tokenizer ./tokenizer.json --max-len 2048
       stethoscope check-data ./my_dataset --json
     """
-    from stethoscope import datacheck
+    from stethoscope.debug import datacheck
 
     source = datacheck.open_source(file, split)
     eval_source = datacheck.open_source(eval_file) if eval_file else datacheck.eval_split(file)

@@ -55,7 +55,7 @@ def _model_options(f: Callable) -> Callable:
 
 
 def _plan_options(f: Callable) -> Callable:
-    from stethoscope.estimate.memory import LORA_TARGETS, OPTIMIZERS, OPTIMIZERS_8BIT, PRECISIONS
+    from stethoscope.debug.estimate.memory import LORA_TARGETS, OPTIMIZERS, OPTIMIZERS_8BIT, PRECISIONS
 
     options = [
         click.option("--seq", type=int, default=2048, show_default=True, help="Sequence length."),
@@ -84,7 +84,7 @@ def _plan_options(f: Callable) -> Callable:
 
 
 def _shape(config: str | None, params: str | None, **dims: Any) -> Any:
-    from stethoscope.estimate import from_config, from_numbers, parse_count
+    from stethoscope.debug.estimate import from_config, from_numbers, parse_count
 
     for key, value in dims.items():
         if value is not None and value < 1:
@@ -100,7 +100,7 @@ def _shape(config: str | None, params: str | None, **dims: Any) -> Any:
 
 def _plan(seq: int, batch: int, grad_accum: int, gpus: int, zero: int, fsdp: str | None, precision: str,
           optimizer: str, checkpointing: bool, attention: str, lora_rank: int, lora_targets: str, qlora: bool) -> Any:
-    from stethoscope.estimate import Plan
+    from stethoscope.debug.estimate import Plan
 
     if fsdp is not None:
         zero = {"full": 3, "grad-op": 2}[fsdp]
@@ -148,8 +148,8 @@ def memory(shape: Any, plan: Any, gpu_name: str | None, as_json: bool) -> None:
       stethoscope estimate memory --layers 32 --hidden 4096 --vocab 32000 --gpus 8 --zero 3
       stethoscope estimate memory config.json --lora-rank 16 --qlora --gpu RTX4090 --json
     """
-    from stethoscope.estimate import estimate as run_estimate
-    from stethoscope.estimate import fits, fixes, gpu, to_fit
+    from stethoscope.debug.estimate import estimate as run_estimate
+    from stethoscope.debug.estimate import fits, fixes, gpu, to_fit
 
     target = gpu(gpu_name) if gpu_name else None
     est = run_estimate(shape, plan)
@@ -227,7 +227,7 @@ def checkpoint(shape: Any, plan: Any, every: int, steps: int | None, keep_last: 
       stethoscope estimate checkpoint config.json --every 500 --steps 20000 --keep-last 3
       stethoscope estimate checkpoint --params 70B --layers 80 --hidden 8192 --milestone-every 5000 --json
     """
-    from stethoscope.estimate import checkpoint as ck
+    from stethoscope.debug.estimate import checkpoint as ck
 
     if keep_last < 0:
         raise UsageError(f"--keep-last must be 0 (keep all) or positive, got {keep_last}")
@@ -267,8 +267,8 @@ def mfu(config: str | None, params: str | None, seq: int, tokens_per_s: float | 
       stethoscope estimate mfu config.json --seq 4096 --tokens-per-s 3200 --gpu H100
       stethoscope estimate mfu --params 7B --layers 32 --hidden 4096 --step-time 2.5 --global-batch 64 --gpu A100 --gpus 8
     """
-    from stethoscope.estimate import gpu
-    from stethoscope.estimate.mfu import mfu as compute
+    from stethoscope.debug.estimate import gpu
+    from stethoscope.debug.estimate.mfu import mfu as compute
 
     target = gpu(gpu_name)
     shape = _shape(config, params, **dims)

@@ -7,8 +7,8 @@ import math
 from typing import Any
 
 from stethoscope.errors import UsageError
-from stethoscope.estimate.memory import OPTIMIZERS, OPTIMIZERS_8BIT, PRECISIONS, Plan, lora_params
-from stethoscope.estimate.shape import ModelShape
+from stethoscope.debug.estimate.memory import OPTIMIZERS, OPTIMIZERS_8BIT, PRECISIONS, Plan, lora_params
+from stethoscope.debug.estimate.shape import ModelShape
 
 # Per rank: Python (~2.5 KB pickled), numpy (~2.5 KB), torch CPU (5 KB) and CUDA generator states.
 RNG_BYTES = 12_000

@@ -290,10 +290,10 @@ def test_minhash_finds_edited_copies_that_normalized_hashing_misses(tmp_path):
 def test_minhash_gives_the_same_answer_in_every_process(tmp_path):
     """Words are hashed with CRC-32s, not Python's per-process salted str hash: two processes with
     different hash seeds report the same near duplicates, signature for signature."""
-    from stethoscope.datacheck.minhash import signatures
+    from stethoscope.debug.datacheck.minhash import signatures
 
     text = "the quick brown fox jumps over the lazy dog again and again"
-    code = ("import sys; from stethoscope.datacheck.minhash import signatures\n"
+    code = ("import sys; from stethoscope.debug.datacheck.minhash import signatures\n"
             f"print(signatures([(0, {text!r})])[1].tolist())")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONPATH": str(REPO / "src"), "PYTHONHASHSEED": seed}).stdout

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stethoscope.datacheck import fields
-from stethoscope.datacheck.minhash import Signatures
-from stethoscope.datacheck.read import Source, rows
+from stethoscope.debug.datacheck import fields
+from stethoscope.debug.datacheck.minhash import Signatures
+from stethoscope.debug.datacheck.read import Source, rows
 
 _IGNORED = (string.punctuation + string.whitespace).encode()  # dropped before the near-duplicate hash
 TOKENIZE_BATCH = 2048

@@ -6,9 +6,9 @@ From a local HF config.json or from numbers; no torch, no downloads.
 
 from __future__ import annotations
 
-from stethoscope.estimate.gpus import GPUS, gpu
-from stethoscope.estimate.memory import Plan, estimate, fits, fixes, to_fit
-from stethoscope.estimate.shape import ModelShape, from_config, from_numbers, parse_count
+from stethoscope.debug.estimate.gpus import GPUS, gpu
+from stethoscope.debug.estimate.memory import Plan, estimate, fits, fixes, to_fit
+from stethoscope.debug.estimate.shape import ModelShape, from_config, from_numbers, parse_count
 
 __all__ = ["GPUS", "ModelShape", "Plan", "estimate", "fits", "fixes", "from_config", "from_numbers", "gpu",
            "parse_count", "to_fit"]

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from stethoscope.datacheck import fields, minhash
-from stethoscope.datacheck.read import Source
-from stethoscope.datacheck.scan import Scan, scan
+from stethoscope.debug.datacheck import fields, minhash
+from stethoscope.debug.datacheck.read import Source
+from stethoscope.debug.datacheck.scan import Scan, scan
 from stethoscope.errors import InputError, UsageError
 
 EXAMPLES = 10  # rows listed per check

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stethoscope.errors import UsageError
-from stethoscope.estimate.gpus import GPUS, Gpu
-from stethoscope.estimate.shape import ModelShape
+from stethoscope.debug.estimate.gpus import GPUS, Gpu
+from stethoscope.debug.estimate.shape import ModelShape
 
 # precision: (weight, gradient, fp32 master, optimizer-state, activation) bytes per element
 PRECISIONS: dict[str, tuple[int, int, int, int, int]] = {

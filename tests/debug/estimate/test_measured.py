@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from stethoscope.estimate import Plan, estimate, from_numbers  # noqa: E402
+from stethoscope.debug.estimate import Plan, estimate, from_numbers  # noqa: E402
 
 L, H, A, V, S, B = 2, 128, 4, 500, 128, 2
 ACTIVATION_TOLERANCE = (0.95, 1.25)  # measured / estimated, as stated in the README

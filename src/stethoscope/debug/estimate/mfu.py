@@ -7,8 +7,8 @@ from typing import Any
 
 from stethoscope.capture.throughput import training_flops_per_token
 from stethoscope.errors import UsageError
-from stethoscope.estimate.gpus import Gpu
-from stethoscope.estimate.shape import ModelShape
+from stethoscope.debug.estimate.gpus import Gpu
+from stethoscope.debug.estimate.shape import ModelShape
 
 
 def mfu(shape: ModelShape, seq: int, tokens_per_s: float, gpu: Gpu, gpus: int = 1) -> dict[str, Any]:

@@ -7,7 +7,7 @@ and token counts need `tokenizers` (both in the `data` extra), imported only whe
 
 from __future__ import annotations
 
-from stethoscope.datacheck.read import Source, eval_split, open_source
-from stethoscope.datacheck.report import CHECKS, check, load_tokenizer
+from stethoscope.debug.datacheck.read import Source, eval_split, open_source
+from stethoscope.debug.datacheck.report import CHECKS, check, load_tokenizer
 
 __all__ = ["CHECKS", "Source", "check", "eval_split", "load_tokenizer", "open_source"]

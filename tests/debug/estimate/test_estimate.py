@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from stethoscope.capture.throughput import PEAK_FLOPS
 from stethoscope.cli.main import cli
-from stethoscope.estimate import GPUS, Plan, estimate, fits, fixes, from_config, from_numbers, gpu, parse_count, to_fit
-from stethoscope.estimate import checkpoint as ck
-from stethoscope.estimate.memory import layer_activations
+from stethoscope.debug.estimate import GPUS, Plan, estimate, fits, fixes, from_config, from_numbers, gpu, parse_count, to_fit
+from stethoscope.debug.estimate import checkpoint as ck
+from stethoscope.debug.estimate.memory import layer_activations
 
 LLAMA_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
             "num_hidden_layers": 32, "num_key_value_heads": 32, "vocab_size": 32000, "tie_word_embeddings": False,
@@ -156,7 +156,7 @@ def test_mfu_uses_the_monitors_formula_and_table(llama):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from stethoscope.capture.throughput import flops_per_token
-    from stethoscope.estimate.mfu import mfu
+    from stethoscope.debug.estimate.mfu import mfu
 
     cfg = {**LLAMA_7B, "hidden_size": 64, "intermediate_size": 172, "num_attention_heads": 4, "num_key_value_heads": 4,
            "num_hidden_layers": 2, "vocab_size": 300}
@@ -194,7 +194,7 @@ def test_published_parameter_counts(config, params):
 
 
 def test_moe_computes_with_routed_experts_only():
-    from stethoscope.estimate.mfu import mfu
+    from stethoscope.debug.estimate.mfu import mfu
 
     moe = from_numbers(layers=32, hidden=4096, heads=32, kv_heads=8, intermediate=14336, experts=8, active_experts=2)
     assert moe.active_params == moe.params - 32 * 6 * 3 * 4096 * 14336 and round(moe.active_params / 1e9, 1) == 12.9
