@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "stethoscope"
-TOP_LAYERS = ("serve", "cli", "diagnose", "explain", "importers")
+TOP_LAYERS = ("serve", "cli", "diagnose", "explain", "report", "importers")
 # Lower layers that may read one module of a top layer, because it is pure data (checked below).
 # diagnose/knowledge.py applies the causes and fixes every alert carries (the tables: findings/remedies.py).
 PURE_DATA = {"stethoscope.diagnose.knowledge": ("act",)}

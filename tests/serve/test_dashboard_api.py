@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from stethoscope import Monitor
 from stethoscope import records as R
-from stethoscope.diagnose.report import downsample
+from stethoscope.report.html import downsample
 from stethoscope.serve import data
 from stethoscope.serve.dashboard import App, plotly_js_path
 from stethoscope.serve.http import Server

@@ -230,7 +230,7 @@ def import_source(source: str, into: str, as_json: bool) -> None:
 
 
 def report_input(run: ImportedRun, findings: list[Any]) -> Any:
-    from stethoscope.diagnose.report import ReportInput
+    from stethoscope.report.html import ReportInput
 
     series: dict[str, tuple[list[int], list[float]]] = defaultdict(lambda: ([], []))
     cols = run.columns
@@ -246,7 +246,7 @@ def report_input(run: ImportedRun, findings: list[Any]) -> Any:
 
 def write_report(path: str, out: str, rank: int | None, config: DetectConfig | None = None) -> Path:
     from stethoscope.diagnose.engine import diagnose_run
-    from stethoscope.diagnose.report import render_report
+    from stethoscope.report.html import render_report
     from stethoscope.diagnose.sources import load
 
     runs = read_input(load, path, rank)
@@ -262,7 +262,7 @@ def write_report(path: str, out: str, rank: int | None, config: DetectConfig | N
 
 def write_compare(paths: tuple[str, ...], out: str, config: DetectConfig | None = None) -> tuple[Path, list[Any]]:
     from stethoscope.diagnose.engine import diagnose_run
-    from stethoscope.diagnose.report import render_compare
+    from stethoscope.report.html import render_compare
     from stethoscope.diagnose.sources import load
 
     inputs = []
@@ -283,7 +283,7 @@ def _hyperparameters(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_compare(inputs: list[Any]) -> None:
-    from stethoscope.diagnose.report import flatten
+    from stethoscope.report.html import flatten
     from stethoscope.records import EVAL_LOSS, LOSS, TOKENS_PER_S
 
     flat = [flatten(_hyperparameters(i.meta)) for i in inputs]

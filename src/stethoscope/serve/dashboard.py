@@ -31,8 +31,8 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from stethoscope.diagnose.report import PALETTE
-from stethoscope.diagnose.report_template import CSS, SEVERITY_COLORS
+from stethoscope.report.html import PALETTE
+from stethoscope.report.template import CSS, SEVERITY_COLORS
 from stethoscope.errors import StethoscopeError
 from stethoscope.records import SEVERITIES, Finding
 from stethoscope.serve import data
@@ -255,7 +255,7 @@ def _meta_value(raw: str | None) -> Any:
 
 
 def _summary(reader: RunReader) -> dict[str, Any]:
-    from stethoscope.diagnose.report import flatten
+    from stethoscope.report.html import flatten
 
     config = {}
     meta = reader.meta()

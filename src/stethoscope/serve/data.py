@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from stethoscope import records as R
-from stethoscope.diagnose.report import downsample
+from stethoscope.report.html import downsample
 from stethoscope.findings import catalogue
 from stethoscope.records import Finding
 from stethoscope.store.query import RunReader

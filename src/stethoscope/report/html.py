@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from stethoscope import records as r
-from stethoscope.diagnose.report_template import SEVERITY_COLORS, badge, page
+from stethoscope.report.template import SEVERITY_COLORS, badge, page
 from stethoscope.findings import catalogue
 from stethoscope.records import Finding, json_safe, severity_rank
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stethoscope.diagnose.report import (
+from stethoscope.report.html import (
     MAX_POINTS,
     ReportInput,
     downsample,
@@ -21,7 +21,7 @@ from stethoscope.diagnose.report import (
     render_compare,
     render_report,
 )
-from stethoscope.diagnose.report_template import SEVERITY_COLORS
+from stethoscope.report.template import SEVERITY_COLORS
 from stethoscope.records import Finding
 
 EVIL = "<script>alert('pwned')</script>"
