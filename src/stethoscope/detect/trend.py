@@ -140,17 +140,19 @@ class TrendDetector:
         cfg = self.config
         runaway = self._runup_check(step, v)
         best = self._best
-        if best is None:
-            self._best_from = self._n
         if best is None or level < best[0]:
             raw = self.noise.diff_sigma() if len(self.noise) >= _EDGE else _PRIOR_REL_NOISE * abs(level)
             sigma = _MEDIAN_OF_EDGE * raw  # the noise of a median of 8 losses
+            if best is None:
+                self._best_from = self._n
             self._best = best = [level, step, sigma]
         # the best is the lowest of many noisy medians: it sits below the level it stands for by about the
-        # largest of as many independent draws of that noise, so a rise is measured from there
-        # (the rise is dated from the plain margin, and called sustained only above this one too)
+        # largest of as many independent draws of their noise (measured now: the noise estimate taken with the
+        # best was picked along with it), so a rise is measured from there (the rise is dated from the plain
+        # margin, and called sustained only above this one too)
         margin = max(cfg.divergence_rise_rel * abs(best[0]), _TREND_SIGMA * best[2])
-        sure = margin + lowest_of((self._n - self._best_from) / _EDGE) * best[2]
+        luck = lowest_of((self._n - self._best_from) / _EDGE)
+        sure = margin + (luck * _MEDIAN_OF_EDGE * self._raw_sigma() if luck and len(self.noise) >= _EDGE else 0.0)
         # a rise starts at a record above the margin whose level (median of 8) is too, and lasts while the
         # level stays there and no record is back at the best level: one low record of a noisy per-step
         # log inside the margin does not restart it
