@@ -46,8 +46,10 @@ class ReportInput:
 
 
 @dataclass(frozen=True, slots=True)
-class _Chart:
-    id: str
+class Chart:
+    """One chart of the report (and of the dashboard, which draws its own set of them)."""
+
+    id: str  # findings name the charts they are drawn on (findings/catalogue)
     title: str
     metrics: tuple[str, ...]
     log_y: bool = False
@@ -55,13 +57,13 @@ class _Chart:
 
 
 CHARTS = (
-    _Chart("loss", "Loss", (r.LOSS, r.EVAL_LOSS), wide=True),
-    _Chart("grad_norm", "Gradient norm (log)", (r.GRAD_NORM,), log_y=True),
-    _Chart("lr", "Learning rate", (r.LR,)),
-    _Chart("throughput", "Throughput", (r.TOKENS_PER_S, r.SAMPLES_PER_S)),
-    _Chart("step_time", "Step time (s)", (r.STEP_TIME, r.DATA_WAIT)),
-    _Chart("memory", "Memory (GiB)", (r.CUDA_ALLOCATED, r.CUDA_RESERVED, r.CUDA_PEAK, r.CUDA_TOTAL, r.RSS)),
-    _Chart("loss_scale", "Loss scale (log)", (r.LOSS_SCALE,), log_y=True),
+    Chart("loss", "Loss", (r.LOSS, r.EVAL_LOSS), wide=True),
+    Chart("grad_norm", "Gradient norm (log)", (r.GRAD_NORM,), log_y=True),
+    Chart("lr", "Learning rate", (r.LR,)),
+    Chart("throughput", "Throughput", (r.TOKENS_PER_S, r.SAMPLES_PER_S)),
+    Chart("step_time", "Step time (s)", (r.STEP_TIME, r.DATA_WAIT)),
+    Chart("memory", "Memory (GiB)", (r.CUDA_ALLOCATED, r.CUDA_RESERVED, r.CUDA_PEAK, r.CUDA_TOTAL, r.RSS)),
+    Chart("loss_scale", "Loss scale (log)", (r.LOSS_SCALE,), log_y=True),
 )
 
 
@@ -176,21 +178,21 @@ def _figure(fig_id: str, title: str, traces: list[dict[str, Any]], log_y: bool,
     return {"id": fig_id, "data": traces + marks, "layout": _layout(title, log_y, shapes)}
 
 
-def _charts_for(series: dict[str, Series]) -> list[_Chart]:
+def _charts_for(series: dict[str, Series]) -> list[Chart]:
     charts = [c for c in CHARTS if any(m in series for m in c.metrics)]
     charted = {m for c in CHARTS for m in c.metrics}
     extra_memory = tuple(m for m in series if m.startswith("memory/") and m not in charted)
     if extra_memory:
         memory = next((c for c in charts if c.id == "memory"), None)
-        merged = _Chart("memory", "Memory (GiB)", (memory.metrics if memory else ()) + extra_memory)
+        merged = Chart("memory", "Memory (GiB)", (memory.metrics if memory else ()) + extra_memory)
         charts = [c for c in charts if c.id != "memory"] + [merged]
         charted |= set(extra_memory)
     rest = sorted(name for name in series if name not in charted)
-    others = [_Chart(f"other-{i}", name, (name,)) for i, name in enumerate(rest)]
+    others = [Chart(f"other-{i}", name, (name,)) for i, name in enumerate(rest)]
     return charts + others
 
 
-def _findings_on(chart: _Chart, findings: Sequence[Finding], chart_ids: list[str]) -> list[Finding]:
+def _findings_on(chart: Chart, findings: Sequence[Finding], chart_ids: list[str]) -> list[Finding]:
     first = chart_ids[0] if chart_ids else ""
     picked = []
     for f in findings:
@@ -202,7 +204,7 @@ def _findings_on(chart: _Chart, findings: Sequence[Finding], chart_ids: list[str
     return picked
 
 
-def _run_figures(run: ReportInput) -> list[tuple[_Chart, dict[str, Any]]]:
+def _run_figures(run: ReportInput) -> list[tuple[Chart, dict[str, Any]]]:
     charts = _charts_for(run.series)
     ids = [c.id for c in charts]
     out = []

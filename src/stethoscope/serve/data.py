@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from stethoscope import records as R
-from stethoscope.report.html import downsample
 from stethoscope.findings import catalogue
 from stethoscope.records import Finding
+from stethoscope.report.html import Chart, downsample
 from stethoscope.store.query import RunReader
 
 MAX_POINTS = 2000  # per line on first paint (two per bucket); a zoomed range asks again
@@ -26,15 +25,6 @@ MAX_RANKS = 16  # lines on a per-rank chart
 MAX_OTHER = 16  # charts of metrics outside the standard ones
 MAX_NEW_ROWS = 20_000  # an `after=` answer bigger than this says `reload` instead
 TIMELINE_KINDS = ("checkpoint", "rollback", "checkpoint_loaded")
-
-
-@dataclass(frozen=True, slots=True)
-class Chart:
-    id: str  # the report's chart ids: findings name the charts they are drawn on (findings/catalogue)
-    title: str
-    metrics: tuple[str, ...]
-    log_y: bool = False
-    wide: bool = False
 
 
 CHARTS = (
