@@ -168,10 +168,11 @@ def report(name: str, path: Path, times: dict[str, list[float]], out: dict, spik
           f"{serious} finding(s) at warning or above")
 
 
-def files(folder: Path, steps: int, spike: int) -> dict[str, Path]:
+def files(folder: Path, steps: int, spike: int, names: list[str]) -> dict[str, Path]:
     """The generated logs under folder/<steps>/, reused when already there."""
     out = {}
-    for name, (make, _) in FORMATS.items():
+    for name in names:
+        make = FORMATS[name][0]
         path = folder / str(steps) / name
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,10 +187,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dir", type=Path, help="keep the generated logs here (and reuse them next time)")
     ap.add_argument("--no-cli", action="store_true", help="skip the fresh-process runs")
+    ap.add_argument("--only", choices=sorted(FORMATS), action="append", help="measure only this log (repeatable)")
     args = ap.parse_args()
     spike = args.steps // 2
     with tempfile.TemporaryDirectory() as tmp:
-        paths = files(args.dir or Path(tmp), args.steps, spike)
+        paths = files(args.dir or Path(tmp), args.steps, spike, args.only or list(FORMATS))
         times: dict[str, dict[str, list[float]]] = {name: {} for name in paths}
         outs: dict[str, dict] = {}
         for _ in range(args.repeats):  # interleaved: a burst of load hits every phase alike

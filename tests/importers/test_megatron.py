@@ -29,13 +29,15 @@ def fp16(step: int, loss: str | None = "2.635663E+00", scale: str = "131072.0", 
             f"iterations: {nan:3d} |")
 
 
-MODES = {"general": {"fast": False}, "fast": {}, "line_chunks": {"chunk_bytes": 1}, "small_chunks": {"chunk_bytes": 900}}
+MODES = {"general": {"fast": False}, "fast": {}, "line_chunks": {"chunk_bytes": 1}, "small_chunks": {"chunk_bytes": 900},
+         "regex": {"native": False}, "regex_small_chunks": {"native": False, "chunk_bytes": 900}}
 
 
 @pytest.fixture(params=list(MODES))
 def importer(request: pytest.FixtureRequest) -> MegatronImporter:
-    """Every test runs through the general parser and through the fast path, line by line and over
-    chunks of a few lines (one line each, several): same answers."""
+    """Every test runs through the general parser and through the fast paths (the line scanner's where
+    it was built, the regex one), line by line and over chunks of a few lines (one line each, several):
+    same answers."""
     return MegatronImporter(**MODES[request.param])
 
 
@@ -312,15 +314,23 @@ def _same(columns: Columns) -> list[tuple[object, ...]]:
     return [(n, s, "nan" if math.isnan(v) else v, t) for n, s, v, t in zip(*columns)]
 
 
-@pytest.mark.parametrize("chunk_bytes", [2000, 1 << 14, 1 << 16])
-def test_chunks_read_like_the_general_parser_on_an_awkward_log(write, monkeypatch, chunk_bytes: int) -> None:
+# The regex path reads a chunk at once only when every line in it fits: small chunks. The scanner reads
+# the runs that fit within any chunk: its default (1 MiB, the whole log here) too.
+@pytest.mark.parametrize(("chunk_bytes", "native"), [(2000, False), (1 << 14, False), (1 << 16, False),
+                                                     (2000, True), (1 << 16, True), (1 << 20, True)])
+def test_chunks_read_like_the_general_parser_on_an_awkward_log(write, monkeypatch, chunk_bytes: int, native: bool) -> None:
+    from stethoscope.importers import linescan
     from stethoscope.importers.megatron_fast import Template
+    from stethoscope.importers.megatron_native import Shape
 
+    if native and not linescan.available():
+        pytest.skip("the line scanner was not built (no C compiler at install)")
     path = write("train.log", _awkward_log())
     blocks: list[object] = []
-    coded = Template.coded
-    monkeypatch.setattr(Template, "coded", lambda self, *a: blocks.append(coded(self, *a)) or blocks[-1])
-    fast = MegatronImporter(chunk_bytes=chunk_bytes).read(path)
+    owner, method = (Shape, "block") if native else (Template, "coded")
+    make = getattr(owner, method)
+    monkeypatch.setattr(owner, method, lambda self, *a: blocks.append(make(self, *a)) or blocks[-1])
+    fast = MegatronImporter(chunk_bytes=chunk_bytes, native=native).read(path)
     general = MegatronImporter(fast=False).read(path)
     assert sum(getattr(block, "size", 0) > 0 for block in blocks) >= 3
     assert _same(fast.columns) == _same(general.columns)

@@ -36,6 +36,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from stethoscope.importers import linescan
 from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.importers.loglines import LineKeeper, parse_timestamp, stamp_seconds, strip_rank
 from stethoscope.importers.megatron_fast import (
@@ -44,6 +45,7 @@ from stethoscope.importers.megatron_fast import (
 from stethoscope.importers.megatron_fields import (
     AFTER_LOSS, COUNTER_KEYS, GLOBAL_BATCH, GLOBAL_BATCH_KEY, LOSS_MISSING, eval_name, field_name, number,
 )
+from stethoscope.importers.megatron_native import Shape, learn
 from stethoscope.importers.names import normalize
 from stethoscope.importers.source import GZIP_ERRORS, check_file, is_text, open_log, read_error
 from stethoscope.importers.table import PointTable, Rejected, describe, gc_paused
@@ -52,12 +54,16 @@ from stethoscope.records import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from stethoscope.importers.coded import CodedColumns, RowBlock
+    from stethoscope.importers.linescan import Scan
 
 NAME = "megatron"
 _ZERO_NORM = "grad/norm~zero"  # placeholder until we know whether the log ever printed a real norm
 _MAX_WRAP = 8
 _MAX_ARGS = 2000
+NATIVE_CHUNK_BYTES = 1 << 20  # blocks for the line scanner: fewer calls, and a misfit line costs only itself
 
 ITERATION = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)")
 _SNIFF = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|")
@@ -71,13 +77,15 @@ _ARG = re.compile(r"^\s+(\w+) \.{2,} ?(.*)$")
 
 
 class MegatronImporter:
-    """Megatron-family iteration logs. `fast=False` turns the fast path off and `chunk_bytes` sets its
-    chunk size (both for tests: the answers must not change)."""
+    """Megatron-family iteration logs. `fast=False` turns the fast paths off, `native=False` the line
+    scanner's (where it was built), and `chunk_bytes` sets their block size (for tests: the answers
+    must not change)."""
 
     name = NAME
 
-    def __init__(self, fast: bool = True, chunk_bytes: int = CHUNK_BYTES) -> None:
+    def __init__(self, fast: bool = True, chunk_bytes: int | None = None, native: bool = True) -> None:
         self.fast = fast
+        self.native = native
         self.chunk_bytes = chunk_bytes
 
     def sniff(self, path: Path, head: str) -> bool:
@@ -88,7 +96,9 @@ class MegatronImporter:
         try:
             # Read as bytes, in chunks: decoding or holding a multi-GB log would cost more than parsing it.
             with open_log(path) as stream, gc_paused():
-                return _Reader(path, self.fast).run(stream, self.chunk_bytes)
+                native = self.fast and self.native and linescan.available()
+                size = self.chunk_bytes or (NATIVE_CHUNK_BYTES if native else CHUNK_BYTES)
+                return _Reader(path, self.fast).run(stream, size, native)
         except (OSError, *GZIP_ERRORS) as exc:
             raise read_error(path, exc) from None
 
@@ -131,11 +141,17 @@ class _Reader:
         self.partial: _Record | None = None
         self.template: Template | None = None
         self.templates: dict[tuple[Any, ...], Template] = {}
+        self.native: Shape | None = None  # the template's shape for the line scanner
+        self.raw: tuple[int, bytes] | None = None  # the line the general parser is reading, as bytes
 
     # -- the loop --------------------------------------------------------------------------------
-    def run(self, stream: BinaryIO, chunk_bytes: int) -> ImportedRun:
+    def run(self, stream: BinaryIO, chunk_bytes: int, native: bool = False) -> ImportedRun:
         line = 0
-        for chunk in chunks(stream, chunk_bytes):
+        if native:
+            for chunk, scan in linescan.scanned(linescan.blocks(stream, chunk_bytes)):
+                self._scanned(chunk, scan, line)
+                line += len(scan)
+        for chunk in () if native else chunks(stream, chunk_bytes):
             newlines = chunk.count(b"\n")
             if not self._block(chunk, line, newlines):
                 self._lines(chunk.removesuffix(b"\n").split(b"\n"), line)
@@ -143,6 +159,42 @@ class _Reader:
         self._finish_partial()
         self._flush_overflow(line)
         return self._result()
+
+    def _scanned(self, chunk: bytearray, scan: Scan, line: int) -> None:
+        """A block read by the line scanner: runs of lines that fit the current shape at once, the
+        others by the general parser, in log order (a line it reads may teach a new shape). Where a
+        regex template has no shape for the scanner, the rest of the block takes the regex path."""
+        import numpy as np
+
+        blank = (scan.counts == 0) & np.isin(scan.hashes, _blank_hashes())
+        size, at = len(scan), 0
+        shape: Shape | None = None
+        misfits = np.zeros(0, np.int64)
+        while at < size:
+            current = self.native if self._template() is not None else None
+            if current is None and self._template() is not None:
+                self._lines(bytes(chunk[scan.starts[at]:]).removesuffix(b"\n").split(b"\n"), line + at)
+                return
+            end = at
+            if current is not None:
+                if current is not shape:
+                    shape, fit = current, current.fits(scan) | blank
+                    misfits = np.flatnonzero(~fit)
+                k = int(np.searchsorted(misfits, at))
+                end = int(misfits[k]) if k < misfits.size else size
+            if end == at:
+                stop = scan.starts[at + 1] - 1 if at + 1 < size else len(chunk)
+                raw = bytes(chunk[scan.starts[at]:stop]).removesuffix(b"\n")
+                self.raw = (line + at + 1, raw)
+                self._slow(line + at + 1, raw.decode("utf-8", errors="replace").rstrip())
+                at += 1
+                continue
+            rows = at + np.flatnonzero(~blank[at:end])
+            if rows.size:
+                block = current.block(scan, rows)
+                self._add_block(block)
+                self.last_step = int(block.steps[-1])
+            at = end
 
     def _block(self, chunk: bytes, line: int, newlines: int) -> bool:
         """Read the whole chunk at once when every line in it fits the current template."""
@@ -184,6 +236,7 @@ class _Reader:
                     continue
             if last is not None:
                 self.last_step, last = int(last), None
+            self.raw = (index, raw)
             self._slow(index, raw.decode("utf-8", errors="replace").rstrip())
             match, step, stamp, layout, groups = self._fast()
         if last is not None:
@@ -260,7 +313,9 @@ class _Reader:
         self.table.add_values(record.line, step, time, values)
         self.last_step = step
         if self.use_fast and not truncated and len(record.parts) == 1:
+            before = self.template
             self._learn(fields, values)
+            self._learn_native(record, fields, before)
 
     def _fields(self, record: _Record) -> tuple[list[tuple[str, str]], int | None, int | None, bool, float | None]:
         """(key, value text) pairs, step, total iterations, whether cut short, and the record's time
@@ -348,6 +403,17 @@ class _Reader:
         template = self.templates[key]
         # Only a shape whose fast rows are exactly what this general parse produced is worth using.
         self.template = template if template.layout.names == expected and len(expected) >= 2 else None
+
+    def _learn_native(self, record: _Record, fields: list[tuple[str, str]], before: Template | None) -> None:
+        """The line scanner's shape of the record's line, when it is the line of the template in force
+        (a record that taught nothing keeps the shape there was)."""
+        found = None
+        if self.template is not None and self.raw is not None and self.raw[0] == record.line \
+                and linescan.available():
+            text = self.raw[1].decode("utf-8", errors="replace").rstrip()
+            found = learn(self.raw[1], len(text) - len(record.text), record.text, fields, self.template.layout.names)
+        if found is not None or self.template is not before or self.template is None:
+            self.native = found
 
     # -- other lines ---------------------------------------------------------------------------------
     def _eval_record(self, index: int, body: str, head: re.Match[str]) -> None:
@@ -443,3 +509,16 @@ class _Reader:
                 rejected += more
             parts.append(part)
         return join(parts), rejected
+
+
+_BLANKS: list = []
+
+
+def _blank_hashes() -> np.ndarray:
+    """Shape hashes of the lines a block of records may hold that carry nothing: empty, or a bare
+    `time (ms)` heading (its timers follow on the next line)."""
+    if not _BLANKS:
+        import numpy as np
+
+        _BLANKS.append(np.array([linescan.shape_hash(b""), linescan.shape_hash(b"time (ms)")], np.uint64))
+    return _BLANKS[0]

@@ -1,0 +1,111 @@
+"""The native line scanner (`_linescan.c`), and what a reader needs around it.
+
+`scan` reads a block of log text once, in C and without the GIL, into each line's shape (a hash of its
+text with the numbers taken out and blanks left out) and its numbers as doubles (the ones `float()` gives).
+A reader that knows what one line of a shape means (which number is the step, which the loss…) then reads
+every line of that shape with numpy, not line by line.
+
+The scanner is built when the package is installed with a C compiler at hand (setup.py); without it, or
+with `STETHOSCOPE_NATIVE=0` in the environment, `available()` is False and the readers take their
+pure-Python paths, which give the same answers (tests/importers/test_linescan.py and the readers' tests
+compare them).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple
+
+if TYPE_CHECKING:
+    import numpy as np
+
+try:
+    from stethoscope.importers import _linescan
+except ImportError:  # built without a C compiler
+    _linescan = None
+
+_AHEAD = 3  # blocks scanned ahead of the one being read
+_WORKERS = 2  # the scan releases the GIL: on a machine with cores to spare, blocks are scanned side by side
+
+
+def available() -> bool:
+    """Whether the native scanner was built and is not turned off (`STETHOSCOPE_NATIVE=0`)."""
+    return _linescan is not None and os.environ.get("STETHOSCOPE_NATIVE", "1") != "0"
+
+
+class Scan(NamedTuple):
+    """One block's lines: `hashes` (uint64) and `counts` (numbers per line, int64), `starts` (byte
+    offset of each line), `first` (index in `values` of each line's first number), `values` (float64,
+    all the block's numbers in order) and `number_starts` (byte offset of each number; empty unless
+    asked for)."""
+
+    hashes: np.ndarray
+    counts: np.ndarray
+    starts: np.ndarray
+    first: np.ndarray
+    values: np.ndarray
+    number_starts: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.hashes.size)
+
+
+def scan(data: bytes | bytearray, offsets: bool = False) -> Scan:
+    """The lines of `data` (a line ends at a newline; the text after the last one is a line when it is
+    not empty). Only where `available()`."""
+    import numpy as np
+
+    assert _linescan is not None
+    hashes, counts, starts, values, number_starts = _linescan.scan(data, offsets=offsets)
+    count = np.frombuffer(counts, np.uint32).astype(np.int64)
+    first = np.zeros(count.size, np.int64)
+    np.cumsum(count[:-1], out=first[1:])
+    return Scan(np.frombuffer(hashes, np.uint64), count, np.frombuffer(starts, np.int64), first,
+                np.frombuffer(values, np.float64), np.frombuffer(number_starts, np.int64))
+
+
+def shape_hash(line: bytes) -> int:
+    """The shape hash of one line of text."""
+    return int(scan(line).hashes[0]) if line else int(scan(b"\n").hashes[0])
+
+
+def blocks(stream: BinaryIO, size: int) -> Iterator[bytearray]:
+    """The stream in blocks of about `size` bytes that end at a line end (the last may not), each read
+    straight into its own buffer (the scan of one may still be running while the next is read)."""
+    carry = b""
+    while True:
+        block = bytearray(len(carry) + size)
+        block[:len(carry)] = carry
+        got = stream.readinto(memoryview(block)[len(carry):])
+        if not got:
+            if carry:
+                yield bytearray(carry)
+            return
+        del block[len(carry) + got:]
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:  # a line longer than the block: read on until it ends
+            carry = bytes(block)
+            continue
+        carry = bytes(block[cut:])
+        del block[cut:]
+        yield block
+
+
+def scanned(blocks: Iterable[bytearray]) -> Iterator[tuple[bytearray, Scan]]:
+    """Each block with its scan, the next blocks scanned meanwhile on a worker thread."""
+    with ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="stethoscope-scan") as pool:
+        pending: deque = deque()
+        source = iter(blocks)
+        for block in source:
+            pending.append((block, pool.submit(scan, block)))
+            if len(pending) > _AHEAD:
+                break
+        while pending:
+            block, future = pending.popleft()
+            following = next(source, None)
+            if following is not None:
+                pending.append((following, pool.submit(scan, following)))
+            yield block, future.result()

@@ -1,0 +1,154 @@
+"""The Megatron importer's native path: record lines found and read by the line scanner (`linescan.py`).
+
+Once the general parser has read a record line (and learnt its regex template, `megatron_fast.py`), the
+line's shape hash and the places of its numbers make a `Shape`: which number is the step, which are the
+values (with their scales), which must hold a fixed value for a line to be read the same way (the global
+batch size, zero skipped/nan counts), which must not be zero (the grad norm: a zero one may be a
+pipeline-parallel artefact), and the six numbers of a `[YYYY-MM-DD HH:MM:SS]` stamp. A block's lines of
+that shape that pass those checks are read with numpy, the rest by the general parser, in log order.
+tests/importers/test_megatron.py reads every case this way, by the regex path and line by line, and
+compares.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, NamedTuple
+
+from stethoscope.importers.megatron_fields import COUNTER_KEYS, GLOBAL_BATCH_KEY, field_name, number
+from stethoscope.importers.table import Layout
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from stethoscope.importers.coded import RowBlock
+    from stethoscope.importers.linescan import Scan
+
+_ITERATION = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)")
+_STAMP = re.compile(r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d{1,6})?)\]")
+_MAX_STEP = 2.0**53  # steps above it would not stay exact as doubles
+
+
+class Shape(NamedTuple):
+    hash: int
+    count: int
+    layout: Layout
+    step: int  # which number of the line
+    values: tuple[int, ...]
+    fixed: tuple[tuple[int, float], ...]
+    nonzero: tuple[int, ...]
+    stamp: tuple[int, ...]  # year, month, day, hour, minute, seconds; () for none
+
+    def fits(self, scan: Scan) -> np.ndarray:
+        """Per line of the block: a record of this shape that reads as the general parser would read it."""
+        import numpy as np
+
+        fit = (scan.hashes == self.hash) & (scan.counts == self.count)
+        rows = np.flatnonzero(fit)
+        if rows.size:
+            base = scan.first[rows]
+            values = scan.values
+            ok = values[base + self.step] < _MAX_STEP
+            for slot, want in self.fixed:
+                ok &= values[base + slot] == want
+            for slot in self.nonzero:
+                ok &= values[base + slot] != 0.0
+            if self.stamp:
+                month, day, hour, minute = (values[base + slot] for slot in self.stamp[1:5])
+                ok &= (month >= 1) & (month <= 12) & (day >= 1) & (day <= 31) & (hour < 24) & (minute < 60)
+            fit[rows[~ok]] = False
+        return fit
+
+    def block(self, scan: Scan, rows: np.ndarray) -> RowBlock:
+        """The points of `rows` (lines that fit) as a RowBlock."""
+        import numpy as np
+
+        from stethoscope.importers.coded import RowBlock
+
+        base = scan.first[rows]
+        values = scan.values
+        columns = [values[base + slot] for slot in self.values]
+        if self.layout.scales:
+            columns = [column * scale for column, scale in zip(columns, self.layout.scales)]
+        times = None
+        if self.stamp:
+            year, month, day, hour, minute = (values[base + slot].astype(np.int64) for slot in self.stamp[:5])
+            minutes = (_days_from_civil(year, month, day) * 1440 + hour * 60 + minute) * 60
+            times = minutes.astype(np.float64) + values[base + self.stamp[5]] - 0.0  # as stamp_seconds adds
+        return RowBlock(self.layout.names, values[base + self.step].astype(np.int64), columns, times)
+
+
+def _days_from_civil(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.ndarray:
+    """Days since 1970-01-01 of proleptic Gregorian dates (what calendar.timegm counts)."""
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
+    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+
+
+def learn(raw: bytes, body_at: int, body: str, fields: list[tuple[str, str]], names: tuple[str, ...]) -> Shape | None:
+    """The shape of a record line `raw` whose record text (rank prefix removed) is `body`, starting at
+    byte `body_at`, read by the general parser into `fields`; None when its numbers cannot be placed
+    (non-ASCII text, a stamp with a comma, a value the scanner reads otherwise) or its values are not
+    `names` (the regex template's layout)."""
+    from stethoscope.importers.linescan import scan
+
+    if not raw.isascii():
+        return None
+    line = scan(raw.rstrip(b"\r\n"), offsets=True)
+    if len(line) != 1:
+        return None
+    slot_at = {int(at): k for k, at in enumerate(line.number_starts)}
+    values = line.values
+    placed: dict[str, list] = {"values": [], "names": [], "scales": [], "fixed": [], "nonzero": []}
+    step: int | None = None
+    stamp: tuple[int, ...] = ()
+    at = body_at
+    segments = body.split("|")
+    kept = iter(fields)
+    for segment in segments:
+        it = _ITERATION.search(segment)
+        if it and step is None:
+            next(kept)
+            step = slot_at.get(at + it.start(1))
+            m = _STAMP.search(segment)
+            if m:
+                stamp = tuple(slot_at.get(at + m.start(g), -1) for g in range(1, 7))
+                if -1 in stamp:
+                    return None
+        else:
+            key, sep, text = segment.rpartition(":")
+            if sep and key.strip():
+                field_key, field_text = next(kept)
+                start = at + len(key) + 1 + (len(text) - len(text.lstrip()))
+                if not _place(field_key.lower(), field_text, slot_at.get(start), values, placed):
+                    return None
+        at += len(segment) + 1
+    if step is None or tuple(placed["names"]) != names:
+        return None
+    scales = tuple(placed["scales"])
+    layout = Layout(names, scales if any(s != 1.0 for s in scales) else None)
+    return Shape(int(line.hashes[0]), int(line.counts[0]), layout, step, tuple(placed["values"]),
+                 tuple(placed["fixed"]), tuple(placed["nonzero"]), stamp)
+
+
+def _place(key: str, text: str, slot: int | None, values: np.ndarray, placed: dict[str, list]) -> bool:
+    """Note what the field's number means; False when it cannot be read back from the scan."""
+    parsed = number(text)
+    if key == GLOBAL_BATCH_KEY or key in COUNTER_KEYS:
+        if parsed is None or slot is None or values[slot] != parsed[0]:
+            return False
+        placed["fixed"].append((slot, 0.0 if key in COUNTER_KEYS else parsed[0]))
+        return True
+    name, scale = field_name(key, parsed[1]) if parsed else (None, 1.0)
+    if name is None or parsed is None:
+        return True  # a field the general parser leaves out: only its text shape matters
+    if slot is None or values[slot] != parsed[0]:
+        return False
+    placed["values"].append(slot)
+    placed["names"].append(name)
+    placed["scales"].append(scale)
+    if key == "grad norm":
+        placed["nonzero"].append(slot)
+    return True

@@ -1,0 +1,127 @@
+"""The native line scanner against a plain-Python statement of what it reads (`_reference`)."""
+
+from __future__ import annotations
+
+import io
+import math
+import random
+import re
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stethoscope.importers import linescan
+
+built = pytest.mark.skipif(not linescan.available(), reason="the line scanner was not built (no C compiler)")
+
+_NUMBER = re.compile(rb"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_WORD = frozenset(b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.")
+
+
+def _reference(line: bytes) -> tuple[bytes, list[float], list[int]]:
+    """(shape, numbers, where each starts) of one line, as the module docstring of _linescan.c says:
+    a number starts where the byte before is not part of a word; blanks are left out of the shape."""
+    shape, numbers, starts = bytearray(), [], []
+    i, in_word = 0, False
+    while i < len(line):
+        c = line[i]
+        if c in b" \t\r":
+            i, in_word = i + 1, False
+            continue
+        m = _NUMBER.match(line, i) if not in_word else None
+        if m and len(m.group()) <= 63:
+            text = m.group()
+            numbers.append(float(text))
+            starts.append(i)
+            shape.append(1 if text.isdigit() else 2)
+            i, in_word = m.end(), True
+            continue
+        shape.append(c)
+        i, in_word = i + 1, c in _WORD
+    return bytes(shape), numbers, starts
+
+
+def _same_floats(got: list[float], want: list[float]) -> bool:
+    return [(v, math.copysign(1, v)) for v in got] == [(v, math.copysign(1, v)) for v in want]
+
+
+@built
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(
+    st.sampled_from([" ", "  ", "\t", "|", ":", "=", ",", "/", "(", ")", "[", "]", "%", "e", "E", "-", "+", ".", "_",
+                     "loss", "lr", "A100", "fp16", "rank0", "GiB", "ms", "iteration", "nan", "x1e5"]),
+    st.integers(-10**20, 10**20).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(lambda x: f"{x!r}"),
+    st.floats(allow_nan=False, allow_infinity=False).map(lambda x: f"{x:.6E}"),
+    st.floats(min_value=-1e6, max_value=1e6).map(lambda x: f"{x:.3f}"),
+), max_size=30).map("".join))
+def test_a_line_reads_as_the_reference_says(text: str) -> None:
+    line = text.encode().replace(b"\n", b" ")
+    got = linescan.scan(line, offsets=True)
+    shape, numbers, starts = _reference(line)
+    assert len(got) == (1 if line else 0)
+    if line:
+        assert int(got.counts[0]) == len(numbers)
+        assert _same_floats(got.values.tolist(), numbers)
+        assert got.number_starts.tolist() == starts
+        # same shape <=> same hash: a line built from the shape with other numbers and padding agrees
+        twin = line.replace(b" ", b"  ")
+        assert linescan.shape_hash(twin) == int(got.hashes[0])
+        assert _reference(twin)[0] == shape
+
+
+@built
+def test_every_number_is_the_double_float_gives() -> None:
+    rng = random.Random(1)
+    texts = [b"-0", b"-0.0", b"0", b"1e-400", b"4.9e-324", b"2.2250738585072011e-308", b"9007199254740993",
+             b"123456789012345678901234567890", b"1.00000000000000011102230246251565404236316680908203125",
+             b"6.009562E+00", b"3.000E-04", b"65536.0", b"1E+05", b"1e999", b"007", b".5", b"1.", b"+3",
+             b"0.000000000000000000001", b"123456789012345.6", b"1234567890123456.7"]
+    for _ in range(50000):
+        x = struct.unpack("d", struct.pack("Q", rng.getrandbits(64)))[0]
+        if math.isfinite(x):
+            texts.append((rng.choice(["%r", "%.3e", "%.6E", "%.17g", "%.12g", "%.1f", "%.8f"]) % x).encode())
+    texts = [t for t in texts if len(t) <= 63]
+    got = linescan.scan(b"\n".join(texts))
+    assert got.counts.tolist() == [1] * len(texts)
+    assert _same_floats(got.values.tolist(), [float(t) for t in texts])
+
+
+@built
+def test_lines_starts_and_shapes() -> None:
+    got = linescan.scan(b"step 1 | loss 2.5\nstep 22 | loss 0.25\n\nstep 3 | loss 1e-3\nlast 7")
+    assert got.starts.tolist() == [0, 18, 38, 39, 58]
+    assert got.counts.tolist() == [2, 2, 0, 2, 1]
+    assert got.first.tolist() == [0, 2, 4, 4, 6]
+    assert got.values.tolist() == [1, 2.5, 22, 0.25, 3, 1e-3, 7]
+    hashes = got.hashes.tolist()
+    assert hashes[0] == hashes[1] == hashes[3] and len(set(hashes)) == 3
+    # a number glued to a word is text; a unit after a number is text; the kind of number is in the shape
+    assert linescan.scan(b"A100 fp16 rank0 0.33GiB(1.41%) 45.6ms").values.tolist() == [0.33, 1.41, 45.6]
+    assert linescan.shape_hash(b"loss 2") != linescan.shape_hash(b"loss 2.0")
+    assert linescan.shape_hash(b"loss 2") != linescan.shape_hash(b"lr 2")
+
+
+@built
+@pytest.mark.parametrize("size", [1, 7, 64, 4096])
+def test_blocks_end_at_line_ends_and_lose_nothing(size: int) -> None:
+    text = b"".join(b"line %d %s\n" % (i, b"x" * (i % 97)) for i in range(500)) + b"tail without newline"
+    got = list(linescan.blocks(io.BytesIO(text), size))
+    assert b"".join(got) == text
+    assert all(block.endswith(b"\n") for block in got[:-1])
+    scanned = list(linescan.scanned(iter(got)))
+    assert [block for block, _ in scanned] == got
+    assert sum(len(scan) for _, scan in scanned) == 501
+
+
+def test_the_scanner_is_built_where_a_c_compiler_is() -> None:
+    """An install with a compiler at hand must not fall back silently (setup.py marks the extension
+    optional only for machines without one)."""
+    import shutil
+    import sysconfig
+
+    if not (shutil.which("cc") or shutil.which("gcc")) or not sysconfig.get_paths().get("include"):
+        pytest.skip("no C compiler here")
+    from stethoscope.importers import _linescan  # noqa: F401  (ImportError: the build failed)
