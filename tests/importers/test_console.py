@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from stethoscope.importers import read_any
+from stethoscope.importers import linescan, read_any
 from stethoscope.importers.console import ConsoleImporter, ConsoleReader, strip_ansi
 from stethoscope.importers.names import EPOCH
 from stethoscope.records import (
@@ -19,6 +19,13 @@ from stethoscope.records import (
 )
 from tests.conftest import run_cli
 from tests.importers.series import names, series
+
+
+@pytest.fixture(autouse=True, params=["native", "tokens"] if linescan.available() else ["tokens"])
+def _token_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test here reads through the native scanner's token columns (where it was built) and through
+    the token lists: the same answers."""
+    monkeypatch.setenv("STETHOSCOPE_NATIVE", "1" if request.param == "native" else "0")
 
 GB = 1e9 / 2**30  # "GB" is read as 10^9 bytes (detect/names.py)
 R, G, O, T, B, C, M, Y, X = ("\x1b[31m", "\x1b[32m", "\x1b[38;2;180;60;0m", "\x1b[38;2;54;234;195m", "\x1b[34m",

@@ -1,6 +1,7 @@
-"""Long runs of one line shape read by pyarrow's CSV parser (importers/console_arrow.py) give exactly what the
-token-list path gives: the same points (steps, values to the last bit, timestamps), warnings, resumes and
-ranks, also through everything that sends a run back to the other paths."""
+"""Long runs of one line shape read by pyarrow's CSV parser (importers/console_arrow.py) and by the native
+scanner's token columns (`_linescan.columns`) give exactly what the token-list path gives: the same points
+(steps, values to the last bit, timestamps), warnings, resumes and ranks, also through everything that
+sends a run back to the other paths."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import random
 
 import pytest
 
-from stethoscope.importers import console_arrow
+from stethoscope.importers import console_arrow, linescan
 from stethoscope.importers.console_reader import ConsoleReader
 
 pytest.importorskip("pyarrow")
@@ -59,11 +60,14 @@ def _log(write_line, *, resume_at: int | None = None, damage: str | None = None,
     return "".join(lines).encode()
 
 
-def _read(data: bytes, arrow: bool, monkeypatch) -> tuple:
+def _read(data: bytes, arrow: bool, monkeypatch, native: bool = False) -> tuple:
+    """What the reader makes of `data`, and how many runs went through pyarrow (or the native columns)."""
     monkeypatch.setattr(console_arrow, "available", lambda: arrow)
+    monkeypatch.setenv("STETHOSCOPE_NATIVE", "1" if native else "0")
     used = []
-    real = console_arrow.read
-    monkeypatch.setattr(console_arrow, "read", lambda *a: used.append(r := real(*a)) or r)
+    module, name = (linescan, "columns") if native else (console_arrow, "read")
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a: used.append(r := real(*a)) or r)
     reader = ConsoleReader("log")
     reader.feed(data)
     run = reader.result()
@@ -86,6 +90,24 @@ def test_arrow_reads_exactly_what_the_token_path_reads(writer, options, monkeypa
     assert len(got[0]) > N  # points were read
     if not options.get("damage"):
         assert arrow_runs >= 1  # the run went through pyarrow
+    if linescan.available():
+        native, native_runs = _read(data, True, monkeypatch, native=True)
+        assert native == want
+        if not options.get("damage"):
+            assert native_runs >= 1  # the run went through the native columns
+
+
+@pytest.mark.skipif(not linescan.available(), reason="the line scanner was not built (no C compiler)")
+def test_a_run_the_native_columns_cannot_read_falls_back_whole():
+    from stethoscope.importers.console_tokens import Plan, _native
+
+    plan = Plan(width=2, step=0, values=(1,), scales=(1.0,), rank=None, time=None)
+    read = _native(plan, b"it 1 loss 2.5\nit 2 loss 2.4\n", 2, None)
+    assert read is not None and read.steps.tolist() == [1, 2] and read.values[0].tolist() == [2.5, 2.4]
+    assert _native(plan, b"it 1 loss 2.5\nit 2 loss 2.4 3\n", 2, None) is None  # one token more
+    assert _native(plan, b"it 1 loss 2.5\nit 2 loss 2.4.1\n", 2, None) is None  # not a number
+    assert _native(plan, b"it 1 loss 2.5\n\nit 2 loss 2.4\n", 2, None) is None  # a blank line
+    assert _native(plan, b"it 1.5 loss 2.5\n", 1, None) is None  # a step int() refuses
 
 
 def test_a_run_pyarrow_cannot_read_falls_back_whole():

@@ -19,10 +19,20 @@
  * (uint64 per line, uint32 per line, int64 line start offsets, float64 per number, int64 offset of each
  * number in `data` or empty unless `offsets`). A line ends at `\n`; the text after the last `\n` is a
  * line when it is not empty.
+ *
+ * columns(data, width, picks, kinds, commas) reads lines of one console-log shape by their *tokens*, as
+ * console_tokens.py does with bytes.translate and split: a token is a run of the bytes that can be part of
+ * a number (digits, `.+-eE,`), a comma that a byte outside them follows being a blank. Every line must
+ * have `width` tokens; the token at index picks[k] (int32) is read by kinds[k]: `f` as float() reads it,
+ * `i` as int() (below 2**53), `r` a rank (plain digits), `d` a YYYY-MM-DD date (days since 1970), `h`
+ * and `m` two-digit hours and minutes, `s` seconds with a comma or a point; commas[k] = 1 drops the
+ * commas first (`15,723`; for `r`, what comes after the last one). Returns (lines, float64 bytes, lines x
+ * picks) or None when a line or a token does not read that way (the Python path then decides).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #define FNV_BASIS 1469598103934665603ULL
@@ -112,8 +122,56 @@ static Py_ssize_t number_length(const unsigned char *s, Py_ssize_t n) {
     return j;
 }
 
-/* The double of s[0..len): exact when the significand has at most 15 digits and the power of ten is at
- * most 22 (one correctly rounded multiplication or division of two exact doubles), else Python's dtoa. */
+#ifdef __SIZEOF_INT128__
+typedef unsigned __int128 u128;
+
+static int bit_length(u128 x) {
+    uint64_t high = (uint64_t)(x >> 64), low = (uint64_t)x;
+    return high ? 128 - __builtin_clzll(high) : low ? 64 - __builtin_clzll(low) : 0;
+}
+
+/* q * 2**exp2 rounded to the nearest double, ties to even; `sticky`: the exact value is a little above
+ * q * 2**exp2 (a non-zero remainder). q has at least 54 bits. */
+static double round_wide(u128 q, int exp2, int sticky) {
+    int shift = bit_length(q) - 53;
+    uint64_t kept = (uint64_t)(q >> shift);
+    u128 rest = q & (((u128)1 << shift) - 1), half = (u128)1 << (shift - 1);
+    if (rest > half || (rest == half && (sticky || (kept & 1))))
+        kept++;
+    if (kept >> 53) {
+        kept >>= 1;
+        shift++;
+    }
+    return ldexp((double)kept, exp2 + shift);
+}
+
+/* mantissa * 10**power correctly rounded, for mantissas of up to 19 digits and powers in -21..19, in
+ * 128-bit integers (exact: a product, or a quotient with its remainder); 0 outside that range. */
+static int exact_wide(uint64_t mantissa, int power, double *out) {
+    if (mantissa == 0 || power < -21 || power > 19)
+        return 0;
+    u128 scale = 1;
+    for (int k = 0; k < (power < 0 ? -power : power); k++)
+        scale *= 10;
+    if (power >= 0) {
+        u128 product = (u128)mantissa * scale; /* < 2**64 * 10**19 < 2**128 */
+        if (bit_length(product) < 54) {
+            *out = (double)product; /* exact */
+            return 1;
+        }
+        *out = round_wide(product, 0, 0);
+        return 1;
+    }
+    int lift = 127 - bit_length((u128)mantissa);
+    u128 numerator = (u128)mantissa << lift; /* top bit set: the quotient has >= 56 bits (10**21 < 2**70) */
+    *out = round_wide(numerator / scale, -lift, numerator % scale != 0);
+    return 1;
+}
+#endif
+
+/* The double of s[0..len), always the one float() gives: at most 15 significant digits and a power of ten
+ * within 22, one correctly rounded multiplication or division of two exact doubles; up to 19 digits, exact
+ * 128-bit integer arithmetic (where the compiler has it); else Python's own dtoa, with the GIL. */
 static int parse_number(const unsigned char *s, Py_ssize_t len, double *out, PyThreadState **released) {
     Py_ssize_t j = 0;
     int negative = 0;
@@ -158,15 +216,21 @@ static int parse_number(const unsigned char *s, Py_ssize_t len, double *out, PyT
             exp_digits++;
         }
     }
-    if (j == len && significant <= 15 && exp_digits <= 6) {
+    if (j == len && significant <= 19 && exp_digits <= 6) {
         int power = scale + (exp_negative ? -exponent : exponent);
         double value = (double)mantissa;
-        if (mantissa == 0 || (power >= 0 && power <= 22) || (power < 0 && power >= -22)) {
+        if (significant <= 15 && (mantissa == 0 || (power >= -22 && power <= 22))) {
             if (mantissa != 0)
                 value = power >= 0 ? value * POW10[power] : value / POW10[-power];
             *out = negative ? -value : value;
             return 0;
         }
+#ifdef __SIZEOF_INT128__
+        if (exact_wide(mantissa, power, &value)) {
+            *out = negative ? -value : value;
+            return 0;
+        }
+#endif
     }
     char text[MAX_NUMBER + 1];
     memcpy(text, s, (size_t)len);
@@ -268,9 +332,208 @@ done:
     return result;
 }
 
+enum { KEPT = 8 };
+
+static unsigned char TOKEN[256]; /* KEPT: a byte that can be part of a number token */
+
+static void init_tokens(void) {
+    const char *kept = "0123456789.+-eE,";
+    for (const char *c = kept; *c; c++)
+        TOKEN[(unsigned char)*c] = KEPT;
+}
+
+/* Whether t[0..len) is a number float() reads: [+-]? (digits [. digits?] | . digits) ([eE] [+-]? digits)? */
+static int float_syntax(const unsigned char *t, Py_ssize_t len) {
+    Py_ssize_t j = 0, digits = 0;
+    if (j < len && (t[j] == '+' || t[j] == '-'))
+        j++;
+    for (; j < len && is_digit(t[j]); j++)
+        digits++;
+    if (j < len && t[j] == '.')
+        for (j++; j < len && is_digit(t[j]); j++)
+            digits++;
+    if (!digits)
+        return 0;
+    if (j < len && (t[j] == 'e' || t[j] == 'E')) {
+        j++;
+        if (j < len && (t[j] == '+' || t[j] == '-'))
+            j++;
+        Py_ssize_t exp_digits = 0;
+        for (; j < len && is_digit(t[j]); j++)
+            exp_digits++;
+        if (!exp_digits)
+            return 0;
+    }
+    return j == len;
+}
+
+static int all_digits(const unsigned char *t, Py_ssize_t len) {
+    if (len == 0)
+        return 0;
+    for (Py_ssize_t j = 0; j < len; j++)
+        if (!is_digit(t[j]))
+            return 0;
+    return 1;
+}
+
+static int64_t two_digits(const unsigned char *t) { return (t[0] - '0') * 10 + (t[1] - '0'); }
+
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+    y -= m <= 2;
+    const int64_t era = (y >= 0 ? y : y - 399) / 400;
+    const int64_t yoe = y - era * 400;
+    const int64_t doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+/* One token read by its kind into *out; 0 when it does not read. */
+static int read_token(const unsigned char *token, Py_ssize_t len, char kind, int drop_commas, double *out,
+                      PyThreadState **released) {
+    unsigned char text[MAX_NUMBER + 1];
+    Py_ssize_t n = 0;
+    if (len > MAX_NUMBER)
+        return 0;
+    if (kind == 'r' && drop_commas) { /* mpirun's [1,0]: the local rank is the last number */
+        Py_ssize_t cut = len;
+        while (cut > 0 && token[cut - 1] != ',')
+            cut--;
+        token += cut;
+        len -= cut;
+        drop_commas = 0;
+    }
+    for (Py_ssize_t j = 0; j < len; j++) {
+        unsigned char c = token[j];
+        if (c == ',' && (drop_commas || kind == 's')) {
+            if (kind == 's')
+                text[n++] = '.';
+            continue;
+        }
+        text[n++] = c;
+    }
+    switch (kind) {
+    case 'f':
+    case 's':
+        return float_syntax(text, n) && parse_number(text, n, out, released) == 0;
+    case 'i': {
+        Py_ssize_t j = (n > 0 && (text[0] == '+' || text[0] == '-')) ? 1 : 0;
+        if (!all_digits(text + j, n - j) || n - j > 15)
+            return 0;
+        return parse_number(text, n, out, released) == 0;
+    }
+    case 'r':
+        if (!all_digits(text, n) || (n > 1 && text[0] == '0') || n > 15)
+            return 0;
+        return parse_number(text, n, out, released) == 0;
+    case 'h':
+    case 'm':
+        if (n != 2 || !all_digits(text, 2))
+            return 0;
+        *out = (double)two_digits(text);
+        return 1;
+    case 'd': {
+        if (n != 10 || !all_digits(text, 4) || text[4] != '-' || !all_digits(text + 5, 2) || text[7] != '-' ||
+            !all_digits(text + 8, 2))
+            return 0;
+        int64_t year = two_digits(text) * 100 + two_digits(text + 2), month = two_digits(text + 5);
+        if (year < 1 || month < 1 || month > 12)
+            return 0;
+        *out = (double)days_from_civil(year, month, two_digits(text + 8));
+        return 1;
+    }
+    }
+    return 0;
+}
+
+static PyObject *columns(PyObject *Py_UNUSED(module), PyObject *args) {
+    Py_buffer view, picks_view, kinds_view, commas_view;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "y*ny*y*y*:columns", &view, &width, &picks_view, &kinds_view, &commas_view))
+        return NULL;
+    const unsigned char *s = view.buf;
+    const Py_ssize_t n = view.len;
+    const int32_t *picks = picks_view.buf;
+    const char *kinds = kinds_view.buf;
+    const char *commas = commas_view.buf;
+    const Py_ssize_t npicks = picks_view.len / (Py_ssize_t)sizeof(int32_t);
+    PyObject *result = NULL;
+    Buffer out = {0};
+    int32_t *pick_of = NULL;
+    int ok = npicks == kinds_view.len && npicks == commas_view.len && width >= 0;
+    if (ok) {
+        pick_of = PyMem_Malloc((size_t)(width + 1) * sizeof(int32_t));
+        if (pick_of == NULL) {
+            PyErr_NoMemory();
+            goto release;
+        }
+        for (Py_ssize_t t = 0; t <= width; t++)
+            pick_of[t] = -1;
+        for (Py_ssize_t k = 0; k < npicks; k++) {
+            if (picks[k] < 0 || picks[k] >= width || pick_of[picks[k]] != -1)
+                ok = 0;
+            else
+                pick_of[picks[k]] = (int32_t)k;
+        }
+    }
+    Py_ssize_t lines = 0;
+    PyThreadState *released = PyEval_SaveThread();
+    Py_ssize_t i = 0;
+    while (ok && i < n) {
+        if (reserve(&out, npicks * (Py_ssize_t)sizeof(double)) < 0) {
+            PyEval_RestoreThread(released);
+            PyErr_NoMemory();
+            goto release;
+        }
+        double *row = (double *)(out.data + out.size);
+        Py_ssize_t tokens = 0;
+        while (i < n && s[i] != '\n') {
+            const unsigned char c = s[i];
+            int kept = TOKEN[c] && !(c == ',' && i + 1 < n && s[i + 1] != '\n' && !TOKEN[s[i + 1]]);
+            if (!kept) {
+                i++;
+                continue;
+            }
+            Py_ssize_t a = i;
+            while (i < n && TOKEN[s[i]] && !(s[i] == ',' && i + 1 < n && s[i + 1] != '\n' && !TOKEN[s[i + 1]]))
+                i++;
+            if (tokens < width && pick_of[tokens] >= 0) {
+                int32_t k = pick_of[tokens];
+                if (!read_token(s + a, i - a, kinds[k], commas[k], &row[k], &released)) {
+                    ok = 0;
+                    break;
+                }
+            }
+            tokens++;
+        }
+        if (tokens != width)
+            ok = 0;
+        out.size += npicks * (Py_ssize_t)sizeof(double);
+        lines++;
+        if (i < n)
+            i++; /* the newline */
+    }
+    PyEval_RestoreThread(released);
+    if (PyErr_Occurred())
+        goto release;
+    if (!ok) {
+        result = Py_NewRef(Py_None);
+        goto release;
+    }
+    result = Py_BuildValue("(nN)", lines, as_bytes(&out));
+release:
+    PyMem_Free(pick_of);
+    PyMem_RawFree(out.data);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&picks_view);
+    PyBuffer_Release(&kinds_view);
+    PyBuffer_Release(&commas_view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_VARARGS | METH_KEYWORDS,
      "scan(data, offsets=False) -> (hashes, counts, starts, values, number_starts): see the module source."},
+    {"columns", columns, METH_VARARGS,
+     "columns(data, width, picks, kinds, commas) -> (lines, values) or None: see the module source."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -279,5 +542,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_linescan", "The log
 
 PyMODINIT_FUNC PyInit__linescan(void) {
     init_kinds();
+    init_tokens();
     return PyModule_Create(&module);
 }

@@ -12,7 +12,7 @@ from collections import Counter
 from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any
 
-from stethoscope.importers import console_arrow, console_tokens
+from stethoscope.importers import console_arrow, console_tokens, linescan
 from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.importers.console_clock import CLOCK, CLOCK_NAMES, step_time_from_clock
 from stethoscope.importers.console_fast import Template
@@ -189,12 +189,15 @@ class ConsoleReader:
         known = self.templates.get(shape)
         if start >= end:
             return
-        if known is not None and known.plan is not None and end - start >= console_arrow.MIN_LINES and self._arrow():
+        native = linescan.available()
+        if known is not None and known.plan is not None and end - start >= console_arrow.MIN_LINES and \
+                (native or self._arrow()):
             while start < end:  # pieces of a few MB (memory the allocator reuses), cut at a line's end
                 cut = min(q_end, len(data)) if q_end - q <= ARROW_CHUNK_BYTES else data.find(b"\n", q + ARROW_CHUNK_BYTES) + 1
                 if cut <= q:
                     break
-                read = console_arrow.read(known.plan, data[q:cut], None, self.keep_rank)  # as many rows as lines
+                reader = console_tokens.read_raw if native else console_arrow.read
+                read = reader(known.plan, data[q:cut], None, self.keep_rank)  # as many rows as lines
                 if read is None or start + read.rows > end or not self._block(known, start + 1, read.rows, read):
                     break
                 count = read.rows
@@ -210,8 +213,7 @@ class ConsoleReader:
             d = min(c + CHUNK_LINES, end)
             read = None
             if known.plan is not None:
-                tokens = console_tokens.number_text(data[slice(*lines.span(c, d))]).split()
-                read = console_tokens.read(known.plan, tokens, d - c, self.keep_rank)
+                read = console_tokens.read_raw(known.plan, data[slice(*lines.span(c, d))], d - c, self.keep_rank)
             if read is None or not self._block(known, c + 1, d - c, read):
                 self._by_regex(known.template, lines, c, d)
 

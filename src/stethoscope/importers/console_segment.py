@@ -54,7 +54,7 @@ def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.nda
     """Lines start.. of `lines` (`console_runs.Lines`), whose shapes are `kinds[ids]`, each shape's lines
     gathered and read at once by its token plan (pyarrow for many lines of one shape); None when one does
     not read."""
-    from stethoscope.importers import console_arrow, console_tokens
+    from stethoscope.importers import console_arrow, console_tokens, linescan
 
     order = np.argsort(ids, kind="stable")
     cuts = np.flatnonzero(ids[order][1:] != ids[order][:-1]) + 1
@@ -64,10 +64,10 @@ def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.nda
         at = part + start
         raw = b"\n".join(lines.pick(at)) + b"\n"
         read = None
-        if at.size >= console_arrow.MIN_LINES and arrow:
+        if at.size >= console_arrow.MIN_LINES and arrow and not linescan.available():
             read = console_arrow.read(known.plan, raw, at.size, keep_rank)
-        if read is None:
-            read = console_tokens.read(known.plan, console_tokens.number_text(raw).split(), at.size, keep_rank)
+        if read is None:  # the native scanner's columns where it was built, else token lists
+            read = console_tokens.read_raw(known.plan, raw, at.size, keep_rank)
         if read is None:
             return None
         groups.append(Group(at, read, known.layout.names, known.own_step, known.bar, known.is_dict))

@@ -6,6 +6,11 @@ same text once digits are removed) give the same number of tokens at the same pl
 slice `tokens[i::width]`. A plan is made from the first line of a shape, checked against what the full
 parser read from it; a run whose token count is off, or a column that is not all numbers, goes to the
 regex path instead (`console_fast.Template`).
+
+Where the native line scanner was built (`linescan.py`), `read_raw` reads the same tokens from the raw
+lines in C, without a Python object per token (`_linescan.columns`), into arrays; what it cannot read
+the same way (a token count that differs on a line, a token that float() or int() would refuse) it
+leaves to this module's path.
 """
 
 from __future__ import annotations
@@ -121,6 +126,62 @@ def read(p: Plan, tokens: list[bytes], lines: int, keep_rank: bytes | None) -> R
         values = [list(compress(v, keep)) for v in values]
         times = None if times is None else list(compress(times, keep))
     return Read(steps, values, times, lines if keep is None else sum(keep), ranks, keep, lines)
+
+
+def read_raw(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None) -> Read | None:
+    """`read` of the lines `raw` (each ending in a newline; lines None: as many as it holds), by the native
+    scanner into arrays where it was built, else by `number_text(raw).split()` into lists."""
+    from stethoscope.importers import linescan
+
+    if linescan.available():
+        got = _native(p, raw, lines, keep_rank)
+        if got is not None:
+            return got
+    if lines is None:
+        lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") else 1)
+    return read(p, number_text(raw).split(), lines, keep_rank)
+
+
+def _native(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None) -> Read | None:
+    import numpy as np
+
+    from stethoscope.importers.linescan import columns
+
+    ranked = p.rank is not None and keep_rank is not None
+    if ranked and not (keep_rank.isdigit() and (keep_rank == b"0" or not keep_rank.startswith(b"0"))):  # type: ignore[union-attr]
+        return None
+    picks: dict[int, str] = {}
+    wanted = [(p.step, "i"), *((v, "f") for v in p.values), ((p.rank if ranked else None), "r")]
+    if p.time is not None:
+        wanted += [(p.time, "d"), (p.time + 1, "h"), (p.time + 2, "m"), (p.time + 3, "s")]
+    for token, kind in wanted:
+        if token is not None and picks.setdefault(token, kind) != kind:
+            return None  # one token read two ways: the token lists decide
+    order = list(picks)
+    got = columns(raw, p.width, order, "".join(picks.values()), [token in p.commas for token in order])
+    if got is None or (lines is not None and got.shape[0] != lines):
+        return None
+    col = {token: got[:, k] for k, token in enumerate(order)}
+    steps = None if p.step is None else col[p.step].astype(np.int64)
+    values = [col[v] if s == 1.0 else col[v] * s for v, s in zip(p.values, p.scales)]
+    times = None
+    if p.time is not None:
+        days, hours, minutes = (col[p.time + k].astype(np.int64) for k in range(3))
+        times = (((days * 24 + hours) * 60 + minutes) * 60).astype(np.float64) + col[p.time + 3]
+    keep = None
+    ranks: frozenset[bytes] = frozenset()
+    if ranked:
+        rank = col[p.rank].astype(np.int64)  # type: ignore[index]
+        ranks = frozenset(str(r).encode() for r in np.unique(rank).tolist())
+        keep = rank == int(keep_rank)  # type: ignore[arg-type]
+        if keep.all():
+            keep = None
+        else:
+            steps = None if steps is None else steps[keep]
+            values = [v[keep] for v in values]
+            times = None if times is None else times[keep]
+    rows = got.shape[0]
+    return Read(steps, values, times, rows if keep is None else int(np.count_nonzero(keep)), ranks, keep, rows)
 
 
 def _plain(column: list[bytes], commas: bool) -> list[bytes]:
