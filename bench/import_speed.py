@@ -8,7 +8,8 @@ sort_keys), then times `read_any` on each in a fresh process (the median of --re
 Then the general console-log reader (`importers/console.py`) on a 1,000,000-line log of each line shape
 it reads, in MB/s next to the Megatron reader's MB/s on its log (target: at least as fast per MB), the
 two timed in interleaved rounds (a shape's ratio against the Megatron time of its own round, the median
-over rounds, with the spread):
+over rounds, with the spread), and next to the Megatron reader without the native line scanner
+(`STETHOSCOPE_NATIVE=0`: its regex path, the reader as it was before the scanner; column `regex`):
 `key: value` (torchtitan, with ANSI colours, rank and logger prefixes, `15,723`, `0.33GiB(1.41%)`),
 `| key value |` (llm.c), `key=value` with units, dict reprs (the HF Trainer's, no step counter), Keras
 progress lines, and Composer's blocks (a `[batch=N/T]:` header, one metric per line).
@@ -133,8 +134,9 @@ def console_log(path: Path, lines: int, write) -> int:
     return lines
 
 
-def time_import(path: Path, repeats: int, child: str = _CHILD) -> tuple[float, int, int]:
-    env = dict(os.environ, PYTHONPATH=str(SRC))
+def time_import(path: Path, repeats: int, child: str = _CHILD, native: bool = True) -> tuple[float, int, int]:
+    """Median seconds of `repeats` fresh-process reads, with the native line scanner on or off."""
+    env = dict(os.environ, PYTHONPATH=str(SRC), STETHOSCOPE_NATIVE="1" if native else "0")
     runs = []
     for _ in range(repeats):
         out = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True, env=env,
@@ -172,12 +174,13 @@ def main() -> None:
             console_log(logs[shape], args.console_lines, write)
         # Interleaved rounds (this machine is noisy): each round times Megatron's log, then every shape; a
         # shape's ratio is taken against the Megatron time of its own round, then the median over rounds.
-        times: dict[str, list[float]] = {"megatron": [], **{shape: [] for shape in logs}}
+        times: dict[str, list[float]] = {"megatron": [], "megatron-regex": [], **{shape: [] for shape in logs}}
         counts: dict[str, tuple[int, int]] = {}
         for _ in range(args.repeats):
             seconds, points, steps = time_import(mega, 1)
             times["megatron"].append(seconds)
             counts["megatron"] = (points, steps)
+            times["megatron-regex"].append(time_import(mega, 1, native=False)[0])
             for shape, path in logs.items():
                 seconds, points, steps = time_import(path, 1, _CHILD_CONSOLE)
                 times[shape].append(seconds)
@@ -187,21 +190,35 @@ def main() -> None:
         points, steps = counts["megatron"]
         print(f"  {'megatron.log':20s} {size['megatron'] / 2**20:7.1f} MiB  {seconds:6.2f} s  "
               f"{mega_lines / seconds:>12,.0f} lines|rows/s  {points / seconds:>12,.0f} points/s  "
-              f"({points:,} points, {steps:,} steps; generated in {made:.0f} s)")
+              f"({points:,} points, {steps:,} steps; generated in {made:.0f} s; the native line scanner "
+              f"{'on' if _native_built() else 'NOT BUILT'})")
+        regex = statistics.median(times["megatron-regex"])
+        print(f"  {'  without the scanner':20s} {'':7s}      {regex:6.2f} s  {mega_lines / regex:>12,.0f} lines|rows/s  "
+              "(STETHOSCOPE_NATIVE=0: the regex path, the Megatron reader before the scanner)")
         mega_mb_s = size["megatron"] / 1e6 / seconds
         print(f"general console reader, {args.console_lines:,}-line log per shape, {args.repeats} interleaved rounds "
               f"(ratio: MB/s over the Megatron reader's in the same round, target >= 1 — its median {mega_mb_s:.1f} MB/s; "
-              "and lines/s, points/s over its)")
+              f"`regex`: over the Megatron reader without the scanner, {size['megatron'] / 1e6 / regex:.1f} MB/s; "
+              "and lines/s, points/s over the scanner's)")
         for shape in logs:
             seconds = statistics.median(times[shape])
             points, steps = counts[shape]
             mb = [size[shape] / t / (size["megatron"] / m) for t, m in zip(times[shape], times["megatron"])]
             per_line = [args.console_lines / t / (mega_lines / m) for t, m in zip(times[shape], times["megatron"])]
             per_point = [points / t / (counts["megatron"][0] / m) for t, m in zip(times[shape], times["megatron"])]
+            over_regex = [size[shape] / t / (size["megatron"] / m) for t, m in zip(times[shape], times["megatron-regex"])]
             print(f"  {shape:24s} {size[shape] / 2**20:7.1f} MiB  {seconds:6.2f} s  {size[shape] / 1e6 / seconds:7.1f} "
-                  f"MB/s  ratio {statistics.median(mb):5.2f} (spread {min(mb):.2f}–{max(mb):.2f})  lines/s ratio "
+                  f"MB/s  ratio {statistics.median(mb):5.2f} (spread {min(mb):.2f}–{max(mb):.2f})  regex "
+                  f"{statistics.median(over_regex):5.2f} ({min(over_regex):.2f}–{max(over_regex):.2f})  lines/s ratio "
                   f"{statistics.median(per_line):5.2f}  points/s ratio {statistics.median(per_point):5.2f}  "
                   f"({args.console_lines:,} lines, {points:,} points, {steps:,} steps)")
+
+
+def _native_built() -> bool:
+    sys.path.insert(0, str(SRC))
+    from stethoscope.importers import linescan
+
+    return linescan.available()
 
 
 if __name__ == "__main__":

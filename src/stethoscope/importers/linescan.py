@@ -99,8 +99,10 @@ def blocks(stream: BinaryIO, size: int) -> Iterator[bytearray]:
             return
         del block[len(carry) + got:]
         cut = block.rfind(b"\n") + 1
-        if cut == 0:  # a line longer than the block: read on until it ends
-            carry = bytes(block)
+        if cut == 0:  # a line longer than the block: the rest of it comes along
+            block += stream.readline()
+            carry = b""
+            yield block
             continue
         carry = bytes(block[cut:])
         del block[cut:]
