@@ -20,14 +20,15 @@
  * number in `data` or empty unless `offsets`). A line ends at `\n`; the text after the last `\n` is a
  * line when it is not empty.
  *
- * columns(data, width, picks, kinds, commas) reads lines of one console-log shape by their *tokens*, as
+ * columns(data, width, picks, kinds, commas[, starts]) reads lines of one console-log shape by their *tokens*, as
  * console_tokens.py does with bytes.translate and split: a token is a run of the bytes that can be part of
  * a number (digits, `.+-eE,`), a comma that a byte outside them follows being a blank. Every line must
  * have `width` tokens; the token at index picks[k] (int32) is read by kinds[k]: `f` as float() reads it,
  * `i` as int() (below 2**53), `r` a rank (plain digits), `d` a YYYY-MM-DD date (days since 1970), `h`
  * and `m` two-digit hours and minutes, `s` seconds with a comma or a point; commas[k] = 1 drops the
- * commas first (`15,723`; for `r`, what comes after the last one). Returns (lines, float64 bytes, lines x
- * picks) or None when a line or a token does not read that way (the Python path then decides).
+ * commas first (`15,723`; for `r`, what comes after the last one). With `starts` (int64 offsets), only the
+ * lines that start there are read, in that order. Returns (lines, float64 bytes, lines x picks) or None
+ * when a line or a token does not read that way (the Python path then decides).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -445,10 +446,14 @@ static int read_token(const unsigned char *token, Py_ssize_t len, char kind, int
 }
 
 static PyObject *columns(PyObject *Py_UNUSED(module), PyObject *args) {
-    Py_buffer view, picks_view, kinds_view, commas_view;
+    Py_buffer view, picks_view, kinds_view, commas_view, starts_view = {0};
     Py_ssize_t width;
-    if (!PyArg_ParseTuple(args, "y*ny*y*y*:columns", &view, &width, &picks_view, &kinds_view, &commas_view))
+    if (!PyArg_ParseTuple(args, "y*ny*y*y*|y*:columns", &view, &width, &picks_view, &kinds_view, &commas_view,
+                          &starts_view))
         return NULL;
+    const int64_t *starts = starts_view.buf; /* the lines to read, by where they start; NULL: every line */
+    const Py_ssize_t nstarts = starts ? starts_view.len / (Py_ssize_t)sizeof(int64_t) : 0;
+    Py_ssize_t next_start = 0;
     const unsigned char *s = view.buf;
     const Py_ssize_t n = view.len;
     const int32_t *picks = picks_view.buf;
@@ -477,7 +482,14 @@ static PyObject *columns(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_ssize_t lines = 0;
     PyThreadState *released = PyEval_SaveThread();
     Py_ssize_t i = 0;
-    while (ok && i < n) {
+    while (ok && (starts ? next_start < nstarts : i < n)) {
+        if (starts) {
+            i = (Py_ssize_t)starts[next_start++];
+            if (i < 0 || i > n) {
+                ok = 0;
+                break;
+            }
+        }
         if (reserve(&out, npicks * (Py_ssize_t)sizeof(double)) < 0) {
             PyEval_RestoreThread(released);
             PyErr_NoMemory();
@@ -526,6 +538,8 @@ release:
     PyBuffer_Release(&picks_view);
     PyBuffer_Release(&kinds_view);
     PyBuffer_Release(&commas_view);
+    if (starts_view.obj != NULL)
+        PyBuffer_Release(&starts_view);
     return result;
 }
 
@@ -533,7 +547,7 @@ static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_VARARGS | METH_KEYWORDS,
      "scan(data, offsets=False) -> (hashes, counts, starts, values, number_starts): see the module source."},
     {"columns", columns, METH_VARARGS,
-     "columns(data, width, picks, kinds, commas) -> (lines, values) or None: see the module source."},
+     "columns(data, width, picks, kinds, commas[, starts]) -> (lines, values) or None: see the module source."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -62,12 +62,15 @@ def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.nda
     for part in np.split(order, cuts):
         known = templates[kinds[int(ids[part[0]])]]
         at = part + start
-        raw = b"\n".join(lines.pick(at)) + b"\n"
         read = None
-        if at.size >= console_arrow.MIN_LINES and arrow and not linescan.available():
-            read = console_arrow.read(known.plan, raw, at.size, keep_rank)
-        if read is None:  # the native scanner's columns where it was built, else token lists
-            read = console_tokens.read_raw(known.plan, raw, at.size, keep_rank)
+        if linescan.available():  # the lines read where they are in the data, not gathered first
+            read = console_tokens.read_raw(known.plan, lines.data, at.size, keep_rank, lines.starts(at))
+        if read is None:
+            raw = b"\n".join(lines.pick(at)) + b"\n"
+            if at.size >= console_arrow.MIN_LINES and arrow:
+                read = console_arrow.read(known.plan, raw, at.size, keep_rank)
+            if read is None:
+                read = console_tokens.read_raw(known.plan, raw, at.size, keep_rank)
         if read is None:
             return None
         groups.append(Group(at, read, known.layout.names, known.own_step, known.bar, known.is_dict))

@@ -128,21 +128,24 @@ def read(p: Plan, tokens: list[bytes], lines: int, keep_rank: bytes | None) -> R
     return Read(steps, values, times, lines if keep is None else sum(keep), ranks, keep, lines)
 
 
-def read_raw(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None) -> Read | None:
+def read_raw(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None, starts: Any = None) -> Read | None:
     """`read` of the lines `raw` (each ending in a newline; lines None: as many as it holds), by the native
-    scanner into arrays where it was built, else by `number_text(raw).split()` into lists."""
+    scanner into arrays where it was built, else by `number_text(raw).split()` into lists. With `starts`
+    (where the lines to read start in `raw`, a numpy array), the native scanner's read only (None without)."""
     from stethoscope.importers import linescan
 
     if linescan.available():
-        got = _native(p, raw, lines, keep_rank)
-        if got is not None:
+        got = _native(p, raw, lines, keep_rank, starts)
+        if got is not None or starts is not None:
             return got
+    if starts is not None:
+        return None
     if lines is None:
         lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") else 1)
     return read(p, number_text(raw).split(), lines, keep_rank)
 
 
-def _native(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None) -> Read | None:
+def _native(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None, starts: Any = None) -> Read | None:
     import numpy as np
 
     from stethoscope.importers.linescan import columns
@@ -158,7 +161,7 @@ def _native(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None) -> 
         if token is not None and picks.setdefault(token, kind) != kind:
             return None  # one token read two ways: the token lists decide
     order = list(picks)
-    got = columns(raw, p.width, order, "".join(picks.values()), [token in p.commas for token in order])
+    got = columns(raw, p.width, order, "".join(picks.values()), [token in p.commas for token in order], starts)
     if got is None or (lines is not None and got.shape[0] != lines):
         return None
     col = {token: got[:, k] for k, token in enumerate(order)}

@@ -67,13 +67,16 @@ def scan(data: bytes | bytearray, offsets: bool = False) -> Scan:
                 np.frombuffer(values, np.float64), np.frombuffer(number_starts, np.int64))
 
 
-def columns(data: bytes, width: int, picks: list[int], kinds: str, commas: list[bool]) -> np.ndarray | None:
-    """The tokens `picks` of each line of `data` (lines of one console-log shape, `width` tokens each) read
-    by `kinds` (see _linescan.c), a (lines x picks) float64 array; None when a line does not read so."""
+def columns(data: bytes, width: int, picks: list[int], kinds: str, commas: list[bool],
+            starts: np.ndarray | None = None) -> np.ndarray | None:
+    """The tokens `picks` of each line of `data` (lines of one console-log shape, `width` tokens each; with
+    `starts`, the lines that start there) read by `kinds` (see _linescan.c), a (lines x picks) float64
+    array; None when a line does not read so."""
     import numpy as np
 
     assert _linescan is not None
-    got = _linescan.columns(data, width, np.array(picks, np.int32).tobytes(), kinds.encode(), bytes(commas))
+    extra = () if starts is None else (np.ascontiguousarray(starts, np.int64).tobytes(),)
+    got = _linescan.columns(data, width, np.array(picks, np.int32).tobytes(), kinds.encode(), bytes(commas), *extra)
     if got is None:
         return None
     lines, values = got
