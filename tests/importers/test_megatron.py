@@ -371,3 +371,27 @@ def test_without_orjson_the_fast_path_reads_the_same(write, monkeypatch) -> None
     with_orjson = MegatronImporter(chunk_bytes=2000).read(path)
     monkeypatch.setattr(fast, "orjson", None)
     assert _same(MegatronImporter(chunk_bytes=2000).read(path).columns) == _same(with_orjson.columns)
+
+
+def test_the_scanner_reads_past_rank_prefixed_blank_lines(write, monkeypatch) -> None:
+    """`[default7]:time (ms)` and `[default7]:` lines between records carry nothing: the scanner's run of
+    records goes on past them (one block), and every path reads the same points."""
+    from stethoscope.importers import linescan
+    from stethoscope.importers.megatron_native import Shape
+
+    if not linescan.available():
+        pytest.skip("the line scanner was not built (no C compiler at install)")
+    lines = []
+    for s in range(1, 401):
+        lines.append(bloom(s, loss=f"{2 + s / 1e4:.6E}"))
+        if s % 10 == 0:
+            lines.append("[default7]:time (ms)" if s % 20 else "[default7]:")
+    path = write("train.log", "\n".join(lines) + "\n")
+    blocks: list[object] = []
+    make = Shape.block
+    monkeypatch.setattr(Shape, "block", lambda self, *a: blocks.append(make(self, *a)) or blocks[-1])
+    runs = [MegatronImporter(**mode).read(path) for mode in ({}, {"native": False}, {"fast": False})]
+    assert len(blocks) == 1 and blocks[0].steps.size == 399  # the first record teaches the shape
+    for run in runs[1:]:
+        assert _same(run.columns) == _same(runs[0].columns) and run.lines == runs[0].lines
+    assert len(series(runs[0], LOSS)) == 400

@@ -166,7 +166,8 @@ class _Reader:
         regex template has no shape for the scanner, the rest of the block takes the regex path."""
         import numpy as np
 
-        blank = (scan.counts == 0) & np.isin(scan.hashes, _blank_hashes())
+        empty = scan.counts == 0
+        blank = np.zeros(len(scan), bool)
         size, at = len(scan), 0
         shape: Shape | None = None
         misfits = np.zeros(0, np.int64)
@@ -178,6 +179,7 @@ class _Reader:
             end = at
             if current is not None:
                 if current is not shape:
+                    blank = empty & np.isin(scan.hashes, np.array(current.blanks, np.uint64))
                     shape, fit = current, current.fits(scan) | blank
                     misfits = np.flatnonzero(~fit)
                 k = int(np.searchsorted(misfits, at))
@@ -510,15 +512,3 @@ class _Reader:
             parts.append(part)
         return join(parts), rejected
 
-
-_BLANKS: list = []
-
-
-def _blank_hashes() -> np.ndarray:
-    """Shape hashes of the lines a block of records may hold that carry nothing: empty, or a bare
-    `time (ms)` heading (its timers follow on the next line)."""
-    if not _BLANKS:
-        import numpy as np
-
-        _BLANKS.append(np.array([linescan.shape_hash(b""), linescan.shape_hash(b"time (ms)")], np.uint64))
-    return _BLANKS[0]

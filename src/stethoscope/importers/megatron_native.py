@@ -4,8 +4,10 @@ Once the general parser has read a record line (and learnt its regex template, `
 line's shape hash and the places of its numbers make a `Shape`: which number is the step, which are the
 values (with their scales), which must hold a fixed value for a line to be read the same way (the global
 batch size, zero skipped/nan counts), which must not be zero (the grad norm: a zero one may be a
-pipeline-parallel artefact), and the six numbers of a `[YYYY-MM-DD HH:MM:SS]` stamp. A block's lines of
-that shape that pass those checks are read with numpy, the rest by the general parser, in log order.
+pipeline-parallel artefact), the six numbers of a `[YYYY-MM-DD HH:MM:SS]` stamp, and the lines that may
+sit between records and carry nothing (empty, a bare `time (ms)`, with or without the record's rank
+prefix). A block's lines of that shape that pass those checks are read with numpy, the rest by the general
+parser, in log order.
 tests/importers/test_megatron.py reads every case this way, by the regex path and line by line, and
 compares.
 """
@@ -38,6 +40,7 @@ class Shape(NamedTuple):
     fixed: tuple[tuple[int, float], ...]
     nonzero: tuple[int, ...]
     stamp: tuple[int, ...]  # year, month, day, hour, minute, seconds; () for none
+    blanks: tuple[int, ...]  # shape hashes of the lines among records that carry nothing
 
     def fits(self, scan: Scan) -> np.ndarray:
         """Per line of the block: a record of this shape that reads as the general parser would read it."""
@@ -92,7 +95,7 @@ def learn(raw: bytes, body_at: int, body: str, fields: list[tuple[str, str]], na
     byte `body_at`, read by the general parser into `fields`; None when its numbers cannot be placed
     (non-ASCII text, a stamp with a comma, a value the scanner reads otherwise) or its values are not
     `names` (the regex template's layout)."""
-    from stethoscope.importers.linescan import scan
+    from stethoscope.importers.linescan import scan, shape_hash
 
     if not raw.isascii():
         return None
@@ -129,8 +132,11 @@ def learn(raw: bytes, body_at: int, body: str, fields: list[tuple[str, str]], na
         return None
     scales = tuple(placed["scales"])
     layout = Layout(names, scales if any(s != 1.0 for s in scales) else None)
+    prefix = raw[:body_at]  # a launcher's rank prefix (`[default7]:`) the lines around the records share
+    blanks = tuple({shape_hash(prefix + text) for text in (b"", b"time (ms)")} |
+                   {shape_hash(text) for text in (b"", b"time (ms)")})
     return Shape(int(line.hashes[0]), int(line.counts[0]), layout, step, tuple(placed["values"]),
-                 tuple(placed["fixed"]), tuple(placed["nonzero"]), stamp)
+                 tuple(placed["fixed"]), tuple(placed["nonzero"]), stamp, blanks)
 
 
 def _place(key: str, text: str, slot: int | None, values: np.ndarray, placed: dict[str, list]) -> bool:
