@@ -54,8 +54,6 @@ from stethoscope.records import (
 )
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from stethoscope.importers.coded import CodedColumns, RowBlock
     from stethoscope.importers.linescan import Scan
 
