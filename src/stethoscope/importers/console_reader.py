@@ -9,6 +9,7 @@ rank, resumes, bar epochs, and the near-misses that name the closest shape of a 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ NAME = "console"
 MAX_TEMPLATES = 4096
 CHUNK_LINES = 16384
 ARROW_CHUNK_BYTES = 1 << 24  # pyarrow reads a run this many bytes at a time (memory the allocator reuses)
+NATIVE_PIECE_BYTES = 1 << 22  # the scanner's columns: smaller pieces, so that two threads share a run
 LONG_RUN = 64  # a run of a shape this long is read alone; shorter ones are read with their neighbours
 WINDOW_BYTES = 1 << 20  # the lines between long runs: shapes this many bytes at a time
 MIN_STRETCH = 32
@@ -192,16 +194,18 @@ class ConsoleReader:
         native = linescan.available()
         if known is not None and known.plan is not None and end - start >= console_arrow.MIN_LINES and \
                 (native or self._arrow()):
-            while start < end:  # pieces of a few MB (memory the allocator reuses), cut at a line's end
-                cut = min(q_end, len(data)) if q_end - q <= ARROW_CHUNK_BYTES else data.find(b"\n", q + ARROW_CHUNK_BYTES) + 1
-                if cut <= q:
-                    break
-                reader = console_tokens.read_raw if native else console_arrow.read
-                read = reader(known.plan, data[q:cut], None, self.keep_rank)  # as many rows as lines
+            plan, keep_rank, view = known.plan, self.keep_rank, memoryview(data)
+            if native:  # the scanner's columns release the GIL: pieces are read two at a time
+                reads = linescan.ahead(lambda piece: console_tokens.read_raw(plan, view[piece[0]:piece[1]], None,
+                                                                             keep_rank),
+                                       _pieces(data, q, q_end, NATIVE_PIECE_BYTES))
+            else:
+                reads = ((piece, console_arrow.read(plan, data[piece[0]:piece[1]], None, keep_rank))
+                         for piece in _pieces(data, q, q_end, ARROW_CHUNK_BYTES))
+            for (_, cut), read in reads:  # as many rows as lines
                 if read is None or start + read.rows > end or not self._block(known, start + 1, read.rows, read):
                     break
-                count = read.rows
-                start, q = start + count, cut
+                start, q = start + read.rows, cut
             if start >= end:
                 return
         lines = lines if lines is not None and lines.first <= start else Lines(data, start, q, q_end)
@@ -451,3 +455,13 @@ class ConsoleReader:
             return "no line with a step counter or a `key value` metric"
         kind, (count, first, sample) = max(self.near.items(), key=lambda item: item[1][0])
         return f"{kind} ({count} lines, first at line {first}: {sample!r})"
+
+
+def _pieces(data: bytes, q: int, q_end: int, size: int) -> Iterator[tuple[int, int]]:
+    """data[q:q_end] in pieces of about `size` bytes (memory the allocator reuses), cut at a line's end."""
+    while q < min(q_end, len(data)):
+        cut = min(q_end, len(data)) if q_end - q <= size else data.find(b"\n", q + size) + 1
+        if cut <= q:
+            return
+        yield q, cut
+        q = cut

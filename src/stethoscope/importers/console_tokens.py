@@ -140,6 +140,7 @@ def read_raw(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None, st
             return got
     if starts is not None:
         return None
+    raw = bytes(raw)  # a memoryview of the log's data: the token lists need bytes
     if lines is None:
         lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") else 1)
     return read(p, number_text(raw).split(), lines, keep_rank)

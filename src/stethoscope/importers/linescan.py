@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, BinaryIO, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,6 +27,9 @@ try:
 except ImportError:  # built without a C compiler
     _linescan = None
 
+T = TypeVar("T")
+R = TypeVar("R")
+_END = object()
 _AHEAD = 3  # blocks scanned ahead of the one being read
 _WORKERS = 2  # the scan releases the GIL: on a machine with cores to spare, blocks are scanned side by side
 
@@ -113,17 +116,28 @@ def blocks(stream: BinaryIO, size: int) -> Iterator[bytearray]:
 
 
 def scanned(blocks: Iterable[bytearray]) -> Iterator[tuple[bytearray, Scan]]:
-    """Each block with its scan, the next blocks scanned meanwhile on a worker thread."""
+    """Each block with its scan, the next blocks scanned meanwhile on worker threads."""
+    return ahead(scan, blocks)
+
+
+def ahead(work: Callable[[T], R], items: Iterable[T]) -> Iterator[tuple[T, R]]:
+    """(item, work(item)) in the items' order, the work on the next items done meanwhile on worker
+    threads (for work that releases the GIL: the scanner's calls). Work not yet taken when the caller
+    stops is cancelled."""
     with ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="stethoscope-scan") as pool:
         pending: deque = deque()
-        source = iter(blocks)
-        for block in source:
-            pending.append((block, pool.submit(scan, block)))
-            if len(pending) > _AHEAD:
-                break
-        while pending:
-            block, future = pending.popleft()
-            following = next(source, None)
-            if following is not None:
-                pending.append((following, pool.submit(scan, following)))
-            yield block, future.result()
+        source = iter(items)
+        try:
+            for item in source:
+                pending.append((item, pool.submit(work, item)))
+                if len(pending) > _AHEAD:
+                    break
+            while pending:
+                item, future = pending.popleft()
+                following = next(source, _END)
+                if following is not _END:
+                    pending.append((following, pool.submit(work, following)))
+                yield item, future.result()
+        finally:
+            for _, future in pending:
+                future.cancel()
