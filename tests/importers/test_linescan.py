@@ -119,9 +119,11 @@ def test_blocks_end_at_line_ends_and_lose_nothing(size: int) -> None:
 def test_the_scanner_is_built_where_a_c_compiler_is() -> None:
     """An install with a compiler at hand must not fall back silently (setup.py marks the extension
     optional only for machines without one)."""
+    import os
     import shutil
     import sysconfig
 
-    if not (shutil.which("cc") or shutil.which("gcc")) or not sysconfig.get_paths().get("include"):
-        pytest.skip("no C compiler here")
+    headers = os.path.join(sysconfig.get_paths()["include"], "Python.h")
+    if not (shutil.which("cc") or shutil.which("gcc")) or not os.path.exists(headers):
+        pytest.skip("no C compiler or no Python headers here")
     from stethoscope.importers import _linescan  # noqa: F401  (ImportError: the build failed)
