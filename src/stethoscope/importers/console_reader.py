@@ -89,7 +89,7 @@ class ConsoleReader:
 
                 kinds, count = cycle
                 span = count * (sum(map(len, kinds)) + len(kinds))
-                lines = Lines.of(data, at, q, count * len(kinds), span)
+                lines = Lines.of(data, at, q, count * len(kinds), self._data_bytes(span, shapes))
                 ids = np.tile(np.arange(len(kinds), dtype=np.int32), count)
                 self._stretch(lines, at, at + count * len(kinds), ids, kinds)
                 at, where, q = at + count * len(kinds), where + span, lines.q_end
@@ -98,7 +98,7 @@ class ConsoleReader:
             window.pop()  # cut short by the window, or the text after the last newline (read above)
             window = window or [shape]
             span = sum(map(len, window)) + len(window)
-            lines = Lines.of(data, at, q, len(window), span)
+            lines = Lines.of(data, at, q, len(window), self._data_bytes(span, shapes))
             self._window(lines, window)
             at, where, q = at + len(window), where + span, lines.q_end
         self._data = b""
@@ -106,6 +106,10 @@ class ConsoleReader:
         if last.strip() and NUMBER.search(last) and self.last_row != at:
             self.warnings.append(f"{self.path}:{at}: the last line looks cut short (no newline, no "
                                  "metrics read from it)")
+
+    def _data_bytes(self, span: int, shapes: bytes) -> int:
+        """About how many bytes of the log hold lines whose shapes take `span` bytes (digits come back)."""
+        return span * len(self._data) // max(1, len(shapes))
 
     def _window(self, lines: Lines, shapes: list[bytes]) -> None:
         """`lines`, whose shapes are `shapes`: stretches of lines whose shapes all have token plans are read
@@ -154,7 +158,7 @@ class ConsoleReader:
         from stethoscope.importers import console_segment
 
         groups = console_segment.read_groups(self.templates, lines, start, ids, kinds, self.keep_rank,
-                                             self._arrow())
+                                             self._arrow)
         if groups is None:
             return False
         done = console_segment.combine(groups, self.last_step, self.bar, self.ordinal)

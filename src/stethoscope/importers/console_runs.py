@@ -69,12 +69,12 @@ class Lines:
 
     @classmethod
     def of(cls, data: bytes, first: int, q: int, count: int, guess: int) -> Lines:
-        """The `count` lines from data[q], each ending in a newline, found in a range that doubles from
+        """The `count` lines from data[q], each ending in a newline, found in a range that grows from
         `guess` bytes until it holds them: by their newlines (numpy; the lines are split only if a slow
         path asks for them), else split."""
         import numpy as np
 
-        size = 2 * guess + 64
+        size = guess + guess // 4 + 64
         while True:
             end = min(len(data), q + size)
             newlines = np.flatnonzero(np.frombuffer(data, np.uint8, count=end - q, offset=q) == 10)

@@ -27,6 +27,8 @@ import numpy as np
 from stethoscope.importers.coded import CodedColumns
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from stethoscope.importers.console_tokens import Read
 
 
@@ -50,7 +52,7 @@ class Combined(NamedTuple):
 
 
 def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.ndarray, kinds: list[bytes],
-                keep_rank: bytes | None, arrow: bool) -> list[Group] | None:
+                keep_rank: bytes | None, arrow: Callable[[], bool]) -> list[Group] | None:
     """Lines start.. of `lines` (`console_runs.Lines`), whose shapes are `kinds[ids]`, each shape's lines
     gathered and read at once by its token plan (pyarrow for many lines of one shape); None when one does
     not read."""
@@ -67,7 +69,7 @@ def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.nda
             read = console_tokens.read_raw(known.plan, lines.data, at.size, keep_rank, lines.starts(at))
         if read is None:
             raw = b"\n".join(lines.pick(at)) + b"\n"
-            if at.size >= console_arrow.MIN_LINES and arrow:
+            if at.size >= console_arrow.MIN_LINES and arrow():  # pyarrow imported only when it reads
                 read = console_arrow.read(known.plan, raw, at.size, keep_rank)
             if read is None:
                 read = console_tokens.read_raw(known.plan, raw, at.size, keep_rank)
