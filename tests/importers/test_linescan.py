@@ -127,3 +127,24 @@ def test_the_scanner_is_built_where_a_c_compiler_is() -> None:
     if not (shutil.which("cc") or shutil.which("gcc")) or not os.path.exists(headers):
         pytest.skip("no C compiler or no Python headers here")
     from stethoscope.importers import _linescan  # noqa: F401  (ImportError: the build failed)
+
+
+@built
+def test_random_bytes_never_break_the_scanner() -> None:
+    """Whatever the bytes, widths, picks and offsets: arrays that agree with each other, or None."""
+    import numpy as np
+
+    rng = random.Random(3)
+    alphabet = b"0123456789.+-eE, \t\r\n:|=[]abcxyz/%\xff\x00"
+    for it in range(3000):
+        data = bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 200)))
+        got = linescan.scan(data, offsets=bool(it % 2))
+        assert got.values.size == int(got.counts.sum()) and got.starts.size == len(got)
+        width = rng.randint(0, 8)
+        picks = rng.sample(range(width), rng.randint(0, width))
+        starts = None
+        if it % 3 == 0:
+            starts = np.array([rng.randint(-2, len(data) + 2) for _ in range(rng.randint(0, 5))], np.int64)
+        table = linescan.columns(data, width, picks, "".join(rng.choice("fisdhmr") for _ in picks),
+                                 [rng.random() < 0.3 for _ in picks], starts)
+        assert table is None or table.shape[1] == len(picks)
