@@ -81,3 +81,10 @@ def test_row_blocks_join_like_the_points_they_hold() -> None:
     assert got.labels[:3] == ["b", "a", "c"] and got.last_time is None  # the last block has no time
     assert [t for t in got.times[8:14]] == [1.5, 1.5, 2.5, 2.5, 3.5, 3.5]
     assert _points(join([timed])) == _points(timed.coded())
+
+
+def test_distinct_steps_in_order_and_out_of_order() -> None:
+    """Steps in log order are counted without a sort; a resume (steps going back) still counts each once."""
+    for steps in ([], [7], [1, 2, 2, 3, 3, 3], [3, 1, 2, 1, 3], [5, 5, 6, 6, 6, 3, 3, 4], list(range(1000)) * 2):
+        cols = Columns(["x"] * len(steps), steps, [1.0] * len(steps), [None] * len(steps))
+        assert encode(cols).distinct_steps() == len(set(steps)) == cols.distinct_steps()

@@ -145,7 +145,7 @@ def _with_steps(runs: list[ImportedRun], own_format: str) -> list[ImportedRun]:
     it and the closest shape seen when nothing else was read; a warning and the others otherwise."""
     from stethoscope.importers.console import zero_steps
 
-    empty = [r for r in runs if r.format != own_format and not r.meta.get("source_format") and r.steps == 0]
+    empty = [r for r in runs if r.format != own_format and not r.meta.get("source_format") and not r.n_points]
     if empty and len(empty) == len(runs):
         raise UsageError(zero_steps(empty[0]))
     for run in empty:

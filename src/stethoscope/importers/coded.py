@@ -68,7 +68,13 @@ class CodedColumns:
         return None if last is None or last != last else float(last)
 
     def distinct_steps(self) -> int:
-        return int(np.unique(self.step_array).size)
+        steps = self.step_array
+        if steps.size < 2:
+            return int(steps.size)
+        change = steps[1:] != steps[:-1]
+        if bool(np.all(steps[1:] >= steps[:-1])):  # in step order, as logs nearly always are: no sort
+            return 1 + int(np.count_nonzero(change))
+        return int(np.unique(steps).size)
 
     def first_seen(self) -> tuple[list[str], np.ndarray]:
         """The distinct names in order of first appearance, and each point's index into them."""
