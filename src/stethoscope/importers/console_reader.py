@@ -9,7 +9,6 @@ rank, resumes, bar epochs, and the near-misses that name the closest shape of a 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,7 @@ from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.importers.console_clock import CLOCK, CLOCK_NAMES, step_time_from_clock
 from stethoscope.importers.console_fast import Template
 from stethoscope.importers.console_line import ANSI, MAGNITUDE, NUMBER, Line, has_loss, key_name, parse
-from stethoscope.importers.console_runs import Lines, advance, find_cycle, first_where, repeats, shape_of
+from stethoscope.importers.console_runs import Lines, advance, find_cycle, first_where, pieces, repeats, shape_of
 from stethoscope.importers.console_shape import Shape, learn
 from stethoscope.importers.loglines import LineKeeper
 from stethoscope.importers.names import metric
@@ -202,10 +201,10 @@ class ConsoleReader:
             if native:  # the scanner's columns release the GIL: pieces are read two at a time
                 reads = linescan.ahead(lambda piece: console_tokens.read_raw(plan, view[piece[0]:piece[1]], None,
                                                                              keep_rank),
-                                       _pieces(data, q, q_end, NATIVE_PIECE_BYTES))
+                                       pieces(data, q, q_end, NATIVE_PIECE_BYTES))
             else:
                 reads = ((piece, console_arrow.read(plan, data[piece[0]:piece[1]], None, keep_rank))
-                         for piece in _pieces(data, q, q_end, ARROW_CHUNK_BYTES))
+                         for piece in pieces(data, q, q_end, ARROW_CHUNK_BYTES))
             for (_, cut), read in reads:  # as many rows as lines
                 if read is None or start + read.rows > end or not self._block(known, start + 1, read.rows, read):
                     break
@@ -460,12 +459,3 @@ class ConsoleReader:
         kind, (count, first, sample) = max(self.near.items(), key=lambda item: item[1][0])
         return f"{kind} ({count} lines, first at line {first}: {sample!r})"
 
-
-def _pieces(data: bytes, q: int, q_end: int, size: int) -> Iterator[tuple[int, int]]:
-    """data[q:q_end] in pieces of about `size` bytes (memory the allocator reuses), cut at a line's end."""
-    while q < min(q_end, len(data)):
-        cut = min(q_end, len(data)) if q_end - q <= size else data.find(b"\n", q + size) + 1
-        if cut <= q:
-            return
-        yield q, cut
-        q = cut

@@ -5,7 +5,7 @@ over a block that doubles, then halves."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import Any
 
@@ -165,3 +165,12 @@ def shape_of(text: bytes) -> bytes:
     read as one run. Words lose their e's alike on every line; lines this merges whose tokens still
     differ fail the token plan's check and are read one by one."""
     return text.translate(None, b"0123456789eE+-")
+
+def pieces(data: bytes, q: int, q_end: int, size: int) -> Iterator[tuple[int, int]]:
+    """data[q:q_end] in pieces of about `size` bytes (memory the allocator reuses), cut at a line's end."""
+    while q < min(q_end, len(data)):
+        cut = min(q_end, len(data)) if q_end - q <= size else data.find(b"\n", q + size) + 1
+        if cut <= q:
+            return
+        yield q, cut
+        q = cut

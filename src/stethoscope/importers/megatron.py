@@ -45,7 +45,7 @@ from stethoscope.importers.megatron_fast import (
 from stethoscope.importers.megatron_fields import (
     AFTER_LOSS, COUNTER_KEYS, GLOBAL_BATCH, GLOBAL_BATCH_KEY, LOSS_MISSING, eval_name, field_name, number,
 )
-from stethoscope.importers.megatron_native import Shape, learn
+from stethoscope.importers.megatron_native import Shape, learn, read_scanned
 from stethoscope.importers.names import normalize
 from stethoscope.importers.source import GZIP_ERRORS, check_file, is_text, open_log, read_error
 from stethoscope.importers.table import PointTable, Rejected, describe, gc_paused
@@ -55,7 +55,6 @@ from stethoscope.records import (
 
 if TYPE_CHECKING:
     from stethoscope.importers.coded import CodedColumns, RowBlock
-    from stethoscope.importers.linescan import Scan
 
 NAME = "megatron"
 _ZERO_NORM = "grad/norm~zero"  # placeholder until we know whether the log ever printed a real norm
@@ -147,7 +146,7 @@ class _Reader:
         line = 0
         if native:
             for chunk, scan in linescan.scanned(linescan.blocks(stream, chunk_bytes)):
-                self._scanned(chunk, scan, line)
+                read_scanned(self, chunk, scan, line)
                 line += len(scan)
         for chunk in () if native else chunks(stream, chunk_bytes):
             newlines = chunk.count(b"\n")
@@ -157,44 +156,6 @@ class _Reader:
         self._finish_partial()
         self._flush_overflow(line)
         return self._result()
-
-    def _scanned(self, chunk: bytearray, scan: Scan, line: int) -> None:
-        """A block read by the line scanner: runs of lines that fit the current shape at once, the
-        others by the general parser, in log order (a line it reads may teach a new shape). Where a
-        regex template has no shape for the scanner, the rest of the block takes the regex path."""
-        import numpy as np
-
-        empty = scan.counts == 0
-        blank = np.zeros(len(scan), bool)
-        size, at = len(scan), 0
-        shape: Shape | None = None
-        misfits = np.zeros(0, np.int64)
-        while at < size:
-            current = self.native if self._template() is not None else None
-            if current is None and self._template() is not None:
-                self._lines(bytes(chunk[scan.starts[at]:]).removesuffix(b"\n").split(b"\n"), line + at)
-                return
-            end = at
-            if current is not None:
-                if current is not shape:
-                    blank = empty & np.isin(scan.hashes, np.array(current.blanks, np.uint64))
-                    shape, fit = current, current.fits(scan) | blank
-                    misfits = np.flatnonzero(~fit)
-                k = int(np.searchsorted(misfits, at))
-                end = int(misfits[k]) if k < misfits.size else size
-            if end == at:
-                stop = scan.starts[at + 1] - 1 if at + 1 < size else len(chunk)
-                raw = bytes(chunk[scan.starts[at]:stop]).removesuffix(b"\n")
-                self.raw = (line + at + 1, raw)
-                self._slow(line + at + 1, raw.decode("utf-8", errors="replace").rstrip())
-                at += 1
-                continue
-            rows = at + np.flatnonzero(~blank[at:end])
-            if rows.size:
-                block = current.block(scan, rows)
-                self._add_block(block)
-                self.last_step = int(block.steps[-1])
-            at = end
 
     def _block(self, chunk: bytes, line: int, newlines: int) -> bool:
         """Read the whole chunk at once when every line in it fits the current template."""

@@ -15,7 +15,7 @@ compares.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stethoscope.importers.megatron_fields import COUNTER_KEYS, GLOBAL_BATCH_KEY, field_name, number
 from stethoscope.importers.table import Layout
@@ -158,3 +158,42 @@ def _place(key: str, text: str, slot: int | None, values: np.ndarray, placed: di
     if key == "grad norm":
         placed["nonzero"].append(slot)
     return True
+
+
+def read_scanned(reader: Any, chunk: bytearray, scan: Scan, line: int) -> None:
+    """A block read by the line scanner for `reader` (megatron._Reader): runs of lines that fit the current
+    shape at once, the others by its general parser, in log order (a line it reads may teach a new shape).
+    Where its regex template has no shape for the scanner, the rest of the block takes the regex path."""
+    import numpy as np
+
+    empty = scan.counts == 0
+    blank = np.zeros(len(scan), bool)
+    size, at = len(scan), 0
+    shape: Shape | None = None
+    misfits = np.zeros(0, np.int64)
+    while at < size:
+        current = reader.native if reader._template() is not None else None
+        if current is None and reader._template() is not None:
+            reader._lines(bytes(chunk[scan.starts[at]:]).removesuffix(b"\n").split(b"\n"), line + at)
+            return
+        end = at
+        if current is not None:
+            if current is not shape:
+                blank = empty & np.isin(scan.hashes, np.array(current.blanks, np.uint64))
+                shape, fit = current, current.fits(scan) | blank
+                misfits = np.flatnonzero(~fit)
+            k = int(np.searchsorted(misfits, at))
+            end = int(misfits[k]) if k < misfits.size else size
+        if end == at:
+            stop = scan.starts[at + 1] - 1 if at + 1 < size else len(chunk)
+            raw = bytes(chunk[scan.starts[at]:stop]).removesuffix(b"\n")
+            reader.raw = (line + at + 1, raw)
+            reader._slow(line + at + 1, raw.decode("utf-8", errors="replace").rstrip())
+            at += 1
+            continue
+        rows = at + np.flatnonzero(~blank[at:end])
+        if rows.size:
+            block = current.block(scan, rows)
+            reader._add_block(block)
+            reader.last_step = int(block.steps[-1])
+        at = end
