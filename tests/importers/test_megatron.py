@@ -395,3 +395,16 @@ def test_the_scanner_reads_past_rank_prefixed_blank_lines(write, monkeypatch) ->
     for run in runs[1:]:
         assert _same(run.columns) == _same(runs[0].columns) and run.lines == runs[0].lines
     assert len(series(runs[0], LOSS)) == 400
+
+
+@pytest.mark.parametrize("fraction", ["", ".250", ",250"])
+def test_stamped_records_keep_their_times_on_every_path(write, fraction: str) -> None:
+    """Megatron-LM's `[YYYY-MM-DD HH:MM:SS]` stamp, also with a fraction written either way: the same
+    times through the scanner, the regex path and line by line."""
+    lines = [stamped(s, f"2024-05-01 10:{s // 60 % 60:02d}:{s % 60:02d}{fraction}") for s in range(1, 301)]
+    path = write("train.log", "\n".join(lines) + "\n")
+    runs = [MegatronImporter(**mode).read(path) for mode in ({}, {"native": False}, {"fast": False})]
+    for run in runs[1:]:
+        assert _same(run.columns) == _same(runs[0].columns)
+    times = {t for t in runs[0].columns.times if t is not None}
+    assert len(times) == 300 and min(times) == 1714557601.0 + (0.25 if fraction else 0.0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from stethoscope.importers.megatron_fast import STAMPED
 from stethoscope.importers.megatron_fields import COUNTER_KEYS, GLOBAL_BATCH_KEY, field_name, number
 from stethoscope.importers.table import Layout
 
@@ -113,9 +114,11 @@ def learn(raw: bytes, body_at: int, body: str, fields: list[tuple[str, str]], na
     for segment in segments:
         it = _ITERATION.search(segment)
         if it and step is None:
-            next(kept)
+            stamped = next(kept)[1] == STAMPED
             step = slot_at.get(at + it.start(1))
             m = _STAMP.search(segment)
+            if bool(m) != stamped:  # a stamp read otherwise (`,123` seconds): the regex path times it
+                return None
             if m:
                 stamp = tuple(slot_at.get(at + m.start(g), -1) for g in range(1, 7))
                 if -1 in stamp:
@@ -133,8 +136,7 @@ def learn(raw: bytes, body_at: int, body: str, fields: list[tuple[str, str]], na
     scales = tuple(placed["scales"])
     layout = Layout(names, scales if any(s != 1.0 for s in scales) else None)
     prefix = raw[:body_at]  # a launcher's rank prefix (`[default7]:`) the lines around the records share
-    blanks = tuple({shape_hash(prefix + text) for text in (b"", b"time (ms)")} |
-                   {shape_hash(text) for text in (b"", b"time (ms)")})
+    blanks = tuple({shape_hash(before + text) for before in (prefix, b"") for text in (b"", b"time (ms)")})
     return Shape(int(line.hashes[0]), int(line.counts[0]), layout, step, tuple(placed["values"]),
                  tuple(placed["fixed"]), tuple(placed["nonzero"]), stamp, blanks)
 
