@@ -458,4 +458,3 @@ class ConsoleReader:
             return "no line with a step counter or a `key value` metric"
         kind, (count, first, sample) = max(self.near.items(), key=lambda item: item[1][0])
         return f"{kind} ({count} lines, first at line {first}: {sample!r})"
-

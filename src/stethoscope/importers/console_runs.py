@@ -93,8 +93,7 @@ class Lines:
 
     def starts(self, at: Any) -> Any:
         """Where the lines at the indices `at` (a numpy array) start in the data."""
-        self.span(self.first, self.first)  # the line starts, found once
-        return self._starts[at - self.first]
+        return self._line_starts()[at - self.first]
 
     def items(self) -> list[bytes]:
         if self._items is None:
@@ -119,6 +118,11 @@ class Lines:
 
     def span(self, a: int, b: int) -> tuple[int, int]:
         """Where lines a..b sit in the data (the end: past the newline of line b - 1)."""
+        starts = self._line_starts()
+        return int(starts[a - self.first]), int(starts[b - self.first])
+
+    def _line_starts(self) -> Any:
+        """Where each line starts in the data, and past the last one's newline (found once)."""
         if self._starts is None:
             import numpy as np
 
@@ -126,7 +130,7 @@ class Lines:
             self._starts = np.zeros(len(items) + 1, dtype=np.int64)
             np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=len(items)) + 1, out=self._starts[1:])
             self._starts += self.q
-        return int(self._starts[a - self.first]), int(self._starts[b - self.first])
+        return self._starts
 
 
 def first_where(ids: Any, at: int, differs: Any) -> int:
@@ -165,6 +169,7 @@ def shape_of(text: bytes) -> bytes:
     read as one run. Words lose their e's alike on every line; lines this merges whose tokens still
     differ fail the token plan's check and are read one by one."""
     return text.translate(None, b"0123456789eE+-")
+
 
 def pieces(data: bytes, q: int, q_end: int, size: int) -> Iterator[tuple[int, int]]:
     """data[q:q_end] in pieces of about `size` bytes (memory the allocator reuses), cut at a line's end."""

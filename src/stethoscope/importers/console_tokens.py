@@ -134,12 +134,9 @@ def read_raw(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None, st
     (where the lines to read start in `raw`, a numpy array), the native scanner's read only (None without)."""
     from stethoscope.importers import linescan
 
-    if linescan.available():
-        got = _native(p, raw, lines, keep_rank, starts)
-        if got is not None or starts is not None:
-            return got
-    if starts is not None:
-        return None
+    got = _native(p, raw, lines, keep_rank, starts) if linescan.available() else None
+    if got is not None or starts is not None:
+        return got
     raw = bytes(raw)  # a memoryview of the log's data: the token lists need bytes
     if lines is None:
         lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") else 1)

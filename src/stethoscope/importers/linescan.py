@@ -88,7 +88,7 @@ def columns(data: bytes, width: int, picks: list[int], kinds: str, commas: list[
 
 def shape_hash(line: bytes) -> int:
     """The shape hash of one line of text."""
-    return int(scan(line).hashes[0]) if line else int(scan(b"\n").hashes[0])
+    return int(scan(line + b"\n").hashes[0])
 
 
 def blocks(stream: BinaryIO, size: int) -> Iterator[bytearray]:

@@ -95,7 +95,7 @@ class MegatronImporter:
             with open_log(path) as stream, gc_paused():
                 native = self.fast and self.native and linescan.available()
                 size = self.chunk_bytes or (NATIVE_CHUNK_BYTES if native else CHUNK_BYTES)
-                return _Reader(path, self.fast).run(stream, size, native)
+                return _Reader(path, self.fast, native).run(stream, size)
         except (OSError, *GZIP_ERRORS) as exc:
             raise read_error(path, exc) from None
 
@@ -117,9 +117,10 @@ class _Record:
 
 
 class _Reader:
-    def __init__(self, path: Path, fast: bool) -> None:
+    def __init__(self, path: Path, fast: bool, native: bool = False) -> None:
         self.path = path
         self.use_fast = fast
+        self.use_native = native  # the line scanner reads the records (megatron_native.py)
         self.table = PointTable()
         self.parts: list[PointTable | CodedColumns | RowBlock] = [self.table]  # in log order: tables of rows, blocks
         self.keeper = LineKeeper()
@@ -142,17 +143,18 @@ class _Reader:
         self.raw: tuple[int, bytes] | None = None  # the line the general parser is reading, as bytes
 
     # -- the loop --------------------------------------------------------------------------------
-    def run(self, stream: BinaryIO, chunk_bytes: int, native: bool = False) -> ImportedRun:
+    def run(self, stream: BinaryIO, chunk_bytes: int) -> ImportedRun:
         line = 0
-        if native:
-            for chunk, scan in linescan.scanned(linescan.blocks(stream, chunk_bytes)):
-                read_scanned(self, chunk, scan, line)
+        if self.use_native:
+            for block, scan in linescan.scanned(linescan.blocks(stream, chunk_bytes)):
+                read_scanned(self, block, scan, line)
                 line += len(scan)
-        for chunk in () if native else chunks(stream, chunk_bytes):
-            newlines = chunk.count(b"\n")
-            if not self._block(chunk, line, newlines):
-                self._lines(chunk.removesuffix(b"\n").split(b"\n"), line)
-            line += line_count(chunk, newlines)
+        else:
+            for chunk in chunks(stream, chunk_bytes):
+                newlines = chunk.count(b"\n")
+                if not self._block(chunk, line, newlines):
+                    self._lines(chunk.removesuffix(b"\n").split(b"\n"), line)
+                line += line_count(chunk, newlines)
         self._finish_partial()
         self._flush_overflow(line)
         return self._result()
@@ -369,8 +371,7 @@ class _Reader:
         """The line scanner's shape of the record's line, when it is the line of the template in force
         (a record that taught nothing keeps the shape there was)."""
         found = None
-        if self.template is not None and self.raw is not None and self.raw[0] == record.line \
-                and linescan.available():
+        if self.use_native and self.template is not None and self.raw is not None and self.raw[0] == record.line:
             text = self.raw[1].decode("utf-8", errors="replace").rstrip()
             found = learn(self.raw[1], len(text) - len(record.text), record.text, fields, self.template.layout.names)
         if found is not None or self.template is not before or self.template is None:
@@ -470,4 +471,3 @@ class _Reader:
                 rejected += more
             parts.append(part)
         return join(parts), rejected
-
