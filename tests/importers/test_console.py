@@ -9,6 +9,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import pytest
 
 from stethoscope.importers import linescan, read_any
@@ -536,6 +537,71 @@ def test_a_keras_bar_over_epochs_reads_like_single_lines() -> None:
         lines.append(f"Epoch {epoch + 2}/4")
     got, want = _fast_and_slow(("\n".join(lines) + "\n").encode())
     assert got == want and max(got[1]) == 900
+
+
+def test_a_bar_s_fill_is_not_part_of_its_shape(monkeypatch) -> None:
+    """Keras' bar at every width is one shape (`=`, `>` and `.` alike in a shape), so a bar of thousands of
+    lines per epoch is learnt once per shape, not once per width, and read as runs; the same points."""
+    from stethoscope.importers.console_runs import shape_of
+
+    assert shape_of(b"12/300 [=>............] - loss: 2.1") == shape_of(b"99/300 [======>.......] - loss: 1.95")
+    assert shape_of(b"loss 2.5") != shape_of(b"loss 25")  # a point stays: a number of another kind
+    lines = []
+    for epoch in range(3):
+        for n in range(1, 3001):
+            bar = "=" * (n * 30 // 3000 - 1) + (">" if n < 3000 else "=")
+            tail = f"- ETA: {(3000 - n) // 50}s" if n < 3000 else "- 60s 20ms/step"
+            lines.append(f"{n:4d}/3000 [{bar:.<30}] {tail} - loss: {2 - epoch / 10 - n / 1e5:.4f}")
+        lines.append(f"Epoch {epoch + 2}/4")
+    parsed: list[int] = []
+    real = ConsoleReader.line
+    monkeypatch.setattr(ConsoleReader, "line", lambda self, number, raw: parsed.append(number) or real(self, number, raw))
+    fast = ConsoleReader("log")
+    fast.feed(("\n".join(lines) + "\n").encode())
+    monkeypatch.setattr(ConsoleReader, "line", real)
+    got, want = _fast_and_slow(("\n".join(lines) + "\n").encode())
+    assert got == want and max(got[1]) == 9000
+    # one bar line per shape learnt (4 counter widths, the epoch's last line), not one per width
+    bar_lines = [n for n in parsed if n <= len(lines) and "/3000 [" in lines[n - 1]]
+    assert len(bar_lines) == 5, bar_lines
+
+
+def test_a_long_run_after_a_short_one_is_read_as_a_run(monkeypatch) -> None:
+    """A window of shapes after a short run stops where a run long enough to be read in pieces starts:
+    that run is read as one (on threads), not line by line in the window; the same points."""
+    import stethoscope.importers.console_reader as reader
+
+    text = "".join(f"step {s} | loss {3 - s / 1e5:.4f}\n" + (f"step {s} | val loss {3 - s / 1e5:.4f}\n"
+                                                              if s % 10 == 0 and s < 1000 else "")
+                   for s in range(1, 12001))
+    runs: list[int] = []
+    real = reader.ConsoleReader._run
+    monkeypatch.setattr(reader.ConsoleReader, "_run", lambda self, a, b, *rest: runs.append(b - a) or real(self, a, b, *rest))
+    got, want = _fast_and_slow(text.encode())
+    assert got == want and len(set(got[1])) == 12000
+    assert max(runs) >= 11000, runs  # the steps after the last eval line: one run
+
+
+def test_lines_that_take_turns_are_merged_without_a_sort(monkeypatch) -> None:
+    """Composer's header and record lines: each shape's lines are every k-th line, merged side by side
+    (`_periodic`), the same points as the general merge by sorting; groups that do not take turns are
+    merged by sorting."""
+    from stethoscope.importers import console_segment
+
+    text = "".join(f"[epoch=1][batch={b}/9000]:\n\t Train loss/train/total: {3 - b / 1e4:.4f}\n"
+                   f"\t Train lr-DecoupledAdamW/group0: {1e-4 * (1 + b % 5):.4e}\n" for b in range(1, 3001))
+    taken: list[bool] = []
+    real = console_segment._periodic
+    monkeypatch.setattr(console_segment, "_periodic", lambda *a: (r := real(*a)) is not None and taken.append(True) or r)
+    periodic = ConsoleReader("log")
+    periodic.feed(text.encode())
+    monkeypatch.setattr(console_segment, "_periodic", lambda *a: None)
+    sorted_ = ConsoleReader("log")
+    sorted_.feed(text.encode())
+    assert taken and periodic.result().columns == sorted_.result().columns
+    groups = [console_segment.Group(np.array(at), None, ("a",), True, False, False)  # type: ignore[arg-type]
+              for at in ([0, 2, 4], [1, 5, 6])]
+    assert real(groups, [g.lines for g in groups], [np.arange(3)] * 2) is None
 
 
 def test_two_ranks_interleaving_several_shapes_read_like_single_lines() -> None:

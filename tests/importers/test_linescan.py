@@ -105,6 +105,20 @@ def test_lines_starts_and_shapes() -> None:
 
 
 @built
+def test_line_starts_and_skips_agree_with_splitting() -> None:
+    """The memchr walk over newlines against the positions a plain search gives, on random texts with and
+    without a last newline, from any offset, asking for fewer, as many and more lines than there are."""
+    rng = random.Random(3)
+    for _ in range(3000):
+        text = bytes(rng.choice(b"ab\n") for _ in range(rng.randint(0, 40)))
+        start = rng.randint(0, len(text))
+        count = rng.randint(0, 15)
+        ends = [i + 1 for i in range(start, len(text)) if text[i] == 10][:count]
+        assert linescan.line_starts(text, start, count).tolist() == [start, *ends]
+        assert linescan.skip_lines(text, start, count) == (len(ends), ends[-1] if ends else start)
+
+
+@built
 @pytest.mark.parametrize("size", [1, 7, 64, 4096])
 def test_blocks_end_at_line_ends_and_lose_nothing(size: int) -> None:
     text = b"".join(b"line %d %s\n" % (i, b"x" * (i % 97)) for i in range(500)) + b"tail without newline"

@@ -29,6 +29,10 @@
  * commas first (`15,723`; for `r`, what comes after the last one). With `starts` (int64 offsets), only the
  * lines that start there are read, in that order. Returns (lines, float64 bytes, lines x picks) or None
  * when a line or a token does not read that way (the Python path then decides).
+ *
+ * lines_from(data, start, count, store) finds the first `count` newlines from data[start] (memchr, without
+ * the GIL): (how many it found, the offset past the last one, and with `store` the int64 offset past
+ * each one, else None).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -543,11 +547,61 @@ release:
     return result;
 }
 
+/* The offsets past the first `count` newlines from s[at] (fewer where the data ends first), written to
+ * `out` unless it is NULL; returns how many were found, and sets *end past the last one (at: none). */
+static Py_ssize_t walk_lines(const char *s, Py_ssize_t n, Py_ssize_t at, Py_ssize_t count, int64_t *out,
+                             Py_ssize_t *end) {
+    Py_ssize_t found = 0;
+    while (found < count && at < n) {
+        const char *nl = memchr(s + at, '\n', (size_t)(n - at));
+        if (nl == NULL)
+            break;
+        at = (Py_ssize_t)(nl - s) + 1;
+        if (out != NULL)
+            out[found] = (int64_t)at;
+        found++;
+    }
+    *end = at;
+    return found;
+}
+
+static PyObject *lines_from(PyObject *Py_UNUSED(module), PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, count;
+    int store;
+    if (!PyArg_ParseTuple(args, "y*nnp:lines_from", &view, &start, &count, &store))
+        return NULL;
+    PyObject *result = NULL;
+    int64_t *out = NULL;
+    if (start < 0 || start > view.len || count < 0) {
+        PyErr_SetString(PyExc_ValueError, "lines_from: start or count out of range");
+        goto release;
+    }
+    if (store && (out = PyMem_RawMalloc((size_t)(count ? count : 1) * sizeof(int64_t))) == NULL) {
+        PyErr_NoMemory();
+        goto release;
+    }
+    Py_ssize_t found, end;
+    Py_BEGIN_ALLOW_THREADS
+    found = walk_lines(view.buf, view.len, start, count, out, &end);
+    Py_END_ALLOW_THREADS
+    if (store)
+        result = Py_BuildValue("(nny#)", found, end, (const char *)out, found * (Py_ssize_t)sizeof(int64_t));
+    else
+        result = Py_BuildValue("(nnO)", found, end, Py_None);
+release:
+    PyMem_RawFree(out);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_VARARGS | METH_KEYWORDS,
      "scan(data, offsets=False) -> (hashes, counts, starts, values, number_starts): see the module source."},
     {"columns", columns, METH_VARARGS,
      "columns(data, width, picks, kinds, commas[, starts]) -> (lines, values) or None: see the module source."},
+    {"lines_from", lines_from, METH_VARARGS,
+     "lines_from(data, start, count, store) -> (found, end, offsets past each newline or None): see the module source."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,7 +9,7 @@ rank, resumes, bar epochs, and the near-misses that name the closest shape of a 
 from __future__ import annotations
 
 from collections import Counter
-from itertools import compress, repeat
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 from stethoscope.importers import console_arrow, console_tokens, linescan
@@ -17,7 +17,7 @@ from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.importers.console_clock import CLOCK, CLOCK_NAMES, step_time_from_clock
 from stethoscope.importers.console_fast import Template
 from stethoscope.importers.console_line import ANSI, MAGNITUDE, NUMBER, Line, has_loss, key_name, parse
-from stethoscope.importers.console_runs import Lines, advance, find_cycle, first_where, pieces, repeats, shape_of
+from stethoscope.importers.console_runs import Lines, advance, find_cycle, first_where, pieces, repeats, shape_of, window_at
 from stethoscope.importers.console_shape import Shape, learn
 from stethoscope.importers.loglines import LineKeeper
 from stethoscope.importers.names import metric
@@ -33,7 +33,8 @@ CHUNK_LINES = 16384
 ARROW_CHUNK_BYTES = 1 << 24  # pyarrow reads a run this many bytes at a time (memory the allocator reuses)
 NATIVE_PIECE_BYTES = 1 << 22  # the scanner's columns: smaller pieces, so that two threads share a run
 LONG_RUN = 64  # a run of a shape this long is read alone; shorter ones are read with their neighbours
-WINDOW_BYTES = 1 << 20  # the lines between long runs: shapes this many bytes at a time
+WINDOW_BYTES = 1 << 20  # the lines between long runs: shapes this many bytes at a time, at most
+MIN_WINDOW_BYTES = 1 << 12  # ... and at first, doubling while no long run cuts a window short
 MIN_STRETCH = 32
 MAX_PERIOD = 8  # the longest cycle of shapes found like a run (Composer: a header and its record lines)  # interleaved shapes read a shape at a time from this many lines on
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
@@ -59,6 +60,7 @@ class ConsoleReader:
         self.near: dict[str, tuple[int, int, str]] = {}  # kind → (count, first line, its text)
         self.lines = self.step_lines = self.resumes = 0
         self.shapes: Counter[tuple[str, ...]] = Counter()
+        self.window_bytes = MIN_WINDOW_BYTES
         self.use_arrow: bool | None = None  # pyarrow reads long runs (console_arrow); None: not looked up yet
 
     def feed(self, data: bytes) -> None:
@@ -93,12 +95,11 @@ class ConsoleReader:
                 self._stretch(lines, at, at + count * len(kinds), ids, kinds)
                 at, where, q = at + count * len(kinds), where + span, lines.q_end
                 continue
-            window = shapes[where: where + WINDOW_BYTES].split(b"\n")
-            window.pop()  # cut short by the window, or the text after the last newline (read above)
-            window = window or [shape]
-            span = sum(map(len, window)) + len(window)
+            window, ids, kinds, span, cut = window_at(shapes, where, self.window_bytes, console_arrow.MIN_LINES)
+            # a window no long run cut short: the next is twice as big
+            self.window_bytes = MIN_WINDOW_BYTES if cut else min(WINDOW_BYTES, self.window_bytes * 2)
             lines = Lines.of(data, at, q, len(window), self._data_bytes(span, shapes))
-            self._window(lines, window)
+            self._window(lines, window, ids, kinds)
             at, where, q = at + len(window), where + span, lines.q_end
         self._data = b""
         last = data[data.rfind(b"\n") + 1:].decode("utf-8", "replace")
@@ -110,15 +111,12 @@ class ConsoleReader:
         """About how many bytes of the log hold lines whose shapes take `span` bytes (digits come back)."""
         return span * len(self._data) // max(1, len(shapes))
 
-    def _window(self, lines: Lines, shapes: list[bytes]) -> None:
-        """`lines`, whose shapes are `shapes`: stretches of lines whose shapes all have token plans are read
-        a shape at a time (`_stretch`), every other run of a shape by `_run`."""
+    def _window(self, lines: Lines, shapes: list[bytes], ids: Any, kinds: list[bytes]) -> None:
+        """`lines`, whose shapes are `shapes` (`kinds[ids]`): stretches of lines whose shapes all have token
+        plans are read a shape at a time (`_stretch`), every other run of a shape by `_run`."""
         import numpy as np
 
         first = lines.first
-        index: dict[bytes, int] = {}
-        ids = np.fromiter(map(index.setdefault, shapes, map(len, repeat(index))), dtype=np.int32, count=len(shapes))
-        kinds = list(index)
         planned = np.fromiter(map(self._planned, kinds), dtype=bool, count=len(kinds))
         at = 0
         while at < len(shapes):

@@ -6,8 +6,11 @@ over a block that doubles, then halves."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
+
+from stethoscope.importers import linescan
 
 MAX_PERIOD = 8  # the longest cycle of shapes found like a run
 
@@ -41,6 +44,9 @@ def advance(data: bytes, q: int, k: int, guess: int) -> int:
     counted at memchr speed in a range that doubles from `guess` bytes, then halves onto the k-th."""
     if k <= 0:
         return q
+    if linescan.available():  # one memchr pass
+        found, end = linescan.skip_lines(data, q, k)
+        return end if found == k else len(data) + 1
     lo, below, hi = q, 0, min(len(data), q + max(guess, 64))
     seen = data.count(b"\n", q, hi)
     while seen < k and hi < len(data):
@@ -70,10 +76,17 @@ class Lines:
     @classmethod
     def of(cls, data: bytes, first: int, q: int, count: int, guess: int) -> Lines:
         """The `count` lines from data[q], each ending in a newline, found in a range that grows from
-        `guess` bytes until it holds them: by their newlines (numpy; the lines are split only if a slow
-        path asks for them), else split."""
+        `guess` bytes until it holds them: by their newlines (the native scanner's memchr, else numpy; the
+        lines are split only if a slow path asks for them), else split."""
         import numpy as np
 
+        if linescan.available():
+            starts = linescan.line_starts(data, q, count)
+            if starts.size == count + 1:
+                lines = cls(data, first, q, int(starts[-1]))
+                lines._starts = starts
+                return lines
+            guess = len(data) - q  # the last line has no newline
         size = guess + guess // 4 + 64
         while True:
             end = min(len(data), q + size)
@@ -133,6 +146,41 @@ class Lines:
         return self._starts
 
 
+def shape_ids(window: list[bytes]) -> tuple[Any, list[bytes]]:
+    """Each line's shape in `window` as an index into the window's distinct shapes (int32), and those."""
+    import numpy as np
+
+    index: dict[bytes, int] = {}
+    ids = np.fromiter(map(index.setdefault, window, map(len, repeat(index))), dtype=np.int32, count=len(window))
+    return ids, list(index)
+
+
+def window_at(shapes: bytes, where: int, size: int, long_run: int) -> tuple[list[bytes], Any, list[bytes], int, bool]:
+    """The lines whose shapes lie in `shapes[where: where + size]` (at least one), up to where a run of one
+    shape at least `long_run` lines long starts after the first line (read as a run, not in a window: a
+    long run between the lines that end Keras' epochs); the window's last run is measured in `shapes`,
+    past the window's end. Returns the lines' shapes, their ids (`shape_ids`), the shapes' bytes in
+    `shapes` (newlines included) and whether such a run cut the window short."""
+    import numpy as np
+
+    end = shapes.rfind(b"\n", where, where + size)
+    if end < 0:  # one line longer than the window
+        end = shapes.find(b"\n", where)
+    window = shapes[where:end].split(b"\n")
+    ids, kinds = shape_ids(window)
+    starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
+    long = np.flatnonzero(np.diff(np.append(starts, len(ids)))[1:] >= long_run) + 1
+    cut = int(starts[long[0]]) if long.size else len(window)
+    if not long.size and starts.size > 1:
+        last = int(starts[-1])
+        if repeats(shapes, end + 1 - (len(window) - last) * (len(window[last]) + 1), window[last] + b"\n") >= long_run:
+            cut = last
+    if cut == len(window):
+        return window, ids, kinds, end + 1 - where, False
+    window = window[:cut]
+    return window, ids[:cut], kinds, sum(map(len, window)) + cut, True
+
+
 def first_where(ids: Any, at: int, differs: Any) -> int:
     """The first index from `at` where `differs(ids[chunk])` holds, looking in doubling chunks (a cost
     that grows with the distance, not with the length of `ids`); len(ids) when none."""
@@ -163,12 +211,17 @@ def find_cycle(shapes: bytes, where: int, planned: Callable[[bytes], bool],
     return None
 
 
+_BAR = bytes.maketrans(b"=>", b"..")
+
+
 def shape_of(text: bytes) -> bytes:
     """The shape of a line (or of many): its text without digits, signs and exponent letters, so that
     `1.5e-05` and `0.00012` (how Python prints an LR of either size) or `-0.5` and `0.5` are one shape,
-    read as one run. Words lose their e's alike on every line; lines this merges whose tokens still
-    differ fail the token plan's check and are read one by one."""
-    return text.translate(None, b"0123456789eE+-")
+    read as one run; and with `=` and `>` written as `.`, so that a progress bar's fill is not part of its
+    shape (Keras' `[=====>....]` and `[>........]`, one shape at every width it has drawn). Words lose
+    their e's alike on every line; lines this merges whose tokens still differ fail the token plan's
+    check and are read one by one."""
+    return text.translate(_BAR, b"0123456789eE+-")
 
 
 def pieces(data: bytes, q: int, q_end: int, size: int) -> Iterator[tuple[int, int]]:

@@ -54,19 +54,24 @@ class Combined(NamedTuple):
 def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.ndarray, kinds: list[bytes],
                 keep_rank: bytes | None, arrow: Callable[[], bool]) -> list[Group] | None:
     """Lines start.. of `lines` (`console_runs.Lines`), whose shapes are `kinds[ids]`, each shape's lines
-    gathered and read at once by its token plan (pyarrow for many lines of one shape); None when one does
-    not read."""
+    gathered and read at once by its token plan (by the native scanner where they lie, two shapes at a
+    time; else pyarrow for many lines of one shape); None when one does not read."""
     from stethoscope.importers import console_arrow, console_tokens, linescan
 
-    order = np.argsort(ids, kind="stable")
-    cuts = np.flatnonzero(ids[order][1:] != ids[order][:-1]) + 1
+    parts = [(templates[kinds[int(ids[part[0]])]], part + start) for part in _parts(ids)]
+    def native(part: tuple[Any, np.ndarray]) -> Read | None:
+        return console_tokens.read_raw(part[0].plan, lines.data, part[1].size, keep_rank, lines.starts(part[1]))
+
+    if linescan.available():  # the lines read where they are in the data, not gathered first
+        sizes = sorted(at.size for _, at in parts)
+        if len(sizes) > 1 and sizes[-2] >= console_arrow.MIN_LINES:  # two shapes at a time
+            reads = [read for _, read in linescan.ahead(native, parts)]
+        else:  # one shape holds the lines: no thread would share the work
+            reads = list(map(native, parts))
+    else:
+        reads = [None] * len(parts)
     groups = []
-    for part in np.split(order, cuts):
-        known = templates[kinds[int(ids[part[0]])]]
-        at = part + start
-        read = None
-        if linescan.available():  # the lines read where they are in the data, not gathered first
-            read = console_tokens.read_raw(known.plan, lines.data, at.size, keep_rank, lines.starts(at))
+    for (known, at), read in zip(parts, reads):
         if read is None:
             raw = b"\n".join(lines.pick(at)) + b"\n"
             if at.size >= console_arrow.MIN_LINES and arrow():  # pyarrow imported only when it reads
@@ -77,6 +82,16 @@ def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.nda
             return None
         groups.append(Group(at, read, known.layout.names, known.own_step, known.bar, known.is_dict))
     return groups
+
+
+def _parts(ids: np.ndarray) -> list[np.ndarray]:
+    """The indices of each shape's lines, ascending, the shapes in the order of their first lines (a
+    cycle of `k` shapes, `ids` = 0..k-1 repeated, without sorting)."""
+    k = int(ids.max()) + 1
+    if ids.size % k == 0 and ids.size >= k and (ids.reshape(-1, k) == np.arange(k, dtype=ids.dtype)).all():
+        return [np.arange(i, ids.size, k) for i in range(k)]
+    order = np.argsort(ids, kind="stable")
+    return np.split(order, np.flatnonzero(ids[order][1:] != ids[order][:-1]) + 1)
 
 
 def bar_steps(raw: np.ndarray, state: tuple[int, int, int] | None) -> tuple[np.ndarray, tuple[int, int, int]]:
@@ -156,6 +171,9 @@ def _keep(read: Read) -> Any:
 
 def _points(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray]) -> CodedColumns | None:
     """Every kept line's points, in line order and each line's in its layout's order."""
+    periodic = _periodic(groups, kept, steps)
+    if periodic is not None:
+        return periodic
     labels: dict[str, int] = {}
     width = max(len(g.names) for g in groups)
     keys, codes, step_parts, values, times = [], [], [], [], []
@@ -178,3 +196,34 @@ def _points(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray]
     time_list = np.concatenate(times)[order] if timed else None
     return CodedColumns(list(labels), np.concatenate(codes)[order], np.concatenate(step_parts)[order],
                         np.concatenate(values)[order], time_list)
+
+
+def _periodic(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray]) -> CodedColumns | None:
+    """`_points` of groups whose lines take turns (Composer's header and record lines: the k groups each
+    hold every k-th line, from k consecutive first lines): the lines' points side by side, a row per turn,
+    no sort. None when the groups do not take turns so."""
+    n, k = kept[0].size, len(groups)
+    if not n or any(at.size != n for at in kept):
+        return None
+    order = sorted(range(k), key=lambda i: int(kept[i][0]))
+    first = int(kept[order[0]][0])
+    if any(int(kept[i][0]) != first + turn for turn, i in enumerate(order)) or \
+            any(n > 1 and not (np.diff(at) == k).all() for at in kept):
+        return None
+    labels: dict[str, int] = {}
+    codes = np.array([labels.setdefault(name, len(labels)) for i in order for name in groups[i].names], np.int32)
+
+    def side_by_side(column: Callable[[int], np.ndarray]) -> np.ndarray:
+        return np.concatenate([column(i) for i in order], axis=1).reshape(-1)
+
+    def each_name(i: int, per_line: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(np.asarray(per_line)[:, None], (n, len(groups[i].names)))
+
+    values = side_by_side(lambda i: np.stack([np.asarray(v, np.float64) for v in groups[i].read.values], axis=1)
+                          if groups[i].read.values else np.zeros((n, 0)))
+    step_list = side_by_side(lambda i: each_name(i, steps[i]))
+    times = None
+    if any(g.read.times is not None for g in groups):
+        times = side_by_side(lambda i: each_name(i, np.full(n, np.nan) if groups[i].read.times is None
+                                                 else np.asarray(groups[i].read.times, np.float64)))
+    return CodedColumns(list(labels), np.tile(codes, n), step_list, values, times)

@@ -86,6 +86,26 @@ def columns(data: bytes, width: int, picks: list[int], kinds: str, commas: list[
     return np.frombuffer(values, np.float64).reshape(lines, len(picks))
 
 
+def line_starts(data: bytes, start: int, count: int) -> np.ndarray:
+    """Where the lines from data[start] start: `start`, then past each of the next `count` newlines (fewer
+    where the data ends first), int64."""
+    import numpy as np
+
+    assert _linescan is not None
+    _, _, after = _linescan.lines_from(data, start, count, True)
+    starts = np.empty(len(after) // 8 + 1, np.int64)
+    starts[0] = start
+    starts[1:] = np.frombuffer(after, np.int64)
+    return starts
+
+
+def skip_lines(data: bytes, start: int, count: int) -> tuple[int, int]:
+    """(how many of `count` newlines follow data[start], the offset past the last of them)."""
+    assert _linescan is not None
+    found, end, _ = _linescan.lines_from(data, start, count, False)
+    return found, end
+
+
 def shape_hash(line: bytes) -> int:
     """The shape hash of one line of text."""
     return int(scan(line + b"\n").hashes[0])
