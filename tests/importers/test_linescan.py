@@ -119,6 +119,23 @@ def test_line_starts_and_skips_agree_with_splitting() -> None:
 
 
 @built
+def test_line_kinds_number_lines_as_a_dict_would() -> None:
+    """Distinct lines numbered in the order they first appear, as `dict.setdefault` over `split` does:
+    random texts of few kinds, and thousands of kinds (the table grows), from any start to any end."""
+    rng = random.Random(4)
+    texts = [bytes(rng.choice(b"ab\n") for _ in range(rng.randint(0, 30))) for _ in range(3000)]
+    texts.append(b"\n".join(b"line %d" % rng.randrange(5000) for _ in range(20000)))
+    for text in texts:
+        start = rng.randint(0, len(text))
+        end = rng.randint(start, len(text))
+        ids, starts, kinds = linescan.line_kinds(text, start, end)
+        lines = text[start:end].split(b"\n")
+        index: dict[bytes, int] = {}
+        assert ids.tolist() == [index.setdefault(line, len(index)) for line in lines] and kinds == list(index)
+        assert [text[a: b - 1] for a, b in zip(starts.tolist(), starts[1:].tolist())] == lines
+
+
+@built
 @pytest.mark.parametrize("size", [1, 7, 64, 4096])
 def test_blocks_end_at_line_ends_and_lose_nothing(size: int) -> None:
     text = b"".join(b"line %d %s\n" % (i, b"x" * (i % 97)) for i in range(500)) + b"tail without newline"

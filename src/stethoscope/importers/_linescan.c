@@ -33,6 +33,10 @@
  * lines_from(data, start, count, store) finds the first `count` newlines from data[start] (memchr, without
  * the GIL): (how many it found, the offset past the last one, and with `store` the int64 offset past
  * each one, else None).
+ *
+ * line_kinds(data, start, end) numbers the distinct lines of data[start:end] (split at `\n`, as
+ * bytes.split gives them: the text after the last newline is a line, even empty) in the order they first
+ * appear: (int32 id per line, int64 start of each line, int64 index of each kind's first line).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -595,6 +599,100 @@ release:
     return result;
 }
 
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t at, len; /* the kind's first line */
+    int32_t id;         /* -1: an empty slot */
+} Kind;
+
+static PyObject *line_kinds(PyObject *Py_UNUSED(module), PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "y*nn:line_kinds", &view, &start, &end))
+        return NULL;
+    PyObject *result = NULL;
+    Buffer ids = {0}, starts = {0}, firsts = {0};
+    Kind *table = NULL;
+    Py_ssize_t cap = 64, kinds = 0;
+    if (start < 0 || end < start || end > view.len) {
+        PyErr_SetString(PyExc_ValueError, "line_kinds: start or end out of range");
+        goto release;
+    }
+    if ((table = PyMem_RawMalloc((size_t)cap * sizeof(Kind))) == NULL) {
+        PyErr_NoMemory();
+        goto release;
+    }
+    for (Py_ssize_t k = 0; k < cap; k++)
+        table[k].id = -1;
+    const char *s = view.buf;
+    Py_ssize_t at = start;
+    PyThreadState *released = PyEval_SaveThread();
+    while (1) {
+        const char *nl = memchr(s + at, '\n', (size_t)(end - at));
+        Py_ssize_t stop = nl ? (Py_ssize_t)(nl - s) : end;
+        uint64_t h = FNV_BASIS;
+        for (Py_ssize_t i = at; i < stop; i++)
+            h = (h ^ (unsigned char)s[i]) * FNV_PRIME;
+        h ^= (uint64_t)(stop - at);
+        Py_ssize_t slot = (Py_ssize_t)(h & (uint64_t)(cap - 1));
+        while (table[slot].id >= 0 && !(table[slot].hash == h && table[slot].len == stop - at &&
+                                         memcmp(s + table[slot].at, s + at, (size_t)(stop - at)) == 0))
+            slot = (slot + 1) & (cap - 1);
+        if (table[slot].id < 0) {
+            if (2 * (kinds + 1) > cap) { /* grow: rehash every kind into twice the slots */
+                Py_ssize_t grown_cap = 2 * cap;
+                Kind *grown = PyMem_RawMalloc((size_t)grown_cap * sizeof(Kind));
+                if (grown == NULL)
+                    goto nomem;
+                for (Py_ssize_t k = 0; k < grown_cap; k++)
+                    grown[k].id = -1;
+                for (Py_ssize_t k = 0; k < cap; k++) {
+                    if (table[k].id < 0)
+                        continue;
+                    Py_ssize_t g = (Py_ssize_t)(table[k].hash & (uint64_t)(grown_cap - 1));
+                    while (grown[g].id >= 0)
+                        g = (g + 1) & (grown_cap - 1);
+                    grown[g] = table[k];
+                }
+                PyMem_RawFree(table);
+                table = grown;
+                cap = grown_cap;
+                slot = (Py_ssize_t)(h & (uint64_t)(cap - 1));
+                while (table[slot].id >= 0)
+                    slot = (slot + 1) & (cap - 1);
+            }
+            table[slot] = (Kind){h, at, stop - at, (int32_t)kinds};
+            if (reserve(&firsts, (Py_ssize_t)sizeof(int64_t)) < 0)
+                goto nomem;
+            *(int64_t *)(firsts.data + firsts.size) = (int64_t)(starts.size / (Py_ssize_t)sizeof(int64_t));
+            firsts.size += (Py_ssize_t)sizeof(int64_t);
+            kinds++;
+        }
+        if (reserve(&ids, (Py_ssize_t)sizeof(int32_t)) < 0 || reserve(&starts, (Py_ssize_t)sizeof(int64_t)) < 0)
+            goto nomem;
+        *(int32_t *)(ids.data + ids.size) = table[slot].id;
+        ids.size += (Py_ssize_t)sizeof(int32_t);
+        *(int64_t *)(starts.data + starts.size) = (int64_t)at;
+        starts.size += (Py_ssize_t)sizeof(int64_t);
+        if (nl == NULL)
+            break;
+        at = stop + 1;
+    }
+    PyEval_RestoreThread(released);
+    result = Py_BuildValue("(NNN)", as_bytes(&ids), as_bytes(&starts), as_bytes(&firsts));
+    goto release;
+nomem:
+    PyEval_RestoreThread(released);
+    PyErr_NoMemory();
+release:
+    PyMem_RawFree(ids.data);
+    PyMem_RawFree(starts.data);
+    PyMem_RawFree(firsts.data);
+    PyMem_RawFree(table);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_VARARGS | METH_KEYWORDS,
      "scan(data, offsets=False) -> (hashes, counts, starts, values, number_starts): see the module source."},
@@ -602,6 +700,8 @@ static PyMethodDef methods[] = {
      "columns(data, width, picks, kinds, commas[, starts]) -> (lines, values) or None: see the module source."},
     {"lines_from", lines_from, METH_VARARGS,
      "lines_from(data, start, count, store) -> (found, end, offsets past each newline or None): see the module source."},
+    {"line_kinds", line_kinds, METH_VARARGS,
+     "line_kinds(data, start, end) -> (ids, starts, firsts): see the module source."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -95,12 +95,12 @@ class ConsoleReader:
                 self._stretch(lines, at, at + count * len(kinds), ids, kinds)
                 at, where, q = at + count * len(kinds), where + span, lines.q_end
                 continue
-            window, ids, kinds, span, cut = window_at(shapes, where, self.window_bytes, console_arrow.MIN_LINES)
+            ids, kinds, span, cut = window_at(shapes, where, self.window_bytes, console_arrow.MIN_LINES)
             # a window no long run cut short: the next is twice as big
             self.window_bytes = MIN_WINDOW_BYTES if cut else min(WINDOW_BYTES, self.window_bytes * 2)
-            lines = Lines.of(data, at, q, len(window), self._data_bytes(span, shapes))
-            self._window(lines, window, ids, kinds)
-            at, where, q = at + len(window), where + span, lines.q_end
+            lines = Lines.of(data, at, q, ids.size, self._data_bytes(span, shapes))
+            self._window(lines, ids, kinds)
+            at, where, q = at + ids.size, where + span, lines.q_end
         self._data = b""
         last = data[data.rfind(b"\n") + 1:].decode("utf-8", "replace")
         if last.strip() and NUMBER.search(last) and self.last_row != at:
@@ -111,15 +111,15 @@ class ConsoleReader:
         """About how many bytes of the log hold lines whose shapes take `span` bytes (digits come back)."""
         return span * len(self._data) // max(1, len(shapes))
 
-    def _window(self, lines: Lines, shapes: list[bytes], ids: Any, kinds: list[bytes]) -> None:
-        """`lines`, whose shapes are `shapes` (`kinds[ids]`): stretches of lines whose shapes all have token
+    def _window(self, lines: Lines, ids: Any, kinds: list[bytes]) -> None:
+        """`lines`, whose shapes are `kinds[ids]`: stretches of lines whose shapes all have token
         plans are read a shape at a time (`_stretch`), every other run of a shape by `_run`."""
         import numpy as np
 
         first = lines.first
         planned = np.fromiter(map(self._planned, kinds), dtype=bool, count=len(kinds))
         at = 0
-        while at < len(shapes):
+        while at < len(ids):
             kind = int(ids[at])
             if planned[kind]:
                 end = first_where(ids, at, lambda chunk: ~planned[chunk])

@@ -146,39 +146,41 @@ class Lines:
         return self._starts
 
 
-def shape_ids(window: list[bytes]) -> tuple[Any, list[bytes]]:
-    """Each line's shape in `window` as an index into the window's distinct shapes (int32), and those."""
+def line_kinds(text: bytes, start: int, end: int) -> tuple[Any, Any, list[bytes]]:
+    """The lines of text[start:end] numbered by their text (`linescan.line_kinds`: int32 ids, where each
+    line starts and `end + 1`, the distinct lines), in C where the scanner was built."""
+    if linescan.available():
+        return linescan.line_kinds(text, start, end)
     import numpy as np
 
+    lines = text[start:end].split(b"\n")
     index: dict[bytes, int] = {}
-    ids = np.fromiter(map(index.setdefault, window, map(len, repeat(index))), dtype=np.int32, count=len(window))
-    return ids, list(index)
+    ids = np.fromiter(map(index.setdefault, lines, map(len, repeat(index))), dtype=np.int32, count=len(lines))
+    starts = np.zeros(len(lines) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, lines), np.int64, count=len(lines)) + 1, out=starts[1:])
+    return ids, starts + start, list(index)
 
 
-def window_at(shapes: bytes, where: int, size: int, long_run: int) -> tuple[list[bytes], Any, list[bytes], int, bool]:
+def window_at(shapes: bytes, where: int, size: int, long_run: int) -> tuple[Any, list[bytes], int, bool]:
     """The lines whose shapes lie in `shapes[where: where + size]` (at least one), up to where a run of one
     shape at least `long_run` lines long starts after the first line (read as a run, not in a window: a
     long run between the lines that end Keras' epochs); the window's last run is measured in `shapes`,
-    past the window's end. Returns the lines' shapes, their ids (`shape_ids`), the shapes' bytes in
-    `shapes` (newlines included) and whether such a run cut the window short."""
+    past the window's end. Returns the lines' shape ids into the window's shapes (`line_kinds`), those
+    shapes, the lines' bytes in `shapes` (newlines included) and whether such a run cut the window short."""
     import numpy as np
 
     end = shapes.rfind(b"\n", where, where + size)
     if end < 0:  # one line longer than the window
         end = shapes.find(b"\n", where)
-    window = shapes[where:end].split(b"\n")
-    ids, kinds = shape_ids(window)
-    starts = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
-    long = np.flatnonzero(np.diff(np.append(starts, len(ids)))[1:] >= long_run) + 1
-    cut = int(starts[long[0]]) if long.size else len(window)
-    if not long.size and starts.size > 1:
-        last = int(starts[-1])
-        if repeats(shapes, end + 1 - (len(window) - last) * (len(window[last]) + 1), window[last] + b"\n") >= long_run:
+    ids, starts, kinds = line_kinds(shapes, where, end)
+    runs = np.concatenate(([0], np.flatnonzero(ids[1:] != ids[:-1]) + 1))
+    long = np.flatnonzero(np.diff(np.append(runs, len(ids)))[1:] >= long_run) + 1
+    cut = int(runs[long[0]]) if long.size else len(ids)
+    if not long.size and runs.size > 1:
+        last = int(runs[-1])
+        if repeats(shapes, int(starts[last]), kinds[int(ids[last])] + b"\n") >= long_run:
             cut = last
-    if cut == len(window):
-        return window, ids, kinds, end + 1 - where, False
-    window = window[:cut]
-    return window, ids[:cut], kinds, sum(map(len, window)) + cut, True
+    return ids[:cut], kinds, int(starts[cut]) - where, cut < len(ids)
 
 
 def first_where(ids: Any, at: int, differs: Any) -> int:

@@ -106,6 +106,21 @@ def skip_lines(data: bytes, start: int, count: int) -> tuple[int, int]:
     return found, end
 
 
+def line_kinds(data: bytes, start: int, end: int) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """The lines of data[start:end] (as `split(b"\\n")` gives them) numbered by their text in the order
+    each first appears: (int32 id per line, int64 start of each line and `end + 1` after the last, the
+    distinct lines)."""
+    import numpy as np
+
+    assert _linescan is not None
+    ids, at, firsts = _linescan.line_kinds(data, start, end)
+    starts = np.empty(len(at) // 8 + 1, np.int64)
+    starts[:-1] = np.frombuffer(at, np.int64)
+    starts[-1] = end + 1
+    first = np.frombuffer(firsts, np.int64)
+    return np.frombuffer(ids, np.int32), starts, [data[starts[i]: starts[i + 1] - 1] for i in first.tolist()]
+
+
 def shape_hash(line: bytes) -> int:
     """The shape hash of one line of text."""
     return int(scan(line + b"\n").hashes[0])
