@@ -212,18 +212,16 @@ def _periodic(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarra
         return None
     labels: dict[str, int] = {}
     codes = np.array([labels.setdefault(name, len(labels)) for i in order for name in groups[i].names], np.int32)
+    columns = [(i, j) for i in order for j in range(len(groups[i].names))]  # a turn's points, in line order
 
-    def side_by_side(column: Callable[[int], np.ndarray]) -> np.ndarray:
-        return np.concatenate([column(i) for i in order], axis=1).reshape(-1)
+    def side_by_side(dtype: Any, column: Callable[[int, int], Any]) -> np.ndarray:
+        out = np.empty((n, len(columns)), dtype)
+        for c, (i, j) in enumerate(columns):
+            out[:, c] = column(i, j)
+        return out.reshape(-1)
 
-    def each_name(i: int, per_line: np.ndarray) -> np.ndarray:
-        return np.broadcast_to(np.asarray(per_line)[:, None], (n, len(groups[i].names)))
-
-    values = side_by_side(lambda i: np.stack([np.asarray(v, np.float64) for v in groups[i].read.values], axis=1)
-                          if groups[i].read.values else np.zeros((n, 0)))
-    step_list = side_by_side(lambda i: each_name(i, steps[i]))
+    values = side_by_side(np.float64, lambda i, j: groups[i].read.values[j])
     times = None
     if any(g.read.times is not None for g in groups):
-        times = side_by_side(lambda i: each_name(i, np.full(n, np.nan) if groups[i].read.times is None
-                                                 else np.asarray(groups[i].read.times, np.float64)))
-    return CodedColumns(list(labels), np.tile(codes, n), step_list, values, times)
+        times = side_by_side(np.float64, lambda i, j: np.nan if groups[i].read.times is None else groups[i].read.times)
+    return CodedColumns(list(labels), np.tile(codes, n), side_by_side(np.int64, lambda i, j: steps[i]), values, times)
