@@ -582,26 +582,33 @@ def test_a_long_run_after_a_short_one_is_read_as_a_run(monkeypatch) -> None:
     assert max(runs) >= 11000, runs  # the steps after the last eval line: one run
 
 
-def test_lines_that_take_turns_are_merged_without_a_sort(monkeypatch) -> None:
-    """Composer's header and record lines: each shape's lines are every k-th line, merged side by side
-    (`_periodic`), the same points as the general merge by sorting; groups that do not take turns are
-    merged by sorting."""
+@pytest.mark.parametrize("stamped", [False, True], ids=["plain", "stamped"])
+def test_lines_that_take_turns_are_read_as_rows_and_merged_without_a_sort(monkeypatch, stamped: bool) -> None:
+    """Composer's header and record lines: the cycle is read as rows of its k lines (one pass of the scanner,
+    `_turns`), each record line takes the step of the header earlier in its turn and the points are merged
+    side by side (`_turns_taken`, `_periodic`); the same points as each shape read alone and merged by
+    sorting. Groups that do not take turns are merged by sorting."""
     from stethoscope.importers import console_segment
 
-    text = "".join(f"[epoch=1][batch={b}/9000]:\n\t Train loss/train/total: {3 - b / 1e4:.4f}\n"
+    stamp = "[2024-07-24 11:20:07,402] " if stamped else ""
+    text = "".join(f"{stamp}[epoch=1][batch={b}/9000]:\n\t Train loss/train/total: {3 - b / 1e4:.4f}\n"
                    f"\t Train lr-DecoupledAdamW/group0: {1e-4 * (1 + b % 5):.4e}\n" for b in range(1, 3001))
-    taken: list[bool] = []
-    real = console_segment._periodic
-    monkeypatch.setattr(console_segment, "_periodic", lambda *a: (r := real(*a)) is not None and taken.append(True) or r)
-    periodic = ConsoleReader("log")
-    periodic.feed(text.encode())
-    monkeypatch.setattr(console_segment, "_periodic", lambda *a: None)
-    sorted_ = ConsoleReader("log")
-    sorted_.feed(text.encode())
-    assert taken and periodic.result().columns == sorted_.result().columns
-    groups = [console_segment.Group(np.array(at), None, ("a",), True, False, False)  # type: ignore[arg-type]
-              for at in ([0, 2, 4], [1, 5, 6])]
-    assert real(groups, [g.lines for g in groups], [np.arange(3)] * 2) is None
+    used: list[str] = []
+    turns, taken = console_segment._turns, console_segment._turns_taken
+    monkeypatch.setattr(console_segment, "_turns", lambda *a: (r := turns(*a)) is not None and used.append("rows") or r)
+    monkeypatch.setattr(console_segment, "_turns_taken",
+                        lambda *a: (r := taken(*a)) is not None and used.append("turns") or r)
+    fast = ConsoleReader("log")
+    fast.feed(text.encode())
+    monkeypatch.setattr(console_segment, "_turns", lambda *a: None)
+    monkeypatch.setattr(console_segment, "_turns_taken", lambda *a: None)
+    slow = ConsoleReader("log")
+    slow.feed(text.encode())
+    assert "turns" in used and ("rows" in used or not linescan.available())
+    assert fast.result().columns == slow.result().columns and len(set(fast.result().columns.steps)) == 3000
+    assert (fast.last_step, fast.step_lines, fast.lines) == (slow.last_step, slow.step_lines, slow.lines)
+    assert taken([np.array(at) for at in ([0, 2, 4], [1, 5, 6])]) is None
+    assert taken([np.array(at) for at in ([1, 4, 7], [0, 3, 6], [2, 5, 8])]) == [1, 0, 2]
 
 
 def test_two_ranks_interleaving_several_shapes_read_like_single_lines() -> None:

@@ -119,6 +119,28 @@ def test_line_starts_and_skips_agree_with_splitting() -> None:
 
 
 @built
+def test_rows_of_several_lines_read_as_their_lines_do() -> None:
+    """A cycle of three line shapes read as rows of three lines (`per_row`) gives each line's columns side
+    by side, as reading each shape's lines alone does; a row cut short by the end of the data, or a line
+    with a token too many, gives None."""
+    import numpy as np
+
+    rng = random.Random(5)
+    lines = []
+    for b in range(1, 200):
+        lines += [f"[batch={b}/9000]:", f"\t loss: {rng.random():.5f}", f"\t lr: {rng.random() * 1e-3:.3e}"]
+    data = ("\n".join(lines) + "\n").encode()
+    got = linescan.columns(data, 4, [0, 1, 2, 3], "iiff", [False] * 4, None, 3)
+    starts = np.array([0] + [i + 1 for i, c in enumerate(data) if c == 10][:-1], np.int64)
+    alone = [linescan.columns(data, 2, [0, 1], "ii", [False] * 2, starts[0::3]),
+             linescan.columns(data, 1, [0], "f", [False], starts[1::3]),
+             linescan.columns(data, 1, [0], "f", [False], starts[2::3])]
+    assert got is not None and np.array_equal(got, np.hstack(alone)) and got.shape == (199, 4)
+    assert linescan.columns(data[: starts[-2]], 4, [0, 1, 2, 3], "iiff", [False] * 4, None, 3) is None
+    assert linescan.columns(data.replace(b"loss: ", b"loss: 1 ", 1), 4, [0, 1, 2, 3], "iiff", [False] * 4, None, 3) is None
+
+
+@built
 def test_line_kinds_number_lines_as_a_dict_would() -> None:
     """Distinct lines numbered in the order they first appear, as `dict.setdefault` over `split` does:
     random texts of few kinds, and thousands of kinds (the table grows), from any start to any end."""

@@ -20,14 +20,15 @@
  * number in `data` or empty unless `offsets`). A line ends at `\n`; the text after the last `\n` is a
  * line when it is not empty.
  *
- * columns(data, width, picks, kinds, commas[, starts]) reads lines of one console-log shape by their *tokens*, as
+ * columns(data, width, picks, kinds, commas[, starts[, per_row]]) reads lines of one console-log shape by their *tokens*, as
  * console_tokens.py does with bytes.translate and split: a token is a run of the bytes that can be part of
  * a number (digits, `.+-eE,`), a comma that a byte outside them follows being a blank. Every line must
  * have `width` tokens; the token at index picks[k] (int32) is read by kinds[k]: `f` as float() reads it,
  * `i` as int() (below 2**53), `r` a rank (plain digits), `d` a YYYY-MM-DD date (days since 1970), `h`
  * and `m` two-digit hours and minutes, `s` seconds with a comma or a point; commas[k] = 1 drops the
- * commas first (`15,723`; for `r`, what comes after the last one). With `starts` (int64 offsets), only the
- * lines that start there are read, in that order. Returns (lines, float64 bytes, lines x picks) or None
+ * commas first (`15,723`; for `r`, what comes after the last one). With `starts` (int64 offsets; None:
+ * every line), only the lines that start there are read, in that order. With `per_row` k > 1, a row is k
+ * lines (a cycle of shapes: Composer's header and its record lines), its tokens counted across them. Returns (lines, float64 bytes, lines x picks) or None
  * when a line or a token does not read that way (the Python path then decides).
  *
  * lines_from(data, start, count, store) finds the first `count` newlines from data[start] (memchr, without
@@ -455,9 +456,9 @@ static int read_token(const unsigned char *token, Py_ssize_t len, char kind, int
 
 static PyObject *columns(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_buffer view, picks_view, kinds_view, commas_view, starts_view = {0};
-    Py_ssize_t width;
-    if (!PyArg_ParseTuple(args, "y*ny*y*y*|y*:columns", &view, &width, &picks_view, &kinds_view, &commas_view,
-                          &starts_view))
+    Py_ssize_t width, per_row = 1;
+    if (!PyArg_ParseTuple(args, "y*ny*y*y*|z*n:columns", &view, &width, &picks_view, &kinds_view, &commas_view,
+                          &starts_view, &per_row))
         return NULL;
     const int64_t *starts = starts_view.buf; /* the lines to read, by where they start; NULL: every line */
     const Py_ssize_t nstarts = starts ? starts_view.len / (Py_ssize_t)sizeof(int64_t) : 0;
@@ -471,7 +472,7 @@ static PyObject *columns(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *result = NULL;
     Buffer out = {0};
     int32_t *pick_of = NULL;
-    int ok = npicks == kinds_view.len && npicks == commas_view.len && width >= 0;
+    int ok = npicks == kinds_view.len && npicks == commas_view.len && width >= 0 && per_row >= 1;
     if (ok) {
         pick_of = PyMem_Malloc((size_t)(width + 1) * sizeof(int32_t));
         if (pick_of == NULL) {
@@ -505,31 +506,37 @@ static PyObject *columns(PyObject *Py_UNUSED(module), PyObject *args) {
         }
         double *row = (double *)(out.data + out.size);
         Py_ssize_t tokens = 0;
-        while (i < n && s[i] != '\n') {
-            const unsigned char c = s[i];
-            int kept = TOKEN[c] && !(c == ',' && i + 1 < n && s[i + 1] != '\n' && !TOKEN[s[i + 1]]);
-            if (!kept) {
-                i++;
-                continue;
+        for (Py_ssize_t line = 0; ok && line < per_row; line++) {
+            if (line > 0 && i >= n) { /* the data ends inside a row */
+                ok = 0;
+                break;
             }
-            Py_ssize_t a = i;
-            while (i < n && TOKEN[s[i]] && !(s[i] == ',' && i + 1 < n && s[i + 1] != '\n' && !TOKEN[s[i + 1]]))
-                i++;
-            if (tokens < width && pick_of[tokens] >= 0) {
-                int32_t k = pick_of[tokens];
-                if (!read_token(s + a, i - a, kinds[k], commas[k], &row[k], &released)) {
-                    ok = 0;
-                    break;
+            while (i < n && s[i] != '\n') {
+                const unsigned char c = s[i];
+                int kept = TOKEN[c] && !(c == ',' && i + 1 < n && s[i + 1] != '\n' && !TOKEN[s[i + 1]]);
+                if (!kept) {
+                    i++;
+                    continue;
                 }
+                Py_ssize_t a = i;
+                while (i < n && TOKEN[s[i]] && !(s[i] == ',' && i + 1 < n && s[i + 1] != '\n' && !TOKEN[s[i + 1]]))
+                    i++;
+                if (tokens < width && pick_of[tokens] >= 0) {
+                    int32_t k = pick_of[tokens];
+                    if (!read_token(s + a, i - a, kinds[k], commas[k], &row[k], &released)) {
+                        ok = 0;
+                        break;
+                    }
+                }
+                tokens++;
             }
-            tokens++;
+            if (i < n)
+                i++; /* the newline */
         }
         if (tokens != width)
             ok = 0;
         out.size += npicks * (Py_ssize_t)sizeof(double);
         lines++;
-        if (i < n)
-            i++; /* the newline */
     }
     PyEval_RestoreThread(released);
     if (PyErr_Occurred())
@@ -697,7 +704,7 @@ static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_VARARGS | METH_KEYWORDS,
      "scan(data, offsets=False) -> (hashes, counts, starts, values, number_starts): see the module source."},
     {"columns", columns, METH_VARARGS,
-     "columns(data, width, picks, kinds, commas[, starts]) -> (lines, values) or None: see the module source."},
+     "columns(data, width, picks, kinds, commas[, starts[, per_row]]) -> (rows, values) or None: see the module source."},
     {"lines_from", lines_from, METH_VARARGS,
      "lines_from(data, start, count, store) -> (found, end, offsets past each newline or None): see the module source."},
     {"line_kinds", line_kinds, METH_VARARGS,

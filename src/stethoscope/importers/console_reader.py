@@ -90,7 +90,8 @@ class ConsoleReader:
 
                 kinds, count = cycle
                 span = count * (sum(map(len, kinds)) + len(kinds))
-                lines = Lines.of(data, at, q, count * len(kinds), self._data_bytes(span, shapes))
+                n = count * len(kinds)  # the lines, found on first use (read as rows of a cycle, they are not)
+                lines = Lines(data, at, q, advance(data, q, n, self._data_bytes(span, shapes)), count=n)
                 ids = np.tile(np.arange(len(kinds), dtype=np.int32), count)
                 self._stretch(lines, at, at + count * len(kinds), ids, kinds)
                 at, where, q = at + count * len(kinds), where + span, lines.q_end

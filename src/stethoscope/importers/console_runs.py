@@ -68,8 +68,9 @@ def advance(data: bytes, q: int, k: int, guess: int) -> int:
 class Lines:
     """Lines first.. of a log that sit at data[q:q_end], split on first use, by their index in the log."""
 
-    def __init__(self, data: bytes, first: int, q: int, q_end: int, items: list[bytes] | None = None) -> None:
-        self.data, self.first, self.q, self.q_end = data, first, q, q_end
+    def __init__(self, data: bytes, first: int, q: int, q_end: int, items: list[bytes] | None = None,
+                 count: int | None = None) -> None:
+        self.data, self.first, self.q, self.q_end, self.count = data, first, q, q_end, count
         self._items = items
         self._starts: Any = None
 
@@ -131,6 +132,8 @@ class Lines:
 
     def span(self, a: int, b: int) -> tuple[int, int]:
         """Where lines a..b sit in the data (the end: past the newline of line b - 1)."""
+        if self._starts is None and (a, b) == (self.first, self.first + (self.count or -1)):  # not split
+            return self.q, self.q_end
         starts = self._line_starts()
         return int(starts[a - self.first]), int(starts[b - self.first])
 

@@ -59,6 +59,12 @@ def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.nda
     from stethoscope.importers import console_arrow, console_tokens, linescan
 
     parts = [(templates[kinds[int(ids[part[0]])]], part + start) for part in _parts(ids)]
+    if linescan.available() and len(parts) > 1 and all(at.size == ids.size // len(parts) for _, at in parts) and \
+            parts[-1][1][0] == start + len(parts) - 1:  # a cycle of shapes: its turns read as rows
+        reads = _turns(lines, start, ids.size, [known.plan for known, _ in parts], keep_rank)
+        if reads is not None:
+            return [Group(at, read, known.layout.names, known.own_step, known.bar, known.is_dict)
+                    for (known, at), read in zip(parts, reads)]
     def native(part: tuple[Any, np.ndarray]) -> Read | None:
         return console_tokens.read_raw(part[0].plan, lines.data, part[1].size, keep_rank, lines.starts(part[1]))
 
@@ -82,6 +88,49 @@ def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.nda
             return None
         groups.append(Group(at, read, known.layout.names, known.own_step, known.bar, known.is_dict))
     return groups
+
+
+def _turns(lines: Any, start: int, count: int, plans: list[Any], keep_rank: bytes | None) -> list[Read] | None:
+    """The lines start..start + count, a cycle of the k shapes of `plans`, read as rows of k lines (one
+    pass of the scanner over their bytes, in pieces two at a time; `_linescan.columns`' per_row), each
+    shape's columns then made a Read as its own lines would give; None when a row does not read so."""
+    from stethoscope.importers import console_tokens, linescan
+    from stethoscope.importers.console_reader import NATIVE_PIECE_BYTES
+
+    picks = [console_tokens.native_picks(p, keep_rank) for p in plans]
+    if None in picks:
+        return None
+    offsets = np.cumsum([0, *(p.width for p in plans)]).tolist()
+    tokens = [t + offsets[j] for j, pick in enumerate(picks) for t in pick[0]]  # type: ignore[index]
+    kinds = "".join(pick[1] for pick in picks)  # type: ignore[index]
+    commas = [c for pick in picks for c in pick[2]]  # type: ignore[union-attr]
+    k, data = len(plans), lines.data
+    q, q_end = lines.span(start, start + count)
+    rows = max(1, count // k * NATIVE_PIECE_BYTES // max(1, q_end - q))  # rows of a piece of about that size
+
+    def cuts() -> Any:
+        a = q
+        while a < min(q_end, len(data)):
+            found, b = linescan.skip_lines(data, a, rows * k)
+            b = b if found == rows * k and b < q_end else q_end
+            yield a, b
+            a = b
+
+    view = memoryview(data)
+    got = [read for _, read in linescan.ahead(
+        lambda cut: linescan.columns(view[cut[0]: min(cut[1], len(data))], offsets[-1], tokens, kinds, commas, None, k),
+        cuts())]
+    if not got or any(g is None for g in got):
+        return None
+    table = np.concatenate(got) if len(got) > 1 else got[0]
+    if table.shape[0] * k != count:
+        return None
+    reads, column = [], 0
+    for plan, pick in zip(plans, picks):
+        width = len(pick[0])  # type: ignore[index]
+        reads.append(console_tokens.from_columns(plan, table[:, column: column + width], pick[0], keep_rank))  # type: ignore[index]
+        column += width
+    return reads
 
 
 def _parts(ids: np.ndarray) -> list[np.ndarray]:
@@ -120,7 +169,7 @@ def combine(groups: list[Group], last_step: int | None, bar: tuple[int, int, int
             continue
         at = np.concatenate([kept[i] for i in indices])
         raw = np.concatenate([np.asarray(groups[i].read.steps, dtype=np.int64) for i in indices])
-        order = np.argsort(at, kind="stable")
+        order = np.argsort(at, kind="stable") if len(indices) > 1 else np.arange(at.size)  # one group: in order
         if is_bar:
             ordered, bar = bar_steps(raw[order], bar)
             raw = np.empty_like(ordered)
@@ -132,13 +181,19 @@ def combine(groups: list[Group], last_step: int | None, bar: tuple[int, int, int
     if own:
         step_at = np.concatenate([kept[i] for i in own])
         step_of = np.concatenate([steps[i] for i in own])  # type: ignore[misc]
-        order = np.argsort(step_at, kind="stable")
-        step_at, step_of = step_at[order], step_of[order]
+        if len(own) > 1:
+            order = np.argsort(step_at, kind="stable")
+            step_at, step_of = step_at[order], step_of[order]
     else:
         step_at = step_of = np.zeros(0, dtype=np.int64)
+    turns = _turns_taken(kept)
     unnumbered = []  # dict records before any step: numbered in file order
     for i, g in enumerate(groups):
         if g.own_step:
+            continue
+        earlier = [j for j in own if turns is not None and turns.index(j) < turns.index(i)]
+        if earlier:  # lines that take turns: the step line earlier in the same turn
+            steps[i] = steps[max(earlier, key=turns.index)]  # type: ignore[union-attr]
             continue
         before = np.searchsorted(step_at, kept[i]) - 1
         took = step_of[np.maximum(before, 0)] if step_of.size else np.zeros(kept[i].size, dtype=np.int64)
@@ -198,17 +253,26 @@ def _points(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray]
                         np.concatenate(values)[order], time_list)
 
 
-def _periodic(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray]) -> CodedColumns | None:
-    """`_points` of groups whose lines take turns (Composer's header and record lines: the k groups each
-    hold every k-th line, from k consecutive first lines): the lines' points side by side, a row per turn,
-    no sort. None when the groups do not take turns so."""
-    n, k = kept[0].size, len(groups)
+def _turns_taken(kept: list[np.ndarray]) -> list[int] | None:
+    """The groups in the order they take turns when their lines do (k groups, each holding every k-th line
+    from k consecutive first lines: Composer's header and record lines); None when they do not."""
+    n, k = kept[0].size, len(kept)
     if not n or any(at.size != n for at in kept):
         return None
     order = sorted(range(k), key=lambda i: int(kept[i][0]))
     first = int(kept[order[0]][0])
     if any(int(kept[i][0]) != first + turn for turn, i in enumerate(order)) or \
             any(n > 1 and not (np.diff(at) == k).all() for at in kept):
+        return None
+    return order
+
+
+def _periodic(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray]) -> CodedColumns | None:
+    """`_points` of groups whose lines take turns (Composer's header and record lines: the k groups each
+    hold every k-th line, from k consecutive first lines): the lines' points side by side, a row per turn,
+    no sort. None when the groups do not take turns so."""
+    n, order = kept[0].size, _turns_taken(kept)
+    if order is None:
         return None
     labels: dict[str, int] = {}
     codes = np.array([labels.setdefault(name, len(labels)) for i in order for name in groups[i].names], np.int32)

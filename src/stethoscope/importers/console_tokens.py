@@ -144,10 +144,20 @@ def read_raw(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None, st
 
 
 def _native(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None, starts: Any = None) -> Read | None:
-    import numpy as np
-
     from stethoscope.importers.linescan import columns
 
+    picks = native_picks(p, keep_rank)
+    if picks is None:
+        return None
+    got = columns(raw, p.width, *picks, starts)
+    if got is None or (lines is not None and got.shape[0] != lines):
+        return None
+    return from_columns(p, got, picks[0], keep_rank)
+
+
+def native_picks(p: Plan, keep_rank: bytes | None) -> tuple[list[int], str, list[bool]] | None:
+    """The tokens the native scanner's `columns` reads for plan `p`, how (`kinds`) and which have commas;
+    None when the token lists must decide (a rank kept that is not plain digits, a token read two ways)."""
     ranked = p.rank is not None and keep_rank is not None
     if ranked and not (keep_rank.isdigit() and (keep_rank == b"0" or not keep_rank.startswith(b"0"))):  # type: ignore[union-attr]
         return None
@@ -159,9 +169,13 @@ def _native(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None, sta
         if token is not None and picks.setdefault(token, kind) != kind:
             return None  # one token read two ways: the token lists decide
     order = list(picks)
-    got = columns(raw, p.width, order, "".join(picks.values()), [token in p.commas for token in order], starts)
-    if got is None or (lines is not None and got.shape[0] != lines):
-        return None
+    return order, "".join(picks.values()), [token in p.commas for token in order]
+
+
+def from_columns(p: Plan, got: Any, order: list[int], keep_rank: bytes | None) -> Read:
+    """The Read of plan `p` from the scanner's columns `got` (rows x tokens `order`, `native_picks`)."""
+    import numpy as np
+
     col = {token: got[:, k] for k, token in enumerate(order)}
     steps = None if p.step is None else col[p.step].astype(np.int64)
     values = [col[v] if s == 1.0 else col[v] * s for v, s in zip(p.values, p.scales)]
@@ -171,10 +185,10 @@ def _native(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None, sta
         times = (((days * 24 + hours) * 60 + minutes) * 60).astype(np.float64) + col[p.time + 3]
     keep = None
     ranks: frozenset[bytes] = frozenset()
-    if ranked:
-        rank = col[p.rank].astype(np.int64)  # type: ignore[index]
+    if p.rank is not None and keep_rank is not None:
+        rank = col[p.rank].astype(np.int64)
         ranks = frozenset(str(r).encode() for r in np.unique(rank).tolist())
-        keep = rank == int(keep_rank)  # type: ignore[arg-type]
+        keep = rank == int(keep_rank)
         if keep.all():
             keep = None
         else:

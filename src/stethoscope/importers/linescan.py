@@ -71,15 +71,16 @@ def scan(data: bytes | bytearray, offsets: bool = False) -> Scan:
 
 
 def columns(data: bytes, width: int, picks: list[int], kinds: str, commas: list[bool],
-            starts: np.ndarray | None = None) -> np.ndarray | None:
+            starts: np.ndarray | None = None, per_row: int = 1) -> np.ndarray | None:
     """The tokens `picks` of each line of `data` (lines of one console-log shape, `width` tokens each; with
-    `starts`, the lines that start there) read by `kinds` (see _linescan.c), a (lines x picks) float64
-    array; None when a line does not read so."""
+    `starts`, the lines that start there; with `per_row` k, rows of k lines, tokens counted across them)
+    read by `kinds` (see _linescan.c), a (rows x picks) float64 array; None when a row does not read so."""
     import numpy as np
 
     assert _linescan is not None
-    extra = () if starts is None else (np.ascontiguousarray(starts, np.int64).tobytes(),)
-    got = _linescan.columns(data, width, np.array(picks, np.int32).tobytes(), kinds.encode(), bytes(commas), *extra)
+    at = None if starts is None else np.ascontiguousarray(starts, np.int64).tobytes()
+    got = _linescan.columns(data, width, np.array(picks, np.int32).tobytes(), kinds.encode(), bytes(commas), at,
+                            per_row)
     if got is None:
         return None
     lines, values = got
