@@ -90,7 +90,7 @@ class ConsoleReader:
 
                 kinds, count = cycle
                 span = count * (sum(map(len, kinds)) + len(kinds))
-                n = count * len(kinds)  # the lines, found on first use (read as rows of a cycle, they are not)
+                n = count * len(kinds)  # lines found on first use (rows of a cycle need none)
                 lines = Lines(data, at, q, advance(data, q, n, self._data_bytes(span, shapes)), count=n)
                 ids = np.tile(np.arange(len(kinds), dtype=np.int32), count)
                 self._stretch(lines, at, at + count * len(kinds), ids, kinds)
