@@ -26,6 +26,8 @@ among step lines) the lines of each shape are read at once and merged back in li
 from __future__ import annotations
 
 import re
+import sys
+import threading
 from pathlib import Path
 
 from stethoscope.errors import InputError
@@ -55,12 +57,21 @@ class ConsoleImporter:
         return steps >= 1 or misses >= 3
 
     def read(self, path: Path) -> ImportedRun:
+        if "numpy" not in sys.modules:  # the reader needs it: imported on a thread while the log is read
+            threading.Thread(target=_import_numpy, name="stethoscope-numpy", daemon=True).start()
         data = read_bytes(path)
         if b"\x08" in data:  # Keras' backspaces before a redraw
             data = data.replace(b"\x08", b"")
         reader = ConsoleReader(str(path))
         reader.feed(data)
         return reader.result()
+
+
+def _import_numpy() -> None:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:  # the reader says so where it needs numpy
+        pass
 
 
 def _evidence(head: str, enough: int = 3) -> tuple[int, int]:

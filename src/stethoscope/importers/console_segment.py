@@ -1,10 +1,12 @@
 """Stretches of a console log where lines of several known shapes interleave, read a shape at a time.
 
-Composer prints a `[batch=N/T]:` header and then one metric per line; Keras redraws a bar whose width
-(and so whose shape) changes every few dozen lines; a trainer may print an eval line every 50 steps
-among its step lines. Read a run at a time, such a stretch is thousands of runs of a few lines each.
-Here every line of one shape in the stretch is read at once (its token plan over the lines gathered
-into one buffer), and the shapes' reads are merged back into line order with numpy:
+Composer prints a `[batch=N/T]:` header and then one metric per line; Keras ends each epoch with a line
+of another shape, and pads its counter (`  9/1000`, ` 10/1000`: another shape); a trainer may print an
+eval line every 50 steps among its step lines. Read a run at a time, such a stretch is thousands of runs
+of a few lines each. Here every line of one shape in the stretch is read at once (the native scanner's
+columns at the lines' starts, or its token plan over the lines gathered into one buffer); a cycle of
+shapes (Composer) is read as rows of its lines in one pass (`_turns`). The shapes' reads are merged back
+into line order with numpy (lines that take turns side by side, without a sort: `_periodic`):
 
 - lines that carry their step (a header, a step line) give it; a progress bar's counter restarts each
   epoch (`bar_steps`);
