@@ -582,8 +582,10 @@ def test_a_long_run_after_a_short_one_is_read_as_a_run(monkeypatch) -> None:
     assert max(runs) >= 11000, runs  # the steps after the last eval line: one run
 
 
+@pytest.mark.parametrize("window", [1000, 1020, 1040], ids=["loss-first", "header-first", "lr-first"])
 @pytest.mark.parametrize("stamped", [False, True], ids=["plain", "stamped"])
-def test_lines_that_take_turns_are_read_as_rows_and_merged_without_a_sort(monkeypatch, stamped: bool) -> None:
+def test_lines_that_take_turns_are_read_as_rows_and_merged_without_a_sort(monkeypatch, stamped: bool,
+                                                                           window: int) -> None:
     """Composer's header and record lines: the cycle is read as rows of its k lines (one pass of the scanner,
     `_turns`), each record line takes the step of the header earlier in its turn and the points are merged
     side by side (`_turns_taken`, `_periodic`); the same points as each shape read alone and merged by
@@ -593,6 +595,9 @@ def test_lines_that_take_turns_are_read_as_rows_and_merged_without_a_sort(monkey
     stamp = "[2024-07-24 11:20:07,402] " if stamped else ""
     text = "".join(f"{stamp}[epoch=1][batch={b}/9000]:\n\t Train loss/train/total: {3 - b / 1e4:.4f}\n"
                    f"\t Train lr-DecoupledAdamW/group0: {1e-4 * (1 + b % 5):.4e}\n" for b in range(1, 3001))
+    import stethoscope.importers.console_reader as reader
+
+    monkeypatch.setattr(reader, "MIN_WINDOW_BYTES", window)  # where the first window ends, the cycle starts
     used: list[str] = []
     turns, taken = console_segment._turns, console_segment._turns_taken
     monkeypatch.setattr(console_segment, "_turns", lambda *a: (r := turns(*a)) is not None and used.append("rows") or r)

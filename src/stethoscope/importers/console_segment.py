@@ -193,10 +193,14 @@ def combine(groups: list[Group], last_step: int | None, bar: tuple[int, int, int
     for i, g in enumerate(groups):
         if g.own_step:
             continue
-        earlier = [j for j in own if turns is not None and turns.index(j) < turns.index(i)]
-        if earlier:  # lines that take turns: the step line earlier in the same turn
-            steps[i] = steps[max(earlier, key=turns.index)]  # type: ignore[union-attr]
-            continue
+        if turns is not None and own:  # lines that take turns: the step line earlier in the same turn, else
+            earlier = [j for j in own if turns.index(j) < turns.index(i)]  # the last one of the turn before
+            if earlier:
+                steps[i] = steps[max(earlier, key=turns.index)]
+                continue
+            if last_step is not None:
+                steps[i] = np.concatenate(([last_step], steps[max(own, key=turns.index)][:-1]))  # type: ignore[index]
+                continue
         before = np.searchsorted(step_at, kept[i]) - 1
         took = step_of[np.maximum(before, 0)] if step_of.size else np.zeros(kept[i].size, dtype=np.int64)
         if last_step is not None:
