@@ -50,8 +50,9 @@ class Variant:
 
     @property
     def has_lr(self) -> bool:
-        """torchtitan's and nanoGPT's console lines print no learning rate."""
-        return self.console not in ("torchtitan", "nanogpt")
+        """torchtitan's and nanoGPT's console lines print no learning rate; Composer's prints it with 4
+        decimals (3e-4 reads 0.0003: no schedule to score)."""
+        return self.console not in ("torchtitan", "nanogpt", "composer")
 
     @property
     def has_loss_scale(self) -> bool:
@@ -251,6 +252,16 @@ def _console_dict(r: dict[str, Any], n: int) -> str:
     return f"[metrics] {d}"
 
 
+def _console_composer(r: dict[str, Any], n: int) -> str:
+    """Composer's ConsoleLogger (held out): a `[epoch=E][batch=N/T]:` header, then one metric per line as
+    `\\t Train {name}: {value:.4f}` (`format_log_data_value`: floats with 4 decimals), in the order its
+    callbacks logged them: the loss, GradMonitor's norm, the LR monitor, SpeedMonitor's throughput."""
+    sps = 64 / r["step_time"] if r["step_time"] > 0 else 0.0
+    return (f"[epoch=1][batch={r['step']}/{n}]:\n\t Train loss/train/total: {r['loss']:.4f}\n"
+            f"\t Train l2_norm/grad/global: {r['grad_norm']:.4f}\n\t Train lr-DecoupledAdamW/group0: {r['lr']:.4f}\n"
+            f"\t Train throughput/samples_per_sec: {sps:.4f}")
+
+
 _EVAL_LINES = {
     "torchtitan": lambda step, ev: f"[rank0]:[titan] 2024-07-24 11:20:07,402 - root - INFO - validate step: {step}  "
                                    f"loss: {ev:7.4f}",
@@ -259,9 +270,12 @@ _EVAL_LINES = {
     "keyval": lambda step, ev: f"2025-03-01 12:00:00 INFO trainer | global_step={step} val_loss={ev:.4f}",
     "pipes": lambda step, ev: f"eval it {step} | val loss {ev:.4f}",
     "dict": lambda step, ev: f"[metrics] {{'iteration': {step}, 'val_loss': {round(ev, 4)}}}",
+    # Composer: the eval's own batch counter in the header; the metric is LLM Foundry's eval loss
+    "composer": lambda step, ev: f"[Eval batch=20/20] Eval on eval data:\n\t Eval metrics/eval/LanguageCrossEntropy: "
+                                 f"{ev:.4f}",
 }
 CONSOLE = {"torchtitan": _console_torchtitan, "llmc": _console_llmc, "nanogpt": _console_nanogpt,
-           "keyval": _console_keyval, "pipes": _console_pipes, "dict": _console_dict}
+           "keyval": _console_keyval, "pipes": _console_pipes, "dict": _console_dict, "composer": _console_composer}
 
 
 def write_console(trace: Trace, folder: Path, v: Variant) -> Path:
@@ -313,6 +327,7 @@ VARIANTS = [
     Variant("console-keyval-10", "console", 10, 1, True, console="keyval", heldout_only=True),
     Variant("console-pipes-5", "console", 5, 1, True, console="pipes", heldout_only=True),
     Variant("console-dict-10", "console", 10, 1, True, console="dict", heldout_only=True),
+    Variant("console-composer-10", "console", 10, 1, True, console="composer", heldout_only=True),
     Variant("hf-25", "hf", 25, 1, True, heldout_only=True),
     Variant("tensorboard-avg-10", "tensorboard", 10, 1, True,
             {"loss": "Loss/train", "grad_norm": "GradNorm", "lr": "LearningRate", "step_time": "Time/step_ms",

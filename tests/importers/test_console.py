@@ -242,10 +242,12 @@ CASES = [
          "'mean_token_accuracy': 0.74, 'epoch': 0.03}\n",
          {LOSS: {1: 1.2345, 2: 1.1, 3: 1.0}, GRAD_NORM: {3: 0.41}, "mean_token_accuracy": {2: 0.72}}),
     Case("Composer", "mosaicml/composer composer/loggers/console_logger.py @ 6405188805a0054b4551ec49e4919c54c971d0e8 "
-         "(log_to_console: '[epoch=E][batch=N/T]:' then '\\n\\t {prefix}{name}: {value:.4f}')",
+         "(log_to_console: '[epoch=E][batch=N/T]:' then '\\n\\t {prefix}{name}: {value:.4f}'; an eval's header "
+         "'[Eval batch=B/T] Eval on {label} data', its metrics LLM Foundry's)",
          "".join(f"[epoch=1][batch={s}/100]:\n\t Train time/batch: {s - 1}\n\t Train loss/train/total: {3 - s / 100:.4f}\n"
-                 f"\t Train lr-DecoupledAdamW/group0: {s * 1e-5:.4f}\n" for s in (10, 20, 30)),
-         {LOSS: {10: 2.9, 20: 2.8, 30: 2.7}, LR: {10: 1e-4, 20: 2e-4}}),
+                 f"\t Train lr-DecoupledAdamW/group0: {s * 1e-5:.4f}\n" for s in (10, 20, 30))
+         + "[Eval batch=20/20] Eval on eval data:\n\t Eval metrics/eval/LanguageCrossEntropy: 2.6500\n",
+         {LOSS: {10: 2.9, 20: 2.8, 30: 2.7}, LR: {10: 1e-4, 20: 2e-4}, EVAL_LOSS: {30: 2.65}}),
     Case("fairseq", "facebookresearch/fairseq fairseq/logging/progress_bar.py (SimpleProgressBar, JsonProgressBar); "
          "the dedicated parser reads it",
          "2020-03-23 11:37:00 | INFO | train_inner | epoch 002:    300 / 356 loss=9.9, nll_loss=9.1, ppl=549.2, "

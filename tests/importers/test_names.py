@@ -16,6 +16,10 @@ from stethoscope.importers.names import metric_name
     ("iteration-time", "perf/step_time_s"), ("epoch", "train/epoch"), ("val_acc", "eval/acc"),
     ("Accuracy/val", "eval/Accuracy"), ("test_f1", "test/f1"), ("eval_runtime", "eval/runtime_s"),
     ("eval_samples_per_second", "eval/samples_per_s"), ("my metric", "my_metric"), ("custom/thing", "custom/thing"),
+    # an eval metric that is the LM loss (LLM Foundry's, printed by Composer); a train one is not the train loss
+    ("metrics/eval/LanguageCrossEntropy", "eval/loss"), ("val/cross_entropy", "eval/loss"),
+    ("metrics/train/LanguageCrossEntropy", "metrics/train/LanguageCrossEntropy"),
+    ("eval/cross_entropy_weight", "eval/cross_entropy_weight"),
 ])
 def test_metric_names(raw: str, name: str) -> None:
     assert metric_name(raw) == name

@@ -158,6 +158,9 @@ def _words(text: str) -> list[str]:
 
 
 def _loss(words: list[str], namespace: str | None) -> Resolved | None:
+    if namespace == "eval" and {"cross", "entropy"} <= set(words) and \
+            not set(words) - _FILLER - {"language", "lm", "cross", "entropy", "loss"}:
+        return Resolved(EVAL_LOSS)  # an eval metric that is the LM loss (LLM Foundry: LanguageCrossEntropy)
     rest = set(words) - _FILLER - {"samples", "reduced", "lm", "loss", "total"}
     if "loss" not in words or rest - {"scale"}:
         return None
