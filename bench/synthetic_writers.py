@@ -45,14 +45,14 @@ class Variant:
 
     @property
     def has_grad_norm(self) -> bool:
-        """nanoGPT's console line prints no grad norm."""
-        return self.console != "nanogpt"
+        """nanoGPT's and litgpt's console lines print no grad norm."""
+        return self.console not in ("nanogpt", "litgpt")
 
     @property
     def has_lr(self) -> bool:
-        """torchtitan's and nanoGPT's console lines print no learning rate; Composer's prints it with 4
-        decimals (3e-4 reads 0.0003: no schedule to score)."""
-        return self.console not in ("torchtitan", "nanogpt", "composer")
+        """torchtitan's, nanoGPT's and litgpt's console lines print no learning rate; Composer's prints it
+        with 4 decimals (3e-4 reads 0.0003: no schedule to score)."""
+        return self.console not in ("torchtitan", "nanogpt", "composer", "litgpt")
 
     @property
     def has_loss_scale(self) -> bool:
@@ -262,6 +262,17 @@ def _console_composer(r: dict[str, Any], n: int) -> str:
             f"\t Train throughput/samples_per_sec: {sps:.4f}")
 
 
+def _console_litgpt(r: dict[str, Any], n: int) -> str:
+    """litgpt pretrain.py (held out): `Epoch E | iter I step S | loss train: %.3f, val: … | iter time: %.2f ms
+    (step) remaining time: …`, its iter the step we log (one optimizer step per iter here); no LR, no grad
+    norm."""
+    left = (n - r["step"]) * r["step_time"]
+    val = "n/a" if r.get("last_eval") is None else f"{r['last_eval']:.3f}"  # the last eval's loss, once there is one
+    return (f"Epoch 1 | iter {r['step']} step {r['step']} | loss train: {r['loss']:.3f}, val: {val} | iter time: "
+            f"{1000 * r['step_time']:.2f} ms (step) remaining time: {int(left // 3600)}:{int(left % 3600 // 60):02d}:"
+            f"{int(left % 60):02d}")
+
+
 _EVAL_LINES = {
     "torchtitan": lambda step, ev: f"[rank0]:[titan] 2024-07-24 11:20:07,402 - root - INFO - validate step: {step}  "
                                    f"loss: {ev:7.4f}",
@@ -270,12 +281,14 @@ _EVAL_LINES = {
     "keyval": lambda step, ev: f"2025-03-01 12:00:00 INFO trainer | global_step={step} val_loss={ev:.4f}",
     "pipes": lambda step, ev: f"eval it {step} | val loss {ev:.4f}",
     "dict": lambda step, ev: f"[metrics] {{'iteration': {step}, 'val_loss': {round(ev, 4)}}}",
+    "litgpt": lambda step, ev: f"iter {step}: val loss {ev:.4f}, val time: 1234.00 ms",
     # Composer: the eval's own batch counter in the header; the metric is LLM Foundry's eval loss
     "composer": lambda step, ev: f"[Eval batch=20/20] Eval on eval data:\n\t Eval metrics/eval/LanguageCrossEntropy: "
                                  f"{ev:.4f}",
 }
 CONSOLE = {"torchtitan": _console_torchtitan, "llmc": _console_llmc, "nanogpt": _console_nanogpt,
-           "keyval": _console_keyval, "pipes": _console_pipes, "dict": _console_dict, "composer": _console_composer}
+           "keyval": _console_keyval, "pipes": _console_pipes, "dict": _console_dict, "composer": _console_composer,
+           "litgpt": _console_litgpt}
 
 
 def write_console(trace: Trace, folder: Path, v: Variant) -> Path:
@@ -285,10 +298,12 @@ def write_console(trace: Trace, folder: Path, v: Variant) -> Path:
     evals = dict((it + v.offset, ev) for it, ev in trace.evals)
     line, eval_line = CONSOLE[v.console], _EVAL_LINES[v.console]
     out = ["UserWarning: TypedStorage is deprecated", "Loading checkpoint shards: 100%|##########| 2/2"]
+    last_eval = None
     for r in rows(trace, v):
-        out.append(line(r, n))
+        out.append(line({**r, "last_eval": last_eval}, n))
         for at in [s for s in evals if s <= r["step"]]:
-            out.append(eval_line(at, evals.pop(at)))
+            last_eval = evals.pop(at)
+            out.append(eval_line(at, last_eval))
     path = folder / "train.log"
     path.write_text("\n".join(out) + "\n")
     return path
@@ -328,6 +343,7 @@ VARIANTS = [
     Variant("console-pipes-5", "console", 5, 1, True, console="pipes", heldout_only=True),
     Variant("console-dict-10", "console", 10, 1, True, console="dict", heldout_only=True),
     Variant("console-composer-10", "console", 10, 1, True, console="composer", heldout_only=True),
+    Variant("console-litgpt-5", "console", 5, 1, False, console="litgpt", heldout_only=True),
     Variant("hf-25", "hf", 25, 1, True, heldout_only=True),
     Variant("tensorboard-avg-10", "tensorboard", 10, 1, True,
             {"loss": "Loss/train", "grad_norm": "GradNorm", "lr": "LearningRate", "step_time": "Time/step_ms",
