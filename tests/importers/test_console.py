@@ -618,6 +618,17 @@ def test_lines_that_take_turns_are_read_as_rows_and_merged_without_a_sort(monkey
     assert taken([np.array(at) for at in ([1, 4, 7], [0, 3, 6], [2, 5, 8])]) == [1, 0, 2]
 
 
+def test_shapes_in_equal_numbers_that_do_not_take_turns_are_not_read_as_rows() -> None:
+    """Step and eval lines of the same width in the order A B B A: as many of each, but not a cycle; read as
+    rows of two lines, every other row's values would land on the other shape's names."""
+    lines = []
+    for s in range(1, 801, 2):
+        lines += [f"step {s} | loss {3 - s / 1e4:.4f}", f"step {s} | val loss {4 - s / 1e4:.4f}",
+                  f"step {s + 1} | val loss {4 - (s + 1) / 1e4:.4f}", f"step {s + 1} | loss {3 - (s + 1) / 1e4:.4f}"]
+    got, want = _fast_and_slow(("\n".join(lines) + "\n").encode())
+    assert got == want and len(set(got[1])) == 800
+
+
 def test_two_ranks_interleaving_several_shapes_read_like_single_lines() -> None:
     """Two ranks print step lines and eval lines; rank 0's are kept, through the shape-at-a-time path."""
     lines = []

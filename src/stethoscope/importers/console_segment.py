@@ -61,12 +61,12 @@ def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.nda
     from stethoscope.importers import console_arrow, console_tokens, linescan
 
     parts = [(templates[kinds[int(ids[part[0]])]], part + start) for part in _parts(ids)]
-    if linescan.available() and len(parts) > 1 and all(at.size == ids.size // len(parts) for _, at in parts) and \
-            parts[-1][1][0] == start + len(parts) - 1:  # a cycle of shapes: its turns read as rows
+    if linescan.available() and _period(ids) > 1:  # a cycle of shapes: its turns read as rows
         reads = _turns(lines, start, ids.size, [known.plan for known, _ in parts], keep_rank)
         if reads is not None:
             return [Group(at, read, known.layout.names, known.own_step, known.bar, known.is_dict)
                     for (known, at), read in zip(parts, reads)]
+
     def native(part: tuple[Any, np.ndarray]) -> Read | None:
         return console_tokens.read_raw(part[0].plan, lines.data, part[1].size, keep_rank, lines.starts(part[1]))
 
@@ -135,11 +135,17 @@ def _turns(lines: Any, start: int, count: int, plans: list[Any], keep_rank: byte
     return reads
 
 
+def _period(ids: np.ndarray) -> int:
+    """k when `ids` is 0..k-1 repeated (a cycle of k shapes, whole turns), else 0."""
+    k = int(ids.max()) + 1
+    return k if ids.size % k == 0 and (ids.reshape(-1, k) == np.arange(k, dtype=ids.dtype)).all() else 0
+
+
 def _parts(ids: np.ndarray) -> list[np.ndarray]:
     """The indices of each shape's lines, ascending, the shapes in the order of their first lines (a
     cycle of `k` shapes, `ids` = 0..k-1 repeated, without sorting)."""
-    k = int(ids.max()) + 1
-    if ids.size % k == 0 and ids.size >= k and (ids.reshape(-1, k) == np.arange(k, dtype=ids.dtype)).all():
+    k = _period(ids)
+    if k:
         return [np.arange(i, ids.size, k) for i in range(k)]
     order = np.argsort(ids, kind="stable")
     return np.split(order, np.flatnonzero(ids[order][1:] != ids[order][:-1]) + 1)
