@@ -26,6 +26,22 @@ def test_lr_decaying_to_zero_at_the_end_is_fine_but_stuck_at_zero_is_not():
     assert f.step == 0 and "exactly 0" in f.message
 
 
+def test_an_lr_that_reads_0_from_the_start_while_the_loss_falls_is_a_print_too_coarse():
+    """Composer prints floats with 4 decimals: an LR of 1e-5 reads 0.0000 on every line. Where the loss falls
+    beyond its noise the weights are being updated: info, not the warning of an LR stuck at 0; a loss that
+    only wanders at LR 0 keeps the warning."""
+    import random
+
+    rng = random.Random(0)
+    steps = list(range(0, 1000, 10))
+    falling = [4.0 - s / 1000 + rng.gauss(0, 0.02) for s in steps]
+    flat = [4.0 + rng.gauss(0, 0.02) for _ in steps]
+    (coarse,) = _lr(replay(LrDetector(), make_records(steps, LR=[0.0] * len(steps), LOSS=falling)), "reads 0")
+    assert coarse.severity == "info" and coarse.step == 0
+    stuck = replay(LrDetector(), make_records(steps, LR=[0.0] * len(steps), LOSS=flat))
+    assert [f.severity for f in stuck if "exactly 0" in f.message] and not _lr(stuck, "reads 0")
+
+
 def test_lr_jump_on_resume_and_restart():
     found = replay(LrDetector(), make_records([6502, 6503, 6504, 8600, 12000, 12001],
                                               LR=[5.997e-5, 6.0e-5, 6.0e-5, 6.0e-5, 5.999e-5, 5.842e-5]))

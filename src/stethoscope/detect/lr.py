@@ -245,6 +245,7 @@ class LrDetector:
         self.tracker = tracker if tracker is not None else LrTracker(self.config)
         self._before: list[float] = []  # the last losses before the LR reached 0
         self._at_zero: list[float] = []  # losses since (the last _LOSSES_KEPT)
+        self._first_at_zero: list[float] = []  # the first _LOSSES_KEPT of them
         self._lr_before: float | None = None  # the last LR above 0
         self._plateau: Finding | None = None  # the open LR-at-0 plateau, closed by `finish`
 
@@ -271,16 +272,23 @@ class LrDetector:
             return
         at_zero = self.tracker.zero_run > 0 and self.tracker.prev_step == record.step
         if not at_zero:
-            self._at_zero = []
+            self._at_zero, self._first_at_zero = [], []
             self._before = (self._before + [v])[-_LOSSES_KEPT:]
         else:
             self._at_zero = (self._at_zero + [v])[-_LOSSES_KEPT:]
+            if len(self._first_at_zero) < _LOSSES_KEPT:
+                self._first_at_zero.append(v)
 
     def _zero_finding(self, e: LrEvent) -> Finding:
         zero_start = self.tracker.zero_start
         step = zero_start if zero_start is not None else e.step
         ev: dict[str, Any] = {"zero_since": zero_start, "records_at_zero": self.tracker.zero_run}
         lr_note = f"LR has been exactly 0 since step {step}: the weights are not being updated"
+        if not self.tracker.ever_positive and self._falls_at_zero():
+            first, now = median(self._first_at_zero[:8]), median(self._at_zero[-8:])
+            return self._make(step, "info", f"the LR reads 0 from the first record (step {step}), yet the loss falls "
+                              f"({first:.4g} -> {now:.4g}): the weights are being updated, at an LR the log prints "
+                              "too coarsely (a fixed 0.0000) or in a param group it does not show", ev, e.step)
         if len(self._before) < 3 or len(self._at_zero) < 3:
             return self._make(step, "warning", lr_note, ev, e.step)
         before, now = median(self._before[-8:]), median(self._at_zero[-8:])
@@ -322,18 +330,28 @@ class LrDetector:
             return self._make(e.step, "info", msg, ev)
         return self._zero_finding(e)
 
+    def _falls_at_zero(self) -> bool:
+        """Has the loss fallen since the LR read 0, beyond 3 sigmas of its noise (the first 8 losses at 0
+        against the last 8, apart)? At an LR of exactly 0 it only wanders."""
+        first, last = self._first_at_zero[:8], self._at_zero[-8:]
+        if len(first) < 8 or len(self._first_at_zero) + len(self._at_zero) < 24:
+            return False
+        noise = 3 * 1.2533 * diff_sigma(self._first_at_zero + self._at_zero) * math.sqrt(2 / 8)
+        return median(first) - median(last) > noise
+
     def _make(self, step: int, severity: str, message: str, evidence: dict[str, Any],
               end_step: int | None = None) -> Finding:
         return Finding("lr_schedule", severity, step, message, end_step=end_step, evidence=evidence, source=self.name)
 
     def state_dict(self) -> dict[str, Any]:
         return {"tracker": self.tracker.state_dict(), "before": self._before, "at_zero": self._at_zero,
-                "lr_before": self._lr_before}
+                "first_at_zero": self._first_at_zero, "lr_before": self._lr_before}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.tracker.load_state_dict(state["tracker"])
         self._before = list(state.get("before", []))
         self._at_zero = list(state.get("at_zero", []))
+        self._first_at_zero = list(state.get("first_at_zero", []))
         self._lr_before = state.get("lr_before")
 
 
