@@ -75,7 +75,7 @@ def test_half_written_checkpoint_is_listed_partial_and_never_loaded(tmp_path):
     (tmp / "model.pt").write_bytes(b"half")
     (disk.step_dir(tmp_path / "ck", 8)).mkdir()  # a step folder without a manifest
     infos = disk.catalogue(tmp_path / "ck")
-    assert [(i.step, i.status) for i in infos] == [(5, "ok"), (8, "corrupt"), (9, "partial")]
+    assert [(i.step, i.status) for i in infos] == [(5, "unverified"), (8, "corrupt"), (9, "partial")]
     assert "no manifest.json" in infos[1].reason
     assert stethoscope.Checkpoints(tmp_path / "ck").load_latest()["step"] == 5
 

@@ -56,7 +56,8 @@ def test_list_verify_prune(tmp_path):
     code, out = _ckpt("verify", str(root))
     assert code == 1 and "step-00000005: model.pt has" in out and "truncated" in out
     code, out = _ckpt("prune", str(root), "--keep-last", "1", "--dry-run")
-    assert code == 0 and "4 to delete, 2 kept" in out  # 4 (milestone) and 6 (newest) stay
+    assert code == 0 and "3 to delete, 3 kept" in out  # 4 (milestone), 6 (newest) and 5 (truncated) stay
+    assert "step-00000005" not in out  # a truncated one is corrupt (sizes are checked): left for --corrupt
     code, out = _ckpt("prune", str(root), "--keep-last", "1", "--keep-best", "eval/loss", "--corrupt")
     assert code == 0 and sorted(p.name for p in root.iterdir()) == ["step-00000002", "step-00000004",
                                                                     "step-00000006"]
@@ -119,3 +120,45 @@ def test_inspect_megatron_layout_and_trust(tmp_path):
 def test_bad_path_is_one_line_exit_2(tmp_path):
     code, out = _ckpt("verify", str(tmp_path / "nope"))
     assert code == 2 and "nope: no such file or folder" in out
+
+
+def test_list_and_dry_run_say_what_was_checked(tmp_path):
+    """`list` and `prune --dry-run` check the manifest and every file's size, not the hashes: a truncated
+    file is corrupt, a flipped bit (same size) is `unverified`, never `ok`; `verify` finds the flip."""
+    root = _ours(tmp_path / "ck", range(1, 5))
+    short = root / "step-00000002" / "model.pt"
+    short.write_bytes(short.read_bytes()[:-5])
+    flipped = root / "step-00000003" / "model.pt"
+    raw = bytearray(flipped.read_bytes())
+    raw[-20] ^= 0x01
+    flipped.write_bytes(bytes(raw))
+    code, out = _ckpt("list", str(root), "--json")
+    rows = {r["step"]: r for r in json.loads(out)}
+    assert code == 0 and {s: r["status"] for s, r in rows.items()} == {1: "unverified", 2: "corrupt",
+                                                                       3: "unverified", 4: "unverified"}
+    assert "truncated" in rows[2]["reason"] and not rows[3]["verified"]
+    code, out = _ckpt("list", str(root))
+    assert code == 0 and " ok " not in out and "ckpt verify" in out
+    code, out = _ckpt("prune", str(root), "--keep-last", "1", "--dry-run")
+    assert code == 0 and "(step 1, unverified)" in out and "(step 3, unverified)" in out and ", ok)" not in out
+    assert "step-00000002" not in out  # a corrupt one is left for --corrupt to judge
+    code, out = _ckpt("verify", str(root), "--json")
+    assert code == 1 and {r["step"]: r["status"] for r in json.loads(out)} == {1: "ok", 2: "corrupt",
+                                                                               3: "corrupt", 4: "ok"}
+
+
+def test_verify_a_checkpoint_a_rollback_superseded(tmp_path):
+    """A rollback sets later checkpoints aside as superseded-step-N-…: verifying one reads its step from
+    that name, finds it sound and says it was superseded (not 'the folder says -1')."""
+    model = torch.nn.Linear(3, 2)
+    ck = stethoscope.Checkpoints(tmp_path / "ck", keep_last=None, extra={"model": model}, on_signal=None, strict=True)
+    for s in (100, 170):
+        ck.save(s, wait=True)
+    assert ck.rollback(150) == 100
+    ck.close()
+    (aside,) = (tmp_path / "ck").glob("superseded-step-00000170-*")
+    code, out = _ckpt("verify", str(aside), "--json")
+    (row,) = json.loads(out)
+    assert code == 0 and row["step"] == 170 and row["status"] == "ok" and "superseded" in row["reason"]
+    code, out = _ckpt("verify", str(aside))
+    assert code == 0 and "1 ok, 0 bad" in out and "says -1" not in out

@@ -22,6 +22,9 @@ from typing import Any
 from stethoscope.checkpoint import manifest as mf
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
+_SUPERSEDED_DIR = re.compile(r"^superseded-step-(\d+)-\d+$")  # set aside by a rollback (manager.rollback)
+USABLE = frozenset({"ok", "unverified"})
+"""Statuses of a checkpoint that can be resumed from (an unverified one is verified before it is loaded)."""
 
 
 @dataclass
@@ -31,7 +34,8 @@ class CheckpointInfo:
     step: int
     path: Path
     status: str
-    """ok (manifest present; `verified` says whether the hashes were checked), corrupt, or partial."""
+    """ok (every hash checked), unverified (manifest and file sizes checked, not the hashes), corrupt, or
+    partial (half-written)."""
     reason: str | None = None
     bytes: int = 0
     time: float | None = None
@@ -48,6 +52,13 @@ class CheckpointInfo:
 
 def step_dir(root: Path, step: int) -> Path:
     return root / f"step-{step:08d}"
+
+
+def step_of(path: Path) -> int | None:
+    """The step a checkpoint folder's name carries (`step-N`, or `superseded-step-N-…` after a
+    rollback), or None when the name carries none."""
+    m = _STEP_DIR.match(path.name) or _SUPERSEDED_DIR.match(path.name)
+    return int(m.group(1)) if m else None
 
 
 @dataclass
@@ -177,21 +188,29 @@ def catalogue(root: Path, check_hashes: bool = False) -> list[CheckpointInfo]:
     return sorted(out, key=lambda i: (i.step, i.status != "partial"))
 
 
-def describe(path: Path, step: int, check_hashes: bool) -> CheckpointInfo:
+def describe(path: Path, step: int | None, check_hashes: bool) -> CheckpointInfo:
+    """One checkpoint folder: with `check_hashes` every hash (`ok` or corrupt), else the manifest and
+    the file sizes (`unverified` or corrupt). `step` None: the manifest's step (a folder not named by it)."""
     if check_hashes:
         body, why = mf.verify(path)
     else:
         try:
-            body, why = mf.read_manifest(path), None
+            body = mf.read_manifest(path)
+            why = mf.check_sizes(path, body)
         except ValueError as exc:
             body, why = None, str(exc)
     if body is None:
-        return CheckpointInfo(step, path, "corrupt", why, bytes=_du(path))
-    info = CheckpointInfo(step, path, "corrupt" if why else "ok", why, sum(f["bytes"] for f in body["files"].values()),
-                          body.get("time"), body.get("metrics") or {}, bool(body.get("milestone")), body["files"],
-                          verified=check_hashes)
-    if body.get("step") != step:
-        info.status, info.reason = "corrupt", f"manifest says step {body.get('step')}, the folder says {step}"
+        return CheckpointInfo(-1 if step is None else step, path, "corrupt", why, bytes=_du(path))
+    said = body.get("step")
+    if step is None:
+        step = said if isinstance(said, int) else -1
+    info = CheckpointInfo(step, path, "corrupt" if why else "ok" if check_hashes else "unverified", why,
+                          sum(f["bytes"] for f in body["files"].values()), body.get("time"),
+                          body.get("metrics") or {}, bool(body.get("milestone")), body["files"], verified=check_hashes)
+    if said != step:
+        info.status, info.reason = "corrupt", f"manifest says step {said}, the folder says {step}"
+    elif _SUPERSEDED_DIR.match(path.name) and not why:
+        info.reason = "superseded: set aside by a rollback (kept, never resumed from)"
     return info
 
 

@@ -201,7 +201,7 @@ class Checkpoints:
         for info in reversed(disk.catalogue(self.dir)):
             if before is not None and info.step > before:
                 continue
-            checked = disk.describe(info.path, info.step, True) if info.status == "ok" else info
+            checked = disk.describe(info.path, info.step, True) if info.status in disk.USABLE else info
             if checked.status != "ok":
                 self._skip(checked)
                 continue

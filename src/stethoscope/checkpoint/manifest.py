@@ -108,21 +108,28 @@ def verify(directory: Path, threads: int | None = None) -> tuple[dict[str, Any] 
         Digest(algo)
     except ValueError as exc:  # an unknown hash, or XXH3 without the xxhash package: cannot be checked
         return body, str(exc)
-    jobs: list[tuple[str, int, int, str]] = []
-    for name, entry in body["files"].items():
-        path = directory / name
-        try:
-            size = path.stat().st_size
-        except OSError:
-            return body, f"{name} is missing"
-        if size != entry["bytes"]:
-            return body, f"{name} has {size} bytes, the manifest says {entry['bytes']} (truncated or overwritten)"
-        jobs += [(name, i * chunk, chunk, h) for i, h in enumerate(entry["chunks"])]
+    why = check_sizes(directory, body)
+    if why is not None:
+        return body, why
+    jobs = [(name, i * chunk, chunk, h) for name, entry in body["files"].items() for i, h in enumerate(entry["chunks"])]
     with ThreadPoolExecutor(max_workers=threads or min(8, os.cpu_count() or 1)) as pool:
         for (name, offset, _, want), got in zip(jobs, pool.map(lambda j: _hash_range(directory / j[0], j[1], j[2], algo), jobs)):
             if got != want:
                 return body, f"{name} does not match its hash at byte {offset}..{offset + chunk} (corrupt)"
     return body, None
+
+
+def check_sizes(directory: Path, body: dict[str, Any]) -> str | None:
+    """None when every file the manifest lists is there with its size (a stat each: catches every
+    truncation and a missing file, not a flipped bit); else what is wrong."""
+    for name, entry in body["files"].items():
+        try:
+            size = (directory / name).stat().st_size
+        except OSError:
+            return f"{name} is missing"
+        if size != entry["bytes"]:
+            return f"{name} has {size} bytes, the manifest says {entry['bytes']} (truncated or overwritten)"
+    return None
 
 
 def _hash_range(path: Path, offset: int, length: int, algo: str) -> str:

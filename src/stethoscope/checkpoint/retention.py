@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from stethoscope.checkpoint.disk import CheckpointInfo
+from stethoscope.checkpoint.disk import USABLE, CheckpointInfo
 
 
 def best(infos: list[CheckpointInfo], metric: str | None, mode: str) -> CheckpointInfo | None:
     scored = [(float(i.metrics[metric]), i) for i in infos
-              if metric and i.status == "ok" and isinstance(i.metrics.get(metric), (int, float))
+              if metric and i.status in USABLE and isinstance(i.metrics.get(metric), (int, float))
               and math.isfinite(float(i.metrics[metric]))]
     if not scored:
         return None
@@ -20,10 +20,10 @@ def best(infos: list[CheckpointInfo], metric: str | None, mode: str) -> Checkpoi
 
 def to_delete(infos: list[CheckpointInfo], keep_last: int | None, metric: str | None, mode: str,
               protect: int | None = None, hold: int | Iterable[int] | None = None) -> list[CheckpointInfo]:
-    """The ok checkpoints that retention removes (never the newest ok one, the best, a milestone,
+    """The usable (ok or unverified) checkpoints that retention removes (never the newest ok one, the best, a milestone,
     `protect`, or the newest at or before each step in `hold`: what an automatic rollback would go back
     to); corrupt and partial ones are left for `ckpt prune --corrupt` to judge."""
-    ok = sorted((i for i in infos if i.status == "ok"), key=lambda i: i.step)
+    ok = sorted((i for i in infos if i.status in USABLE), key=lambda i: i.step)
     if keep_last is None or not ok:
         return []
     keep = {i.step for i in ok[-max(1, keep_last):]}

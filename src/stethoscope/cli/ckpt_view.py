@@ -10,6 +10,8 @@ from stethoscope.cli import render
 from stethoscope.errors import UsageError
 
 EXAMPLES_DIR = "runs/demo/ckpt"
+_UNVERIFIED = ("unverified: the manifest and every file's size checked, not the contents; "
+               "`stethoscope ckpt verify DIR` checks every hash")
 
 
 @click.group("ckpt")
@@ -35,7 +37,8 @@ def _root(path: str) -> Path:
 @click.argument("dir", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def list_(dir: str, as_json: bool) -> None:
-    """Every checkpoint with step, size, status (manifests read; `verify` checks the hashes).
+    """Every checkpoint with step, size, status: `unverified` (manifest and file sizes checked; `verify`
+    checks the hashes), corrupt or partial.
 
     \b
     Examples:
@@ -44,6 +47,8 @@ def list_(dir: str, as_json: bool) -> None:
     """
     rows = _rows(_root(dir), verify=False)
     _print(rows, as_json, f"checkpoints in {dir}")
+    if not as_json and any(r["status"] == "unverified" for r in rows):
+        click.echo(_UNVERIFIED)
 
 
 @ckpt.command()
@@ -101,6 +106,8 @@ def prune(dir: str, keep_last: int, keep_best: str | None, best_mode: str, corru
             disk.delete_checkpoint(info.path)
         click.echo(f"{'would delete' if dry_run else 'deleted'} {info.path} (step {info.step}, {info.status})")
     click.echo(f"{len(gone)} {'to delete' if dry_run else 'deleted'}, {len(infos) - len(gone)} kept")
+    if any(i.status == "unverified" for i in infos):
+        click.echo(_UNVERIFIED)
 
 
 @ckpt.command()
@@ -145,8 +152,7 @@ def _rows(root: Path, verify: bool) -> list[dict]:
     from stethoscope.checkpoint.inspect import checkpoints_in
 
     if (root / "manifest.json").is_file():  # one checkpoint folder
-        m = root.name.removeprefix("step-")
-        return [disk.describe(root, int(m) if m.isdigit() else -1, verify).to_dict()]
+        return [disk.describe(root, disk.step_of(root), verify).to_dict()]
     ours = [i.to_dict() for i in disk.catalogue(root, check_hashes=verify)]
     foreign = [{"step": step, "path": str(p), "status": "foreign", "reason": f"{kind} layout (no manifest to verify)",
                 "bytes": sum(f.stat().st_size for f in p.rglob("*") if f.is_file()), "time": None, "metrics": {},
