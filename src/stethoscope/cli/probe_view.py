@@ -74,6 +74,8 @@ def probe(target: str, verb: str, arg: str | None, fan_out: bool, rank: int | No
     _render(verb, answers, as_json, fan_out)
     if not any(a.result is not None for a in answers):
         raise SystemExit(1)
+    if verb == "eval" and any(a.result is not None and a.result.get("error") for a in answers):
+        raise SystemExit(1)  # the code raised: its traceback is printed, the command failed
 
 
 def _fallback(target: str, verb: str, with_locals: bool) -> None:

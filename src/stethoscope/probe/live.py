@@ -396,10 +396,23 @@ class _ThreadStream(io.TextIOBase):
 _streams_lock = threading.Lock()
 
 
+_EVAL_MODULES = ("gc", "os", "sys", "threading", "time", "traceback")
+"""Imported for every eval, like a debugger's prompt: `len(gc.get_objects())` works whatever __main__ imported."""
+
+
 def run_code(code: str, extra: dict[str, Any]) -> dict[str, Any]:
-    """Run `code` (an expression: its repr is returned; else statements) in a copy of __main__'s namespace."""
+    """Run `code` (an expression: its repr is returned; else statements) in a copy of __main__'s namespace,
+    plus the standard modules above and every top-level module the process already loaded (torch, numpy…)
+    under its own name, where __main__ does not use that name."""
+    import importlib
+
     main = sys.modules.get("__main__")
     ns = dict(vars(main)) if main is not None else {}
+    for name in _EVAL_MODULES:
+        ns.setdefault(name, importlib.import_module(name))
+    for name, module in list(sys.modules.items()):
+        if "." not in name and not name.startswith("_") and module is not None:
+            ns.setdefault(name, module)
     ns.update(extra)
     me = threading.get_ident()
     buf = io.StringIO()
