@@ -112,9 +112,31 @@ def test_the_nan_workflow_on_a_model_fault_points_at_the_module():
     model.blocks[0].act.armed = True
     w = workflow("nan", dict(model=model, batch=batch(0), loss_fn=mse))
     assert "module 'blocks.0.act' (Overflow) made" in w.steps[0].found
-    assert w.steps[0].status == "note"  # found and shown, but the batch itself is clean
+    assert w.steps[0].status == "problem" and w.steps[0].stage == "forward"
     assert w.steps[2].status == "skipped" and "optimizer=" in w.steps[2].found
-    assert w.cause.title == "check the gradients"
+    assert w.steps[1].status == "problem" and w.steps[1].stage == "backward"
+    assert w.cause is w.steps[0]  # the forward made the Inf; the backward only carries it
+
+
+def test_a_nan_weight_is_the_cause_and_the_gradients_it_poisons_are_evidence():
+    """Issue 31.1: a NaN planted in the last layer's weight makes every layer's gradient NaN; the first layer,
+    listed first, was blamed. A weight non-finite before the pass is upstream of any gradient."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    with torch.no_grad():
+        model[2].weight[0, 3] = float("nan")
+    x, y = torch.randn(32, 8), torch.randint(0, 4, (32,))
+    w = workflow({"type": "nan", "step": 199}, dict(model=model, batch=(x, y), loss_fn=torch.nn.functional.cross_entropy,
+                                                   optimizer=torch.optim.SGD(model.parameters(), lr=0.1)))
+    grads = w.steps[1]
+    assert grads.status == "problem" and "nonfinite: 0, 2" in grads.found
+    assert "nearest the loss is '2'" in grads.next
+    assert w.cause is w.steps[0] and w.cause.stage == "parameters"
+    assert "parameters were already NaN/Inf before this pass (2.weight)" in w.conclusion
+    assert "the first non-finite layer is '0'" not in str(w)
+    assert w.conclusion.endswith("evidence, not causes: check the gradients (the backward)")
+    w.steps.reverse()  # the order the checks ran in does not decide: the chain does
+    assert w.cause.stage == "parameters" and w.cause.title in ("check the batch", "check the numerics")
 
 
 def test_missing_inputs_are_named_and_unknown_findings_refused():

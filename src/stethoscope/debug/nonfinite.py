@@ -92,7 +92,7 @@ class NonfiniteReport:
         return self.loss is not None and not math.isfinite(self.loss)
 
     @property
-    def _all_masked(self) -> bool:
+    def all_masked(self) -> bool:
         return self.loss_nonfinite and self.examples > 0 and self.masked_examples == self.examples
 
     @property
@@ -103,7 +103,7 @@ class NonfiniteReport:
         if self.params_nonfinite:
             return (f"parameters were already NaN/Inf before this pass ({_names(self.params_nonfinite)}): "
                     "an earlier update broke them")
-        if self._all_masked:
+        if self.all_masked:
             return "every label in the batch is masked (-100): the mean loss over no tokens is 0/0 = NaN"
         hit = self.first_output
         if hit is not None:
@@ -127,7 +127,7 @@ class NonfiniteReport:
         if self.params_nonfinite:
             return ("roll back to a checkpoint from before the first non-finite grad/norm and run this on that "
                     "step's batch; lower the LR or clip gradients")
-        if self._all_masked:
+        if self.all_masked:
             return ("check the collator/truncation: a prompt longer than max length masks every answer token; "
                     "skip batches with no label tokens")
         hit = self.first_output

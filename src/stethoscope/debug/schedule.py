@@ -28,7 +28,8 @@ def check_lr(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds) -
         nxt = "fix the schedule (warm-up, peak LR, a scheduler restored on resume) and rerun from a checkpoint"
     else:
         nxt = "the LR is not the trigger: go on to the numerics"
-    return Step(title, call, "problem" if problems else ("note" if notes else "ok"), found, nxt, data)
+    return Step(title, call, "problem" if problems else ("note" if notes else "ok"), found, nxt, data,
+                "schedule" if problems else "")
 
 
 def _lr_history(steps: list[int], lrs: list[float], at: int, th: Thresholds, problems: list[str],

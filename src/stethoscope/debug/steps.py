@@ -28,6 +28,11 @@ from stethoscope.debug.nonfinite import locate_nonfinite
 from stethoscope.debug.numeric import numerics
 
 STATUSES = ("problem", "note", "ok", "skipped")
+STAGES = ("inputs", "schedule", "parameters", "forward", "loss", "backward")
+"""Where a problem sits in the chain that makes a step's numbers, upstream first: the batch, the LR that made
+the last updates, the weights those updates left, the forward, the loss, the backward. A problem upstream
+explains those downstream (a NaN weight makes NaN gradients in every layer the backward passes through it),
+so a workflow's cause is the problem furthest upstream, whatever order the checks ran in."""
 
 
 @dataclass
@@ -68,6 +73,8 @@ class Step:
     found: str
     next: str
     data: dict[str, Any] = field(default_factory=dict)
+    stage: str = ""
+    """Where in the causal chain (`STAGES`) the problem it found sits; "" when it found none."""
 
 
 def skipped(title: str, call: str, missing: str) -> Step:
@@ -97,18 +104,31 @@ def _batch_nan(ctx: Any, name: str, masked: Any, th: Thresholds) -> Step:
         if losses:
             bad = [i for i, v in enumerate(losses) if not math.isfinite(v)]
             data["example_losses"] = losses
+    some_examples = bool(bad) and len(bad) < len(data.get("example_losses", []))
     found = f"{name}: {rep.verdict}"
-    if bad and len(bad) < len(data["example_losses"]):
+    if some_examples:
         found += f"; the loss is NaN/Inf on example(s) {_ids(bad, name, hist_ids=ctx.batch_ids)} only"
     if masked and masked[0] and masked[0] != list(range(masked[1])):
         found += f"; {len(masked[0])} of {masked[1]} examples have every label masked (-100)"
-    all_masked = rep.loss_nonfinite and rep.examples > 0 and rep.masked_examples == rep.examples
-    problem = bool(rep.inputs_nonfinite or all_masked or (bad and len(bad) < len(data.get("example_losses", []))))
-    status = "problem" if problem else ("note" if rep.found else "ok")
+    stage = "inputs" if some_examples else nonfinite_stage(rep)
     nxt = rep.next_check if rep.found else "the batch is clean: go on to the gradients"
-    if problem and not rep.inputs_nonfinite and not all_masked:
+    if some_examples and not rep.inputs_nonfinite and not rep.all_masked:
         nxt = f"inspect those examples of {name} (their labels and lengths) and skip them on resume"
-    return Step("check the batch", "stethoscope.debug.locate_nonfinite(model, batch)", status, found, nxt, data)
+    return Step("check the batch", "stethoscope.debug.locate_nonfinite(model, batch)",
+                "problem" if stage else "ok", found, nxt, data, stage)
+
+
+def nonfinite_stage(rep: Any) -> str:
+    """Where a `locate_nonfinite` report places the first NaN/Inf, as a `STAGES` entry ("" if nowhere)."""
+    if rep.inputs_nonfinite or rep.all_masked:
+        return "inputs"  # the data, or labels that leave the loss nothing to average
+    if rep.params_nonfinite:
+        return "parameters"
+    if rep.first_output is not None:
+        return "forward"
+    if rep.loss_nonfinite:
+        return "loss"
+    return "backward" if rep.first_grad is not None else ""
 
 
 def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, masked: Any, th: Thresholds) -> Step:
@@ -156,7 +176,7 @@ def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, ma
         nxt = "give reference_batches= (a few other batches) or run= to compare this batch's loss against"
     else:
         nxt = "the batch looks ordinary: go on to the gradients"
-    return Step("check the batch", call, "problem" if problem else "ok", found, nxt, data)
+    return Step("check the batch", call, "problem" if problem else "ok", found, nxt, data, "inputs" if problem else "")
 
 
 def _worst_example(ctx: Any, losses: list[float] | None, th: Thresholds) -> tuple[int, float] | None:
@@ -265,9 +285,10 @@ def check_gradients(kind: str, ctx: Any, finding: Any, hist: History, th: Thresh
     bad = rep.flagged("nonfinite") + rep.flagged("exploding")
     problem = bool(bad) or (ratio is not None and (not math.isfinite(ratio) or ratio >= th.grad_ratio))
     status = "problem" if problem else ("note" if rep.flagged() else "ok")
-    if rep.flagged("nonfinite"):
-        nxt = (f"the first non-finite layer is '{rep.flagged('nonfinite')[0].name}': run locate_nonfinite(model, batch) "
-               "for where the NaN is born; skip non-finite steps (GradScaler) or clip")
+    if rep.flagged("nonfinite"):  # a NaN spreads backward from where it is born: every layer before it reads NaN
+        nxt = (f"the non-finite layer nearest the loss is '{rep.flagged('nonfinite')[-1].name}' (the others may only "
+               "pass its NaN back): locate_nonfinite(model, batch) says where the NaN is born; skip non-finite steps "
+               "(GradScaler) or clip")
     elif problem:
         top = bad[0].name if bad else max(rep.layers, key=lambda ly: ly.norm).name
         nxt = (f"the largest gradient is in '{top}': clip (clip_grad_norm_ to ~1.0), lower the LR, and check that "
@@ -276,7 +297,7 @@ def check_gradients(kind: str, ctx: Any, finding: Any, hist: History, th: Thresh
         nxt = "zero/vanishing/dead layers slow learning but do not spike it: note them, go on to the LR schedule"
     else:
         nxt = "the gradients are ordinary on this batch: go on to the LR schedule"
-    return Step(title, call, status, "; ".join(parts), nxt, {"gradients": rep.to_dict()})
+    return Step(title, call, status, "; ".join(parts), nxt, {"gradients": rep.to_dict()}, "backward" if problem else "")
 
 
 # -- 4. the numerics (3, the LR schedule: debug/schedule.py) -------------------------------------------------------------------------------
@@ -301,7 +322,8 @@ def check_numerics(kind: str, ctx: Any, finding: Any, hist: History, th: Thresho
     else:
         nxt = "nothing numerical stands out: compare a checkpoint from before the finding on the same batch"
     status = "problem" if serious else ("note" if rep.issues else "ok")
-    return Step(title, call, status, found, nxt, {"numerics": rep.to_dict()})
+    stage = ("parameters" if any(i.where == "parameter" for i in serious) else "forward") if serious else ""
+    return Step(title, call, status, found, nxt, {"numerics": rep.to_dict()}, stage)
 
 
 def fmt(v: float | None) -> str:

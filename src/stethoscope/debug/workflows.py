@@ -3,7 +3,7 @@ the LR schedule, then the numerics, each step run on the given model, optimizer 
 
 `workflow(finding, context)` takes a finding (a `stethoscope.Finding`, its dict, or just its type)
 and the things to check; it returns a `Workflow` whose steps say what each check found and what to
-check next, and whose `cause` is the first step that found a problem.
+check next, and whose `cause` is the problem furthest upstream (inputs, LR schedule, parameters, forward, loss, backward).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from stethoscope.debug.history import read_history
 from stethoscope.debug.numeric import NumericsConfig
 from stethoscope.debug.schedule import check_lr
 from stethoscope.debug.steps import (
+    STAGES,
     Step,
     Thresholds,
     check_batch,
@@ -80,15 +81,21 @@ class Workflow:
 
     @property
     def cause(self) -> Step | None:
-        """The first step that found a problem."""
-        return next((s for s in self.steps if s.status == "problem"), None)
+        """The problem furthest upstream in the causal chain (`STAGES`: inputs, LR schedule, parameters,
+        forward, loss, backward), whichever check found it; the others it explains are its evidence."""
+        problems = [s for s in self.steps if s.status == "problem"]
+        return min(problems, key=_upstream, default=None)
 
     @property
     def conclusion(self) -> str:
         c = self.cause
         if c is None:
             return "no step found the trigger: " + (self.steps[-1].next if self.steps else "")
-        return f"{c.title}: {c.found}. Next: {c.next}"
+        text = f"{c.title}" + (f" (the {c.stage})" if c.stage else "") + f": {c.found}. Next: {c.next}"
+        after = [s for s in self.steps if s.status == "problem" and _upstream(s) > _upstream(c)]
+        if after:
+            text += ". Downstream of it, so evidence, not causes: " + ", ".join(f"{s.title} (the {s.stage})" for s in after)
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -102,6 +109,10 @@ class Workflow:
             lines += [f"{i}. {s.title} [{s.status}]  ({s.call})", f"   found: {s.found}", f"   next:  {s.next}"]
         lines.append(f"=> {self.conclusion}")
         return "\n".join(lines)
+
+
+def _upstream(step: Step) -> int:
+    return STAGES.index(step.stage) if step.stage in STAGES else len(STAGES)
 
 
 def workflow(finding: Any, context: WorkflowContext | Mapping[str, Any]) -> Workflow:
