@@ -40,6 +40,10 @@ class MonitorConfig:
     system_every: float = 1.0
     """Seconds between host/device memory and CPU samples."""
 
+    gpu_health: Any = True  # bool | an NVML stand-in such as stethoscope.testing.FakeNvml
+    """Sample NVML (utilization, temperature, power, clocks, throttling, ECC, XID) on a thread of its own
+    every `system_every` seconds when `nvidia-ml-py` and a GPU are present; False: never."""
+
     max_queue: int = 1_000_000
     """Points waiting for the writer; beyond this `put` drops and counts (never blocks)."""
 

@@ -37,6 +37,24 @@ CUDA_TOTAL = "memory/cuda_total_gib"
 GLOBAL_BATCH_SIZE = "train/global_batch_size"  # samples per optimizer step, all ranks
 SKIPPED = "train/skipped_iterations"
 NAN_ITERS = "train/nan_iterations"
+GPU_UTIL = "gpu/util_ratio"  # NVML (capture/gpu.py): SM busy share of the last sample period, 0..1
+GPU_MEM_UTIL = "gpu/mem_util_ratio"  # memory-bandwidth busy share, 0..1
+GPU_TEMP = "gpu/temp_c"
+GPU_POWER = "gpu/power_w"
+GPU_POWER_LIMIT = "gpu/power_limit_w"
+GPU_SM_CLOCK = "gpu/sm_clock_hz"
+GPU_MEM_CLOCK = "gpu/mem_clock_hz"
+GPU_THROTTLE_THERMAL = "gpu/throttle_thermal"  # 1 while a thermal slowdown holds the clocks down
+GPU_THROTTLE_POWER = "gpu/throttle_power"  # 1 while the power cap (or the power brake) holds them down
+GPU_THROTTLE_HW = "gpu/throttle_hw_slowdown"  # 1 during a hardware slowdown
+GPU_ECC_CORRECTED = "gpu/ecc_corrected_total"  # volatile counts, since the driver loaded
+GPU_ECC_UNCORRECTED = "gpu/ecc_uncorrected_total"
+GPU_ROWS_PENDING = "gpu/remap_pending"  # 1: rows remapped (or pages retired) waiting for a GPU reset
+GPU_PCIE_REPLAYS = "gpu/pcie_replay_total"
+GPU_XID = "gpu/xid"  # the XID code of the last critical event in the sample period
+GPU_SERIES = (GPU_UTIL, GPU_MEM_UTIL, GPU_TEMP, GPU_POWER, GPU_POWER_LIMIT, GPU_SM_CLOCK, GPU_MEM_CLOCK,
+              GPU_THROTTLE_THERMAL, GPU_THROTTLE_POWER, GPU_THROTTLE_HW, GPU_ECC_CORRECTED, GPU_ECC_UNCORRECTED,
+              GPU_ROWS_PENDING, GPU_PCIE_REPLAYS, GPU_XID)
 QUEUE_DROPS = "stethoscope/dropped_points"
 INTERNAL_ERRORS = "stethoscope/internal_errors"
 
@@ -45,7 +63,21 @@ UNITS = {
     STEP_TIME: "s", DATA_WAIT: "s", TOKENS_PER_S: "tokens/s", SAMPLES_PER_S: "samples/s",
     TFLOPS: "TFLOP/s", MFU: "fraction", GC_PAUSE: "s", CHECKPOINT_TIME: "s", RSS: "GiB", CPU_PCT: "%",
     CUDA_ALLOCATED: "GiB", CUDA_RESERVED: "GiB", CUDA_PEAK: "GiB", CUDA_TOTAL: "GiB",
+    GPU_UTIL: "ratio", GPU_MEM_UTIL: "ratio", GPU_TEMP: "°C", GPU_POWER: "W", GPU_POWER_LIMIT: "W",
+    GPU_SM_CLOCK: "Hz", GPU_MEM_CLOCK: "Hz", GPU_THROTTLE_THERMAL: "flag", GPU_THROTTLE_POWER: "flag",
+    GPU_THROTTLE_HW: "flag", GPU_ECC_CORRECTED: "errors", GPU_ECC_UNCORRECTED: "errors", GPU_ROWS_PENDING: "flag",
+    GPU_PCIE_REPLAYS: "replays", GPU_XID: "xid",
 }
+
+def unit_of(name: str) -> str:
+    """The unit of a known metric, also under a per-device name (`gpu/temp_c/gpu1` -> "°C"); else ""."""
+    unit = UNITS.get(name)
+    if unit is None:
+        base, _, dev = name.rpartition("/")
+        if dev.removeprefix("gpu").removeprefix("cuda").isdigit():
+            unit = UNITS.get(base)
+    return unit or ""
+
 
 # -- severities --------------------------------------------------------------------------------
 SEVERITIES = ("info", "warning", "error", "critical")
@@ -65,7 +97,7 @@ FINDING_TYPES = (
     "loss_scale_collapse", "clipping", "overfitting", "eval_sparse", "underfitting", "plateau",
     "frozen_loss", "label_masking", "throughput_drop", "periodic_stall", "memory_leak",
     "memory_pressure", "lr_schedule", "update_ratio", "hang", "crash", "straggler", "healthy",
-    "rank_divergence",
+    "rank_divergence", "gpu_throttle", "gpu_ecc_error", "gpu_xid", "gpu_underused",
 )
 
 

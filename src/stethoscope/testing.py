@@ -213,3 +213,147 @@ class MemoryExporter:
 
     def close(self) -> None:
         self.closed = True
+
+
+# -- NVML (issue 30) ---------------------------------------------------------------------------------
+@dataclass
+class FakeGpu:
+    """One GPU as NVML reports it, in NVML's own units (percent, °C, mW, MHz, counts, reason bits)."""
+
+    util: float = 92.0
+    mem_util: float = 45.0
+    temp: float = 64.0
+    power_mw: float = 550_000.0
+    limit_mw: float = 700_000.0
+    sm_mhz: float = 1980.0
+    mem_mhz: float = 2619.0
+    reasons: int = 0  # nvmlClocksEventReason* bits: 0x20|0x40 thermal, 0x04|0x80 power, 0x08 HW slowdown
+    ecc_corrected: int = 0
+    ecc_uncorrected: int = 0
+    remap_pending: bool = False
+    pcie_replays: int = 0
+    uuid: str = ""
+
+
+class NVMLError_Timeout(Exception):  # noqa: N801 - pynvml's own name for "no event before the timeout"
+    pass
+
+
+class NVMLError_NotSupported(Exception):  # noqa: N801
+    pass
+
+
+class FakeNvml:
+    """Stands in for the `pynvml` module (nvidia-ml-py) at the library boundary.
+
+    Change a GPU's fields while the run trains (`nvml.gpus[0].reasons = 0x40` at step N) and the
+    sampler sees it at its next sample; `xid(device, code)` delivers an XID event. `unsupported`
+    names functions that raise NOT_SUPPORTED (ECC on a consumer board). `threads` counts the calls
+    by the name of the thread that made them; `no_gpu=True` fails `nvmlInit` as a machine without
+    a driver does.
+    """
+
+    NVML_TEMPERATURE_GPU, NVML_CLOCK_SM, NVML_CLOCK_MEM = 0, 1, 2
+
+    def __init__(self, gpus: Sequence[FakeGpu] | None = None, unsupported: Sequence[str] = (),
+                 no_gpu: bool = False) -> None:
+        self.gpus = list(gpus) if gpus is not None else [FakeGpu()]
+        for i, g in enumerate(self.gpus):
+            g.uuid = g.uuid or f"GPU-fake-{i:04d}"
+        self.unsupported = set(unsupported)
+        self.no_gpu = no_gpu
+        self.threads: Counter[str] = Counter()
+        self._events: list[tuple[int, int]] = []
+        self._event_ready = threading.Event()
+
+    def xid(self, device: int, code: int) -> None:
+        self._events.append((device, code))
+        self._event_ready.set()
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("nvml"):
+            raise AttributeError(name)
+        impl = getattr(type(self), "_" + name, None)
+        if impl is None:
+            raise AttributeError(f"FakeNvml has no {name}")
+
+        def call(*args: Any) -> Any:
+            self.threads[threading.current_thread().name] += 1
+            if name in self.unsupported:
+                raise NVMLError_NotSupported(f"{name}: Not Supported")
+            return impl(self, *args)
+
+        return call
+
+    def _gpu(self, handle: Any) -> FakeGpu:
+        return self.gpus[int(handle)]
+
+    def _nvmlInit(self) -> None:
+        if self.no_gpu:
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    def _nvmlShutdown(self) -> None:
+        pass
+
+    def _nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def _nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        if not 0 <= i < len(self.gpus):
+            raise ValueError(f"Invalid Argument: no GPU {i}")
+        return i
+
+    def _nvmlDeviceGetHandleByUUID(self, uuid: str) -> int:
+        return next(i for i, g in enumerate(self.gpus) if g.uuid == uuid)
+
+    def _nvmlDeviceGetUtilizationRates(self, h: Any) -> Any:
+        g = self._gpu(h)
+        return type("c_nvmlUtilization_t", (), {"gpu": int(g.util), "memory": int(g.mem_util)})()
+
+    def _nvmlDeviceGetTemperature(self, h: Any, sensor: int) -> int:
+        return int(self._gpu(h).temp)
+
+    def _nvmlDeviceGetPowerUsage(self, h: Any) -> int:
+        return int(self._gpu(h).power_mw)
+
+    def _nvmlDeviceGetEnforcedPowerLimit(self, h: Any) -> int:
+        return int(self._gpu(h).limit_mw)
+
+    def _nvmlDeviceGetClockInfo(self, h: Any, kind: int) -> int:
+        g = self._gpu(h)
+        return int(g.sm_mhz if kind == 1 else g.mem_mhz)
+
+    def _nvmlDeviceGetCurrentClocksEventReasons(self, h: Any) -> int:
+        return self._gpu(h).reasons
+
+    def _nvmlDeviceGetTotalEccErrors(self, h: Any, error_type: int, counter: int) -> int:
+        g = self._gpu(h)
+        return g.ecc_uncorrected if error_type == 1 else g.ecc_corrected
+
+    def _nvmlDeviceGetRemappedRows(self, h: Any) -> tuple[int, int, int, int]:
+        g = self._gpu(h)
+        return (0, g.ecc_uncorrected, int(g.remap_pending), 0)
+
+    def _nvmlDeviceGetRetiredPagesPendingStatus(self, h: Any) -> int:
+        return int(self._gpu(h).remap_pending)
+
+    def _nvmlDeviceGetPcieReplayCounter(self, h: Any) -> int:
+        return self._gpu(h).pcie_replays
+
+    def _nvmlEventSetCreate(self) -> str:
+        return "event-set"
+
+    def _nvmlDeviceRegisterEvents(self, h: Any, mask: int, events: Any) -> None:
+        pass
+
+    def _nvmlEventSetFree(self, events: Any) -> None:
+        pass
+
+    def _nvmlEventSetWait_v2(self, events: Any, timeout_ms: int) -> Any:
+        if not self._events and not self._event_ready.wait(timeout_ms / 1000):
+            raise NVMLError_Timeout("Timeout")
+        self._event_ready.clear()
+        if not self._events:
+            raise NVMLError_Timeout("Timeout")
+        device, code = self._events.pop(0)
+        return type("c_nvmlEventData_t", (), {"device": device, "eventData": code, "eventType": 8})()

@@ -20,6 +20,7 @@ from typing import Any
 from stethoscope import records as R
 from stethoscope.capture.control import Control
 from stethoscope.capture.dist import rank_and_world
+from stethoscope.capture.gpu import start_gpu_health
 from stethoscope.capture.runinfo import start_info
 from stethoscope.capture.system import DeviceMemory, GcPauses, HostStats, default_device_memory, device_metrics
 from stethoscope.capture.tensors import detach, ids_to_host, length, to_host
@@ -113,6 +114,7 @@ class Monitor:
         self._host = HostStats()
         self._gc = GcPauses()
         self._device_memory = device_memory if device_memory is not None else default_device_memory()
+        self._gpu = self._start_gpu_health()
         self._flops_per_token = flops_per_token(model, seq_len) if model is not None else None
         self._peak_flops = peak_flops or detect_peak_flops()
         self._grads = grad_stats(self.settings, model, optimizer)
@@ -134,6 +136,14 @@ class Monitor:
                                strict=self.settings.strict)
         except Exception as exc:  # noqa: BLE001 - a port in use, a read-only home: the run goes on unprobed
             self._fail(exc, "starting the probe server", always_log=True)
+            return None
+
+    def _start_gpu_health(self) -> Any:
+        try:
+            return start_gpu_health(self.settings.gpu_health, self._recorder.put_many, lambda: self.last_step,
+                                    self.settings.system_every)
+        except Exception as exc:  # noqa: BLE001 - a driver that misbehaves: the run goes on without GPU health
+            self._fail(exc, "starting the GPU health sampler", always_log=True)
             return None
 
     def _live_detection(self) -> Any:
@@ -428,6 +438,8 @@ class Monitor:
         try:
             if getattr(self, "_probe", None) is not None:
                 self._probe.detach(self)  # before the writer stops: a hang resolved at the end is recorded
+            if getattr(self, "_gpu", None) is not None:
+                self._gpu.close()  # its last sample reaches the writer before the writer stops
             for obj in (self._grads, self._gc, self._lr_used):
                 if obj is not None:
                     obj.remove()

@@ -17,6 +17,7 @@ from typing import Any
 from stethoscope.detect.amp import LossScaleDetector
 from stethoscope.detect.base import Detector
 from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.gpu import GpuHealthDetector
 from stethoscope.detect.gradients import GradientDetector
 from stethoscope.detect.lr import LrDetector, LrTracker
 from stethoscope.detect.memory import MemoryDetector
@@ -42,7 +43,7 @@ def default_detectors(config: DetectConfig | None = None, schedule: LrTracker | 
     return [
         NonFiniteDetector(cfg), SpikeDetector(cfg, lr), TrendDetector(cfg, lr), OverfitDetector(cfg),
         GradientDetector(cfg, lr), LossScaleDetector(cfg), ThroughputDetector(cfg), MemoryDetector(cfg),
-        LrDetector(cfg, lr),
+        LrDetector(cfg, lr), GpuHealthDetector(cfg),
     ]
 
 

@@ -14,7 +14,9 @@ LR_UP_REL = 0.5  # an LR jump of +50% or more counts
 
 
 def link_causes(findings: Sequence[Finding]) -> None:
-    """Prepend (in place) "LR jumped … just before" to the causes of instabilities that follow one."""
+    """Prepend (in place) "LR jumped … just before" to the causes of instabilities that follow one, and a
+    GPU's throttle episode to the causes of the slowdown it overlaps."""
+    link_throttles(findings)
     jumps = [f for f in findings if f.type == "lr_schedule" and f.step is not None
              and _up(f.evidence.get("relative_change")) >= LR_UP_REL]
     for f in findings:
@@ -32,3 +34,25 @@ def link_causes(findings: Sequence[Finding]) -> None:
 
 def _up(rel: object) -> float:
     return float(rel) if isinstance(rel, (int, float)) else 0.0
+
+
+# Slowdowns a throttled GPU explains: a drop or stall on its rank, a straggler (the slow rank's GPU).
+THROTTLE_EFFECTS = frozenset({"throughput_drop", "periodic_stall", "straggler"})
+
+
+def link_throttles(findings: Sequence[Finding]) -> None:
+    """A slowdown that overlaps a `gpu_throttle` episode names that GPU and its reason as the first cause."""
+    episodes = [f for f in findings if f.type == "gpu_throttle" and f.step is not None]
+    for f in findings:
+        if f.type not in THROTTLE_EFFECTS or f.step is None:
+            continue
+        end = f.end_step if f.end_step is not None else f.step
+        for ep in episodes:
+            ep_end = ep.end_step if ep.end_step is not None else float("inf")
+            if ep.step <= end and f.step <= ep_end:  # type: ignore[operator]
+                dev, reasons = ep.evidence.get("device"), ep.evidence.get("reasons") or []
+                cause = f"GPU {dev} throttled ({' and '.join(reasons)}) during this slowdown: {ep.message}"
+                if not any(c.startswith(f"GPU {dev} throttled") for c in f.causes):
+                    f.causes.insert(0, cause)
+                    f.evidence["gpu_throttle"] = {"device": dev, "reasons": list(reasons), "step": ep.step}
+                break

@@ -228,6 +228,22 @@ ADVICE: dict[str, Advice] = {
         _r("one rank holding more memory (rank-0-only work: logging, eval, checkpoint gathering)",
            "move rank-0-only work off the training step, or free what it keeps"),
     )),
+    "gpu_throttle": Advice((
+        _r("the GPU runs hot (cooling, airflow, a failing fan) and the driver lowers its clocks",
+           "check the node's cooling (nvidia-smi -q -d TEMPERATURE,PERFORMANCE); move the job off the node"),
+        _r("the board sits at its power cap", "nothing at full load; raise a cap set below the board's default"),
+    )),
+    "gpu_ecc_error": Advice((
+        _r("a failing GPU memory cell", "drain the node; resume from the last verified checkpoint elsewhere"),
+    )),
+    "gpu_xid": Advice((
+        _r("a GPU hardware, driver or kernel fault the driver logged", "dmesg | grep -i xid; drain the node for "
+           "hardware XIDs (48, 63, 64, 74, 79, 94, 95), debug the kernel for 13/31/43"),
+    )),
+    "gpu_underused": Advice((
+        _r("the input pipeline cannot keep the GPU fed", "more DataLoader workers, pin_memory, prefetching"),
+        _r("Python overhead and small kernels between launches", "a bigger micro-batch, torch.compile, CUDA graphs"),
+    )),
     "crash": Advice((
         _r("see the error: out-of-memory, a hardware fault, a collective timeout, or a bug",
            "restart from the last verified checkpoint; exclude a machine that shows hardware errors"),

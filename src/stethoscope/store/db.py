@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.errors import InputError
-from stethoscope.records import UNITS, Finding, json_safe
+from stethoscope.records import Finding, json_safe, unit_of
 from stethoscope.store.packed import Packer, migrate
 from stethoscope.store.schema import (
     PRAGMAS,
@@ -87,7 +87,7 @@ class RunStore:
             return sid
         row = self._conn.execute("SELECT id FROM series WHERE name = ?", (name,)).fetchone()
         if row is None:
-            cur = self._conn.execute("INSERT INTO series (name, unit) VALUES (?, ?)", (name, UNITS.get(name, "")))
+            cur = self._conn.execute("INSERT INTO series (name, unit) VALUES (?, ?)", (name, unit_of(name)))
             sid = int(cur.lastrowid)
         else:
             sid = int(row[0])
