@@ -1,6 +1,7 @@
 """A tiny real training run (an MLP regressing a noisy target on CPU) under automatic recovery, with a
 fault that can be injected: `diverge` (the LR blown up x100 for 10 steps), `nan` (a weight turned NaN),
-`nan_always` (the NaN comes back on every pass: recovery must give up). The batches are a function of
+`nan_always` (the NaN comes back on every pass: recovery must give up), `diverge_persist` (the LR blown up
+x100 from step FAULT_AT - 25 for 40 steps on every pass: a fault still there after the first restore). The batches are a function of
 the step, so skipping one is simply not training on it."""
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def train(root: Path, fault: str | None = None, steps: int = 500, recovery: Any 
                 continue
             first_pass = mon.recovery is None or not mon.recovery.rollbacks
             scale = mon.recovery.lr_scale if mon.recovery is not None else 1.0
-            blown = fault == "diverge" and first_pass and FAULT_AT <= step < FAULT_AT + 10
+            blown = (fault == "diverge" and first_pass and FAULT_AT <= step < FAULT_AT + 10) or \
+                (fault == "diverge_persist" and FAULT_AT - 25 <= step < FAULT_AT + 15)
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, steps) * scale * (100.0 if blown else 1.0)
             if step == FAULT_AT and (fault == "nan_always" or (fault == "nan" and first_pass)):

@@ -99,6 +99,22 @@ def test_gives_up_after_max_rollbacks_stops_the_run_with_a_final_alert(tmp_path)
     assert [d["action"] for *_, d in _events(tmp_path / "run")] == ["rollback", "rollback", "gave_up"]
 
 
+def test_a_fault_back_after_a_restore_uses_the_remaining_rollbacks(tmp_path):
+    """The fault outlasts the first restore (checkpoint 90): the divergence the detectors then date before the
+    restore (their window came back with the checkpoint) is dated in the steps trained since, and the run is
+    rolled back again instead of stopped with rollbacks unused (issue 27: stopped at loss 20.5, 2 of 3 unused)."""
+    run = loop.train(tmp_path, "diverge_persist", every=30)
+    policy = run["mon"].recovery
+    assert policy.gave_up is None and run["stopped"] is None
+    first, *again = policy.rollbacks
+    assert first["restored"] == 90 and again
+    for before, rb in zip(policy.rollbacks, again):
+        assert rb["onset"] > before["restored"]  # searched only in the steps trained since the restore
+        assert rb["restored"] <= before["restored"]  # never forward: the same checkpoint or an older one
+    assert policy.lr_scale == 0.5 ** len(policy.rollbacks)
+    assert run["final"] < 1.0  # learned on (broken: stopped with the held-out loss near 10)
+
+
 def test_recovery_needs_checkpoints_and_valid_settings(tmp_path):
     with pytest.raises(ValueError, match="checkpoints=stethoscope.Checkpoints"):
         stethoscope.Monitor(tmp_path / "a", recovery=Recovery())

@@ -24,6 +24,10 @@ Who does what, and on which thread:
   RNG, data position, the detectors' state), set the checkpoints after it aside, move the abandoned
   steps' points to `points_superseded` and note the range in the store's `superseded` table, multiply
   the LR by `lr_factor`, note the batches to skip, and set `Control.rollback_to`/`resume_step`;
+* after a restore, an onset is searched only in the steps trained since (a detector's window restored with
+  the checkpoint may reach back before it: such an onset is taken as the first step after the restore); a
+  fault back after a rollback that did not hold goes further back than that rollback did, when a checkpoint
+  is kept there, else to the same checkpoint again (the LR lowered once more);
 * each rollback, its outcome (`recovered` once the run passes the onset by `patience` steps with a
   finite loss) and giving up (after `max_rollbacks`, or with no checkpoint before the onset: the run is
   asked to stop) are written as `recovery` events and announced through the alert channels; alerts of
@@ -131,6 +135,7 @@ class RecoveryPolicy:
         self._pending: _Rollback | None = None  # a rollback whose outcome is not known yet
         self._monitor: Any = None
         self._restored_scale: float | None = None  # the LR scale of the checkpoint a rollback just restored
+        self._since = 0  # the first step trained since the last restore: an onset is searched from here on
 
     # -- state (saved with each checkpoint, in the Monitor's) ---------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -147,6 +152,7 @@ class RecoveryPolicy:
         self.skips = [(int(a), int(b)) for a, b in state.get("skips", [])]
         self.lr_scale = self._restored_scale
         self.gave_up = state.get("gave_up")
+        self._since = self.rollbacks[-1]["restored"] + 1 if self.rollbacks else 0
 
     def bind(self, monitor: Any) -> None:
         self._monitor = monitor
@@ -212,6 +218,9 @@ class RecoveryPolicy:
         return False
 
     def _ask(self, onset: int, kind: str, reason: str) -> None:
+        if onset < self._since:  # a detector's window reaching back past the restore: those steps were judged
+            reason += f" (dated to step {onset}, before the restored checkpoint: taken as step {self._since})"
+            onset = self._since
         self._request = _Request(onset, kind, reason)
         self._hold(onset)
 
@@ -251,7 +260,11 @@ class RecoveryPolicy:
         kept = alerts.state_dict() if alerts is not None else None  # the paged incidents stay known
         ck = mon.checkpoints
         self._restored_scale = None
-        restored = ck.rollback(before=_before(req.onset))
+        restored = None
+        for limit in self._limits(req.onset):
+            restored = ck.rollback(before=limit)
+            if restored is not None:
+                break
         if restored is None:
             self._give_up(step, control, req, f"{req.reason}, and no verified checkpoint from before step "
                           f"{req.onset} to roll back to")
@@ -294,10 +307,25 @@ class RecoveryPolicy:
         with self._lock:
             self._watch.clear()
             self._last = restored
+            self._since = restored + 1
             for s in [s for s in self._losses if s > restored]:
                 del self._losses[s]
             self._pending = _Rollback(number, req.onset, restored, step, req.type, due, level, key, channels)
             self._request = None
+
+    def _limits(self, onset: int) -> list[int]:
+        """The steps to look for a checkpoint at or before, in order. A fault back after a rollback that did not
+        hold goes further back than that rollback did (when a checkpoint is kept there); else the newest from
+        before the onset; else, for a fault back right after a restore, the restored checkpoint again (with
+        the LR lowered once more): the remaining rollbacks are used, not given up."""
+        limits = [_before(onset)]
+        if self.rollbacks:
+            last = self.rollbacks[-1]["restored"]
+            if self._pending is not None:
+                limits.insert(0, min(limits[0], last - 1))
+            if limits[-1] < last:
+                limits.append(last)
+        return list(dict.fromkeys(limits))
 
     def _skip_range(self, restored: int, onset: int) -> tuple[int, int] | None:
         n = self.config.skip_batches
