@@ -161,3 +161,38 @@ def test_the_memory_fake_is_shipped_in_stethoscope_testing():
     with pytest.raises(DeliveryError, match="endpoint down"):
         fake.send(_alert())
     assert fake.attempts == 1 and fake.sent == []
+
+
+def test_escalation_is_a_new_slack_message_and_pagerdutys_own_policy_and_a_stop_is_a_change_event(endpoint):
+    """PagerDuty folds a trigger on an open dedup_key into the open alert: it pages nobody. So PagerDuty gets
+    no escalate (its escalation policy pages the next person) and the run's stop is a change event."""
+    from stethoscope.act import AlertsConfig, RuleConfig
+    from stethoscope.act.live import LiveAlerts
+    from stethoscope.records import Finding
+    from stethoscope.testing import FakeClock
+
+    ep, clock = endpoint(), FakeClock()
+    queue = [[Finding("throughput_drop", "error", 100, "tokens/s down 30%", source="throughput")]]
+
+    class Detection:
+        def observe(self, points):
+            return queue.pop() if queue else []
+
+        def finish(self):
+            return []
+
+    channels = [PagerDuty("R0UTINGKEY123", url=ep.url("/v2/enqueue")), Slack(ep.url("/services/T0/B0/X"))]
+    live = LiveAlerts(Detection(), AlertsConfig(channels, RuleConfig(escalate_after_s=600)), lambda rows: None,
+                      lambda rows: None, run_dir="/runs/exp1", clock=clock, strict=True)
+    live.observe([("perf/tokens_per_s", 100, 700.0, clock())])
+    clock.advance(601)
+    live.observe([("perf/tokens_per_s", 101, 700.0, clock())])  # still open: escalated to critical
+    live.finish()
+    pd = [(r["path"], r["json"]) for r in ep.requests if "enqueue" in r["path"]]
+    slack = [r["json"]["text"] for r in ep.requests if r["path"].startswith("/services")]
+    assert [s.split("]")[0] for s in slack] == ["[ERROR", "[CRITICAL, ESCALATED", "[RUN STOPPED"]
+    assert [(path, body.get("event_action")) for path, body in pd] == [("/v2/enqueue", "trigger"),
+                                                                       ("/v2/change/enqueue", None)]
+    change = pd[1][1]
+    assert change["routing_key"] == "R0UTINGKEY123" and change["payload"]["summary"].startswith("[RUN STOPPED]")
+    assert change["payload"]["custom_details"]["dedup_key"] == pd[0][1]["dedup_key"]

@@ -137,3 +137,34 @@ def test_a_divergence_that_ends_in_nan_is_one_incident_one_alert_thread(tmp_path
     assert all(a.kind == "escalate" for a in sent[1:-1])
     assert sent[-1].type == "divergence" and sent[-1].severity == "critical"
     assert not any(a.type == "nan" for a in sent)  # the NaN at 450 is a symptom of the divergence
+
+
+def _wait_for(mem: MemoryChannel, n: int, timeout: float = 10.0) -> list:
+    end = time.monotonic() + timeout
+    while len(_sent(mem)) < n and time.monotonic() < end:
+        time.sleep(0.02)
+    return _sent(mem)
+
+
+def test_nan_bursts_apart_are_incidents_apart_each_paged_and_resolved_while_the_run_goes_on(tmp_path):
+    """NaN at 50-59, 100-109 and 150-249: each burst resolves after the catalogue's stretch of finite steps
+    (nan: 20) and the next one is a new incident that pages, the default cooldown notwithstanding."""
+    from stethoscope.findings.catalogue import CATALOGUE
+
+    mem = MemoryChannel()
+    curve = loss_curve(300, seed=3)
+    bad = lambda s: 50 <= s < 60 or 100 <= s < 110 or 150 <= s < 250  # noqa: E731
+    with Monitor(tmp_path, alerts=AlertsConfig([mem]), flush_interval=0.1, strict=True) as mon:
+        for step in range(300):
+            if step == 100:
+                mon.flush()
+                before = [(a.kind, a.step) for a in _wait_for(mem, 2)]
+            mon.step(step, loss=float("nan") if bad(step) else curve[step], grad_norm=0.5)
+        mon.flush()
+        during = [(a.kind, a.step, a.note) for a in _wait_for(mem, 6)]
+    assert CATALOGUE["nan"].resolve_steps == 20
+    assert before == [("trigger", 50), ("resolve", 50)]  # told while the run went on, not at close()
+    assert during == [("trigger", 50, ""), ("resolve", 50, "resolved at step 59"), ("trigger", 100, ""),
+                      ("resolve", 100, "resolved at step 109"), ("trigger", 150, ""),
+                      ("resolve", 150, "resolved at step 249")]
+    assert len({a.key for a in _sent(mem)}) == 3

@@ -67,7 +67,8 @@ def test_a_channel_only_hears_of_what_reaches_its_severity_and_escalation_adds_i
     spike = Finding("loss_spike", "warning", 300, "loss spike", source="spike")
     assert _kinds(rules.on_findings([spike], clock())) == [(0, "trigger", "warning")]
     worse = Finding("loss_spike", "error", 300, "loss spike, now with a grad explosion", source="spike")
-    assert _kinds(rules.on_findings([worse], clock())) == [(0, "escalate", "error"), (1, "escalate", "error")]
+    # channel 1 hears of it for the first time: a trigger (an `escalate` for a key it never saw pages nobody)
+    assert _kinds(rules.on_findings([worse], clock())) == [(0, "escalate", "error"), (1, "trigger", "error")]
     assert _kinds(rules.run_ended("failed", 400, clock())) == [(0, "stop", "error"), (1, "stop", "error")]
 
 
@@ -149,3 +150,43 @@ def test_alert_content_names_what_when_where_why_and_what_to_do():
 def test_rule_config_is_validated(bad):
     with pytest.raises(ValueError, match="rules."):
         RuleConfig(**bad)
+
+
+def test_a_channel_that_escalates_by_itself_gets_no_escalate_but_a_trigger_when_first_reached():
+    rules = AlertRules(["warning", "error", "critical"], RuleConfig(escalate_after_s=600), escalates_itself=[False, True, True])
+    clock = FakeClock()
+    slow = Finding("throughput_drop", "error", 100, "tokens/s down 30%", source="throughput")
+    assert _kinds(rules.on_findings([slow], clock())) == [(0, "trigger", "error"), (1, "trigger", "error")]
+    clock.advance(601)
+    [(c0, a0), (c2, a2)] = rules.tick(clock())  # channel 1 (PagerDuty-like): its own policy escalates
+    assert (c0, a0.kind, c2, a2.kind, a2.severity) == (0, "escalate", 2, "trigger", "critical")
+    assert a2.note == "escalated: still open after 10 min"
+    assert _kinds(rules.run_ended("failed", 400, clock())) == [(0, "stop", "critical"), (1, "stop", "critical"),
+                                                             (2, "stop", "critical")]
+
+
+def test_a_critical_incident_after_a_resolve_pages_despite_the_cooldown():
+    rules, clock = _rules(cooldown_s=600), FakeClock()
+    assert len(rules.on_findings([_nan(50)], clock())) == 1
+    over = _nan(50, end_step=59, evidence={"recovered": True})
+    assert _kinds(rules.on_findings([over], clock())) == [(0, "resolve", "critical")]
+    clock.advance(10)
+    [(_, again)] = rules.on_findings([_nan(100)], clock())  # told "resolved" 10 s ago: the NaN is news
+    assert (again.kind, again.step) == ("trigger", 100) and rules.suppressed == 0
+
+
+def test_a_run_wide_hang_pages_once_across_ranks_and_the_paging_rank_resolves_it(tmp_path):
+    ranks = [AlertRules(["warning"], RuleConfig(), rank=r, run_dir=str(tmp_path)) for r in (0, 1, 2)]
+    clock = FakeClock()
+
+    def hang(rank, step, **kw):
+        return Finding("hang", "critical", step, f"rank {rank}: no step completed", source="watchdog", **kw)
+
+    sent = [r.on_findings([hang(i, 14 if i < 2 else 15)], clock()) for i, r in enumerate(ranks)]
+    assert [len(d) for d in sent] == [1, 0, 0]  # rank 2 stalled a step later: the same incident
+    assert "/r0/" not in sent[0][0][1].key and sent[0][0][1].key.endswith("/hang@14")
+    done = [r.on_findings([hang(i, 14, end_step=15, evidence={"recovered": True})], clock())
+            for i, r in enumerate(ranks[:2])]
+    assert _kinds(done[0]) == [(0, "resolve", "critical")] and done[1] == []
+    assert ranks[1].run_ended("completed", 30, clock()) == []  # nothing was paged from rank 1
+    assert ranks[2].run_ended("completed", 30, clock()) == []

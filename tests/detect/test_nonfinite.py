@@ -25,7 +25,7 @@ def test_live_emits_once_then_one_follow_up():
     out = []
     for s in range(200):
         out += det.update(StepRecord(s, {"train/loss": NAN if 10 <= s < 20 else 1.0}))
-    assert [f.step for f in out] == [10, 10]  # the opening and, 100 quiet steps later, its follow-up
+    assert [f.step for f in out] == [10, 10]  # the opening and, 20 quiet steps later, its follow-up
     assert out[-1].end_step == 19 and out[-1].evidence["recovered"] is True
 
 
@@ -33,9 +33,19 @@ def test_grad_norm_only_and_transient_is_a_warning():
     steps = list(range(1, 300))
     grad = [NAN if s in (201, 202, 204, 251) else 1.0 for s in steps]
     found = replay(NonFiniteDetector(), make_records(steps, LOSS=[1.0] * len(steps), GRAD_NORM=grad))
-    (f,) = of_type(found, "nan")
-    assert f.step == 201 and f.end_step == 251 and f.severity == "warning"
-    assert "loss scaler" in f.message
+    f, g = of_type(found, "nan")  # 47 finite steps between: two incidents (resolve_steps=20)
+    assert (f.step, f.end_step, g.step, g.end_step) == (201, 204, 251, 251)
+    assert f.severity == g.severity == "warning" and "loss scaler" in f.message
+
+
+def test_a_burst_after_the_resolve_stretch_is_a_new_incident_and_one_inside_it_is_not():
+    det = NonFiniteDetector()
+    out = []
+    bad = lambda s: 50 <= s < 60 or 79 <= s < 81 or 101 <= s < 110  # noqa: E731
+    for s in range(200):
+        out += det.update(StepRecord(s, {"train/loss": NAN if bad(s) else 1.0}))
+    ends = [(f.step, f.end_step) for f in out if f.end_step is not None]
+    assert ends == [(50, 80), (101, 109)]  # 19 finite steps fold the burst at 79 in; 20 close the incident
 
 
 def test_eval_loss_and_megatron_nan_counter():

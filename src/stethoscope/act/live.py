@@ -41,7 +41,8 @@ class LiveAlerts:
         self.detection = detection
         self.config = config
         severities = [getattr(ch, "min_severity", "warning") for ch in config.channels]
-        self.rules = AlertRules(severities, config.rules, rank, run_dir, advise)
+        self.rules = AlertRules(severities, config.rules, rank, run_dir, advise,
+                                [bool(getattr(ch, "escalates_itself", False)) for ch in config.channels])
         self.dispatcher = Dispatcher(config.channels, config.retries)
         self.errors = 0
         self.strict = strict

@@ -4,9 +4,16 @@
   is part of it (a NaN that stays NaN pages once, not once per step); the follow-ups of a finding
   (same source, type and step) and a root that claims an alerted symptom update the same alert;
 * a channel gets an alert at or above its `min_severity`; the rules' own `min_severity` is the floor;
-* cooldown: a new incident of a type paged less than `cooldown_s` ago is counted, not paged;
+* cooldown: a new incident of a type paged less than `cooldown_s` ago is counted, not paged, unless
+  it is critical (the run is at stake: a page too many costs less than a missed one; the catalogue's
+  `resolve_steps` keeps a flapping NaN from paging per step);
+* run-wide types (a hang stalls every rank) page once across ranks: the rank that claims the incident
+  (`act.claims`) pages, the others keep it open silently;
 * escalation: an incident whose severity rises, or that is still open `escalate_after_s` after it
-  was paged, is sent again one level up (never past critical);
+  was paged, is sent again one level up (never past critical): as `escalate` to the channels already
+  told (a new message on Slack or email), as `trigger` to a channel it reaches for the first time, and
+  to no channel that escalates by itself (`escalates_itself`: PagerDuty's escalation policy pages the
+  next person while nobody acknowledges);
 * an alert resolves when every finding in it is over (it recovered, or turned out a passing blip),
   and the run's end sends `stop` for what is still open; both go only to the channels paged about it.
 
@@ -22,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stethoscope.act.alert import Alert, headline_numbers
+from stethoscope.act.claims import claim
+from stethoscope.findings.catalogue import run_wide
 from stethoscope.findings.incidents import finding_key
 from stethoscope.records import SEVERITIES, Finding, severity_rank
 
@@ -36,7 +45,8 @@ class RuleConfig:
     min_severity: str = "warning"
     """No alert below this severity, on any channel (a channel's own `min_severity` may be higher)."""
     cooldown_s: float = 600.0
-    """Seconds after paging a type during which a new incident of that type is counted, not paged."""
+    """Seconds after paging a type during which a new incident of that type is counted, not paged (a critical
+    one always pages)."""
     escalate_after_s: float | None = 1800.0
     """An incident still open this long after it was paged is sent again one level up; None: never."""
     resolve: bool = True
@@ -69,15 +79,18 @@ class _Open:
     active: list[str] = field(default_factory=list)  # member findings not over yet
     notified: list[int] = field(default_factory=list)
     finding: dict[str, Any] | None = None
+    held_by: int | None = None  # a run-wide incident another rank pages
 
 
 class AlertRules:
     """Turns a rank's stream of findings into deliveries (see the module docstring)."""
 
     def __init__(self, channel_severities: list[str], config: RuleConfig | None = None, rank: int = 0,
-                 run_dir: str = "", advise: Callable[[Finding], Finding] | None = None) -> None:
+                 run_dir: str = "", advise: Callable[[Finding], Finding] | None = None,
+                 escalates_itself: list[bool] | None = None) -> None:
         self.config = config or RuleConfig()
         self.channel_severities = list(channel_severities)
+        self.escalates_itself = list(escalates_itself or [False] * len(self.channel_severities))
         self.rank = rank
         self.run_dir = run_dir
         self.advise = advise
@@ -135,11 +148,17 @@ class AlertRules:
         if severity_rank(f.severity) < severity_rank(self.config.min_severity):
             return []
         last = self.last_paged.get(f.type)
-        if last is not None and now - last < self.config.cooldown_s:
+        if last is not None and now - last < self.config.cooldown_s and f.severity != SEVERITIES[-1]:
             self.suppressed += 1
             return []
         onset = onset_time(f.step) if onset_time is not None else None
         a = _Open(key, f.type, f.severity, f.step, onset, now, key, [key], [key], [], f.to_dict())
+        if run_wide(f.type):
+            a.held_by = claim(self.run_dir, f.type, f.step, self.rank)
+        if a.held_by is not None:  # another rank pages it: kept open here so that it does not page again
+            if not _over(f):
+                self.open.append(a)
+            return []
         self.last_paged[f.type] = now
         channels = self._channels_for(f.severity)
         a.notified = channels
@@ -171,9 +190,18 @@ class AlertRules:
 
     def _escalate(self, a: _Open, severity: str, now: float, note: str) -> list[Delivery]:
         a.severity = severity
+        if a.held_by is not None:
+            return []
+        told = set(a.notified)
         channels = self._channels_for(severity)
-        a.notified = sorted(set(a.notified) | set(channels))
-        return [(ch, self._alert("escalate", a, now, note)) for ch in channels]
+        a.notified = sorted(told | set(channels))
+        out = []
+        for ch in channels:
+            if ch not in told:  # the first this channel hears of it: a page, whatever the others got
+                out.append((ch, self._alert("trigger", a, now, f"escalated: {note}")))
+            elif not self.escalates_itself[ch]:
+                out.append((ch, self._alert("escalate", a, now, note)))
+        return out
 
     def _channels_for(self, severity: str) -> list[int]:
         r = severity_rank(severity)
@@ -189,8 +217,10 @@ class AlertRules:
         f = Finding.from_dict(a.finding) if a.finding else Finding(a.type, a.severity, a.step, a.type)
         if self.advise is not None:
             f = self.advise(f)
-        # the key stays the first finding's (PagerDuty's dedup_key); the type shown is the lead finding's
-        return Alert(kind=kind, key=f"{self._tag}/r{self.rank}/{a.type}@{a.step}", type=f.type, severity=a.severity,
+        # the key stays the first finding's (PagerDuty's dedup_key); the type shown is the lead finding's; a
+        # run-wide incident's key names no rank (the ranks' triggers fold into one PagerDuty alert)
+        where = "" if run_wide(a.type) else f"/r{self.rank}"
+        return Alert(kind=kind, key=f"{self._tag}{where}/{a.type}@{a.step}", type=f.type, severity=a.severity,
                      step=a.step, rank=self.rank, message=f.message, onset_time=a.onset_time, end_step=f.end_step,
                      evidence=headline_numbers(f), cause=f.causes[0] if f.causes else None,
                      fix=f.fixes[0] if f.fixes else None, run_dir=self.run_dir, note=note, time=now)

@@ -57,8 +57,9 @@ class DetectConfig:
     """Known warm-up length; None infers it from a rising LR (grad spikes in warm-up are info)."""
 
     # -- non-finite values ----------------------------------------------------------------------
-    nan_quiet_steps: int = 100
-    """A non-finite incident closes after this many steps without non-finite values."""
+    nan_quiet_steps: int | None = None
+    """A non-finite incident closes after this many steps without non-finite values (a later one is a new
+    incident); none: the `nan` row's `resolve_steps` in findings/catalogue.py (20)."""
 
     # -- trend: divergence, plateau, frozen loss, label masking ---------------------------------
     trend_halflife_steps: float = 50.0
@@ -142,6 +143,9 @@ class DetectConfig:
     """Transient dips that make a periodic stall (GC pauses, eval, checkpoint)."""
     periodic_warn_cost: float = 0.05
     """Periodic stalls costing at least this fraction of run time are warnings, below it info."""
+    slowdown_warn_lost_s: float = 60.0
+    """...and a slowdown or stalls only once they cost the run this many seconds: seconds lost are not worth
+    a person's attention (a rate logged without a step time has no seconds: only the share counts)."""
 
     # -- memory ---------------------------------------------------------------------------------
     leak_min_steps: int = 200

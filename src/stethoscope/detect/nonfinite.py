@@ -1,7 +1,8 @@
 """Non-finite loss, grad norm or eval loss: one critical `nan` finding per incident, at the exact step.
 
 An incident opens at the first non-finite value and folds every later one in until
-`nan_quiet_steps` steps pass without any; its follow-up (same key) gives the end step, the count
+`nan_quiet_steps` steps pass without any (by default the catalogue's `resolve_steps` for `nan`: a
+burst after that is a new incident); its follow-up (same key) gives the end step, the count
 and whether the run came back. A grad norm that was non-finite on a few steps while the loss stayed
 finite is the loss scaler skipping fp16 overflow steps: the follow-up lowers it to a warning.
 """
@@ -12,6 +13,7 @@ import math
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
+from stethoscope.findings.catalogue import resolve_steps
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, NAN_ITERS, Finding, StepRecord
 
 WATCHED = (LOSS, GRAD_NORM, EVAL_LOSS)
@@ -26,6 +28,8 @@ class NonFiniteDetector:
         self.config = config or DetectConfig()
         self._open: dict[str, Any] | None = None
         self._last_step: int | None = None
+        quiet = self.config.nan_quiet_steps
+        self._quiet_steps = quiet if quiet is not None else (resolve_steps("nan") or 1)
 
     def update(self, record: StepRecord) -> list[Finding]:
         bad = self._bad_series(record)
@@ -35,7 +39,7 @@ class NonFiniteDetector:
             return self._on_bad(record, bad)
         if inc is None:
             return []
-        if record.step - inc["last_bad"] >= self.config.nan_quiet_steps or record.step < inc["start"]:
+        if record.step - inc["last_bad"] >= self._quiet_steps or record.step < inc["start"]:
             self._open = None
             return [self._follow_up(inc, recovered=True)]
         if any(record.values.get(name) is not None for name in (LOSS, GRAD_NORM)):

@@ -24,13 +24,20 @@ class FindingType:
     symptoms: frozenset[str] = frozenset()
     escalates: str | None = None
     every_chart: bool = False  # the run stopped: marked on every chart
+    resolve_steps: int | None = None
+    """An incident of this type resolves after this many steps with no new sign of it (a later burst is a new
+    incident that pages); None: its detector says when the run is back to its pre-incident level."""
+    run_wide: bool = False
+    """One incident for the whole run however many ranks see it (a stuck collective stalls every rank): one
+    page across ranks."""
 
 
 _INSTABILITY = frozenset({"loss_spike", "grad_spike", "grad_explosion", "nan", "loss_scale_collapse",
                           "divergence", "clipping", "update_ratio"})
 
 _TYPES = (
-    FindingType("nan", "a NaN/Inf loss, grad norm or eval loss"),
+    # 20 finite steps: a loss scaler's overflow run is over within a few; a NaN back after that is news
+    FindingType("nan", "a NaN/Inf loss, grad norm or eval loss", resolve_steps=20),
     FindingType("loss_spike", "the loss jumped far above its recent level", ("loss",),
                 symptoms=frozenset({"grad_spike", "grad_explosion", "loss_scale_collapse", "nan", "clipping"})),
     FindingType("grad_spike", "the gradient norm jumped far above its level", ("grad_norm", "loss")),
@@ -82,6 +89,17 @@ def owns(root: str, symptom: str) -> bool:
 def is_root(name: str) -> bool:
     t = CATALOGUE.get(name)
     return t is not None and bool(t.symptoms)
+
+
+def resolve_steps(name: str) -> int | None:
+    """Steps without a new sign of it after which an incident of this type is over (None: its detector decides)."""
+    t = CATALOGUE.get(name)
+    return t.resolve_steps if t is not None else None
+
+
+def run_wide(name: str) -> bool:
+    t = CATALOGUE.get(name)
+    return t is not None and t.run_wide
 
 
 def charts(name: str) -> tuple[str, ...]:

@@ -3,8 +3,10 @@
 A channel is called on the delivery thread only, never on the training thread. Besides `send`, the
 dispatcher reads three plain attributes when present: `min_severity` (default "warning"), `target`
 (where it goes, with no secret in it: shown by `stethoscope alerts`) and `secrets` (strings to
-blank out of any error text before it is logged or recorded); and calls `abort()`, when there is
-one, to cut a hanging request short when the run closes.
+blank out of any error text before it is logged or recorded); the rules read `escalates_itself`
+(default False: True for a service whose own escalation policy pages the next person, PagerDuty,
+which then gets no `escalate`); and the dispatcher calls `abort()`, when there is one, to cut a
+hanging request short when the run closes.
 """
 
 from __future__ import annotations
