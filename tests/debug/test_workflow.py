@@ -164,3 +164,23 @@ def test_the_nan_workflow_on_a_batch_whose_labels_are_all_masked():
     labels[1] = -100  # one example without label tokens: common in SFT, not a NaN
     w = workflow("nan", dict(model=model, batch={"input_ids": ids, "labels": labels}))
     assert w.steps[0].status == "ok" and "1 of 4 examples have every label masked" in w.steps[0].found
+
+
+def test_a_batch_bad_throughout_is_named_as_a_whole_not_by_one_example(run):
+    """Issue 31.2: every input x50 singled out one example ("x57.7 the median example's"), as if one sample
+    were corrupted; the batch as a whole is the outlier. One example far above even that batch is still named."""
+    path, model, opt = run
+    x, y = batch(BAD_STEP)
+    ctx = dict(model=model, batch=(x * 50, y), loss_fn=mse, reference_batches=[_batch(41), _batch(42)])
+    first = workflow({"type": "loss_spike", "step": BAD_STEP}, ctx).steps[0]
+    assert first.status == "problem" and first.stage == "inputs"
+    assert "the batch as a whole: 16 of 16 examples' inputs' scale (RMS) is at least x5" in first.found
+    assert "inspect example" not in first.next and "example 0" not in first.found
+    assert f"inspect the batch of step {BAD_STEP} as a whole" in first.next
+    x2 = x * 50
+    x2[BAD_EXAMPLE] *= 100.0  # and one sample corrupted on top of it
+    first = workflow({"type": "loss_spike", "step": BAD_STEP}, {**ctx, "batch": (x2, y)}).steps[0]
+    assert "the batch as a whole" in first.found and f"inspect example {BAD_EXAMPLE}" in first.next
+    first = workflow({"type": "loss_spike", "step": BAD_STEP}, {**ctx, "batch": (x, y * 50)}).steps[0]  # bad targets
+    assert "examples' losses are above the other batches' 90th percentile" in first.found
+    assert "the batch as a whole, not one example" in first.found and "inspect example" not in first.next

@@ -147,15 +147,20 @@ def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, ma
         parts.append(f"{fmt(ref_med)} on {len(refs)} other batch(es) (x{vs_ref:.3g})")
     if level is not None:
         parts.append(f"the run's level before the finding {fmt(level)} (x{vs_level:.3g})")
-    worst = _worst_example(ctx, losses, th)
+    pool = [v for b in ctx.reference_batches
+            for v in example_losses(ctx.model, b, ctx.loss_fn, ctx.forward, ctx.autocast, th.max_examples) or []
+            if math.isfinite(v)]
+    worst = _worst_example(losses, pool, th)
     if worst is not None:
-        i, p90 = worst
-        parts.append(f"example {_ids([i], name, ctx.batch_ids)} has loss {fmt(losses[i])}, x{losses[i] / p90:.3g} the "
-                     f"90th percentile of the other examples' {fmt(p90)}")
+        i, ref, what = worst
+        parts.append(f"example {_ids([i], name, ctx.batch_ids)} has loss {fmt(losses[i])}, x{losses[i] / ref:.3g} "
+                     f"{what} {fmt(ref)}")
         worst = i
+    whole = False
     for i, text, decisive in _odd_inputs(ctx, name, th):
         parts.append(text)
-        if decisive and worst is None:
+        whole = whole or (decisive and i is None)
+        if decisive and worst is None and i is not None:
             worst = i
     if masked and masked[0]:
         parts.append(f"{len(masked[0])} of {masked[1]} examples have every label masked (-100)")
@@ -165,13 +170,18 @@ def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, ma
     if kind == "divergence" and ref_med is not None and level and ref_med >= th.batch_ratio * level:
         parts.append("the other batches are as high: the model degraded, not this batch")
         outlier = False
-    problem = outlier or worst is not None
-    found = "; ".join(parts)
+    if outlier and worst is None and not whole:
+        parts.append(_spread(losses, pool))
+    problem = outlier or worst is not None or whole
+    found = "; ".join(p for p in parts if p)
     if problem:
         short = _batch_name(finding, History())
         who = f"example {_ids([worst], name, ctx.batch_ids)} of {short}" if worst is not None else name
         found = f"the batch is the outlier: {found}"
         nxt = f"inspect {who} (length, labels, encoding, duplicates); skip it on resume or fix the data pipeline"
+        if worst is None:
+            nxt = (f"inspect {name} as a whole (its source shard, a preprocessing or scaling step applied to it, "
+                   "its collation); skip it on resume or fix the data pipeline")
     elif not refs and level is None:
         nxt = "give reference_batches= (a few other batches) or run= to compare this batch's loss against"
     else:
@@ -179,40 +189,65 @@ def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, ma
     return Step("check the batch", call, "problem" if problem else "ok", found, nxt, data, "inputs" if problem else "")
 
 
-def _worst_example(ctx: Any, losses: list[float] | None, th: Thresholds) -> tuple[int, float] | None:
+def _worst_example(losses: list[float] | None, pool: list[float], th: Thresholds) -> tuple[int, float, str] | None:
     """The example whose loss is `example_ratio` times the 90th percentile of every other example (this
-    batch's and the reference batches'): per-example losses are heavy-tailed, a median would cry wolf."""
+    batch's and the reference batches', `pool`): per-example losses are heavy-tailed, a median of all would cry wolf. In a batch whose median example is that far above the
+    reference examples' it must also exceed every other example of its batch: the batch is the outlier."""
     finite = [v for v in losses or [] if math.isfinite(v)]
     if len(finite) < 2:
         return None
-    pool = [v for b in ctx.reference_batches
-            for v in example_losses(ctx.model, b, ctx.loss_fn, ctx.forward, ctx.autocast, th.max_examples) or []
-            if math.isfinite(v)]
     i = max(range(len(losses)), key=lambda k: losses[k] if math.isfinite(losses[k]) else -math.inf)
-    others = sorted([v for k, v in enumerate(losses) if k != i and math.isfinite(v)] + pool)
+    mine = [v for k, v in enumerate(losses) if k != i and math.isfinite(v)]
+    others = sorted(mine + pool)
     if len(others) < 4:
         return None
-    p90 = others[min(len(others) - 1, int(0.9 * len(others)))]
-    return (i, p90) if p90 > 0 and losses[i] >= th.example_ratio * p90 else None
+    ref, what = others[min(len(others) - 1, int(0.9 * len(others)))], "the 90th percentile of the other examples'"
+    if len(pool) >= 4 and mine and statistics.median(mine) >= th.example_ratio * statistics.median(pool):
+        ref, what = max(ref, max(mine)), "the largest other example's in a batch high throughout"
+    if ref <= 0 or losses[i] < th.example_ratio * ref:
+        return None
+    return i, ref, what
 
 
-def _odd_inputs(ctx: Any, name: str, th: Thresholds) -> list[tuple[int, str, bool]]:
+def _spread(losses: list[float] | None, pool: list[float]) -> str:
+    """How many of the batch's examples sit above the reference examples' 90th percentile: most of them, and
+    the batch as a whole is off (a bad shard, a scaling bug), not one sample."""
+    finite = [v for v in losses or [] if math.isfinite(v)]
+    if len(pool) < 4 or not finite:
+        return ""
+    p90 = sorted(pool)[int(0.9 * (len(pool) - 1))]
+    high = sum(v > p90 for v in finite)
+    return (f"{high} of {len(finite)} examples' losses are above the other batches' 90th percentile {fmt(p90)}"
+            + (": the batch as a whole, not one example" if 2 * high > len(finite) else ""))
+
+
+def _odd_inputs(ctx: Any, name: str, th: Thresholds) -> list[tuple[int | None, str, bool]]:
     """Examples whose inputs are far larger (RMS: decisive, a corrupted sample) or longer (a note: lengths
-    vary) than the median example of this batch and the reference batches; independent of the weights,
-    which may have moved since the finding. (index, what, decisive) each."""
+    vary) than the median example of this batch and of the reference batches; independent of the weights,
+    which may have moved since the finding. When the batch's own median example is that far above the
+    reference batches', the batch as a whole is the outlier (index None) and an example is singled out only
+    if it also stands out from its own batch. (index, what, decisive) each."""
     scales = example_scales(ctx.batch)
     if not scales:
         return []
     refs = [example_scales(b) or {} for b in ctx.reference_batches]
-    out = []
-    for key, what in (("rms", "its inputs' scale (RMS)"), ("length", "its length")):
+    out: list[tuple[int | None, str, bool]] = []
+    for key, what in (("rms", "inputs' scale (RMS)"), ("length", "length")):
         mine = scales.get(key)
         if not mine:
             continue
-        med = statistics.median(mine + [v for r in refs for v in r.get(key, [])])
+        theirs = [v for r in refs for v in r.get(key, [])]
+        own = statistics.median(mine)
+        if theirs and statistics.median(theirs) > 0 and own >= th.example_ratio * statistics.median(theirs):
+            ref = statistics.median(theirs)
+            high = sum(v >= th.example_ratio * ref for v in mine)
+            out.append((None, f"the batch as a whole: {high} of {len(mine)} examples' {what} is at least "
+                              f"x{th.example_ratio:g} the other batches' median example's {fmt(ref)} (this batch's "
+                              f"median example {fmt(own)}, x{own / ref:.3g})", key == "rms"))
+        med = max(statistics.median(mine + theirs), own)
         i = max(range(len(mine)), key=lambda k: mine[k])
         if med > 0 and mine[i] >= th.example_ratio * med:
-            out.append((i, f"example {_ids([i], name, ctx.batch_ids)}: {what} {fmt(mine[i])} is "
+            out.append((i, f"example {_ids([i], name, ctx.batch_ids)}: its {what} {fmt(mine[i])} is "
                            f"x{mine[i] / med:.3g} the median example's {fmt(med)}", key == "rms"))
     return out
 
