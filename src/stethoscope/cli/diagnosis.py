@@ -86,6 +86,10 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
             with _status(path, "reading"):
                 runs = _with_steps(read_input(load, path, rank), RUN_FORMAT)
         except UsageError as exc:
+            crash = _crash_log(path)
+            if crash is not None:  # no training steps, but a failure `explain` names: explained as it does
+                results.append(crash)
+                continue
             if len(paths) == 1:
                 raise
             failed.append(str(exc))
@@ -138,6 +142,24 @@ def read_input(read: Callable[..., Any], path: str, *args: Any) -> Any:
     except Exception as exc:  # noqa: BLE001 - the boundary between a reader and the person
         raise InputError(path, f"could not be read ({type(exc).__name__}: {str(exc)[:200]}); this is a bug in "
                                "stethoscope's reader: please report it with the file") from exc
+
+
+def _crash_log(path: str) -> Any:
+    """A log with no training step in it whose failures `stethoscope explain` names (a traceback, NCCL
+    lines): those findings, said on stderr to be a crash log's; None when it is none."""
+    from stethoscope.diagnose.engine import Diagnosis
+    from stethoscope.explain import explain_text
+    from stethoscope.importers.source import read_text
+
+    try:
+        findings = explain_text(read_text(Path(path)), path) if Path(path).is_file() else []
+    except (OSError, ValueError):
+        return None
+    if not findings:
+        return None
+    click.echo(f"stethoscope: note: {path}: no training steps, a crash log: explained as "
+               f"`stethoscope explain {path}` does", err=True)
+    return Diagnosis(path, "crash log", 0, findings, {"label": "crashed"})
 
 
 def _with_steps(runs: list[ImportedRun], own_format: str) -> list[ImportedRun]:

@@ -47,11 +47,16 @@ __all__ = ["ADVICE", "CONDITIONAL", "NON_PROBLEMS", "advise", "context_flags", "
 _GENERIC = {r.cause for a in ADVICE.values() for r in a.remedies} | {c.remedy.cause for c in CONDITIONAL}
 _STANCES = {r.fix: r.stance for a in ADVICE.values() for r in a.remedies if r.stance} | {
     c.remedy.fix: c.remedy.stance for c in CONDITIONAL if c.remedy.stance}
+_TABLE_FIXES = {r.fix for a in ADVICE.values() for r in a.remedies} | {c.remedy.fix for c in CONDITIONAL} | {
+    _DATA_FALLBACK}
 
 
 def advise(finding: Finding, context: dict[str, Any] | None = None) -> Finding:
     """Fill `finding.causes` and `finding.fixes` in place, fix i answering cause i: what the context makes most
-    likely, then the data-specific causes, then the generic ones; pairs the context rules out are left out."""
+    likely, then the data-specific causes, then the generic ones; pairs the context rules out are left out.
+    A finding that came with fixes of its own (a crash log's signature, the GPU detector) keeps them whole."""
+    if any(fix not in _TABLE_FIXES for fix in finding.fixes):
+        return finding
     flags = context_flags(finding, context or {})
     named = " ".join(finding.causes + [finding.message])
     data = [c for c in finding.causes if c not in _GENERIC]

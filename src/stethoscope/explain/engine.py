@@ -8,6 +8,9 @@ innermost frame in the user's own code.
 
 Ordering: root failures first; a `symptom` (an NCCL timeout) is demoted to `warning` and a `wrapper`
 (torchrun's ChildFailedError) to `info` when a root failure of severity `error` or more is present.
+An exception that only carries a collective's failure out of the process (`DistBackendError`: the
+process-group watchdog taking the process down after a timeout) is a symptom, never a root: with no root
+present it is the consequence of the collective failure the log names, which then leads.
 """
 
 from __future__ import annotations
@@ -153,7 +156,7 @@ def _generic_finding(tbs: list[Traceback], markers: list[StepMarker], source: st
     frame = user_frame(tb)
     where = f" at {frame}" if frame else ""
     short = tb.exc_type.rsplit(".", 1)[-1]
-    evidence: dict[str, Any] = {"signature": "unhandled_exception", "exception": tb.exc_type,
+    evidence: dict[str, Any] = {"signature": _GENERIC, "exception": tb.exc_type,
                                 "exception_message": tb.message[:_MAX_TEXT], "count": len(tbs),
                                 "line": tb.start + 1, "lines": [t.start + 1 for t in tbs[:_MAX_LINES]]}
     ranks = sorted({t.rank for t in tbs if t.rank is not None})
@@ -170,21 +173,33 @@ def _generic_finding(tbs: list[Traceback], markers: list[StepMarker], source: st
     finding = Finding(type="crash", severity="error", step=step_before(markers, tb.start, 0),
                       message=_message("Unhandled exception", summary, evidence), evidence=evidence,
                       causes=causes, fixes=fixes, source=source)
-    return _Ranked("root", finding)
+    return _Ranked("symptom" if _CARRIER.search(tb.exc_type) else "root", finding)
+
+
+# The exception a process group raises to carry a collective's failure (NCCL timeout, NCCL error) out of
+# its watchdog or a collective call: what failed is the collective, not this exception.
+_CARRIER = re.compile(r"(?:^|[.:])DistBackendError$")
 
 
 _ROLE_ORDER = {"root": 0, "symptom": 1, "wrapper": 2}
+_GENERIC = "unhandled_exception"
 _DEMOTED = {"symptom": "warning", "wrapper": "info"}
 
 
 def _rank(items: list[_Ranked]) -> list[Finding]:
     roots = [r.finding for r in items if r.role == "root" and severity_rank(r.finding.severity) >= 2]
-    if roots:
-        for item in items:
-            if item.role in _DEMOTED and severity_rank(item.finding.severity) > severity_rank(_DEMOTED[item.role]):
-                item.finding.severity = _DEMOTED[item.role]
-                item.finding.evidence["consequence_of"] = roots[0].evidence.get("signature")
-    items.sort(key=lambda r: (_ROLE_ORDER[r.role] if roots else 0, -severity_rank(r.finding.severity),
+    demote, by_role = [r for r in items if r.role in _DEMOTED], bool(roots)
+    if not roots:  # no root: the collective failure a log names leads, the exception carrying it follows
+        carriers = [r for r in items if r.role == "symptom" and r.finding.evidence.get("signature") == _GENERIC]
+        named = sorted((r.finding for r in items if r.role == "symptom" and r not in carriers
+                        and severity_rank(r.finding.severity) >= 2),
+                       key=lambda f: (-severity_rank(f.severity), f.evidence.get("line", 0)))
+        roots, demote = named[:1], carriers
+    for item in demote if roots else ():
+        if severity_rank(item.finding.severity) > severity_rank(_DEMOTED[item.role]):
+            item.finding.severity = _DEMOTED[item.role]
+            item.finding.evidence["consequence_of"] = roots[0].evidence.get("signature")
+    items.sort(key=lambda r: (_ROLE_ORDER[r.role] if by_role else 0, -severity_rank(r.finding.severity),
                               r.finding.evidence.get("line", 0)))
     return [r.finding for r in items]
 
