@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from stethoscope.store.query import open_run
 from tests.conftest import run_cli
 
 pytest.importorskip("torch")
@@ -50,3 +51,33 @@ def test_demo_recover_rolls_back_past_a_nan_and_compares_with_the_fault_free_run
     res = run_cli("query", str(out), "SELECT COUNT(*) AS n FROM metrics WHERE name = 'train/loss' AND value IS NULL",
                   "--json", env=cli_env)
     assert json.loads(res.stdout)[0]["n"] == 0  # the NaN steps were abandoned: the curve is the path that continued
+
+
+def test_steps_beyond_what_the_demo_can_train_are_refused(tmp_path):
+    from click.testing import CliRunner
+
+    from stethoscope.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["demo", "--steps", "99999999999999999999", "--out", str(tmp_path / "d")])
+    assert res.exit_code == 2 and "--steps must be between 1 and 1,000,000" in res.output
+    assert not (tmp_path / "d").exists()  # refused before anything was trained or written
+
+
+def test_ctrl_c_is_recorded_as_interrupted_not_failed(tmp_path):
+    import torch
+
+    from stethoscope.demo.run import DemoConfig, run
+
+    torch.set_num_threads(1)
+
+    def press_ctrl_c(step, _loss):
+        if step == 4:
+            raise KeyboardInterrupt
+
+    cfg = DemoConfig(steps=50, n_layer=1, n_embd=32, block_size=16, batch_size=4)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "run", cfg, press_ctrl_c)
+    with open_run(tmp_path / "run") as r:
+        (status,), = r.query("SELECT value FROM run WHERE key = 'status'")[1]
+        steps = r.query("SELECT COUNT(*) FROM metrics WHERE name = 'train/loss'")[1][0][0]
+    assert status.startswith("interrupted") and "failed" not in status and steps == 5

@@ -312,7 +312,10 @@ class Monitor:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, _tb: Any) -> None:
-        self.close("completed" if exc_type is None else f"failed: {exc_type.__name__}: {exc}")
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):  # Ctrl-C: stopped, not broken
+            self.close("interrupted (KeyboardInterrupt)")
+        else:
+            self.close("completed" if exc_type is None else f"failed: {exc_type.__name__}: {exc}")
 
     # -- internals -----------------------------------------------------------------------------
     def _step(self, step: int, loss: Any, grad_norm: Any, batch_ids: Any, tokens: int | None,

@@ -20,6 +20,7 @@ _INJECT_RE = re.compile(r"^(nan|spike|lr|diverge)@(\d+)$")
 DIVERGE_STEPS = 10  # diverge@N: the LR x100 for this many steps
 SPIKE_BURST = 20  # spike@N with recovery: this many garbage batches (a bad data shard), not one
 SKIP_BATCHES = 30  # what recovery skips after a rollback (PaLM skipped 200-500 batches of a far longer run)
+MAX_STEPS = 1_000_000  # the tiny model trains ~1,000 steps a minute on CPU: this is ~17 hours
 
 
 @dataclass
@@ -41,8 +42,9 @@ class DemoConfig:
     checkpoint_every: int = 10
 
     def __post_init__(self) -> None:
-        if self.steps < 1:
-            raise UsageError(f"--steps must be at least 1, got {self.steps}")
+        if not 1 <= self.steps <= MAX_STEPS:
+            raise UsageError(f"--steps must be between 1 and {MAX_STEPS:,} (the demo trains about 1,000 steps a "
+                             f"minute on CPU: {MAX_STEPS:,} take ~17 hours), got {self.steps}")
         if self.inject is not None and not _INJECT_RE.match(self.inject):
             raise UsageError(f"--inject {self.inject!r}: expected KIND@STEP with KIND one of {', '.join(INJECTIONS)}")
         at = self.injection()
