@@ -34,9 +34,10 @@ from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.console_line import ANSI, key_name, parse
 from stethoscope.importers.console_reader import NAME, SUMMARY, ConsoleReader, has_loss
-from stethoscope.importers.names import metric
+from stethoscope.importers.names import known, metric
 from stethoscope.importers.source import is_text, read_bytes, read_head
 from stethoscope.importers.table import to_float
+from stethoscope.records import LOSS
 
 __all__ = ["NAME", "ConsoleImporter", "ConsoleReader", "console_fallback", "record_values", "strip_ansi",
            "zero_steps"]
@@ -81,8 +82,9 @@ def _evidence(head: str, enough: int = 3) -> tuple[int, int]:
         for segment in text.split("\r"):
             line = parse(segment)
             known = any(_is_metric(v.key, v.unit) for v in line.values)
-            steps += known and line.step is not None
-            misses += known and line.step is None
+            counted = line.step is not None or line.progress  # a sample counter numbers its records
+            steps += known and counted
+            misses += known and not counted
         if steps >= 1 or misses >= enough:
             break
     return steps, misses
@@ -114,7 +116,7 @@ def _is_metric(key: str, unit: str) -> bool:
     if name is None:
         return False
     resolved = metric(name).name
-    return "/" in resolved and resolved != name
+    return "/" in resolved and (resolved != name or known(name))  # `train/loss` is ours already
 
 
 def zero_steps(run: ImportedRun) -> str:
@@ -150,6 +152,11 @@ def record_values(text: str) -> dict[str, float] | None:
     return out if has_loss((name, 1.0) for name in out) else None  # else a config dict, not metrics
 
 
+def _has_loss(run: ImportedRun) -> bool:
+    columns = run.columns
+    return LOSS in (columns.labels if hasattr(columns, "labels") else set(columns.names))
+
+
 def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:
     """`run` (read by a dedicated text importer) or, when it holds no step, what the general reader reads.
     A textlog run read from progress bars alone (a checkpoint-loading bar in a log of another shape) is
@@ -165,7 +172,8 @@ def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:
         run.meta.setdefault("closest", _head_run(path).meta.get("closest"))
         return run
     general = ConsoleImporter().read(path)
-    if general.steps > run.steps:
+    if (_has_loss(general), general.steps) > (_has_loss(run), run.steps):  # bars without a loss (an eval's)
+        # among step lines with one are not the training's steps, however many they are
         general.warnings.insert(0, f"{path}: the {run.format} reader read {run.steps} steps from it, the general "
                                    f"console reader {general.steps}: read as a console log")
         return general

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from stethoscope.importers.loglines import parse_timestamp
+from stethoscope.importers.loglines import parse_timestamp, skip_stamp
 from stethoscope.importers.names import known
 
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -36,11 +36,18 @@ _PREFIX = re.compile(
     r"|[-|:]\s)")
 _STEP = re.compile(
     r"\[(?:batch|step|iter|iteration|ba)=(?P<a>\d+)(?:/(?P<at>\d+))?\]"  # Composer [batch=10/100]
-    r"|\bglobal[_ ]step['\"]?\s*[:=]\s*(?P<b>\d+)(?![\d.])"  # global_step=N
+    r"|\bglobal[_ ]step['\"]?\s*[:=]?\s*(?P<b>\d+)(?![\d.])"  # global_step=N
     r"|\b(?:it|It|IT)\s+(?P<e>\d+)\s*/\s*(?P<et>\d+)(?![\d.])"  # `it 10/1200`: `it` only with a total
-    r"|\b(?P<word>step|iter|iteration|Step|Iter|Iteration|STEP|ITER)\b['\"]?\s*[:=#]?\s*"
-    r"(?P<c>\d{1,3}(?:,\d{3})+(?![\d.])|\d+(?![\d.]))(?:\s*/\s*(?P<ct>\d+))?"
+    r"|\b(?:it|It|IT)\s*[:=]\s*(?P<g>\d+)(?![\d.])"  # ... or assigned: `it=10`
+    # a counter word (not the end of a name: `time/batch`), its value after a blank, `:`, `=`, `#` or inside brackets (`Iter(train) [ 50/1000]`)
+    r"|(?<![/\-.])\b(?P<word>(?i:step|steps|iter|iters|iteration|update|updates|batch))\b['\"]?\s*(?:\(\w+\)\s*)?[:=#]?\s*"
+    r"(?:\[\s*)?(?P<c>\d{1,3}(?:,\d{3})+(?![\d.])|\d+(?![\d.]))(?:\s*/\s*(?P<ct>\d+))?"
     r"|^\s*(?P<d>\d+)/(?P<dt>\d+)(?=\s|\[|$)")  # Keras `10/100 [==>..]` (tqdm bars are textlog's)
+# A counter in brackets with no word before it: `[  50/1000]` is a step counter; with a percentage after it
+# (`[640/60000 (1%)]`, PyTorch's examples) it says how far through the data set the epoch is: a sample
+# counter, which becomes a step only when the output says so (a counter word).
+_FRACTION = re.compile(r"\[\s*(?P<f>\d+)\s*/\s*(?P<ft>\d+)\s*(?P<pct>\(\s*\d+(?:\.\d+)?\s*%\s*\))?\s*\]")
+_EPOCH = re.compile(r"\b(?i:epoch)\b\s*(?:\(\w+\)\s*)?[:=#]?\s*\[?\s*(\d+)(?!\s*/)")
 _EVAL_LINE = re.compile(r"\b(?:val|valid|validate|validation|eval|evaluate|evaluation|Eval|Val|Validation|"
                         r"Validate|Evaluation|EVAL|VAL)\b")
 _TOKEN = re.compile(
@@ -86,6 +93,8 @@ class Line:
     step_token: int | None = None
     time_token: int | None = None
     bar: bool = False  # a progress-bar counter (Keras, tqdm): restarts every epoch
+    epoch: int | None = None  # the epoch printed before a counter with a total (which may count within it)
+    progress: bool = False  # a sample counter (`[640/60000 (1%)]`) and no step counter: a record of its own
     record: bool = False  # a dict repr or a tab-indented continuation line: belongs to the step before it
     body: str = ""
 
@@ -101,11 +110,16 @@ def parse(text: str) -> Line:
     # Tab-indented (Composer's `\t Train loss/train/total: 2.3`); not space-indented like a traceback's frames.
     indented = text[pos:pos + 1] == "\t" and text[pos:].lstrip()[:1].isalpha()
     for _ in range(8):
-        time, skip = parse_timestamp(text[pos:].lstrip())
+        rest = text[pos:].lstrip()
+        time, skip = parse_timestamp(rest)
         if skip:
-            start = len(text) - len(text[pos:].lstrip())
+            start = len(text) - len(rest)
             out.time, out.time_token = time, _token_index(text, start, start + skip)
             pos = start + skip
+            continue
+        skip = skip_stamp(rest)  # a date or clock of another form: skipped, never a step (its time not read)
+        if skip:
+            pos = len(text) - len(rest) + skip
             continue
         m = _PREFIX.match(text, pos)
         if not m or m.end() == pos:
@@ -114,8 +128,22 @@ def parse(text: str) -> Line:
     body = text[pos:]
     out.body = body
     step = _STEP.search(body)
+    if step and (step["word"] or "").lower() == "batch" and _EVAL_LINE.search(body, 0, step.start()):
+        step = None  # an eval's batch counter (`[Eval batch=20/20]`), not the training's
+    if step is None:
+        step = _FRACTION.search(body)
+        if step and (step["pct"] or int(step["f"]) > int(step["ft"])):
+            out.progress = step["pct"] is not None
+            cut = (step.start() + pos, step.end() + pos)
+            out.values = _values(text, pos, cut)
+            out.eval = _EVAL_LINE.search(body[:step.start()]) is not None
+            out.body = body
+            return out
     if step:
         _read_step(out, step, text, pos)
+        if out.total is not None and not out.bar:
+            epoch = _EPOCH.search(body, 0, step.start())
+            out.epoch = int(epoch[1]) if epoch else None
     out.eval = _EVAL_LINE.search(body[:step.start()] if step else body[:12]) is not None or (
         step is not None and "Eval" in body[:step.start() + 6])
     out.record = body.lstrip().startswith("{") or (indented and step is None)
@@ -131,8 +159,8 @@ def launcher_rank(text: str) -> str | None:
 
 
 def _read_step(out: Line, m: re.Match[str], text: str, offset: int) -> None:
-    for name, total in (("a", "at"), ("b", None), ("c", "ct"), ("d", "dt"), ("e", "et")):
-        if m.group(name) is not None:
+    for name, total in (("a", "at"), ("b", None), ("c", "ct"), ("d", "dt"), ("e", "et"), ("g", None), ("f", "ft")):
+        if name in m.re.groupindex and m.group(name) is not None:
             out.step = int(m.group(name).replace(",", ""))
             out.total = int(m.group(total)) if total and m.group(total) else None
             out.step_token = _token_index(text, m.start(name) + offset)

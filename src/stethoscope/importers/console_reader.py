@@ -56,6 +56,7 @@ class ConsoleReader:
         self.ranks: Counter[str] = Counter()
         self.bar: tuple[int, int, int] | None = None  # (offset, last raw counter, total) of a per-epoch bar
         self.ordinal = 0
+        self.epochs: tuple[int, int, int] | None = None  # (epoch, offset, last counter) of a counter within epochs
         self.last_row = 0
         self.near: dict[str, tuple[int, int, str]] = {}  # kind → (count, first line, its text)
         self.lines = self.step_lines = self.resumes = 0
@@ -162,6 +163,9 @@ class ConsoleReader:
         done = console_segment.combine(groups, self.last_step, self.bar, self.ordinal)
         if done is None:
             return False
+        epochal = [known for known in map(self.templates.get, kinds) if known is not None and known.per_epoch]
+        if epochal and not self._epochs_read(epochal[0], done.steps):
+            return False  # a counter within epochs that restarted: its lines one by one, with their epochs
         self.lines += end - start
         for group in groups:
             for rank in group.read.ranks:
@@ -246,6 +250,10 @@ class ConsoleReader:
         if console_arrow.is_arrays(read) and read.kept < CODED_ROWS:
             read = console_arrow.as_lists(read)
         steps = read.steps
+        if known.progress:
+            return False
+        if steps is not None and not self._epochs_read(known, steps):
+            return False
         if steps is not None and known.bar:
             from stethoscope.importers.console_segment import bar_steps
 
@@ -364,7 +372,9 @@ class ConsoleReader:
     def _step_of(self, number: int, text: str, line: Line, pairs: list[Any]) -> int | None:
         if line.step is not None:
             before = self.last_step
-            self.last_step = self._step(line.step, line.bar)
+            raw = line.step if line.epoch is None or line.total is None else self._in_epochs(line.epoch, line.step,
+                                                                                            line.total)
+            self.last_step = self._step(raw, line.bar)
             if before is not None and self.last_step < before:
                 self.resumes += 1
             if not pairs:
@@ -372,6 +382,10 @@ class ConsoleReader:
             return self.last_step
         if not pairs or (line.body.lstrip().startswith("{") and not has_loss(n for n, _ in pairs)):
             return None  # a dict without a loss is a config, not a metrics record
+        if line.progress:  # a sample counter, no step counter: the records are numbered in file order
+            self.ordinal += 1
+            self.last_step = self.ordinal  # the records after it without a step (an eval dict) are its
+            return self.ordinal
         evals = all(n[0].startswith("eval/") for n, _ in pairs)
         if self.last_step is not None and (line.record or evals):
             return self.last_step
@@ -380,6 +394,38 @@ class ConsoleReader:
             return self.ordinal
         self._near("metrics without a step counter", number, text)
         return None
+
+    def _in_epochs(self, epoch: int, raw: int, total: int) -> int:
+        """The global step of a counter printed after its epoch: a counter that goes back when the epoch
+        advances counts within the epoch, so the earlier epochs' totals are added; one that does not is global."""
+        last_epoch, offset, last = self.epochs or (epoch, 0, raw)
+        if epoch > last_epoch and raw < last:
+            offset += total * (epoch - last_epoch)
+        self.epochs = (epoch, offset, raw)
+        return offset + raw
+
+    def _epochs_read(self, known: Shape, steps: Any) -> bool:
+        """Whether steps read at once (without their epochs) of a shape whose counter has its epoch before it
+        are global steps: not once an epoch has restarted the counter, nor where the counter falls back to
+        within one logging interval of zero (where an epoch may restart it: those lines are read one by one,
+        with their epochs); a fall back elsewhere is a resume, as one by one."""
+        if not known.per_epoch or not len(steps):
+            return True
+        if self.epochs is not None and self.epochs[1]:
+            return False
+        import numpy as np
+
+        raw = np.asarray(steps, dtype=np.int64)
+        if self.last_step is not None:
+            raw = np.concatenate(([self.last_step], raw))
+        diffs = np.diff(raw)
+        ahead = diffs[diffs > 0]
+        cadence = int(np.median(ahead)) if ahead.size else 1
+        if ((diffs < 0) & (raw[1:] <= cadence)).any():
+            return False
+        if self.epochs is not None:
+            self.epochs = (self.epochs[0], 0, int(raw[-1]))
+        return True
 
     def _step(self, raw: int, bar: bool) -> int:
         """The global step of a counter; a bar that restarts after reaching its total starts a new epoch."""

@@ -20,13 +20,18 @@ class Shape(NamedTuple):
     own_step: bool  # the line carries its step counter; else it is a record of the step before it
     bar: bool
     is_dict: bool
+    per_epoch: bool = False  # the counter has its epoch before it: it may count within the epoch
+    progress: bool = False  # a sample counter, no step counter: lines read one by one, numbered in file order
 
 
 def learn(text: str, original: str, line: Line, layout: Layout, values: list[Any]) -> Shape:
     """The shape of `line` (`text`: `original` without its ANSI codes), parsed into `values`. The regex
     template needs a line without ANSI codes; the token plan does not."""
+    per_epoch = line.epoch is not None and line.total is not None
+    if line.progress:
+        return Shape(None, None, layout, False, False, False, False, True)
     template: Template | None = None
-    if line.step is not None and text == original:
+    if line.step is not None and text == original and not per_epoch:  # (regex rows carry no epoch check)
         try:
             template = Template(text, line, [v.token for v in values], layout)
         except ValueError:
@@ -34,4 +39,4 @@ def learn(text: str, original: str, line: Line, layout: Layout, values: list[Any
         if template is not None and not reads_back(template, text, line, values):
             template = None
     return Shape(template, console_tokens.plan_of(text, original, line, layout, values), layout,
-                 line.step is not None, line.bar, line.body.lstrip().startswith("{"))
+                 line.step is not None, line.bar, line.body.lstrip().startswith("{"), per_epoch)

@@ -30,6 +30,18 @@ _CONTEXT = re.compile(r"WARN|[Ww]arning|[Cc]heckpoint|[Ss]aving|[Ss]aved|[Rr]esu
                       r"collected \d+ objects|[Ss]kipp|[Ss]tall|[Ss]traggl|[Pp]reempt|[Ee]xiting|[Tt]erminat")
 _TIMESTAMP = re.compile(
     r"^\[?(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2}(?:[.,]\d{1,6})?)\s?(Z|[+-]\d{2}:?\d{2})?\]?")
+# Dates and clocks of other forms: skipped in front of a line (never a step counter), their time not read.
+# A date with its year (Y-M-D, Y/M/D, D.M.Y, M/D/Y) and an optional clock; a month/day without a year only
+# with a clock after it (`07/24 11:20:07`: a bare `07/24` is a progress counter); a clock alone; syslog's
+# `Jul 24 11:20:07`. Ranges are checked in `skip_stamp`.
+_HMS = re.compile(r"(\d{1,2}):(\d{2}):(\d{2})")
+_CLOCK = r"\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:\s?[AaPp][Mm])?(?:Z|[+-]\d{2}:?\d{2})?"
+_OTHER_STAMP = re.compile(
+    rf"^\[?(?:(?P<y1>\d{{4}})[-/.](?P<a1>\d{{1,2}})[-/.](?P<b1>\d{{1,2}})(?:[ T_]{_CLOCK})?"
+    rf"|(?P<a2>\d{{1,2}})[-/.](?P<b2>\d{{1,2}})[-/.](?P<y2>\d{{4}})(?:[ T_,]\s?{_CLOCK})?"
+    rf"|(?P<a3>\d{{1,2}})[-/](?P<b3>\d{{1,2}})[ T_]{_CLOCK}"
+    rf"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+\d{{1,2}},?(?:\s+\d{{4}})?\s+{_CLOCK}"
+    rf"|{_CLOCK})\]?(?![\d:/.])")
 # Launcher prefixes in front of every line: torchrun `[default7]:` / `[rank0]:`, mpirun `[1,0]<stdout>:`.
 RANK_PREFIX = re.compile(r"^\s*(?:\[(?:default|rank)?\d+\]:|\[\d+,\d+\]<std(?:out|err)>:) ?")
 
@@ -44,6 +56,26 @@ def parse_timestamp(text: str) -> tuple[float | None, int]:
     if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 61):
         return None, 0
     return minute_start(year, month, day, hour, minute) + second - _offset_s(m.group(7)), m.end()
+
+
+def skip_stamp(text: str) -> int:
+    """The length of a date or clock of another form than `parse_timestamp` reads at the start of `text`
+    (0: none): what a console reader skips so that no part of a date or a clock is taken for a step."""
+    m = _OTHER_STAMP.match(text)
+    if m is None:
+        return 0
+    for a, b in ((m["a1"], m["b1"]), (m["a2"], m["b2"]), (m["a3"], m["b3"])):
+        if a is not None and not _is_month_day(int(a), int(b)):
+            return 0
+    clock = _HMS.search(m.group())
+    if clock and (int(clock[1]) > 23 or int(clock[2]) > 59 or int(clock[3]) > 60):
+        return 0
+    return m.end()
+
+
+def _is_month_day(a: int, b: int) -> bool:
+    """Month and day in either order (M/D/Y or D.M.Y)."""
+    return (1 <= a <= 12 and 1 <= b <= 31) or (1 <= b <= 12 and 1 <= a <= 31)
 
 
 def stamp_seconds(raw: bytes) -> float:

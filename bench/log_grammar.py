@@ -1,0 +1,353 @@
+"""A generator of trainer console-log grammars (hypothesis strategies), and the oracle that scores a
+reader on what it generates.
+
+A log is drawn part by part: a prefix (date or clock, logger, launcher rank, ANSI colour), a progress
+counter, separators, metric names and units, a logging cadence, eval lines and the lines a trainer prints
+in between (bars, warnings, checkpoints). Every part has a development pool (used while tuning the
+reader) and a held-out pool (kept for the final figure only); `logs("dev")` draws development parts
+only, `logs("held")` draws from both with at least one held-out part. The split was fixed before
+anything ran (see `HELD_OUT`).
+
+The oracle (`score`) reads a generated log with `read_any`, as `stethoscope import` does, and says
+`recovered` (every train loss at its true step), `refused` (nothing read: the CLI exits 2), `partial`
+(true steps, the loss missing), or `misread` (a step that is not the log's step, a loss value that is
+not the train loss). A sample counter (`[640/60000 (1%)]`) is not a step: its records may be numbered
+1, 2, 3 … in file order or refused; reading the sample count as the step is a misread.
+
+Used by tests/importers/test_grammar.py (development part) and bench/console_grammar.py (both parts).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hypothesis import strategies as st
+
+DEV, HELD = "dev", "held"
+HELD_OUT: dict[str, set[str]] = {}  # dimension -> held-out part names (filled by _pool)
+_POOLS: dict[str, dict[str, list[str]]] = {}
+
+
+def _pool(dimension: str, dev: list[str], held: list[str]) -> None:
+    _POOLS[dimension] = {DEV: dev, HELD: held}
+    HELD_OUT[dimension] = set(held)
+
+
+# -- the parts ------------------------------------------------------------------------------------
+_pool("date", ["none", "iso_point", "mmdd", "bracket_iso_comma", "clock", "mmddyyyy"],
+      ["ddmmyyyy", "iso_comma", "yyyymmdd_slash", "bracket_clock", "iso_t"])
+_pool("logger", ["none", "info_root", "bracket_info", "dash_root_info", "glog_file"],
+      ["hf_bracket", "ray_pid", "name_warning"])
+_pool("rank", ["none", "torchrun_rank", "torchrun_default", "bracket_Rank"], ["mpirun", "rank_colon", "gpu"])
+_pool("ansi", ["none", "keys"], ["line_bold"])
+_pool("counter", ["step", "step_colon", "Step_total", "iter_total", "bracket_total", "Iteration", "global_step",
+                  "mm_iter", "epoch_samples"],
+      ["it_eq", "step_eq", "update", "steps_colon", "mm_epoch", "epoch_batch"])
+_pool("kv", ["colon", "equals", "space"], ["colon_tight", "equals_spaced"])
+_pool("fields", ["two_blanks", "pipe", "comma"], ["dash", "tab"])
+_pool("loss_name", ["loss", "train_loss", "Loss", "train/loss", "lm loss"],
+      ["training_loss", "Train Loss", "trainLoss", "train-loss"])
+_pool("extras", ["lr", "grad_norm", "time_s", "seconds", "dt_ms", "mem_gib", "mem_mb", "tok_s", "mfu", "nonascii"],
+      ["interval_runtime", "batch_t", "us_unit"])
+_pool("cadence", ["1", "5", "10", "50", "100"], ["7", "25", "200"])
+_pool("eval", ["none", "step_val", "dict", "evaluation_eq"], ["bracket_eval", "validation_pipe"])
+_pool("between", ["none", "tqdm", "userwarning", "saving", "blank"], ["nccl", "saved_at_step"])
+
+_DIMENSIONS = list(_POOLS)
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """One drawn grammar: a part name per dimension (`extras` and `between`: several)."""
+
+    parts: dict[str, object]
+    seed: int
+    n: int
+    start: int
+
+    def held_parts(self) -> list[str]:
+        out = []
+        for dim, value in self.parts.items():
+            for v in value if isinstance(value, tuple) else (value,):
+                if v in HELD_OUT[dim]:
+                    out.append(f"{dim}={v}")
+        return out
+
+
+@dataclass
+class Log:
+    """A generated log and its truth."""
+
+    text: str
+    grammar: Grammar
+    steps: list[int]  # the true step of each train record
+    losses: list[float]  # the train loss of each (as printed)
+    ordinal: bool = False  # the counter is a sample counter: the records' steps are not printed
+    samples: list[int] = field(default_factory=list)
+    evals: list[float] = field(default_factory=list)
+    step_time: bool = False  # a step time is printed (under some name)
+
+
+@st.composite
+def grammars(draw: st.DrawFn, part: str = DEV) -> Grammar:
+    """A grammar from the development parts, or (`part="held"`) with at least one held-out part."""
+    def pool(dim: str) -> list[str]:
+        return _POOLS[dim][DEV] + (_POOLS[dim][HELD] if part == HELD else [])
+
+    parts: dict[str, object] = {}
+    for dim in _DIMENSIONS:
+        if dim in ("extras", "between"):
+            parts[dim] = tuple(draw(st.lists(st.sampled_from(pool(dim)), max_size=3, unique=True)))
+        else:
+            parts[dim] = draw(st.sampled_from(pool(dim)))
+    if part == HELD and not any(_is_held(dim, parts[dim]) for dim in _DIMENSIONS):
+        dim = draw(st.sampled_from([d for d in _DIMENSIONS]))
+        held = draw(st.sampled_from(_POOLS[dim][HELD]))
+        parts[dim] = (held,) if dim in ("extras", "between") else held
+    n = draw(st.integers(min_value=3, max_value=40))
+    start = draw(st.sampled_from([0, 1, 1000]))
+    seed = draw(st.integers(min_value=0, max_value=2**31))
+    return Grammar(parts, seed, n, start)
+
+
+def sample(part: str, rng: random.Random) -> Grammar:
+    """A grammar drawn like `grammars(part)`, from `rng` (for the bench: many logs, reproducible, fast)."""
+    def pool(dim: str) -> list[str]:
+        return _POOLS[dim][DEV] + (_POOLS[dim][HELD] if part == HELD else [])
+
+    while True:
+        parts: dict[str, object] = {}
+        for dim in _DIMENSIONS:
+            if dim in ("extras", "between"):
+                parts[dim] = tuple(rng.sample(pool(dim), rng.randint(0, 3)))
+            else:
+                parts[dim] = rng.choice(pool(dim))
+        if part == DEV or any(_is_held(dim, parts[dim]) for dim in _DIMENSIONS):
+            return Grammar(parts, rng.randrange(2**31), rng.randint(3, 40), rng.choice([0, 1, 1000]))
+
+
+def _is_held(dim: str, value: object) -> bool:
+    return any(v in HELD_OUT[dim] for v in (value if isinstance(value, tuple) else (value,)))
+
+
+def logs(part: str = DEV) -> st.SearchStrategy[Log]:
+    """Generated logs with their truth."""
+    return grammars(part).map(render)
+
+
+# -- rendering -----------------------------------------------------------------------------------
+class _Rand:
+    """A small deterministic generator (a log renders the same from its grammar)."""
+
+    def __init__(self, seed: int) -> None:
+        self.state = seed * 6364136223846793005 + 1442695040888963407 & (2**64 - 1)
+
+    def random(self) -> float:
+        self.state = (self.state * 6364136223846793005 + 1442695040888963407) & (2**64 - 1)
+        return (self.state >> 11) / 2**53
+
+    def choice(self, items: list):
+        return items[int(self.random() * len(items)) % len(items)]
+
+
+def _date(kind: str, t: int) -> str:
+    h, m, s = 11 + t // 3600 % 12, t // 60 % 60, t % 60
+    ms = (t * 37) % 1000
+    return {"none": "", "iso_point": f"2024-07-24 {h:02d}:{m:02d}:{s:02d}.{ms:03d} ",
+            "mmdd": f"07/24 {h:02d}:{m:02d}:{s:02d} ", "bracket_iso_comma": f"[2024-07-24 {h:02d}:{m:02d}:{s:02d},{ms:03d}] ",
+            "clock": f"{h:02d}:{m:02d}:{s:02d} ", "mmddyyyy": f"07/24/2024 {h:02d}:{m:02d}:{s:02d} ",
+            "ddmmyyyy": f"24.07.2024 {h:02d}:{m:02d}:{s:02d} ", "iso_comma": f"2024-07-24 {h:02d}:{m:02d}:{s:02d},{ms:03d} ",
+            "yyyymmdd_slash": f"2024/07/24 {h:02d}:{m:02d}:{s:02d} ", "bracket_clock": f"[{h:02d}:{m:02d}:{s:02d}] ",
+            "iso_t": f"2024-07-24T{h:02d}:{m:02d}:{s:02d}.{ms:03d}Z "}[kind]
+
+
+def _logger(kind: str) -> str:
+    return {"none": "", "info_root": "INFO:root:", "bracket_info": "[INFO] ", "dash_root_info": "- root - INFO - ",
+            "glog_file": "INFO train.py:80] ", "hf_bracket": "[INFO|trainer.py:2345] ",
+            "ray_pid": "(Trainer pid=1234) ", "name_warning": "trainer - WARNING - "}[kind]
+
+
+def _rank(kind: str) -> str:
+    return {"none": "", "torchrun_rank": "[rank0]:", "torchrun_default": "[default0]:", "bracket_Rank": "[Rank 0] ",
+            "mpirun": "[1,0]<stdout>:", "rank_colon": "rank0: ", "gpu": "[GPU0] "}[kind]
+
+
+_KV = {"colon": ": ", "equals": "=", "space": " ", "colon_tight": ":", "equals_spaced": " = "}
+_SEP = {"two_blanks": "  ", "pipe": " | ", "comma": ", ", "dash": " - ", "tab": "\t"}
+
+
+def _prefix(g: Grammar, t: int) -> str:
+    p = g.parts
+    return _rank(str(p["rank"])) + _date(str(p["date"]), t) + _logger(str(p["logger"]))
+
+
+def _counter(kind: str, step: int, total: int, per_epoch: int, kv: str) -> tuple[str, int | None]:
+    """The counter's text and, for a sample counter, the sample count it shows."""
+    if kind == "epoch_samples":
+        batch = 32
+        samples_per_epoch = per_epoch * batch
+        epoch, seen = 1 + step // per_epoch, (step % per_epoch) * batch
+        return f"Train Epoch: {epoch} [{seen}/{samples_per_epoch} ({100 * seen // samples_per_epoch}%)]", seen
+    if kind in ("mm_epoch", "epoch_batch"):
+        epoch, batch = 1 + step // per_epoch, step % per_epoch
+        if kind == "mm_epoch":
+            return f"Epoch(train) [{epoch}][{batch:>{len(str(per_epoch))}}/{per_epoch}]", None
+        return f"epoch {epoch} batch {batch}/{per_epoch}", None
+    return {"step": f"step {step}", "step_colon": f"step: {step}", "Step_total": f"Step {step}/{total}",
+            "iter_total": f"iter {step}/{total}", "bracket_total": f"[{step:>{len(str(total))}}/{total}]",
+            "Iteration": f"Iteration {step}", "global_step": f"global_step{kv}{step}",
+            "mm_iter": f"Iter(train) [{step:>{len(str(total))}}/{total}]", "it_eq": f"it={step}",
+            "step_eq": f"step={step}", "update": f"update {step}", "steps_colon": f"steps: {step}"}[kind], None
+
+
+def _extra(kind: str, r: _Rand, kv: str) -> tuple[str, bool]:
+    """One other metric as printed, and whether it is a step time."""
+    t = 0.2 + r.random() * 0.3
+    out = {"lr": (f"lr{kv}{3e-4 * (0.5 + r.random()):.3e}", False),
+           "grad_norm": (f"grad_norm{kv}{0.2 + r.random():.4f}", False),
+           "time_s": (f"time{kv}{t:.4f}", True), "seconds": (f"seconds{kv}{t:.3f}", True),
+           "dt_ms": (f"dt{kv}{t * 1000:.2f}ms", True), "mem_gib": (f"memory{kv}{30 + r.random():.2f}GiB", False),
+           "mem_mb": (f"max_mem{kv}{2600 + int(r.random() * 100)}MB", False),
+           "tok_s": (f"{15000 + int(r.random() * 1000)} tok/s", False), "mfu": (f"mfu{kv}{40 + r.random():.2f}%", False),
+           "nonascii": (f"débit{kv}{800 + r.random() * 10:.1f}", False),
+           "interval_runtime": (f"interval_runtime{kv}{t:.3f}", True), "batch_t": (f"Batch (t){kv}{t:.3f}", True),
+           "us_unit": (f"fwd{kv}{1000 + int(r.random() * 100)}µs", False)}[kind]
+    return out
+
+
+def _loss_text(r: _Rand) -> str:
+    value = 2.0 + 3.0 * r.random()
+    return r.choice([f"{value:.4f}", f"{value:.6f}", f"{value:.3f}", f"{value:.5E}"])
+
+
+def _eval_line(kind: str, step: int, value: str, kv: str) -> str:
+    return {"step_val": f"step {step}: val loss {value}", "dict": f"{{'eval_loss': {value}, 'eval_runtime': 1.5}}",
+            "evaluation_eq": f"Evaluation: eval_loss = {value}", "bracket_eval": f"[Eval] step {step} | loss {value}",
+            "validation_pipe": f"Validation | loss: {value}"}[kind]
+
+
+def _between(kind: str, step: int, r: _Rand) -> str:
+    n = int(r.random() * 100)
+    return {"none": "", "blank": "", "tqdm": f"Evaluating:  {n}%|{'#' * (n // 10):<10}| {n}/100 [00:0{n % 10}<00:10, 9.{n % 10}it/s]",
+            "userwarning": f"/usr/lib/python3/site-packages/torch/utils/data.py:{n + 10}: UserWarning: this DataLoader "
+                           "will create 8 worker processes",
+            "saving": "Saving model checkpoint to /ckpt/run", "nccl": f"node0:{1200 + n}:{1300 + n} [0] NCCL INFO Channel "
+                                                                     f"0{n % 4}/32 : 0[{n % 8}] -> 1[{n % 8}] via P2P/IPC",
+            "saved_at_step": f"Saved checkpoint at step {step}"}[kind]
+
+
+def render(g: Grammar) -> Log:
+    """The log text of grammar `g`, with its truth."""
+    r = _Rand(g.seed)
+    p = g.parts
+    kv = _KV[str(p["kv"])]
+    sep = _SEP[str(p["fields"])]
+    cadence = int(str(p["cadence"]))
+    counter = str(p["counter"])
+    epochal = counter in ("epoch_samples", "mm_epoch", "epoch_batch")
+    start = 0 if epochal else g.start
+    per_epoch = cadence * (3 + int(r.random() * 5)) + (int(r.random() * cadence) if cadence > 1 else 0)
+    total = max(start + cadence * g.n, 100) * 2
+    ansi = str(p["ansi"])
+    extras = [str(e) for e in p["extras"]]  # type: ignore[attr-defined]
+    between = [str(b) for b in p["between"]]  # type: ignore[attr-defined]
+    log = Log("", g, [], [], ordinal=counter == "epoch_samples")
+    lines: list[str] = []
+    eval_every = 1 + int(r.random() * 4)
+    eval_kind = str(p["eval"])
+    if log.ordinal and eval_kind in ("step_val", "bracket_eval"):  # a trainer that prints no step prints none there
+        eval_kind = "evaluation_eq"
+    for i in range(g.n):
+        step = start + i * cadence
+        head, seen = _counter(counter, step, total, per_epoch, kv)
+        loss = _loss_text(r)
+        fields = [f"{str(p['loss_name'])}{kv}{loss}"]
+        for e in extras:
+            text, is_time = _extra(e, r, kv)
+            fields.append(text)
+            log.step_time |= is_time
+        if ansi == "keys":
+            fields = [f"\x1b[3{k % 7 + 1}m{f}\x1b[0m" for k, f in enumerate(fields)]
+        line = _prefix(g, step * 3) + head + sep + sep.join(fields)
+        if ansi == "line_bold":
+            line = f"\x1b[1;32m{line}\x1b[0m"
+        lines.append(line)
+        log.steps.append(step)
+        log.losses.append(float(loss))
+        if seen is not None:
+            log.samples.append(seen)
+        if p["eval"] != "none" and i % eval_every == eval_every - 1:
+            value = _loss_text(r)
+            lines.append(_prefix(g, step * 3 + 1) + _eval_line(eval_kind, step, value, kv))
+            log.evals.append(float(value))
+        for b in between:
+            if r.random() < 0.4:
+                lines.append(_between(b, step, r))
+    log.text = "\n".join(lines) + "\n"
+    return log
+
+
+# -- the oracle ----------------------------------------------------------------------------------
+RECOVERED, REFUSED, PARTIAL, MISREAD = "recovered", "refused", "partial", "misread"
+
+
+@dataclass
+class Outcome:
+    kind: str
+    why: str = ""
+    step_time: bool | None = None  # a step time printed and read (None: none printed)
+
+
+def score(log: Log, directory: str | None = None) -> Outcome:
+    """Read `log` as `stethoscope import` does and compare with its truth."""
+    from stethoscope.errors import InputError
+    from stethoscope.importers import read_any
+    from stethoscope.records import LOSS, STEP_TIME
+
+    with tempfile.TemporaryDirectory(dir=directory) as d:
+        path = Path(d) / "train.log"
+        path.write_text(log.text, encoding="utf-8")
+        try:
+            (run,) = read_any(path)
+        except InputError as exc:
+            return Outcome(REFUSED, str(exc)[:200])
+        names, steps, values, _ = (list(c) for c in run.columns)
+    if not steps:
+        return Outcome(REFUSED, "0 steps")
+    losses = [(int(s), float(v)) for n, s, v in zip(names, steps, values) if n == LOSS]
+    read_time = (STEP_TIME in names) if log.step_time else None
+    all_steps = sorted({int(s) for s in steps})
+    if log.ordinal:
+        if any(s in set(log.samples[1:]) and s not in range(1, log.grammar.n + 1) for s in all_steps):
+            return Outcome(MISREAD, f"a sample count read as the step: {all_steps[:8]}")
+        want = list(range(1, log.grammar.n + 1))
+        got_steps = [s for s, _ in losses]
+        if got_steps and got_steps != want:
+            return Outcome(MISREAD, f"steps {got_steps[:8]}, want the records numbered {want[:8]}")
+        if [v for _, v in losses] != log.losses:
+            return _loss_mismatch(losses, log, read_time)
+        return Outcome(RECOVERED, step_time=read_time)
+    truth = set(log.steps)
+    wrong = [s for s in all_steps if s not in truth]
+    if wrong:
+        return Outcome(MISREAD, f"steps not in the log: {wrong[:6]} (true {log.steps[:6]})")
+    want = list(zip(log.steps, log.losses))
+    if losses == want:
+        return Outcome(RECOVERED, step_time=read_time)
+    return _loss_mismatch(losses, log, read_time, want)
+
+
+def _loss_mismatch(losses: list[tuple[int, float]], log: Log, read_time: bool | None,
+                   want: list[tuple[int, float]] | None = None) -> Outcome:
+    if not losses:
+        return Outcome(PARTIAL, "no train loss read", read_time)
+    truth = set(log.losses)
+    bad = [(s, v) for s, v in losses if not any(math.isclose(v, t, rel_tol=1e-9) for t in truth)]
+    if bad:
+        return Outcome(MISREAD, f"losses not the train loss: {bad[:4]}", read_time)
+    return Outcome(PARTIAL, f"{len(losses)} of {len(log.losses)} train losses read"
+                            f"{'' if want is None else f' (first {losses[:3]} vs {want[:3]})'}", read_time)

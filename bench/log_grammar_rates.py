@@ -1,0 +1,63 @@
+"""How the console reader does on generated trainer logs (`bench/log_grammar.py`): recovered / refused /
+partial / misread rates over N logs of the development grammar and, with --held-out, of the held-out one.
+
+    python bench/log_grammar_rates.py [--logs 2000] [--held-out] [--seed 0] [--show 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import log_grammar as lg  # noqa: E402
+
+
+def rates(part: str, count: int, seed: int, show: int) -> None:
+    rng = random.Random(seed)
+    outcomes: Counter[str] = Counter()
+    times: Counter[bool] = Counter()
+    shown: Counter[str] = Counter()
+    by_part: dict[str, Counter[str]] = {}
+    with tempfile.TemporaryDirectory() as d:
+        for _ in range(count):
+            log = lg.render(lg.sample(part, rng))
+            out = lg.score(log, d)
+            outcomes[out.kind] += 1
+            if out.step_time is not None:
+                times[out.step_time] += 1
+            for name in (log.grammar.held_parts() if part == lg.HELD else []):
+                by_part.setdefault(name, Counter())[out.kind] += 1
+            if out.kind != lg.RECOVERED and shown[out.kind] < show:
+                shown[out.kind] += 1
+                first = next((ln for ln in log.text.splitlines() if ln.strip()), "")
+                print(f"  [{out.kind}] {out.why}\n      {first[:150]!r}")
+    n = sum(outcomes.values())
+    print(f"{part}: {n} logs  recovered {outcomes[lg.RECOVERED] / n:.2%}  refused {outcomes[lg.REFUSED] / n:.2%}  "
+          f"partial {outcomes[lg.PARTIAL] / n:.2%}  misread {outcomes[lg.MISREAD] / n:.2%} "
+          f"({outcomes[lg.MISREAD]} logs)  step time read in {times[True]}/{sum(times.values())} logs that print one")
+    for name, c in sorted(by_part.items()):
+        total = sum(c.values())
+        print(f"    {name:28s} {total:5d} logs  recovered {c[lg.RECOVERED] / total:.1%}  misread {c[lg.MISREAD]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--logs", type=int, default=2000)
+    ap.add_argument("--held-out", action="store_true", help="also the held-out grammar (the final figure)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--show", type=int, default=5, help="examples shown per outcome that is not `recovered`")
+    args = ap.parse_args()
+    rates(lg.DEV, args.logs, args.seed, args.show)
+    if args.held_out:
+        rates(lg.HELD, args.logs, args.seed + 1, args.show)
+
+
+if __name__ == "__main__":
+    main()
