@@ -168,3 +168,29 @@ def test_nan_bursts_apart_are_incidents_apart_each_paged_and_resolved_while_the_
                       ("resolve", 100, "resolved at step 109"), ("trigger", 150, ""),
                       ("resolve", 150, "resolved at step 249")]
     assert len({a.key for a in _sent(mem)}) == 3
+
+
+def test_a_nan_weight_at_a_constant_lr_is_not_blamed_on_the_lr(tmp_path):
+    """A real model trained at a constant LR, one weight set to NaN at step 40: the alert's likely cause is a
+    non-finite value that entered at once (the LR held, the grad norm kept its level), not "LR too high"."""
+    torch = pytest.importorskip("torch")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(64, 8), torch.randn(64, 1)
+    mem = MemoryChannel()
+    with Monitor(tmp_path, model=model, optimizer=opt, alerts=AlertsConfig([mem]), strict=True) as mon:
+        for step in range(60):
+            if step == 40:
+                with torch.no_grad():
+                    model[2].weight[0, 3] = float("nan")
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            mon.step(step, loss=loss)
+    [page] = [a for a in _sent(mem) if a.kind == "trigger"]
+    assert (page.type, page.step) == ("nan", 40)
+    assert page.cause.startswith("the LR held at 0.05") and "not an LR overshoot" in page.cause, page.cause
+    assert "LR too high" not in page.cause and "locate_nonfinite" in page.fix

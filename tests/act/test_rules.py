@@ -153,7 +153,8 @@ def test_rule_config_is_validated(bad):
 
 
 def test_a_channel_that_escalates_by_itself_gets_no_escalate_but_a_trigger_when_first_reached():
-    rules = AlertRules(["warning", "error", "critical"], RuleConfig(escalate_after_s=600), escalates_itself=[False, True, True])
+    rules = AlertRules(["warning", "error", "critical"], RuleConfig(escalate_after_s=600),
+                       escalates_itself=[False, True, True])
     clock = FakeClock()
     slow = Finding("throughput_drop", "error", 100, "tokens/s down 30%", source="throughput")
     assert _kinds(rules.on_findings([slow], clock())) == [(0, "trigger", "error"), (1, "trigger", "error")]

@@ -61,3 +61,32 @@ def test_state_roundtrip_does_not_refire():
     det2 = NonFiniteDetector()
     det2.load_state_dict(json.loads(json.dumps(det.state_dict())))
     assert det2.update(StepRecord(6, {"train/loss": NAN})) == []
+
+
+def _opening_causes(lr, grad, layers=None):
+    det = NonFiniteDetector()
+    out = []
+    for s, (a, g) in enumerate(zip(lr, grad)):
+        values = {"train/loss": NAN if g is None else 1.0, "grad/norm": NAN if g is None else g, "opt/lr": a}
+        if g is None and layers:
+            values.update(layers)
+        out += det.update(StepRecord(s, values))
+    return out[0].causes
+
+
+def test_the_records_before_a_nan_rank_its_causes():
+    from stethoscope.diagnose.knowledge import advise
+    from stethoscope.records import Finding
+
+    held = _opening_causes([1e-3] * 40, [0.5] * 39 + [None])
+    assert len(held) == 1 and held[0].startswith("the LR held at 0.001") and "not an LR overshoot" in held[0]
+    rose = _opening_causes([1e-4 * 1.1 ** s for s in range(40)], [0.5] * 39 + [None])
+    assert rose[0].startswith("the LR rose") and "overshoots" in rose[0]
+    grew = _opening_causes([1e-3] * 40, [0.5] * 36 + [4.0, 20.0, 90.0, None])
+    assert "grew before the first non-finite value" in grew[0]
+    layers = _opening_causes([1e-3] * 40, [0.5] * 39 + [None], {"grad/norm/head": NAN, "grad/norm/embed": 0.3})
+    assert layers[0] == "non-finite gradients first in head (other layers finite at step 39)"
+    assert _opening_causes([1e-3] * 3, [0.5] * 2 + [None]) == []  # too little history to say
+    for causes, first_fix in ((held, "find what went non-finite first"), (rose, "roll back to the last good")):
+        f = advise(Finding("nan", "critical", 39, "non-finite train/loss", causes=list(causes)))
+        assert f.fixes[0].startswith(first_fix) and len(f.causes) == len(f.fixes)

@@ -50,6 +50,10 @@ def test_a_stalled_step_is_a_hang_with_stacks_an_alert_and_a_resolution(tmp_path
     assert ("stuck_here", stuck_here.__code__.co_firstlineno + 3) in frames
     hangs = [(a.kind, a.type) for a in mem.sent if a.type == "hang"]
     assert hangs == [("trigger", "hang"), ("resolve", "hang")]
+    page = next(a for a in mem.sent if a.type == "hang")  # one process stuck in its own code: no NCCL advice
+    assert page.cause.startswith("the main thread is busy or blocked in the training script's own code")
+    assert "time.sleep(0.01)" in page.cause and "test_watchdog.py:" in page.cause
+    assert "make that call finish" in page.fix and "NCCL" not in page.cause + page.fix
 
 
 def test_the_timeout_calibrates_to_the_step_time_and_pauses_cover_checkpoints(tmp_path):

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from stethoscope.findings.remedies import HANG_WHERE
+
 COLLECTIVES = frozenset({
     "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter",
     "reduce_scatter_tensor", "broadcast", "broadcast_object_list", "barrier", "monitored_barrier", "reduce",
@@ -118,3 +120,12 @@ WHERE_TEXT = {
     "user_code": "user code",
     "unknown": "no Python frame",
 }
+
+
+def cause(where: dict[str, Any]) -> list[str]:
+    """The hang's probable cause as the stack shows it (the advice answers it with its fix), or none."""
+    remedy = HANG_WHERE.get(where.get("where", ""))
+    if remedy is None:
+        return []
+    at = f" at {where['file']}:{where['line']}" if where.get("file") else ""
+    return [f"{remedy.cause}: {where.get('call') or '?'}{at}"]

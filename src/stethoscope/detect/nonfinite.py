@@ -5,18 +5,31 @@ An incident opens at the first non-finite value and folds every later one in unt
 burst after that is a new incident); its follow-up (same key) gives the end step, the count
 and whether the run came back. A grad norm that was non-finite on a few steps while the loss stayed
 finite is the loss scaler skipping fp16 overflow steps: the follow-up lowers it to a warning.
+
+The opening names what the records before it show (`causes`, answered by the advice): an LR that rose
+in the last `_HISTORY` records, a loss or grad norm that grew, or neither (an LR held and a level kept:
+not an overshoot, a non-finite value entered at once), and the per-layer grad norms that went
+non-finite while others stayed finite.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+from collections import deque
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.findings.catalogue import resolve_steps
-from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, NAN_ITERS, Finding, StepRecord
+from stethoscope.findings.remedies import NAN_GREW, NAN_LR_ROSE, NAN_SUDDEN
+from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR, NAN_ITERS, Finding, StepRecord
 
 WATCHED = (LOSS, GRAD_NORM, EVAL_LOSS)
+_HISTORY = 50  # finite records before a NaN that tell an overshoot from a sudden non-finite value
+_MIN_HISTORY = 8
+_LR_ROSE, _LR_HELD = 1.2, 1.05  # LR before the NaN / its lowest in the window
+_GREW, _KEPT = 5.0, 2.0  # the last values before the NaN / their level (median of the window)
+_LAYER_PREFIX = GRAD_NORM + "/"
 
 
 class NonFiniteDetector:
@@ -30,6 +43,7 @@ class NonFiniteDetector:
         self._last_step: int | None = None
         quiet = self.config.nan_quiet_steps
         self._quiet_steps = quiet if quiet is not None else (resolve_steps("nan") or 1)
+        self._before: deque[tuple[float | None, float | None]] = deque(maxlen=_HISTORY)  # (lr, grad norm or loss)
 
     def update(self, record: StepRecord) -> list[Finding]:
         bad = self._bad_series(record)
@@ -37,6 +51,7 @@ class NonFiniteDetector:
         inc = self._open
         if bad:
             return self._on_bad(record, bad)
+        self._remember(record.values)
         if inc is None:
             return []
         if record.step - inc["last_bad"] >= self._quiet_steps or record.step < inc["start"]:
@@ -52,6 +67,10 @@ class NonFiniteDetector:
             return []
         recovered = inc.get("finite_since") is not None and inc["last_bad"] != self._last_step
         return [self._follow_up(inc, recovered=recovered, final=True)]
+
+    def _remember(self, values: dict[str, float]) -> None:
+        lr = values.get(LR)
+        self._before.append((lr if lr is not None and math.isfinite(lr) else None, _remember_value(values)))
 
     def _bad_series(self, record: StepRecord) -> list[str]:
         values = record.values
@@ -75,7 +94,9 @@ class NonFiniteDetector:
         self._open = {
             "start": record.step, "last_bad": record.step, "count": 1, "series": list(bad),
             "values": {b: _show(record.values.get(b)) for b in bad}, "finite_since": None,
+            "causes": _before_causes(list(self._before), record),
         }
+        self._before.clear()
         return [self._opening(self._open)]
 
     def _opening(self, inc: dict[str, Any]) -> Finding:
@@ -84,7 +105,8 @@ class NonFiniteDetector:
         if inc["series"] == [NAN_ITERS]:
             msg = f"the log counts NaN iterations in the interval ending at step {inc['start']}"
         ev = {"series": list(inc["series"]), "values": dict(inc["values"]), "count": inc["count"]}
-        return Finding("nan", "critical", inc["start"], msg, evidence=ev, source=self.name)
+        return Finding("nan", "critical", inc["start"], msg, evidence=ev, source=self.name,
+                       causes=list(inc.get("causes", [])))
 
     def _follow_up(self, inc: dict[str, Any], recovered: bool, final: bool = False) -> Finding:
         f = self._opening(inc)
@@ -107,6 +129,39 @@ class NonFiniteDetector:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._open = state.get("open")
         self._last_step = state.get("last_step")
+
+
+def _remember_value(values: dict[str, float]) -> float | None:
+    level = values.get(GRAD_NORM, values.get(LOSS))
+    return level if level is not None and math.isfinite(level) else None
+
+
+def _before_causes(before: list[tuple[float | None, float | None]], record: StepRecord) -> list[str]:
+    """What the finite records before the first non-finite one say about its cause (see the module docstring)."""
+    out = []
+    layers = sorted(n.removeprefix(_LAYER_PREFIX) for n, v in record.values.items()
+                    if n.startswith(_LAYER_PREFIX) and not math.isfinite(v))
+    finite_layers = [n for n, v in record.values.items() if n.startswith(_LAYER_PREFIX) and math.isfinite(v)]
+    if layers and finite_layers:
+        out.append(f"non-finite gradients first in {', '.join(layers[:3])} (other layers finite at step {record.step})")
+    lrs = [lr for lr, _ in before if lr is not None]
+    levels = [x for _, x in before if x is not None]
+    if len(lrs) < _MIN_HISTORY and len(levels) < _MIN_HISTORY:
+        return out
+    rise = lrs[-1] / min(lrs) if len(lrs) >= _MIN_HISTORY and min(lrs) > 0 else None
+    level = statistics.median(levels[:-3]) if len(levels) >= _MIN_HISTORY else None
+    last = max(levels[-3:]) if level is not None else None
+    grew = last / level if level and last is not None else None
+    if rise is not None and rise >= _LR_ROSE:
+        out.append(f"{NAN_LR_ROSE} {rise:.2g}x over the {len(lrs)} records before (to {lrs[-1]:.3g}): the update "
+                   "overshoots")
+    elif grew is not None and grew >= _GREW:
+        out.append(f"the grad norm (or loss) {NAN_GREW} value ({grew:.3g}x its level): an instability building up")
+    elif rise is not None and rise <= _LR_HELD and grew is not None and grew <= _KEPT:
+        out.append(f"the LR held at {lrs[-1]:.3g} and the grad norm (or loss) at its level up to the step before: "
+                   f"{NAN_SUDDEN} (that grows first) but a non-finite value entering at once (a weight or optimizer "
+                   "state, the batch, an op such as log/sqrt/division of 0)")
+    return out
 
 
 def _show(value: float | None) -> float | str | None:

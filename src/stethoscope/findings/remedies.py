@@ -256,6 +256,32 @@ _WEIGHTS = _r("the first optimizer update wrecked already-trained weights: a che
               "evaluate the loaded model before any update (its loss must match the first logged one), then check "
               "the conversion: dtypes, tied weights, the optimizer state you load (try without it)")
 
+# Where a hung main thread waits (detect/hang.py): the cause the watchdog names, and its fix.
+HANG_WHERE: dict[str, Remedy] = {
+    "collective": _r("the main thread waits in a collective for a rank that has not arrived (a rank died, is stuck "
+                     "or took another code path)",
+                     "find the rank not in it (`stethoscope probe --all RUN backtrace`); set the process-group "
+                     "timeout so a hang fails fast"),
+    "data_loader": _r("the main thread waits for the next batch: a DataLoader worker is stuck or dead, or its "
+                      "storage stalls", "py-spy dump the main process and its workers; retry with num_workers=0 to "
+                                        "confirm; check the storage the dataset reads"),
+    "file_io": _r("the main thread waits on file I/O (a checkpoint save or load, a slow or full file system)",
+                  "check the file system (free space, latency); save checkpoints asynchronously or less often"),
+    "gc": _r("the main thread is in a long garbage collection", "gc.freeze() after setup, then gc.disable() and a "
+                                                                "gc.collect() every N steps"),
+    "compile": _r("the main thread is compiling (torch.compile recompiling, often for new shapes)",
+                  "TORCH_LOGS=recompiles shows why; pad to fixed shapes or mark the dynamic dimensions"),
+    "device_sync": _r("the main thread waits for the device in a host sync (a kernel or a device-side collective "
+                      "that does not finish)", "py-spy dump for the call; rerun with CUDA_LAUNCH_BLOCKING=1 to find "
+                                               "the kernel; nvidia-smi for a stuck GPU"),
+    "user_code": _r("the main thread is busy or blocked in the training script's own code (a sleep, a lock, a "
+                    "loop that does not end, a call to a slow service)",
+                    "read the line named (`stethoscope probe RUN backtrace`, py-spy dump --locals) and make that "
+                    "call finish or time out"),
+}
+# What the data says came before a NaN (detect/nonfinite.py names it): the markers its causes contain.
+NAN_SUDDEN, NAN_LR_ROSE, NAN_GREW = "not an LR overshoot", "the LR rose", "grew before the first non-finite"
+
 CONDITIONAL: tuple[Conditional, ...] = (
     Conditional("divergence", f"context:{FIRST_UPDATE}", _WEIGHTS, first=True),
     Conditional("loss_spike", f"context:{FIRST_UPDATE}", _WEIGHTS, first=True),
@@ -287,6 +313,15 @@ CONDITIONAL: tuple[Conditional, ...] = (
                        "weights")),
     Conditional("nan", "context:fp16", _r("this run uses fp16 loss scaling: overflows are the usual source",
                                           "bf16 avoids the overflow entirely (A100/H100)", CPU)),
+    Conditional("nan", NAN_SUDDEN, _r("", "find what went non-finite first: Monitor(debug_nonfinite=True) reruns "
+                                          "the step's batch through stethoscope.debug.locate_nonfinite (it names the "
+                                          "module); check weights and optimizer state; roll back")),
+    Conditional("nan", NAN_LR_ROSE, _r("", "roll back to the last good checkpoint (before the first NaN) and resume "
+                                           "with a lower peak LR or a longer warm-up", LR_TINY,
+                                       stance=CHANGE_SCHEDULE)),
+    Conditional("nan", NAN_GREW, _r("", "roll back to before the first NaN, clip gradients (max_norm=1.0) and lower "
+                                        "the LR", LR_TINY)),
+    *(Conditional("hang", r.cause, _r("", r.fix)) for r in HANG_WHERE.values()),
     Conditional("grad_explosion", "context:fp16", _r("the run uses fp16 loss scaling: overflows feed the explosion",
                                                      "prefer bf16", CPU)),
     Conditional("nan", "loss scaler", _r("fp16 overflow steps skipped by the loss scaler (harmless when rare)",

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from stethoscope.detect.hang import WHERE_TEXT, classify
+from stethoscope.detect.hang import WHERE_TEXT, cause, classify
 from stethoscope.probe import stacks
 from stethoscope.probe.config import ProbeConfig
 from stethoscope.records import Finding
@@ -139,7 +139,8 @@ class Watchdog:
         message = (f"rank {self.rank}: no step completed for {stalled:.0f} s {after} (timeout {timeout:.0f} s); "
                    f"the main thread waits in {WHERE_TEXT.get(where['where'], where['where'])}: "
                    f"{where['call']}{at}")
-        self._on_finding(Finding("hang", "critical", step, message, evidence=dict(self.hang), source="watchdog"))
+        self._on_finding(Finding("hang", "critical", step, message, evidence=dict(self.hang), source="watchdog",
+                                 causes=cause(where)))
 
     def _resolve(self, now: float) -> None:
         hang, self.hang = self.hang, None
@@ -151,7 +152,7 @@ class Watchdog:
                    f"progress (it waited in {WHERE_TEXT.get(hang['where'], hang['where'])})")
         evidence = dict(hang, recovered=True, hung_s=round(hung_s, 3))
         self._on_finding(Finding("hang", "critical", hang["last_step"], message, end_step=step, evidence=evidence,
-                                 source="watchdog"))
+                                 source="watchdog", causes=cause(hang)))
 
     def _arm_faulthandler(self) -> None:
         if self._fault_file is not None:
