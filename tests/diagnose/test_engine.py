@@ -33,7 +33,7 @@ def _run(n=2000, seed=0, every=1, fault=None, eval_every=None, path="run.json"):
 def test_to_dict_has_exactly_the_documented_keys():
     d = diagnose_run(_run(fault="spike"))
     out = d.to_dict()
-    assert set(out) == {"path", "format", "steps", "last_step", "findings", "classification"}
+    assert set(out) == {"path", "format", "steps", "last_step", "label", "findings", "classification"}
     assert out["steps"] == 2000 and out["format"] == "synthetic"
     for f in out["findings"]:
         assert set(f) == {"type", "severity", "step", "end_step", "message", "evidence", "causes", "fixes", "symptoms"}

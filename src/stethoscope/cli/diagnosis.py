@@ -79,10 +79,16 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
     printed. Returns the exit status."""
     from stethoscope.diagnose.engine import diagnose_run
     from stethoscope.diagnose.sources import RUN_FORMAT, load
+    from stethoscope.diagnose.stored import run_incidents
+    from stethoscope.store.query import is_run, open_run
 
     results, failed = [], []
     for path in paths:
         try:
+            if is_run(Path(path)):  # a stored run: the incidents every view prints (diagnose/stored.py)
+                with _status(path, "diagnosing"), open_run(path) as reader:
+                    results.append(read_input(lambda _: run_incidents(reader, rank, config), path))
+                continue
             with _status(path, "reading"):
                 runs = _with_steps(read_input(load, path, rank), RUN_FORMAT)
         except UsageError as exc:
@@ -99,8 +105,6 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
             _warn(run)
             with _status(path, "diagnosing"):
                 results.append(diagnose_run(run, config))
-            if run.format == RUN_FORMAT or run.meta.get("source_format"):
-                _attach_batches(path, rank, results[-1].findings)
     if as_json:
         dicts = [_json(d, min_severity) for d in results]
         click.echo(render.to_json(dicts[0] if len(dicts) == 1 and len(paths) == 1 else dicts))
@@ -123,12 +127,13 @@ def _json(d: Any, min_severity: str | None) -> dict[str, Any]:
 
 
 def _header(d: Any) -> Text:
-    """`PATH  (format, last step N, M steps logged)  curve: …`, the path as plain text (never markup)."""
+    """`PATH  (format, last step N, M steps logged)  run: …` (the word agrees with the verdict below it), the
+    path as plain text (never markup)."""
     head = Text()
     head.append(d.path, style="bold")
     last = f"last step {d.last_step:,}, " if getattr(d, "last_step", None) is not None else ""
-    head.append(f"  ({d.format}, {last}{d.steps:,} steps logged)  curve: ")
-    head.append(_classification_text(d.classification), style="bold")
+    head.append(f"  ({d.format}, {last}{d.steps:,} steps logged)  run: ")
+    head.append(d.label, style="bold")
     return head
 
 
@@ -181,20 +186,6 @@ def _warn(run: ImportedRun, limit: int = 10) -> None:
         click.echo(f"stethoscope: warning: {w}", err=True)
     if len(run.warnings) > limit:
         click.echo(f"stethoscope: warning: … and {len(run.warnings) - limit} more in {run.path}", err=True)
-
-
-def _attach_batches(path: str, rank: int | None, findings: list[Any]) -> None:
-    from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
-    from stethoscope.store.query import open_run
-
-    with open_run(path) as reader:
-        attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0] if rank is None else rank))
-
-
-def _classification_text(c: Any) -> str:
-    if isinstance(c, dict):
-        return str(c.get("label") or c.get("class") or c.get("type") or c)
-    return str(c)
 
 
 def explain_source(source: str, as_json: bool, fail_on: str) -> int:
@@ -267,7 +258,6 @@ def report_input(run: ImportedRun, findings: list[Any]) -> Any:
 
 
 def write_report(path: str, out: str, rank: int | None, config: DetectConfig | None = None) -> Path:
-    from stethoscope.diagnose.engine import diagnose_run
     from stethoscope.report.html import render_report
     from stethoscope.diagnose.sources import load
 
@@ -276,21 +266,32 @@ def write_report(path: str, out: str, rank: int | None, config: DetectConfig | N
         raise UsageError(f"{path}: holds {len(runs)} logs; give one file (or `stethoscope import` them first)")
     run = runs[0]
     _warn(run)
-    html = render_report(report_input(run, diagnose_run(run, config).findings))
+    html = render_report(report_input(run, _incidents(path, run, rank, config).findings))
     target = Path(out)
     target.write_text(html, encoding="utf-8")
     return target
 
 
-def write_compare(paths: tuple[str, ...], out: str, config: DetectConfig | None = None) -> tuple[Path, list[Any]]:
+def _incidents(path: str, run: ImportedRun, rank: int | None, config: DetectConfig | None) -> Any:
+    """What every view shows of `run` (read from `path`): a stored run's `run_incidents`, a log's diagnosis."""
     from stethoscope.diagnose.engine import diagnose_run
+    from stethoscope.diagnose.stored import run_incidents
+    from stethoscope.store.query import is_run, open_run
+
+    if not is_run(Path(path)):
+        return diagnose_run(run, config)
+    with open_run(path) as reader:
+        return read_input(lambda _: run_incidents(reader, rank, config), path)
+
+
+def write_compare(paths: tuple[str, ...], out: str, config: DetectConfig | None = None) -> tuple[Path, list[Any]]:
     from stethoscope.report.html import render_compare
     from stethoscope.diagnose.sources import load
 
     inputs = []
     for path in paths:
         for run in read_input(load, path):
-            inputs.append(report_input(run, diagnose_run(run, config).findings))
+            inputs.append(report_input(run, _incidents(path, run, None, config).findings))
     if len(inputs) < 2:
         raise UsageError("compare needs at least two runs")
     target = Path(out)

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stethoscope.cli import render
+from stethoscope.records import SEVERITIES
 
 EXIT_STATUS = """\b
 Exit status: 0 fine (also after Ctrl-C), 2 usage or input error (one line on stderr)."""
@@ -43,23 +44,24 @@ def watch(run: str, rank: int | None, interval: float, once: bool, n_findings: i
 
     console = render.console()
     width = _spark_width(console.width)
+    incidents = Incidents(run, rank, n_findings)
     if once:
-        console.print(frame(read(run, rank, width, n_findings), seen=None))
+        console.print(frame(incidents.fill(read(run, rank, width, n_findings)), seen=None))
         return
     from rich.live import Live
 
-    seen: set[int] | None = None
+    seen: set[str] | None = None
     try:
         if not console.is_terminal:  # a pipe or a log file: rich's Live would print only at the end
             while True:
-                snap = read(run, rank, width, n_findings)
+                snap = incidents.fill(read(run, rank, width, n_findings))
                 console.print(frame(snap, seen))
                 console.file.flush()
                 seen = (seen or set()) | {f["id"] for f in snap.findings}
                 time.sleep(interval)
         with Live(console=console, auto_refresh=False, screen=False, transient=False) as live:
             while True:
-                snap = read(run, rank, width, n_findings)
+                snap = incidents.fill(read(run, rank, width, n_findings))
                 live.update(frame(snap, seen), refresh=True)
                 seen = (seen or set()) | {f["id"] for f in snap.findings}
                 time.sleep(interval)
@@ -67,11 +69,46 @@ def watch(run: str, rank: int | None, interval: float, once: bool, n_findings: i
         return  # leaving is what Ctrl-C asks for: no error, no traceback
 
 
+class Incidents:
+    """The findings a frame lists: the run's incidents as every other view computes them
+    (`diagnose.stored.run_incidents`), computed again when the run has moved on, at most once per ten times
+    what the last computation took (a long run's diagnosis never makes the view lag)."""
+
+    def __init__(self, run: str, rank: int | None, n: int) -> None:
+        self.run, self.rank, self.n = run, rank, n
+        self._basis: tuple[Any, ...] | None = None
+        self._found: list[Any] = []
+        self._next = 0.0
+
+    def fill(self, snap: Any) -> Any:
+        """`snap` with its findings (the `n` most severe) and counts replaced by the run's incidents."""
+        from stethoscope.findings.incidents import finding_key
+
+        basis = (snap.last_step, tuple(sorted(snap.counts.items())), snap.status)
+        if basis != self._basis and time.monotonic() >= self._next:
+            t0 = time.monotonic()
+            self._found, self._basis = self._compute(), basis
+            self._next = time.monotonic() + 9 * (time.monotonic() - t0)
+        snap.findings = [{"id": finding_key(f), "step": f.step, "time": None, "type": f.type, "severity": f.severity,
+                          "source": f.source, "message": f.message} for f in self._found[:self.n]]
+        snap.counts = {}
+        for f in self._found:
+            snap.counts[f.severity] = snap.counts.get(f.severity, 0) + 1
+        return snap
+
+    def _compute(self) -> list[Any]:
+        from stethoscope.diagnose.stored import run_incidents
+        from stethoscope.store.query import open_run
+
+        with open_run(self.run) as reader:
+            return run_incidents(reader, self.rank).findings
+
+
 def _spark_width(columns: int) -> int:
     return max(10, min(120, columns - 60))
 
 
-def frame(snap: Any, seen: set[int] | None) -> Group:
+def frame(snap: Any, seen: set[str] | None) -> Group:
     """One screen: header, curves, rates, findings (new ones since the previous frame marked)."""
     return Group(_header(snap), _ranks(snap), _curves(snap), _rates(snap), _findings(snap, seen))
 
@@ -147,8 +184,9 @@ def _rates(snap: Any) -> Text:
     return text
 
 
-def _findings(snap: Any, seen: set[int] | None) -> Table:
-    counts = ", ".join(f"{n} {sev}" for sev, n in sorted(snap.counts.items())) or "none yet"
+def _findings(snap: Any, seen: set[str] | None) -> Table:
+    counts = ", ".join(f"{snap.counts[sev]} {sev}" for sev in reversed(SEVERITIES) if snap.counts.get(sev))
+    counts = counts or "none yet"
     table = Table(title=f"findings ({counts})", title_justify="left", box=None, pad_edge=False, header_style="dim")
     for col in ("", "step", "severity", "type", "message"):
         table.add_column(col, no_wrap=col != "message")

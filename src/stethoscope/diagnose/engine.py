@@ -27,7 +27,8 @@ from stethoscope.diagnose.curves import classify_run
 from stethoscope.diagnose.knowledge import advise, reconcile
 from stethoscope.diagnose.table import Table
 from stethoscope.explain import explain_text
-from stethoscope.findings.pipeline import finalise, settle
+from stethoscope.findings.incidents import with_rollbacks
+from stethoscope.findings.pipeline import combine, finalise, settle
 from stethoscope.importers.base import Columns, ImportedRun, LogLine
 from stethoscope.importers.table import gc_paused
 from stethoscope.records import (
@@ -62,14 +63,19 @@ class Diagnosis:
     last_step: int | None = None  # `steps` counts the logged steps; a run logging every 10th of 2,000 has 200
 
     def to_dict(self) -> dict[str, Any]:
-        """The `--json` shape: path, format, steps (logged), last_step, findings (type, severity, step, end_step, message,
-        evidence, causes, fixes, symptoms) and classification."""
+        """The `--json` shape: path, format, steps (logged), last_step, label (`verdicts.run_label`), findings
+        (type, severity, step, end_step, message, evidence, causes, fixes, symptoms) and classification."""
         findings = []
         for f in self.findings:
             d = f.to_dict()
             findings.append({k: d[k] for k in _FINDING_KEYS})
         return {"path": self.path, "format": self.format, "steps": self.steps, "last_step": self.last_step,
-                "findings": findings, "classification": json_safe(self.classification)}
+                "label": self.label, "findings": findings, "classification": json_safe(self.classification)}
+
+    @property
+    def label(self) -> str:
+        """The run in a word or two, agreeing with its verdict (`verdicts.run_label`)."""
+        return verdicts.run_label(self.findings, self.classification)
 
 
 def diagnose_run(imported: ImportedRun, config: DetectConfig | None = None) -> Diagnosis:
@@ -78,18 +84,25 @@ def diagnose_run(imported: ImportedRun, config: DetectConfig | None = None) -> D
         return _diagnose(imported, config)
 
 
-def conclude_run(imported: ImportedRun, found: list[Finding], config: DetectConfig | None = None) -> Diagnosis:
-    """`diagnose_run` for findings already made (those the live detectors recorded in a run's store: the same
-    detectors, so no replay): the same merge, verdicts, advice and ranking."""
+def conclude_run(imported: ImportedRun, recorded: list[Finding], config: DetectConfig | None = None,
+                 rollbacks: list[tuple[int | None, dict[str, Any]]] | None = None) -> Diagnosis:
+    """`diagnose_run` for a stored run: what its live detectors recorded (`recorded`) combined with a replay of
+    its kept metrics (`findings.pipeline.combine`), the incidents that made it roll back marked
+    (`rollbacks`: the recovery's records), then the same verdicts, advice and ranking."""
     with gc_paused():
-        return _diagnose(imported, config, found)
+        return _diagnose(imported, config, recorded, rollbacks or [])
 
 
-def _diagnose(imported: ImportedRun, config: DetectConfig | None, found: list[Finding] | None = None) -> Diagnosis:
+def _diagnose(imported: ImportedRun, config: DetectConfig | None, recorded: list[Finding] | None = None,
+              rollbacks: list[tuple[int | None, dict[str, Any]]] | None = None) -> Diagnosis:
     table = Table.from_columns(imported.columns)
     cfg = _config(imported.meta, config)
     context = _context(table, imported.meta)
-    findings = _replay(table.records(table.replay_rows(cfg)), cfg) if found is None else merge_findings(found)
+    findings = _replay(table.records(table.replay_rows(cfg)), cfg)
+    if recorded:
+        findings = combine(recorded, findings, cfg.lead_steps)
+    if rollbacks:
+        findings = with_rollbacks(findings, rollbacks)
     context["since"] = max((f.step for f in findings if f.evidence.get("reset") and f.step is not None), default=None)
     findings += _ga_artifact(table, context)
     classification = _classification(table, cfg, context)

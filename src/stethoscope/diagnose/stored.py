@@ -1,42 +1,81 @@
-"""The findings of a stored run, as `diagnose`, `show`, the dashboard and the demo report them: an
-imported log diagnosed again, a recorded run's live findings through the same pipeline."""
+"""The one truth about a run: `run_incidents` computes its incidents once, and every view renders that result
+(`show`, `runs`, `diagnose`, `compare`, `report`, `watch`, the dashboard, the demo). A stored run's findings
+are what its live detectors recorded combined with a replay of its kept metrics (the recorded word wins,
+`findings.pipeline.combine`); an imported log has no recorded findings and is diagnosed by the replay alone;
+the incidents a rollback abandoned are kept and say so, with the rollback they caused."""
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from stethoscope.records import Finding
-from stethoscope.store.query import RunReader
+from stethoscope.store.query import RunReader, is_run, open_run
+
+if TYPE_CHECKING:
+    from stethoscope.detect.config import DetectConfig
+    from stethoscope.diagnose.engine import Diagnosis
+
+
+def run_incidents(reader: RunReader, rank: int | None = None, config: DetectConfig | None = None) -> Diagnosis:
+    """The incidents of one rank (the lowest by default) of a stored run, live, finished, rolled back or
+    imported: findings ranked by severity then step (causes, fixes and stored batch ids attached), verdicts
+    and the curve's class."""
+    from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
+    from stethoscope.diagnose.engine import conclude_run
+    from stethoscope.diagnose.sources import from_store
+
+    run = from_store(reader, rank)
+    rank = reader.ranks[0] if rank is None else rank
+    d = conclude_run(run, recorded_findings(reader, rank), config, _rollbacks(reader, rank))
+    attach_batch_ids(d.findings, store_lookup(reader.query, rank))
+    return d
+
+
+def incidents_at(path: str | os.PathLike[str], rank: int | None = None,
+                 config: DetectConfig | None = None) -> list[Diagnosis]:
+    """`run_incidents` of a run directory, or the diagnosis of every log a foreign file or folder holds."""
+    from stethoscope.diagnose.engine import diagnose_run
+    from stethoscope.diagnose.sources import load
+
+    if is_run(Path(path)):
+        with open_run(path) as reader:
+            return [run_incidents(reader, rank, config)]
+    return [diagnose_run(run, config) for run in load(path, rank)]
 
 
 def run_findings(reader: RunReader) -> list[Finding]:
-    """What `stethoscope diagnose` says about this run, with the stored batch ids attached: an imported log
-    is diagnosed by the same call; a recorded run keeps what its live detectors found (the same detectors,
-    no replay of a long run) and gets the same merge, run-level verdicts, advice and ranking."""
-    from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
-    from stethoscope.diagnose.engine import conclude_run, diagnose_run
-    from stethoscope.diagnose.sources import from_store
-
-    run = from_store(reader)
-    if run.meta.get("source_format"):
-        findings = diagnose_run(run).findings
-    else:
-        findings = conclude_run(run, _recorded(reader)).findings
-    attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0]))
-    return findings
+    """The findings of `run_incidents` (the lowest rank)."""
+    return run_incidents(reader).findings
 
 
-def _recorded(reader: RunReader) -> list[Finding]:
-    """The live findings; those of steps a rollback abandoned say so (`findings.superseded`)."""
+def recorded_findings(reader: RunReader, rank: int | None = None) -> list[Finding]:
+    """What the live detectors recorded, every row in order (follow-ups unmerged); those of steps a rollback
+    abandoned say so (`findings.superseded`)."""
     from stethoscope.findings.superseded import mark_abandoned
 
-    _, rows = reader.query("SELECT id, data FROM findings WHERE rank = ? AND data IS NOT NULL ORDER BY id",
-                           (reader.ranks[0],))
-    ranges = reader.superseded()
-    if not ranges:
-        return _parsed([(d,) for _, d in rows])
+    rank = reader.ranks[0] if rank is None else rank
+    _, rows = reader.query("SELECT id, data FROM findings WHERE rank = ? AND data IS NOT NULL ORDER BY id", (rank,))
     found = [(i, f) for i, d in rows for f in _parsed([(d,)])]
-    return mark_abandoned(found, ranges)
+    ranges = reader.superseded(rank)
+    return mark_abandoned(found, ranges) if ranges else [f for _, f in found]
+
+
+def _rollbacks(reader: RunReader, rank: int) -> list[tuple[int | None, dict[str, Any]]]:
+    """The recovery's records (rollback, recovered, gave_up), in order."""
+    _, rows = reader.query("SELECT step, data FROM events WHERE rank = ? AND kind = 'recovery' AND data IS NOT NULL "
+                           "ORDER BY id", (rank,))
+    out = []
+    for step, data in rows:
+        try:
+            d = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(d, dict):
+            out.append((step, d))
+    return out
 
 
 def _parsed(rows: list[tuple[str]]) -> list[Finding]:
@@ -52,13 +91,13 @@ def _parsed(rows: list[tuple[str]]) -> list[Finding]:
 
 
 def live_findings(reader: RunReader) -> list[Finding]:
-    """The findings the live detectors recorded in the store (the Monitor's thresholds), through the same
-    pipeline, most severe first. `show` prints `run_findings` instead: what `diagnose` says."""
+    """Only what the live detectors recorded (with the run's own thresholds, or none when detection was
+    off), through the same pipeline: the recorded input of `run_incidents`, for tests of live detection.
+    Views print `run_incidents`."""
     from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
     from stethoscope.diagnose.knowledge import advise
     from stethoscope.findings.pipeline import finalise, ranked
 
-    _, rows = reader.query("SELECT data FROM findings WHERE data IS NOT NULL ORDER BY id")
-    findings = finalise(_parsed(rows))
+    findings = finalise(recorded_findings(reader))
     attach_batch_ids(findings, store_lookup(reader.query, reader.ranks[0]))  # before advice: it names a bad batch
     return ranked([advise(f) for f in findings])

@@ -83,3 +83,23 @@ def healthy(findings: list[Finding], series: dict[str, tuple[np.ndarray, np.ndar
 
 def _num(x: Any) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+_PROBLEM_CURVES = frozenset({"explosion", "divergence", "cliff", "overfitting", "plateau_high", "sawtooth"})
+
+
+def run_label(findings: list[Finding], classification: dict[str, Any]) -> str:
+    """The one word for the run that the header prints, agreeing with the verdict below it: the curve's
+    `underfitting` (still falling at the end: train longer) reads "still improving" unless the underfitting
+    verdict (not learning) was given; a healthy verdict names the run healthy, with the curve's shape."""
+    curve = str(classification.get("label") or "-")
+    verdict = next((f.type for f in findings if f.evidence.get("verdict") and f.type in ("underfitting", "healthy")),
+                   None)
+    if verdict == "underfitting":
+        return "underfitting (not learning)"
+    shape = "still improving" if curve == "underfitting" else curve
+    if verdict != "healthy":
+        return shape
+    if curve in ("healthy", "-", "too_short"):
+        return "healthy"
+    return f"healthy (curve: {shape})" if curve in _PROBLEM_CURVES else f"healthy, {shape}"

@@ -215,3 +215,50 @@ class IncidentBook:
             self.incidents[inc.key] = inc
         self._recent = deque((Finding.from_dict(f) for f in state.get("recent", [])), maxlen=_RECENT)
         self._folded = deque(state.get("folded", []), maxlen=_KEPT)
+
+
+def with_rollbacks(findings: list[Finding], actions: list[tuple[int | None, dict[str, Any]]]) -> list[Finding]:
+    """The incidents that made the run roll back, saying so: `actions` are the recovery's records (step, data)
+    in order (`rollback`: its number, onset, type, restored step, skipped batches, LR factor; `recovered`;
+    `gave_up`). An incident the findings lack (its finding was not recorded) is added from the rollback's
+    own reason, so a run that rolled back never reads as clean."""
+    from stethoscope.findings.catalogue import CATALOGUE
+
+    out = list(findings)
+    for step, d in actions:
+        if d.get("action") != "rollback" or not isinstance(d.get("onset"), int):
+            continue
+        i = next((i for i, f in enumerate(out) if f.step == d["onset"] and f.type == d.get("type")
+                  and not f.evidence.get("withdrawn")), None)
+        if i is None:
+            if d.get("type") not in CATALOGUE:
+                continue
+            out.append(Finding(str(d["type"]), "warning", d["onset"], str(d.get("reason") or "the run rolled back"),
+                               source="recovery"))
+            i = len(out) - 1
+        out[i] = _rolled_back(out[i], d, [a for s, a in actions if a.get("rollback") == d.get("rollback")
+                                          and a.get("action") in ("recovered", "gave_up")], step)
+    return out
+
+
+def _rolled_back(f: Finding, d: dict[str, Any], outcomes: list[dict[str, Any]], step: int | None) -> Finding:
+    n = d.get("rollback")
+    base = f.message.split("; rolled back to step")[0] if f.evidence.get("rolled_back") == n else f.message
+    skip = d.get("skip")
+    what = [f"batches {skip[0]}-{skip[1]} skipped"] if isinstance(skip, list) and len(skip) == 2 else []
+    if isinstance(d.get("lr_factor"), (int, float)):
+        what.append(f"LR x{d['lr_factor']:.3g}")
+    msg = f"{base}; the run rolled back to step {d.get('restored')} because of it (rollback {n} at step {step}" + \
+        (f": {', '.join(what)})" if what else ")")
+    ev = {**f.evidence, "rollback": n, "rolled_back": n, "rolled_back_to": d.get("restored"), "rollback_step": step}
+    end = f.end_step if f.end_step is not None else step
+    for o in outcomes[-1:]:
+        if o.get("action") == "recovered":
+            ev["rollback_outcome"] = "recovered"
+            loss, before = o.get("loss"), o.get("level_before")
+            msg += "; recovered" + (f" (loss {loss:.4g}, {before:.4g} before the incident)"
+                                    if isinstance(loss, float) and isinstance(before, float) else "")
+        else:
+            ev["rollback_outcome"] = "gave_up"
+            msg += f"; recovery gave up: {o.get('reason') or 'no more rollbacks'}"
+    return dataclasses.replace(f, message=msg, evidence=ev, end_step=end)

@@ -1,7 +1,8 @@
 """The one findings pipeline: what the detectors said, settled into what a person reads.
 
-Live detection (`stethoscope show` reads what the Monitor recorded), `diagnose` on any log, the report
-and, later, alerts all go through `finalise`: follow-ups merged (the last word per finding wins,
+`diagnose.stored.run_incidents` (what `show`, `diagnose`, `compare`, `watch`, `report` and the dashboard
+print) and `diagnose_run` on a foreign log go through `combine` (recorded and replayed findings) and
+`finalise`: follow-ups merged (the last word per finding wins,
 escalations replace what they escalated), withdrawn claims and transient slowdowns dropped (they were
 live-only news), one-step grad-norm blips folded into one note, causes linked across findings (an
 instability right after an LR jump names it), advice applied, most severe first.
@@ -13,7 +14,8 @@ import math
 from collections.abc import Callable, Iterable
 
 from stethoscope.findings.catalogue import ESCALATIONS
-from stethoscope.findings.incidents import finding_key
+from stethoscope.findings.catalogue import is_root
+from stethoscope.findings.incidents import Incident, finding_key
 from stethoscope.findings.links import link_causes
 from stethoscope.records import Finding, severity_rank
 
@@ -31,6 +33,35 @@ def merge_findings(findings: Iterable[Finding]) -> list[Finding]:
         if lower is not None:
             merged.pop(f"{f.source}|{lower}|{f.step}", None)
     return list(merged.values())
+
+
+def combine(recorded: Iterable[Finding], replayed: Iterable[Finding], lead_steps: int = 50) -> list[Finding]:
+    """A stored run's findings from its two sources: what its live detectors recorded (they saw every step,
+    the ones a rollback abandoned too, with the run's own thresholds) and what a replay of its kept metrics
+    finds. The recorded word wins; a replayed finding is added only where none speaks for it: no recorded
+    finding of its type within `lead_steps` of its span (the same event, seen by detectors with another
+    history: the live ones saw the steps a rollback abandoned), no recorded incident that owns it."""
+    kept = merge_findings(recorded)
+    roots = [Incident(finding_key(f), f.type, f.step, f.severity, open=f.end_step is None, end_step=f.end_step)
+             for f in kept if is_root(f.type) and f.step is not None and not f.evidence.get("withdrawn")]
+    spans = [(f.type, *_span(f)) for f in kept if f.step is not None]
+    keys = {finding_key(f) for f in kept}
+    out = list(kept)
+    for f in merge_findings(replayed):
+        if finding_key(f) in keys or any(r.covers(f, lead_steps) for r in roots):
+            continue
+        lo, hi = _span(f)
+        if f.step is not None and any(t == f.type and a - lead_steps <= hi and lo <= b + lead_steps
+                                      for t, a, b in spans):
+            continue
+        out.append(f)
+    return out
+
+
+def _span(f: Finding) -> tuple[float, float]:
+    if f.step is None:
+        return -math.inf, math.inf
+    return f.step, f.end_step if f.end_step is not None and f.end_step >= f.step else f.step
 
 
 def settle(found: Iterable[Finding]) -> list[Finding]:

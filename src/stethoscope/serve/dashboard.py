@@ -63,7 +63,8 @@ class App:
         self._list = runs if callable(runs) else (lambda paths=[Path(p) for p in runs]: paths)
         self.poll_ms = poll_ms
         self._lock = threading.Lock()
-        self._findings: dict[str, tuple[Any, list[Finding]]] = {}  # run key -> (what it was computed from, findings)
+        # run key -> (what the findings were computed from, the findings, not computed again before this time)
+        self._findings: dict[str, tuple[Any, list[Finding], float]] = {}
         self._static: dict[str, bytes] = {}
         self._shared: dict[str, _Shared] = {}
 
@@ -155,25 +156,29 @@ class App:
     def _listed(self, key: str, path: Path) -> dict[str, Any]:
         try:
             with self._reader(key, path) as reader:
-                return {"key": key, "path": str(path), **_light_summary(reader)}
+                found = self.findings(key, reader)
+                return {"key": key, "path": str(path), **_light_summary(reader),
+                        "findings": {sev: sum(f.severity == sev for f in found) for sev in SEVERITIES}}
         except StethoscopeError as exc:
             return {"key": key, "path": str(path), "status": f"unreadable: {exc}"}
 
     def findings(self, key: str, reader: RunReader) -> list[Finding]:
-        """What `stethoscope show` lists: a recorded run's live findings through the findings pipeline (causes
-        and fixes applied); an imported log diagnosed like `stethoscope diagnose` (once: it does not change)."""
-        from stethoscope.diagnose.stored import live_findings, run_findings
+        """The run's incidents as every view shows them (`diagnose.stored.run_incidents`), computed again when
+        the run has moved on (new findings, steps or status), at most once per ten times the last computation
+        took; an imported log's once (it does not change)."""
+        from stethoscope.diagnose.stored import run_incidents
 
-        imported = bool(reader.meta().get("source_format"))
+        meta = reader.meta()
         _, rows = reader.query("SELECT COUNT(*), MAX(id) FROM findings")
-        basis = ("imported",) if imported else tuple(rows[0])
+        basis = ("imported",) if meta.get("source_format") else (*rows[0], data.last_step(reader), meta.get("status"))
         with self._lock:
             cached = self._findings.get(key)
-        if cached is not None and cached[0] == basis:
+        if cached is not None and (cached[0] == basis or time.monotonic() < cached[2]):
             return cached[1]
-        found = run_findings(reader) if imported else live_findings(reader)
+        t0 = time.monotonic()
+        found = run_incidents(reader).findings
         with self._lock:
-            self._findings[key] = (basis, found)
+            self._findings[key] = (basis, found, time.monotonic() + 9 * (time.monotonic() - t0))
         return found
 
     # -- files ----------------------------------------------------------------------------------
@@ -237,14 +242,11 @@ def _int(q: Mapping[str, Sequence[str]], name: str) -> int | None:
 
 
 def _light_summary(reader: RunReader) -> dict[str, Any]:
-    """The runs list's row: cheap on any size of run (one primary-key probe per series, no scan)."""
+    """The runs list's row but its findings: cheap on any size of run (one primary-key probe per series)."""
     meta = reader.meta()
-    _, counts = reader.query("SELECT severity, COUNT(*) FROM findings GROUP BY severity")
-    by = dict(counts)
     status = _meta_value(meta.get("status"))
     return {"status": status if isinstance(status, str) else "", "ranks": len(reader.ranks),
-            "last_step": data.last_step(reader), "name": reader.path.name,
-            "findings": {sev: by.get(sev, 0) for sev in SEVERITIES}}
+            "last_step": data.last_step(reader), "name": reader.path.name}
 
 
 def _meta_value(raw: str | None) -> Any:

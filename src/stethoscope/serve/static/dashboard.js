@@ -31,6 +31,7 @@
   function status(text) { document.getElementById('sd-status').textContent = text; }
   function fmt(v) {
     if (v === null || v === undefined) { return '–'; }
+    if (typeof v === 'number' && Number.isInteger(v) && Math.abs(v) < 1e15) { return v.toLocaleString('en-US'); }  // a step
     if (typeof v === 'number') { return Math.abs(v) >= 1e5 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(3) : String(+v.toPrecision(5)); }
     return String(v);
   }
