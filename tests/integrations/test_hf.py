@@ -13,8 +13,11 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
+import stethoscope  # noqa: E402
 from stethoscope.integrations.hf import STATE_FILE, StethoscopeCallback  # noqa: E402
 from stethoscope.store.query import open_run  # noqa: E402
+
+torch.set_num_threads(1)
 
 SEQ, BATCH, VOCAB = 16, 4, 64
 
@@ -33,9 +36,27 @@ class Tokens(torch.utils.data.Dataset):
         return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
 
+class NanAfter(transformers.TrainerCallback):
+    """A fault: after the optimizer step of `step`, a weight every token goes through turns NaN."""
+
+    def __init__(self, step: int) -> None:
+        self.step, self.done = step, False
+
+    def on_step_end(self, args, state, control, model=None, **kw):
+        if state.global_step == self.step and not self.done:
+            self.done = True
+            with torch.no_grad():
+                model.transformer.ln_f.weight[0] = float("nan")
+
+
+def _run(out: Path) -> Path:
+    (run,) = (out / "stethoscope").iterdir()  # one run, named after the output folder (or run_name)
+    return run
+
+
 def _trainer(out: Path, callback, max_steps: int, **args) -> transformers.Trainer:
     torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=SEQ)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=SEQ)
     model = transformers.GPT2LMHeadModel(config)
     options = dict(output_dir=str(out), max_steps=max_steps, per_device_train_batch_size=BATCH, learning_rate=1e-3,
                    logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
@@ -51,7 +72,7 @@ def test_records_what_the_monitor_records(tmp_path):
     trainer.train()
     assert cb.monitor is None  # closed at train end
     logged = {row["step"]: row for row in trainer.state.log_history if "grad_norm" in row}
-    with open_run(tmp_path / "stethoscope") as run:
+    with open_run(_run(tmp_path)) as run:
         steps, losses = run.series("train/loss")
         assert steps == [1, 2, 3, 4, 5, 6] and all(1.0 < v < 10.0 for v in losses)
         # the Trainer's logged loss (the mean over the logging interval: here one step) is ours
@@ -68,6 +89,8 @@ def test_records_what_the_monitor_records(tmp_path):
         assert [v * step_times[s] for s, v in zip(tps_steps, tps)] == pytest.approx([BATCH * SEQ] * 5)
         assert [v * step_times[s] for s, v in zip(*run.series("perf/samples_per_s"))] == pytest.approx([BATCH] * 5)
         assert run.series("memory/rss_gib")[1][0] > 0
+        for name in ("param/norm", "update/ratio", "grad/zero_frac"):  # the Trainer's optimizer, hooked
+            assert run.series(name)[0], name
         _, rows = run.query("SELECT step, ids FROM batches ORDER BY step")
         assert [r[0] for r in rows] == steps and all(len(eval(r[1])) == BATCH for r in rows)
         meta = run.meta()
@@ -79,7 +102,7 @@ def test_gradient_accumulation_gives_the_step_mean_loss(tmp_path):
     cb = StethoscopeCallback()
     trainer = _trainer(tmp_path, cb, max_steps=2, gradient_accumulation_steps=2, per_device_train_batch_size=2)
     trainer.train()
-    with open_run(tmp_path / "stethoscope") as run:
+    with open_run(_run(tmp_path)) as run:
         steps, losses = run.series("train/loss")
         _, rows = run.query("SELECT ids FROM batches ORDER BY step")
     assert steps == [1, 2] and all(len(eval(r[0])) == 4 for r in rows)  # two micro-batches of 2
@@ -104,7 +127,7 @@ def test_control_requests_become_trainer_control(tmp_path, caplog):
     assert (tmp_path / "checkpoint-2").is_dir() and (tmp_path / "checkpoint-3").is_dir()
     assert (tmp_path / "checkpoint-3" / STATE_FILE).is_file()
     assert "test: stop" in caplog.text
-    with open_run(tmp_path / "stethoscope") as run:
+    with open_run(_run(tmp_path)) as run:
         assert run.series("train/loss")[0] == [1, 2, 3]
         assert run.meta()["status"] == "stopped"
 
@@ -112,15 +135,15 @@ def test_control_requests_become_trainer_control(tmp_path, caplog):
 def test_resume_from_checkpoint_continues_the_same_run(tmp_path):
     trainer = _trainer(tmp_path, StethoscopeCallback(), max_steps=4, save_strategy="steps", save_steps=2)
     trainer.train()
-    first = open_run(tmp_path / "stethoscope")
+    first = open_run(_run(tmp_path))
     with first:
         before = dict(zip(*first.series("train/loss")))
     assert sorted(before) == [1, 2, 3, 4] and (tmp_path / "checkpoint-4" / STATE_FILE).is_file()
     cb = StethoscopeCallback()
     trainer = _trainer(tmp_path, cb, max_steps=6, save_strategy="steps", save_steps=2)
     trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
-    assert not (tmp_path / "stethoscope-2").exists()  # the same run directory, continued
-    with open_run(tmp_path / "stethoscope") as run:
+    assert _run(tmp_path).name == tmp_path.name  # the same run directory, continued (no NAME-2 beside it)
+    with open_run(_run(tmp_path)) as run:
         steps, losses = run.series("train/loss")
         assert steps == [1, 2, 3, 4, 5, 6]
         assert all(not math.isnan(v) for v in losses)
@@ -145,3 +168,83 @@ def test_a_failure_inside_the_callback_never_reaches_training(tmp_path, caplog):
         assert cb.on_step_end(None, None, None) is None
         assert cb.on_log(None, None, None, logs={"grad_norm": 1.0}) is None
     assert cb.errors == 2 and caplog.text.count("stethoscope failed in") == 1
+
+
+def _finite_state(folder: Path) -> tuple[int, int]:
+    """(non-finite tensors, tensors) over a saved HF checkpoint's weights and optimizer state."""
+    from safetensors.torch import load_file
+
+    tensors = list(load_file(folder / "model.safetensors").values())
+    opt = torch.load(folder / "optimizer.pt", weights_only=True)["state"]
+    tensors += [t for s in opt.values() for t in s.values() if t.dim() > 0]
+    return sum(not bool(torch.isfinite(t).all()) for t in tensors), len(tensors)
+
+
+def test_recovery_rolls_back_the_full_state_in_place_and_never_saves_a_nan(tmp_path):
+    """Issue 27: the weights came back, the AdamW moments did not; the next step poisoned them again, the run
+    stopped at 32 and saved checkpoint-32 with every weight and moment NaN."""
+    ck = stethoscope.Checkpoints(tmp_path / "ck", every=5, keep_last=2, on_signal=None)
+    cb = StethoscopeCallback(checkpoints=ck, recovery=stethoscope.Recovery(patience=5), flush_interval=0.2)
+    trainer = _trainer(tmp_path / "out", cb, max_steps=40, save_strategy="steps", save_steps=4)
+    trainer.callback_handler.callbacks.insert(0, NanAfter(30))
+    trainer.train()
+    assert trainer.state.global_step == 40  # rolled back in place and trained on, not stopped
+    (rb,) = _rollbacks(tmp_path / "out")
+    assert rb["onset"] in (31, 32) and rb["restored"] <= 29
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
+    opt_state = trainer.optimizer.state_dict()["state"]
+    assert opt_state and all(torch.isfinite(t).all() for s in opt_state.values() for t in s.values())
+    saved = sorted((tmp_path / "out").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    # checkpoint-32 was due at the step trained on the NaN state (the rollback came after it): held, not saved
+    assert [p.name for p in saved] == [f"checkpoint-{s}" for s in range(4, 41, 4) if s != 32]
+    for folder in saved:
+        assert _finite_state(folder)[0] == 0, folder.name
+    with open_run(_run(tmp_path / "out")) as run:
+        steps, losses = run.series("train/loss")
+        assert steps[-1] == 40 and all(math.isfinite(v) for v in losses)  # the NaN steps are set aside
+        assert losses[-1] < losses[0]
+
+
+def _rollbacks(out: Path) -> list[dict]:
+    import json
+
+    with open_run(_run(out)) as run:
+        _, rows = run.query("SELECT data FROM events WHERE kind = 'recovery' ORDER BY id")
+    return [d for d in map(json.loads, (r[0] for r in rows)) if d.get("action") == "rollback"]
+
+
+def test_a_nan_stops_training_at_its_step_and_is_not_saved(tmp_path, caplog):
+    cb = StethoscopeCallback()
+    trainer = _trainer(tmp_path, cb, max_steps=40, save_strategy="steps", save_steps=31)
+    trainer.callback_handler.callbacks.insert(0, NanAfter(30))
+    with caplog.at_level(logging.ERROR):
+        trainer.train()
+    assert trainer.state.global_step == 31 and "non-finite loss at step 31" in cb.stopped
+    assert not (tmp_path / "checkpoint-31").exists()  # the save due at the NaN step was held
+    assert "on_critical" in caplog.text
+    with open_run(_run(tmp_path)) as run:
+        assert run.meta()["status"] == "stopped"
+
+
+def test_on_critical_continue_only_records(tmp_path):
+    cb = StethoscopeCallback(on_critical="continue")
+    trainer = _trainer(tmp_path, cb, max_steps=34)
+    trainer.callback_handler.callbacks.insert(0, NanAfter(30))
+    trainer.train()
+    assert trainer.state.global_step == 34 and cb.stopped is None
+    with pytest.raises(ValueError, match="on_critical"):
+        StethoscopeCallback(on_critical="halt")
+
+
+def test_runs_are_named_after_run_name_or_the_output_folder(tmp_path):
+    """Issue 27: every HF run was named `stethoscope` (its folder): two runs shared a Prometheus label and
+    `export parquet` refused the second without --name."""
+    from stethoscope.store.export import export_runs
+
+    _trainer(tmp_path / "exp-a", StethoscopeCallback(), max_steps=2).train()
+    _trainer(tmp_path / "exp-b", StethoscopeCallback(), max_steps=2, run_name="lr 3e-4/b").train()
+    a, b = _run(tmp_path / "exp-a"), _run(tmp_path / "exp-b")
+    assert (a.name, b.name) == ("exp-a", "lr-3e-4-b")
+    pytest.importorskip("pyarrow")
+    result = export_runs([a, b], tmp_path / "parquet")
+    assert {r.run for r in result.ranks} == {"exp-a", "lr-3e-4-b"}

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from stethoscope.records import LOSS, Finding, severity_rank
 
 
 @dataclass
@@ -28,6 +32,11 @@ class Control:
     reasons: list[str] = field(default_factory=list)
     """Why each request was made, for the loop's log."""
 
+    critical: Finding | None = None
+    """The first critical finding of the run (a non-finite loss, a divergence), set on the writer thread as soon
+    as the live detectors make it; not a request and not cleared: the HF and Lightning callbacks stop on it
+    (`on_critical="stop"`) unless automatic recovery rolls back from it."""
+
     @property
     def rollback(self) -> bool:
         return self.rollback_to is not None
@@ -44,6 +53,36 @@ class Control:
         self.rollback_to = step if self.rollback_to is None else min(self.rollback_to, step)
         self.reasons.append(reason)
 
+    def watch(self, inner: Any) -> CriticalWatch:
+        """Wrap the Monitor's writer-thread observer: its critical findings are noted in `critical`."""
+        return CriticalWatch(inner, self)
+
     def clear(self) -> None:
         self.checkpoint, self.rollback_to, self.resume_step, self.stop = False, None, None, False
         self.reasons.clear()
+
+
+def is_critical(f: Finding) -> bool:
+    """A finding that should stop the run: a non-finite training loss (a NaN grad norm alone may be an fp16
+    step the loss scaler skips), or a divergence at error or worse that is still going on."""
+    if f.step is None or f.end_step is not None or f.evidence.get("withdrawn") or f.evidence.get("transient"):
+        return False
+    if f.type == "nan":
+        return LOSS in (f.evidence.get("series") or ())
+    return f.type == "divergence" and severity_rank(f.severity) >= severity_rank("error")
+
+
+class CriticalWatch:
+    """The Monitor's observer chain with the Control looking on (on the writer thread)."""
+
+    def __init__(self, inner: Any, control: Control) -> None:
+        self.inner, self.control = inner, control
+
+    def observe(self, points: Sequence[tuple[str, int, float, Any]]) -> list[Finding]:
+        findings = self.inner.observe(points)
+        if self.control.critical is None:
+            self.control.critical = next((f for f in findings or () if is_critical(f)), None)
+        return findings
+
+    def finish(self) -> list[Finding]:
+        return self.inner.finish()

@@ -108,9 +108,12 @@ class Monitor:
             if self.recovery is not None:
                 self.recovery.bind(self)
                 observer = self.recovery.observer(observer)
-            self._recorder.observers.append(observer)
+            self._recorder.observers.append(self.control.watch(observer))
         self.exports = start_exports(self._recorder, export, self.run_dir, self.rank, self.world_size,
                                      self._info.get("config"))
+        if getattr(self.exports, "prometheus_url", None):  # where to scrape, beside the run's other facts
+            self._info["prometheus_url"] = self.exports.prometheus_url
+            self._write_run_json()
         self._host = HostStats()
         self._gc = GcPauses()
         self._device_memory = device_memory if device_memory is not None else default_device_memory()

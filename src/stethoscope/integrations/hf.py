@@ -4,8 +4,18 @@ Per optimizer step: the loss (the model's own `outputs.loss`, summed over gradie
 micro-batches on the device), the learning rate the step used, tokens and samples counted from the
 batch's `input_ids` (padding included) and a fingerprint per sample (the batch ids), step and data
 time, memory. At logging steps: the Trainer's pre-clip gradient norm (`logging_steps=1` gives one per
-step; the Trainer computes it anyway). Evaluations: eval loss and metrics. The Monitor's `Control`
-requests become `TrainerControl` flags (checkpoint: `should_save`; stop or roll back: save, then stop).
+step; the Trainer computes it anyway). Evaluations: eval loss and metrics. The Trainer's optimizer goes to
+the Monitor (parameter norms, update ratios, zero-gradient fractions). The Monitor's `Control` requests
+become `TrainerControl` flags (checkpoint: `should_save`; stop: save, then stop).
+
+The run is recorded in OUTPUT_DIR/stethoscope/NAME, NAME being `run_name` or else the output folder's name:
+the run's name in Prometheus labels and Parquet exports.
+
+A critical finding (a non-finite loss, a divergence) stops training (`on_critical="stop"`, the default, as
+Keras' TerminateOnNaN does; `"continue"` only records it), unless automatic recovery rolls back from it:
+with `checkpoints=Checkpoints(...)` and `recovery=Recovery(...)` the Monitor restores the model, the
+optimizer, the LR scheduler and the RNG in place and the Trainer goes on. A non-finite loss is seen at the
+step it happens; a step whose loss was not finite is never saved (`should_save` is held).
 A resumed `trainer.train(resume_from_checkpoint=…)` continues the same stethoscope run, with the
 detectors' state saved in each checkpoint folder (`stethoscope_monitor.pt`).
 """
@@ -17,6 +27,8 @@ import os
 from typing import Any
 
 from stethoscope.integrations import batches
+from stethoscope.integrations.critical import (check_on_critical, critical_reason, finite_flag, folder_name,
+                                               is_finite, recovers, run_name)
 from stethoscope.integrations.guard import guarded
 from stethoscope.records import GRAD_NORM, LR
 
@@ -28,19 +40,28 @@ STATE_FILE = "stethoscope_monitor.pt"
 class _Adapter:
     """The callback's logic; the class users get also derives from transformers' TrainerCallback."""
 
-    def __init__(self, run_dir: str | os.PathLike[str] | None = None, **monitor: Any) -> None:
-        """`run_dir`: where the run is recorded (default: OUTPUT_DIR/stethoscope). Other keywords go to
-        `stethoscope.Monitor` (alerts=…, export=[…], prometheus_port=…, detect=…)."""
+    def __init__(self, run_dir: str | os.PathLike[str] | None = None, on_critical: str = "stop",
+                 **monitor: Any) -> None:
+        """`run_dir`: where the run is recorded (default: OUTPUT_DIR/stethoscope/NAME, NAME: `run_name` or the
+        output folder's name). `on_critical`: "stop" (training stops at a non-finite loss or a divergence,
+        unless `recovery` rolls back from it) or "continue". Other keywords go to `stethoscope.Monitor`
+        (alerts=…, export=[…], prometheus_port=…, detect=…, checkpoints=…, recovery=…)."""
         self.run_dir, self.options = run_dir, monitor
+        self.on_critical = check_on_critical(on_critical)
+        self.stopped: str | None = None
+        """Why the callback stopped training, if it did."""
         self.monitor: Any = None
         self.errors = 0
         """Failures inside the callback (logged once, counted, never raised into training)."""
         self._hooks: list[Any] = []
+        self._abandoned = -1  # the last step a rollback abandoned: its late values are not recorded
         self._reset_step()
 
     def _reset_step(self) -> None:
         self._loss: Any = None
         self._micro = 0
+        self._finite: Any = None
+        self._nonfinite = False
         self._sum_losses = False
         self._tokens = self._samples = 0
         self._ids: list[Any] = []
@@ -48,15 +69,22 @@ class _Adapter:
         self._pending: tuple[int, dict[str, Any]] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None,
+                       lr_scheduler: Any = None, **_: Any) -> None:
         from stethoscope.capture.monitor import Monitor
 
         if self.monitor is not None:  # a second train() on the same Trainer: a new Monitor
             self._close("completed")
         resumed = state.global_step > 0
-        run_dir = self.run_dir or os.path.join(args.output_dir, "stethoscope")
+        name = run_name(args.run_name if args.run_name != args.output_dir else None, folder_name(args.output_dir))
+        run_dir = self.run_dir or os.path.join(args.output_dir, "stethoscope", name)
+        optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper: hooks go on the real one
         options = {"max_grad_norm": args.max_grad_norm or None, "config": args.to_dict(), **self.options}
-        self.monitor = Monitor(run_dir, model=model, resume=resumed, **options)
+        checkpoints = options.get("checkpoints")
+        if checkpoints is not None and lr_scheduler is not None:  # a rollback restores the schedule too
+            checkpoints.objects.setdefault("scheduler", getattr(lr_scheduler, "scheduler", lr_scheduler))
+        self.stopped = None
+        self.monitor = Monitor(run_dir, model=model, optimizer=optimizer, resume=resumed, **options)
         if resumed:
             self._load_state(os.path.join(args.output_dir, f"checkpoint-{state.global_step}"))
         if model is not None:
@@ -101,6 +129,7 @@ class _Adapter:
         if loss is not None:
             loss = loss.detach().float()
             self._loss = loss if self._loss is None else self._loss + loss
+            self._finite = finite_flag(loss, self._finite)  # made now: read at the step's end without a wait
             self._micro += 1
 
     # -- steps ---------------------------------------------------------------------------------
@@ -114,7 +143,11 @@ class _Adapter:
     def on_step_end(self, args: Any, state: Any, control: Any, optimizer: Any = None, **_: Any) -> None:
         if self.monitor is None:
             return
-        self._commit()
+        if self._commit():  # the step before rolled the run back: this one was trained on the state left behind
+            self._reset_step()
+            self._apply(control)
+            return
+        self._nonfinite = not is_finite(self._finite)
         step: dict[str, Any] = {"metrics": {}}
         if self._loss is not None:
             step["loss"] = self._loss if self._sum_losses or self._micro <= 1 else self._loss / self._micro
@@ -130,6 +163,10 @@ class _Adapter:
             step["batch_ids"] = self._ids[0] if len(self._ids) == 1 else torch.cat(self._ids)
         self._pending = (state.global_step, step)
         self._loss, self._micro, self._tokens, self._samples, self._ids, self._lr = None, 0, 0, 0, [], None
+        self._finite = None
+        if self._nonfinite:  # hand it over now, and make it visible to the detectors (and recovery) at once
+            self._commit()
+            self.monitor.flush()
         self._apply(control)
 
     @guarded
@@ -147,17 +184,22 @@ class _Adapter:
             if step.get("loss") is None:
                 step["loss"] = found.get("loss")
             self._commit()
-        elif "grad_norm" in found:
+            self._apply(control)  # before the Trainer's save of this step
+        elif "grad_norm" in found and state.global_step > self._abandoned:  # not of a step rolled back from
             self.monitor.log({GRAD_NORM: found["grad_norm"]}, state.global_step)
 
-    def _commit(self) -> None:
-        """Record the stashed step (held back until the Trainer's log of it, which has the grad norm)."""
+    def _commit(self) -> bool:
+        """Record the stashed step (held back until the Trainer's log of it, which has the grad norm). True
+        when the Monitor rolled the run back (restored an earlier state in place) after it."""
         if self._pending is None or self.monitor is None:
-            return
+            return False
         number, step = self._pending
         self._pending = None
         metrics = step.pop("metrics")
-        self.monitor.step(number, **step, **metrics)
+        if self.monitor.step(number, **step, **metrics).resume_step is None:
+            return False
+        self._abandoned = number
+        return True
 
     @guarded
     def on_evaluate(self, args: Any, state: Any, control: Any, metrics: dict[str, Any] | None = None,
@@ -199,20 +241,38 @@ class _Adapter:
             log.warning("stethoscope: could not restore its detector state from %s (%s)", path, exc)
 
     def _apply(self, control: Any) -> None:
-        """The Monitor's requests, carried out through TrainerControl at this safe point."""
+        """The Monitor's requests and critical findings, carried out through TrainerControl at this safe point.
+        A step whose loss was not finite is never saved: the checkpoint to resume from is the one before."""
         ctl = self.monitor.control
-        if not (ctl.checkpoint or ctl.stop or ctl.rollback):
+        self._stop_if_critical(control)
+        if ctl.checkpoint or ctl.stop or ctl.rollback:
+            why = "; ".join(ctl.reasons) or "requested"
+            if ctl.resume_step is not None:  # automatic recovery restored an earlier state in place
+                log.warning("stethoscope: rolled back in place (%s); training goes on", why)
+            elif ctl.rollback:
+                control.should_save = control.should_training_stop = True
+                log.warning("stethoscope: rollback to step %s requested (%s); the Trainer cannot roll back in "
+                            "place: saving and stopping; resume from the checkpoint at or before that step",
+                            ctl.rollback_to, why)
+            else:
+                control.should_save = True
+                control.should_training_stop = control.should_training_stop or ctl.stop
+                log.warning("stethoscope: %s (%s)", "saving and stopping" if ctl.stop else "saving a checkpoint", why)
+            ctl.clear()
+        if self._nonfinite:
+            control.should_save = False
+
+    def _stop_if_critical(self, control: Any) -> None:
+        if self.on_critical != "stop" or self.stopped is not None:
             return
-        why = "; ".join(ctl.reasons) or "requested"
-        control.should_save = True
-        if ctl.stop or ctl.rollback:
+        why = critical_reason(self.monitor)
+        if why is None and self._nonfinite and not recovers(self.monitor, "nan"):
+            why = f"non-finite loss at step {self.monitor.last_step}"
+        if why is not None:
+            self.stopped = why
             control.should_training_stop = True
-        if ctl.rollback:
-            log.warning("stethoscope: rollback to step %s requested (%s); the Trainer cannot roll back in place: "
-                        "saving and stopping; resume from the checkpoint at or before that step", ctl.rollback_to, why)
-        else:
-            log.warning("stethoscope: %s (%s)", "saving and stopping" if ctl.stop else "saving a checkpoint", why)
-        ctl.clear()
+            log.error("stethoscope: stopping training: %s (on_critical=\"stop\"; resume from the last checkpoint "
+                      "saved before it, or pass on_critical=\"continue\")", why)
 
 
 def _build() -> type:

@@ -1,0 +1,63 @@
+"""What the adapters do when a run goes bad: stop on a critical finding (`on_critical`) unless automatic
+recovery rolls back from it, and never save a non-finite state. Shared by the HF and Lightning callbacks."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+ON_CRITICAL = ("stop", "continue")
+
+
+def check_on_critical(value: str) -> str:
+    if value not in ON_CRITICAL:
+        raise ValueError(f"on_critical must be one of {', '.join(map(repr, ON_CRITICAL))}, got {value!r}")
+    return value
+
+
+def finite_flag(loss: Any, flag: Any = None) -> Any:
+    """An on-device flag, AND-ed over micro-batches: every loss so far finite (no sync)."""
+    import torch
+
+    ok = torch.isfinite(loss.detach()).all()
+    return ok if flag is None else flag & ok
+
+
+def is_finite(flag: Any) -> bool:
+    """Read a flag made when the loss was produced. By the end of the step that kernel is long done (the
+    backward and the optimizer step were queued after it): the read waits for nothing the GPU still has to do."""
+    return flag is None or bool(flag)  # host sync: one bool a step, of work already finished
+
+
+def recovers(monitor: Any, kind: str) -> bool:
+    """Whether automatic recovery rolls back from a finding of this type (and has not given up)."""
+    policy = getattr(monitor, "recovery", None)
+    return policy is not None and policy.gave_up is None and kind in policy.config.on
+
+
+def critical_reason(monitor: Any) -> str | None:
+    """Why the run should stop: the live detectors' first critical finding, unless recovery handles it."""
+    f = monitor.control.critical
+    if f is None or recovers(monitor, f.type):
+        return None
+    return f"{f.type.replace('_', ' ')} at step {f.step}: {f.message}"
+
+
+def folder_name(path: str | os.PathLike[str]) -> str:
+    return os.path.basename(os.path.normpath(os.path.abspath(path)))
+
+
+def run_name(*candidates: Any) -> str:
+    """The first non-empty candidate as a folder name: the run's name in Prometheus labels and Parquet exports
+    (two runs recorded as `stethoscope` would share one)."""
+    for c in candidates:
+        if c is None or c == "":
+            continue
+        name = re.sub(r"[^A-Za-z0-9._=+-]+", "-", str(c)).strip("-.")
+        if name:
+            return name
+    return "run"
