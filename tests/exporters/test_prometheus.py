@@ -42,17 +42,56 @@ def test_each_rank_serves_vital_signs_and_finding_counters(tmp_path):
     assert _value(families, "stethoscope_opt_lr", **labels) == pytest.approx(1e-3 * (1 - (STEPS - 1) / STEPS))
     assert _value(families, "stethoscope_eval_loss", **labels) == 2.5
     assert _value(families, "stethoscope_step", **labels) == STEPS
-    assert _value(families, "stethoscope_memory_rss_gib", **labels) > 0
+    assert _value(families, "stethoscope_memory_rss_bytes", **labels) > 2**20  # base units: bytes, not GiB
     assert families["stethoscope_findings"].type == "counter"
     assert _value(families, "stethoscope_findings", type="nan", severity="critical", **labels) == 1
-    assert "(GiB)" in families["stethoscope_memory_rss_gib"].documentation
+    assert "(recorded in GiB)" in families["stethoscope_memory_rss_bytes"].documentation
+    assert not [n for n in families if re.search(r"_(gib|ms|pct|per_s|s)$", n)], sorted(families)
     from stethoscope.store.query import open_run
 
     with open_run(tmp_path / "exp1") as run:
         assert run.meta()["prometheus_url"] == url
+    assert mon.exports.prometheus_url == url
+    assert json.loads((tmp_path / "exp1" / "run.json").read_text())["prometheus_url"] == url
     mon.close()
     with pytest.raises(urllib.error.URLError):  # the server went with the Monitor
         urllib.request.urlopen(url, timeout=2)
+
+
+def test_names_follow_prometheus_base_units_and_devices_are_a_gpu_label():
+    from stethoscope.exporters.prometheus import exported
+
+    assert exported("memory/rss_gib") == ("stethoscope_memory_rss_bytes", 2.0**30, None)
+    assert exported("perf/step_time_s") == ("stethoscope_perf_step_time_seconds", 1.0, None)
+    assert exported("eval/time_(ms)") == ("stethoscope_eval_time_seconds", 1e-3, None)
+    assert exported("system/cpu_pct") == ("stethoscope_system_cpu_ratio", 1e-2, None)
+    assert exported("perf/tokens_per_s") == ("stethoscope_perf_tokens_per_second", 1.0, None)
+    assert exported("perf/mfu") == ("stethoscope_perf_mfu_ratio", 1.0, None)
+    assert exported("gpu/temp_c/gpu3") == ("stethoscope_gpu_temp_celsius", 1.0, "3")
+    assert exported("gpu/sm_clock_hz") == ("stethoscope_gpu_sm_clock_hertz", 1.0, None)
+    assert exported("memory/cuda_reserved_gib/cuda1") == ("stethoscope_memory_cuda_reserved_bytes", 2.0**30, "1")
+
+
+def test_gpu_health_is_served_per_device_like_dcgm(tmp_path, capfd):
+    pytest.importorskip("torch")
+    import time
+
+    from stethoscope import Monitor
+    from stethoscope.testing import FakeGpu, FakeNvml
+
+    nvml = FakeNvml([FakeGpu(), FakeGpu(temp=80.0, ecc_corrected=3)])
+    with Monitor(tmp_path / "g", gpu_health=nvml, system_every=0.02, prometheus_port=0, serve=False) as mon:
+        for step in range(5):
+            mon.step(step, loss=1.0)
+            time.sleep(0.05)
+        mon.flush()
+        families = _scrape(mon.exports.prometheus_url)
+    assert f"Prometheus metrics of rank 0 at {mon.exports.prometheus_url}" in capfd.readouterr().err
+    temps = {s.labels["gpu"]: s.value for s in families["stethoscope_gpu_temp_celsius"].samples}
+    assert temps == {"0": 64.0, "1": 80.0}  # one metric, a gpu label: no second copy without the label
+    assert _value(families, "stethoscope_gpu_power_watts", gpu="0", run="g", rank="0") == 550.0
+    assert families["stethoscope_gpu_ecc_corrected"].type == "counter"
+    assert _value(families, "stethoscope_gpu_ecc_corrected", gpu="1", run="g", rank="0") == 3
 
 
 def test_nan_is_served_as_nan(tmp_path):

@@ -127,7 +127,16 @@ def wandb_env(tmp_path, monkeypatch) -> None:
 
 
 def _wandb_file(root):
+    """The offline run file, once W&B's service process has written its history to it: `finish()` can
+    return while wandb-core still flushes (seen on a loaded machine), so wait for the rows, bounded."""
+    import time
+
+    from tests.exporters import wandb_log
+
     (path,) = root.glob("wandb/offline-run-*/run-*.wandb")
+    deadline = time.monotonic() + 60
+    while not wandb_log.rows(path) and time.monotonic() < deadline:
+        time.sleep(0.2)
     return path
 
 
@@ -135,7 +144,8 @@ def test_wandb_live_offline(tmp_path, wandb_env):
     from tests.exporters import wandb_log
 
     record(tmp_path / "exp1", export=["wandb"], config={"lr": 1e-3}).close()
-    path = _wandb_file(tmp_path / "exp1")
+    path = _wandb_file(tmp_path / "wandb-home")  # W&B's own WANDB_DIR is where its files go
+    assert not list((tmp_path / "exp1").glob("wandb"))
     history = wandb_log.history(path)
     want = store_series(tmp_path / "exp1")
     table = {k: history.pop(k) for k in list(history) if k.startswith("stethoscope/findings/")}
@@ -144,6 +154,12 @@ def test_wandb_live_offline(tmp_path, wandb_env):
     assert len(history["train/loss"]) == STEPS and math.isnan(history["train/loss"][STEPS - 1])
     assert wandb_log.config(path)["lr"] == 1e-3
     assert (path.parent / "files").is_dir()
+
+
+def test_wandb_files_go_to_the_run_dir_without_wandb_dir(tmp_path, wandb_env, monkeypatch):
+    monkeypatch.delenv("WANDB_DIR")
+    record(tmp_path / "exp1", export=["wandb"]).close()
+    assert _wandb_file(tmp_path / "exp1").is_file()
 
 
 def test_wandb_export_of_a_stored_run(recorded, tmp_path, wandb_env):

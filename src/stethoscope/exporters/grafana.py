@@ -16,10 +16,15 @@ PANELS: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("Tokens/s", "none", [(R.TOKENS_PER_S, "")]),
     ("MFU", "percentunit", [(R.MFU, "")]),
     ("Step time", "s", [(R.STEP_TIME, "step"), (R.DATA_WAIT, "data wait")]),
-    ("Memory", "decgbytes", [(R.RSS, "host RSS"), (R.CUDA_RESERVED, "device reserved"),
+    ("Memory", "bytes", [(R.RSS, "host RSS"), (R.CUDA_RESERVED, "device reserved"),
                              (R.CUDA_PEAK, "device peak")]),
     ("Loss scale (fp16)", "none", [(R.LOSS_SCALE, "")]),
     ("Update/weight ratio", "none", [(R.UPDATE_RATIO, "")]),
+    ("GPU utilization (NVML)", "percentunit", [(R.GPU_UTIL, "SM gpu{{gpu}}"), (R.GPU_MEM_UTIL, "memory gpu{{gpu}}")]),
+    ("GPU temperature", "celsius", [(R.GPU_TEMP, "gpu{{gpu}}")]),
+    ("GPU power", "watt", [(R.GPU_POWER, "gpu{{gpu}}"), (R.GPU_POWER_LIMIT, "limit gpu{{gpu}}")]),
+    ("GPU throttling (1 = clocks held down)", "none", [(R.GPU_THROTTLE_THERMAL, "thermal gpu{{gpu}}"),
+                                                      (R.GPU_THROTTLE_POWER, "power cap gpu{{gpu}}")]),
 ]
 SELECT = '{run=~"$run", rank=~"$rank"}'
 

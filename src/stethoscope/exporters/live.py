@@ -10,6 +10,7 @@ full queue drops and counts. Nothing here raises: a failing exporter is logged o
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -27,6 +28,8 @@ class LiveExport:
     def __init__(self, exporters: Sequence[Any], inner: Sequence[Any] = (), max_batches: int = 10_000) -> None:
         self.exporters = list(exporters)
         self.inner = list(inner)
+        self.prometheus_url: str | None = next((e.url for e in self.exporters if getattr(e, "url", None)), None)
+        """Where Prometheus scrapes this rank (`http://127.0.0.1:PORT/metrics`), or None."""
         self.errors = 0
         self.dropped = 0
         self._inline = [e for e in self.exporters if getattr(e, "inline", False)]
@@ -173,8 +176,8 @@ def attach_exports(recorder: Any, chosen: Sequence[Any], run_dir: Any, rank: int
                             config=config if isinstance(config, dict) else {})
     live = start_exports(chosen, context, recorder.observers)
     recorder.observers[:] = [live]
-    urls = [e.url for e in live.exporters if getattr(e, "url", None)]
-    if urls:
-        recorder.call("set_meta", {"prometheus_url": urls[0]})
-        log.info("stethoscope: Prometheus metrics of rank %d at %s", rank, urls[0])
+    if live.prometheus_url:
+        recorder.call("set_meta", {"prometheus_url": live.prometheus_url})
+        # said once, where a person starting the run looks (a scrape config needs it), not only in a log
+        print(f"stethoscope: Prometheus metrics of rank {rank} at {live.prometheus_url}", file=sys.stderr)
     return live

@@ -17,6 +17,8 @@ from stethoscope.records import (
     CUDA_RESERVED,
     CUDA_TOTAL,
     EVAL_LOSS,
+    GPU_ECC_UNCORRECTED,
+    GPU_THROTTLE_THERMAL,
     GRAD_CLIP_COEF,
     GRAD_NORM,
     LOSS,
@@ -79,7 +81,7 @@ def alert_rules(config: DetectConfig | None = None, run: str | None = None, wind
               "warning", f"device memory is above {c.memory_near_limit:.0%} of the total (detector: "
               "memory_near_limit)", "1m"),
         _rule("StethoscopeMemoryGrowth", f"{m(RSS)} > {1 + c.leak_min_rel:g} * min_over_time({m(RSS)}"
-              f"[{long_window}]) and ({m(RSS)} - min_over_time({m(RSS)}[{long_window}])) > 0.25", "warning",
+              f"[{long_window}]) and ({m(RSS)} - min_over_time({m(RSS)}[{long_window}])) > {0.25 * 2**30:.0f}", "warning",
               f"host memory grew over {c.leak_min_rel:.0%} (and 0.25 GiB) in {long_window}: a leak? "
               "(detector: leak_min_rel)", window),
         _rule("StethoscopeOverfitting", f"{m(EVAL_LOSS)} > {1 + c.overfit_min_rel:g} * "
@@ -89,6 +91,11 @@ def alert_rules(config: DetectConfig | None = None, run: str | None = None, wind
               "(detector: lr_zero_records)", window),
         _rule("StethoscopeStalled", f"time() - {LAST_STEP_TIME}{sel} > "
               f"{hang_after_s:g}", "error", f"no step recorded for over {hang_after_s:g} s: a hang?", "0m"),
+        _rule("StethoscopeGpuEccError", f"increase({m(GPU_ECC_UNCORRECTED)}[5m]) > 0", "critical",
+              "GPU {{ $labels.gpu }} reported an uncorrectable ECC error: drain the node", "0m"),
+        _rule("StethoscopeGpuThermalThrottle", f"min_over_time({m(GPU_THROTTLE_THERMAL)}[{window}]) == 1", "warning",
+              "GPU {{ $labels.gpu }} has been thermally throttled for " + window + ": check the node's cooling",
+              "0m"),
         _rule("StethoscopeFinding", f"increase({FINDINGS}_total{_labels(sel, SERIOUS)}[5m]) > 0",
               "{{ $labels.severity }}", "stethoscope raised a {{ $labels.type }} finding "
               "(stethoscope diagnose the run for causes and fixes)", "0m"),

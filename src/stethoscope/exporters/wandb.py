@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stethoscope.config import env_secret
 from stethoscope.exporters.base import ExportContext, Point, safe_key
 from stethoscope.extras import require
 from stethoscope.records import Finding
@@ -22,7 +23,8 @@ STEP_KEY = "stethoscope/step"  # the training step, the x-axis of every other me
 
 
 class WandB:
-    """`project` (default "stethoscope"), `dir` (default: the run directory), `mode` (None: W&B decides;
+    """`project` (default "stethoscope"), `dir` (default: $WANDB_DIR when set, else the run directory), `mode`
+    (None: W&B decides;
     "offline", "online", "disabled"), `name` (default: the run's name), further `wandb.init` keywords."""
 
     def __init__(self, project: str | None = None, dir: str | Path | None = None, mode: str | None = None,
@@ -38,7 +40,8 @@ class WandB:
 
     def open(self, context: ExportContext) -> None:
         wandb = require("wandb", "wandb", "the W&B exporter")
-        target = Path(self.dir) if self.dir is not None else context.run_dir
+        chosen = self.dir if self.dir is not None else env_secret("WANDB_DIR")  # W&B's own setting wins over ours
+        target = Path(chosen) if chosen is not None else context.run_dir
         target.mkdir(parents=True, exist_ok=True)
         self.run = wandb.init(project=self.project or "stethoscope", name=self.name or context.label,
                               dir=str(target), mode=self.mode, config=context.config or None,
