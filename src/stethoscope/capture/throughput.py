@@ -1,7 +1,10 @@
 """Model FLOPs per token and peak device FLOP/s, for MFU.
 
-FLOPs per token = 6·N (forward + backward over N parameters) + 12·L·d·T (attention scores and
-values, PaLM appendix B), with L layers, width d and sequence length T.
+FLOPs per token = 6·N (forward + backward over the N parameters that multiply a matrix) + 12·L·d·T
+(attention scores and values, PaLM appendix B), with L layers, width d and sequence length T. N leaves
+out what multiplies nothing: an input embedding (a table lookup, unless the output head shares it),
+biases and norms (one add or scale per element); it is what torch.utils.flop_counter counts
+(tests/capture/test_flops.py compares the two on the demo GPT and a Llama-shaped model).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ def _config_value(config: Any, keys: tuple[str, ...]) -> int | None:
 
 def flops_per_token(model: Any, seq_len: int | None = None) -> float | None:
     """Training FLOPs per token of a torch model, or None when its shape cannot be read."""
-    n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    n_params = sum(p.numel() for p in matmul_parameters(model) if p.requires_grad)
     if n_params == 0:
         return None
     config = getattr(model, "config", None)
@@ -60,8 +63,22 @@ def flops_per_token(model: Any, seq_len: int | None = None) -> float | None:
     return training_flops_per_token(n_params, layers, width, seq)
 
 
+def matmul_parameters(model: Any) -> list[Any]:
+    """The parameters that multiply a matrix: every weight of two or more dimensions, less the tables that
+    are only looked up (an embedding the output head does not share)."""
+    from torch import nn
+
+    lookup = (nn.Embedding, nn.EmbeddingBag)
+    owners: dict[int, bool] = {}  # parameter id -> used by a module other than a lookup table
+    for module in model.modules():
+        for p in module.parameters(recurse=False):
+            owners[id(p)] = owners.get(id(p), False) or not isinstance(module, lookup)
+    return [p for p in model.parameters() if p.dim() >= 2 and owners.get(id(p), True)]
+
+
 def training_flops_per_token(n_params: int, layers: int | None = None, width: int | None = None,
                              seq_len: int | None = None) -> float:
-    """6·N + 12·L·d·T (the attention term only when the shape is known); shared with `estimate mfu`."""
+    """6·N + 12·L·d·T (the attention term only when the shape is known), N the parameters that multiply a
+    matrix; shared with `estimate mfu`."""
     attention = 12.0 * layers * width * seq_len if layers and width and seq_len else 0.0
     return 6.0 * n_params + attention

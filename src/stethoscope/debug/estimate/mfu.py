@@ -1,5 +1,6 @@
 """Model FLOPs utilization from a model's shape and a throughput: FLOPs per token by the Monitor's
-formula (6·N + 12·L·d·T, capture/throughput.py), peak FLOP/s from the same table."""
+formula (6·N + 12·L·d·T, N the parameters that multiply a matrix: capture/throughput.py), peak FLOP/s
+from the same table."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ def mfu(shape: ModelShape, seq: int, tokens_per_s: float, gpu: Gpu, gpus: int = 
         raise UsageError(f"--seq and --gpus must be positive, got {seq} and {gpus}")
     if not tokens_per_s > 0:
         raise UsageError(f"tokens per second must be positive, got {tokens_per_s}")
-    n = shape.active_params  # a mixture of experts computes with the experts a token is routed to
+    n = shape.matmul_params  # the experts a token is routed to; no lookup table (input embedding, positions)
     per_token = training_flops_per_token(n, shape.layers, shape.hidden, seq)
     achieved = tokens_per_s * per_token / gpus
     return {"flops_per_token": per_token, "dense_flops_per_token": 6.0 * n,
-            "attention_flops_per_token": per_token - 6.0 * n, "params": shape.params, "active_params": n,
+            "attention_flops_per_token": per_token - 6.0 * n, "params": shape.params,
+            "active_params": shape.active_params, "matmul_params": n,
             "tokens_per_s": tokens_per_s, "gpus": gpus, "gpu": gpu.name, "peak_flops": gpu.peak_flops,
             "achieved_flops_per_gpu": achieved, "mfu": achieved / gpu.peak_flops,
             "tokens_per_s_at": {f"{int(level * 100)}%": level * gpu.peak_flops * gpus / per_token

@@ -119,6 +119,21 @@ class ModelShape:
         return self.params - self.layers * mlp * (self.experts - min(self.active_experts, self.experts))
 
 
+    @property
+    def matmul_params(self) -> int:
+        """Parameters one token multiplies a matrix with (what 6·N counts): the blocks' linear weights (the
+        experts it is routed to, the router) and the output head; not the looked-up input embedding (unless
+        tied to the head), learned positions, biases nor norms."""
+        lookups = (0 if self.tied_embeddings else self.vocab * self.hidden) + self.learned_positions * self.hidden
+        if self.params_override is not None:
+            return max(1, self.active_params - lookups)
+        active = min(self.active_experts, self.experts)
+        per = sum(i * o * (active if n in ("gate_proj", "up_proj", "down_proj") else 1)
+                  for n, (i, o) in self.linear_shapes().items())
+        router = self.hidden * self.experts if self.experts > 1 else 0
+        return self.layers * (per + router) + self.vocab * self.hidden
+
+
 def from_config(path: str | Path, **overrides: Any) -> ModelShape:
     """The shape in a HF config.json (or a folder holding one); `overrides` win over its values."""
     p = Path(path)
