@@ -10,6 +10,7 @@ instability right after an LR jump names it), advice applied, most severe first.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable
 
@@ -40,22 +41,34 @@ def combine(recorded: Iterable[Finding], replayed: Iterable[Finding], lead_steps
     the ones a rollback abandoned too, with the run's own thresholds) and what a replay of its kept metrics
     finds. The recorded word wins; a replayed finding is added only where none speaks for it: no recorded
     finding of its type within `lead_steps` of its span (the same event, seen by detectors with another
-    history: the live ones saw the steps a rollback abandoned), no recorded incident that owns it."""
-    kept = merge_findings(recorded)
-    roots = [Incident(finding_key(f), f.type, f.step, f.severity, open=f.end_step is None, end_step=f.end_step)
-             for f in kept if is_root(f.type) and f.step is not None and not f.evidence.get("withdrawn")]
-    spans = [(f.type, *_span(f)) for f in kept if f.step is not None]
-    keys = {finding_key(f) for f in kept}
-    out = list(kept)
+    history: the live ones saw the steps a rollback abandoned); one a recorded incident owns becomes its
+    symptom (raising its severity, as the live incident book would have)."""
+    out = merge_findings(recorded)
+    roots = {i: Incident(finding_key(f), f.type, f.step, f.severity, open=f.end_step is None, end_step=f.end_step)
+             for i, f in enumerate(out) if is_root(f.type) and f.step is not None and not f.evidence.get("withdrawn")}
+    spans = [(f.type, *_span(f)) for f in out if f.step is not None]
+    keys = {finding_key(f) for f in out}
     for f in merge_findings(replayed):
-        if finding_key(f) in keys or any(r.covers(f, lead_steps) for r in roots):
-            continue
         lo, hi = _span(f)
-        if f.step is not None and any(t == f.type and a - lead_steps <= hi and lo <= b + lead_steps
-                                      for t, a, b in spans):
+        if finding_key(f) in keys or (f.step is not None and any(
+                t == f.type and a - lead_steps <= hi and lo <= b + lead_steps for t, a, b in spans)):
             continue
-        out.append(f)
+        owner = next((i for i, r in roots.items() if r.covers(f, lead_steps)), None)
+        if owner is None:
+            out.append(f)
+        else:
+            out[owner] = _with_symptom(out[owner], f)
     return out
+
+
+def _with_symptom(root: Finding, f: Finding) -> Finding:
+    if any(s.get("type") == f.type and s.get("step") == f.step for s in root.symptoms):
+        return root
+    label = f"{f.type.replace('_', ' ')} at {f.step}"
+    msg = f"{root.message}, {label}" if "; symptoms: " in root.message else f"{root.message}; symptoms: {label}"
+    worst = max(root.severity, f.severity, key=severity_rank)
+    return dataclasses.replace(root, severity=worst, message=msg, evidence=dict(root.evidence),
+                               symptoms=[*root.symptoms, {"type": f.type, "step": f.step}])
 
 
 def _span(f: Finding) -> tuple[float, float]:
