@@ -93,9 +93,14 @@ def _shape(config: str | None, params: str | None, **dims: Any) -> Any:
     if config:
         return from_config(config, params=count, **dims)
     if count is not None and (dims.get("layers") is None or dims.get("hidden") is None):
-        raise UsageError("--params alone does not say how big the activations are: add --layers and --hidden "
-                         "(or give a config.json)")
+        return count  # a parameter count alone: what depends on the count only (estimate memory)
     return from_numbers(params=count, **dims)
+
+
+def _need_shape(shape: Any, what: str) -> Any:
+    if isinstance(shape, int):
+        raise UsageError(f"--params alone does not say {what}: add --layers and --hidden (or give a config.json)")
+    return shape
 
 
 def _plan(seq: int, batch: int, grad_accum: int, gpus: int, zero: int, fsdp: str | None, precision: str,
@@ -152,6 +157,9 @@ def memory(shape: Any, plan: Any, gpu_name: str | None, as_json: bool) -> None:
     from stethoscope.debug.estimate import fits, fixes, gpu, to_fit
 
     target = gpu(gpu_name) if gpu_name else None
+    if isinstance(shape, int):  # --params alone
+        _memory_of_count(shape, plan, target, as_json)
+        return
     est = run_estimate(shape, plan)
     result = {"model": _model_dict(shape), "plan": _plan_dict(plan), **est, "fits": fits(shape, plan),
               "fixes": fixes(shape, plan, target), "gpu": target.name if target else None,
@@ -160,6 +168,34 @@ def memory(shape: Any, plan: Any, gpu_name: str | None, as_json: bool) -> None:
         click.echo(render.to_json(result))
         return
     _print_memory(result, shape, plan, target)
+
+
+def _memory_of_count(n: int, plan: Any, target: Any, as_json: bool) -> None:
+    """Weights, gradients and optimizer states from a parameter count; what the activations need, said."""
+    from stethoscope.debug.estimate import GPUS
+    from stethoscope.debug.estimate.memory import model_states
+
+    est = model_states(n, plan)
+    room = [{"gpu": g.name, "usable": g.usable, "left_for_activations": g.usable - est["total"]}
+            for g in ((target,) if target else GPUS)]
+    if as_json:
+        click.echo(render.to_json({"model": {"params": n}, "plan": _plan_dict(plan), **est, "room": room}))
+        return
+    out = render.console()
+    shard = f", ZeRO-{plan.zero} over {plan.gpus} GPUs" if plan.zero else ""
+    out.print(Text(f"{n / 1e9:,.3f}B parameters, full fine-tune, {plan.precision}, {plan.optimizer}{shard} "
+                   "(from the parameter count alone)"))
+    dtype = "fp32" if plan.precision == "fp32" else "16-bit"
+    rows = [(part, gib(v), gb(v), _NOTES.get(part, "").format(dtype=dtype, optimizer=plan.optimizer, ckpt=""))
+            for part, v in est["parts"].items() if v]
+    rows.append(("total before activations", gib(est["total"]), gb(est["total"]), "per GPU"))
+    out.print(render.rows_table(["part", "GiB", "GB", "what"], rows))
+    for line in est["not_estimated"]:
+        out.print(Text(f"not estimated: {line}"))
+    left = [f"{r['gpu']} {gib(r['left_for_activations'])} GiB" for r in room if r["left_for_activations"] > 0]
+    short = [r["gpu"] for r in room if r["left_for_activations"] <= 0]
+    out.print(Text("left for activations (after 1 GiB runtime reserve and 5% fragmentation margin): "
+                   + (", ".join(left) or "none") + (f"; the states alone do not fit {', '.join(short)}" if short else "")))
 
 
 def _model_dict(shape: Any) -> dict[str, Any]:
@@ -229,6 +265,7 @@ def checkpoint(shape: Any, plan: Any, every: int, steps: int | None, keep_last: 
     """
     from stethoscope.debug.estimate import checkpoint as ck
 
+    shape = _need_shape(shape, "what LoRA adapters and the shape weigh")
     if keep_last < 0:
         raise UsageError(f"--keep-last must be 0 (keep all) or positive, got {keep_last}")
     parts = ck.per_save(shape, plan, optimizer=not no_optimizer)
@@ -271,7 +308,7 @@ def mfu(config: str | None, params: str | None, seq: int, tokens_per_s: float | 
     from stethoscope.debug.estimate.mfu import mfu as compute
 
     target = gpu(gpu_name)
-    shape = _shape(config, params, **dims)
+    shape = _need_shape(_shape(config, params, **dims), "the attention's FLOPs (layers, width)")
     if tokens_per_s is None:
         if step_time is None or global_batch is None:
             raise UsageError("give --tokens-per-s, or --step-time with --global-batch")

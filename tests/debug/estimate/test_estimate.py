@@ -247,7 +247,9 @@ def test_cli_checkpoint_and_mfu(llama):
      "unknown GPU 'X100'; known: T4, V100-16GB"),
     (["memory", "--layers", "-3", "--hidden", "64"], "--layers must be positive, got -3"),
     (["memory", "--params=-7B", "--layers", "3", "--hidden", "64"], "--params must be a positive number"),
-    (["memory", "--params", "7B"], "--params alone does not say how big the activations are"),
+    (["memory", "--params", "7B", "--lora-rank", "16"], "--lora-rank needs the model's shape"),
+    (["mfu", "--params", "7B", "--tokens-per-s", "10", "--gpu", "H100"], "--params alone does not say"),
+    (["checkpoint", "--params", "7B"], "--params alone does not say"),
     (["memory", "--layers", "2", "--hidden", "64", "--batch", "0"], "--batch must be a positive whole number"),
     (["memory", "--layers", "2", "--hidden", "64", "--precision", "fp8"], "unknown --precision 'fp8'; known: fp32"),
     (["memory", "--layers", "2", "--hidden", "64", "--qlora"], "--qlora needs --lora-rank"),
@@ -271,3 +273,24 @@ def test_bad_config_file(tmp_path):
     bad.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
     code, _, err = _cli("memory", str(bad))
     assert code == 2 and "no layers in the config" in err
+
+
+def test_memory_from_a_parameter_count_alone():
+    """`estimate memory --params 7e9`: weights, gradients and optimizer states need only the count (the same
+    bytes as from a full shape of that count); the activations are named as not estimated, with what they need."""
+    from stethoscope.debug.estimate.memory import model_states
+
+    code, out, err = _cli("memory", "--params", "7e9", "--json")
+    res = json.loads(out)
+    assert code == 0 and not err and res["params"] == 7_000_000_000
+    assert res["parts"] == {"weights": 14e9, "gradients": 14e9, "master_weights": 28e9, "optimizer_states": 56e9}
+    assert res["total"] == 112e9 and "activations" not in res["parts"]
+    assert "--layers and --hidden" in res["not_estimated"][0] and "34·s·b·h" in res["not_estimated"][0]
+    shape = from_numbers(layers=32, hidden=4096, heads=32, intermediate=11008)
+    for plan in (Plan(), Plan(precision="fp32", optimizer="sgd"), Plan(gpus=8, zero=1), Plan(gpus=8, zero=3),
+                 Plan(precision="bf16", optimizer="adamw-8bit", gpus=4, zero=2)):
+        full, alone = estimate(shape, plan)["parts"], model_states(shape.params, plan)["parts"]
+        assert {k: v for k, v in alone.items() if v} == {k: full[k] for k in alone if full[k]}, plan
+    code, out, _ = _cli("memory", "--params", "7B", "--gpu", "H100", "--gpus", "8", "--zero", "3")
+    assert code == 0 and "total before activations" in out and "not estimated: activations" in out
+    assert "H100-80GB 61.68 GiB" in out and "gathered whole" in out

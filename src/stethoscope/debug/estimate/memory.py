@@ -138,18 +138,8 @@ def estimate(shape: ModelShape, plan: Plan) -> dict[str, Any]:
     else:
         parts["weights"] = n * w
         trainable, grad_bytes, master, state_bytes = n, g, m, st
-    parts["gradients"] = trainable * grad_bytes
-    parts["master_weights"] = trainable * master
-    opt = plan.optimizer
-    parts["optimizer_states"] = trainable * (OPTIMIZERS_8BIT[opt] if opt in OPTIMIZERS_8BIT else OPTIMIZERS[opt] * state_bytes)
-    if plan.zero >= 1:
-        parts["optimizer_states"] /= d
-        parts["master_weights"] /= d
-    if plan.zero >= 2:
-        parts["gradients"] /= d
+    _add_states(parts, trainable, grad_bytes, master, state_bytes, plan)
     if plan.zero >= 3:
-        parts["weights"] /= d
-        parts["lora_adapters"] = parts.get("lora_adapters", 0) / d
         if d > 1:  # the layer being computed and the next (prefetched), gathered whole
             parts["gathered_layers"] = 2 * shape.layer_params() * (2 if plan.lora else w)
     if plan.precision == "amp" and not plan.lora:
@@ -163,6 +153,49 @@ def estimate(shape: ModelShape, plan: Plan) -> dict[str, Any]:
     out = {k: int(round(v)) for k, v in parts.items()}
     return {"parts": out, "total": sum(out.values()), "params": n, "trainable_params": trainable,
             "per_sample": out["activations"] // plan.batch + out["logits"] // plan.batch}
+
+
+def _add_states(parts: dict[str, float], trainable: int, grad_bytes: int, master: int, state_bytes: int,
+                plan: Plan) -> None:
+    """Gradients, fp32 master weights and optimizer states of the trainable parameters, then ZeRO's sharding
+    of them and of the weights, into `parts` (bytes per GPU)."""
+    d, opt = plan.gpus, plan.optimizer
+    parts["gradients"] = trainable * grad_bytes
+    parts["master_weights"] = trainable * master
+    parts["optimizer_states"] = trainable * (OPTIMIZERS_8BIT[opt] if opt in OPTIMIZERS_8BIT else OPTIMIZERS[opt] * state_bytes)
+    if plan.zero >= 1:
+        parts["optimizer_states"] /= d
+        parts["master_weights"] /= d
+    if plan.zero >= 2:
+        parts["gradients"] /= d
+    if plan.zero >= 3:
+        parts["weights"] /= d
+        parts["lora_adapters"] = parts.get("lora_adapters", 0) / d
+
+
+ACTIVATIONS_NEED = ("activations and logits: they grow with layers x hidden size x sequence x "
+                    "micro-batch (about 34·s·b·h bytes a layer in 16-bit, Korthikanti et al. 2022) and with the "
+                    "vocabulary (about 10·s·b·vocab bytes for the loss); add --layers and --hidden (and --vocab), "
+                    "or give the model's config.json")
+
+
+def model_states(n: int, plan: Plan) -> dict[str, Any]:
+    """What a full training of `n` parameters keeps per GPU whatever the model's shape: weights, gradients,
+    fp32 master weights and optimizer states (ZeRO-sharded). The activations, the logits, ZeRO-3's gathered
+    layers and autocast's weight copies depend on the shape and are named in `not_estimated`."""
+    if plan.lora:
+        raise UsageError("--lora-rank needs the model's shape (which linear layers carry the adapters): add "
+                         "--layers and --hidden, or give a config.json")
+    w, g, m, st, _ = PRECISIONS[plan.precision]
+    parts: dict[str, float] = {"weights": n * w}
+    _add_states(parts, n, g, m, st, plan)
+    out = {k: int(round(v)) for k, v in parts.items()}
+    missing = [ACTIVATIONS_NEED]
+    if plan.zero >= 3 and plan.gpus > 1:
+        missing.append("ZeRO-3's two layers gathered whole (the size of a layer needs the shape)")
+    if plan.precision == "amp":
+        missing.append("autocast's 16-bit copies of the linear weights (up to 2 bytes a parameter)")
+    return {"parts": out, "total": sum(out.values()), "params": n, "trainable_params": n, "not_estimated": missing}
 
 
 def fits(shape: ModelShape, plan: Plan, gpus: tuple[Gpu, ...] = GPUS) -> list[dict[str, Any]]:
