@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import sys
 
 import pytest
@@ -10,14 +12,17 @@ import pytest
 torch = pytest.importorskip("torch")
 L = pytest.importorskip("lightning.pytorch")
 
+import stethoscope  # noqa: E402
 from stethoscope.integrations.lightning import StethoscopeCallback  # noqa: E402
 from stethoscope.store.query import open_run  # noqa: E402
+
+torch.set_num_threads(1)
 
 SEQ, BATCH, VOCAB = 8, 4, 32
 
 
 class TinyLM(L.LightningModule):
-    def __init__(self, lr: float = 0.05) -> None:
+    def __init__(self, lr: float = 0.05, adam: bool = False) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.emb = torch.nn.Embedding(VOCAB, 16)
@@ -42,9 +47,29 @@ class TinyLM(L.LightningModule):
         self.grad_norms.append(torch.nn.utils.get_total_norm(grads).item())
 
     def configure_optimizers(self):
+        if self.hparams.adam:
+            return torch.optim.Adam(self.parameters(), lr=1e-2)
         opt = torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.StepLR(opt, 1, 0.5),
                                                    "interval": "step"}}
+
+
+class NanAfter(L.Callback):
+    """A fault: after the optimizer step of `step`, the embedding turns NaN."""
+
+    def __init__(self, step: int) -> None:
+        self.step, self.done = step, False
+
+    def on_train_batch_end(self, trainer, pl_module, *_):
+        if trainer.global_step == self.step and not self.done:
+            self.done = True
+            with torch.no_grad():
+                pl_module.emb.weight.fill_(float("nan"))
+
+
+def _run(root):
+    (run,) = (root / "stethoscope").iterdir()  # one run, named after the logger's version or the root folder
+    return run
 
 
 def _data(n: int = 64):
@@ -66,7 +91,7 @@ def test_records_what_the_monitor_records(tmp_path):
     model, cb = TinyLM(), StethoscopeCallback()
     _trainer(tmp_path, [cb], max_steps=6).fit(model, _data(), _data(8))
     assert cb.monitor is None
-    with open_run(tmp_path / "stethoscope") as run:
+    with open_run(_run(tmp_path)) as run:
         steps, losses = run.series("train/loss")
         assert steps == [1, 2, 3, 4, 5, 6] and losses == pytest.approx(model.losses, rel=1e-5)
         g_steps, norms = run.series("grad/norm")
@@ -101,7 +126,7 @@ def test_control_requests_save_and_stop(tmp_path, caplog):
     saved = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
     assert saved == ["stethoscope-step=1.ckpt", "stethoscope-step=2.ckpt"]
     assert "test: stop" in caplog.text
-    with open_run(tmp_path / "stethoscope") as run:
+    with open_run(_run(tmp_path)) as run:
         assert run.meta()["status"] == "stopped"
 
 
@@ -114,8 +139,8 @@ def test_resume_from_checkpoint_continues_the_same_run(tmp_path):
     assert any("detection" in v for v in state.values())  # the detectors' state travels in the checkpoint
     cb = StethoscopeCallback()
     _trainer(tmp_path, [cb], max_steps=6).fit(TinyLM(), _data(), ckpt_path=str(saved))
-    assert not (tmp_path / "stethoscope-2").exists()
-    with open_run(tmp_path / "stethoscope") as run:
+    assert _run(tmp_path).name == tmp_path.name  # continued, no NAME-2 beside it
+    with open_run(_run(tmp_path)) as run:
         assert run.series("train/loss")[0] == [1, 2, 3, 4, 5, 6]
         assert run.query("SELECT COUNT(*) FROM points_superseded")[1][0][0] == 0
 
@@ -137,3 +162,69 @@ def test_a_failure_inside_the_callback_never_reaches_training(caplog):
         assert cb.on_train_batch_end(None, None, None, None, 0) is None
         assert cb.on_before_optimizer_step(None, None, None) is None
     assert cb.errors == 2 and caplog.text.count("stethoscope failed in") == 1
+
+
+def test_a_nan_stops_training_at_its_step(tmp_path, caplog):
+    """Issue 27: a NaN did not stop training (and a stop waited for a flush: 9 steps late)."""
+    torch.manual_seed(0)
+    cb = StethoscopeCallback()
+    trainer = _trainer(tmp_path, [NanAfter(30), cb], max_steps=60, val_check_interval=None, limit_val_batches=0)
+    with caplog.at_level(logging.ERROR):
+        trainer.fit(TinyLM(), _data(512))
+    assert trainer.global_step == 31 and "non-finite loss at step 31" in cb.stopped
+    assert "on_critical" in caplog.text
+    with open_run(_run(tmp_path)) as run:
+        assert run.meta()["status"] == "stopped"
+
+
+def test_on_critical_continue_only_records(tmp_path):
+    torch.manual_seed(0)
+    cb = StethoscopeCallback(on_critical="continue")
+    trainer = _trainer(tmp_path, [NanAfter(30), cb], max_steps=34, val_check_interval=None, limit_val_batches=0)
+    trainer.fit(TinyLM(), _data(512))
+    assert trainer.global_step == 34 and cb.stopped is None
+    with pytest.raises(ValueError, match="on_critical"):
+        StethoscopeCallback(on_critical="halt")
+
+
+def test_recovery_rolls_back_the_full_state_in_place(tmp_path):
+    torch.manual_seed(0)
+    ck = stethoscope.Checkpoints(tmp_path / "ck", every=5, keep_last=2, on_signal=None)
+    cb = StethoscopeCallback(checkpoints=ck, recovery=stethoscope.Recovery(patience=5))
+    model = TinyLM(adam=True)
+    trainer = _trainer(tmp_path, [NanAfter(30), cb], max_steps=40, val_check_interval=None, limit_val_batches=0)
+    trainer.fit(model, _data(512))
+    assert trainer.global_step == 40 and cb.stopped is None  # rolled back in place and trained on
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    state = trainer.optimizers[0].state_dict()["state"]
+    assert state and all(torch.isfinite(t).all() for s in state.values() for t in s.values())
+    with open_run(_run(tmp_path)) as run:
+        _, rows = run.query("SELECT data FROM events WHERE kind = 'recovery' ORDER BY id")
+        steps, losses = run.series("train/loss")
+    (rb,) = [d for d in map(json.loads, (r[0] for r in rows)) if d["action"] == "rollback"]
+    assert rb["onset"] == 31 and rb["restored"] == 25
+    assert steps[-1] == 40 and all(math.isfinite(v) for v in losses)
+
+
+def test_runs_are_named_after_the_loggers_version(tmp_path):
+    """Issue 27: every Lightning run was named `stethoscope` (its folder): two runs shared a Prometheus label
+    and `export parquet` refused the second without --name. A resume continues the run it resumes."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    from stethoscope.store.export import export_runs
+
+    def fit(steps: int, **kw):
+        torch.manual_seed(0)
+        ckpt = L.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=2, save_top_k=-1)
+        _trainer(tmp_path, [StethoscopeCallback(), ckpt], max_steps=steps, logger=CSVLogger(tmp_path),
+                 enable_checkpointing=True, limit_val_batches=0).fit(TinyLM(), _data(), **kw)
+
+    fit(2)
+    fit(2)
+    runs = sorted((tmp_path / "stethoscope").iterdir())
+    assert [r.name for r in runs] == ["version_0", "version_1"]
+    fit(4, ckpt_path=str(tmp_path / "ckpt" / "epoch=0-step=2.ckpt"))  # a new logger version, the same run
+    assert sorted(r.name for r in (tmp_path / "stethoscope").iterdir()) == ["version_0", "version_1"]
+    pytest.importorskip("pyarrow")
+    result = export_runs(runs, tmp_path / "parquet")
+    assert {r.run for r in result.ranks} == {"version_0", "version_1"}

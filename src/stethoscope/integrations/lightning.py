@@ -6,9 +6,19 @@ Lightning clips), LR and parameter/update statistics from the Monitor's optimize
 samples counted from the batch (`input_ids` of a dict, or the first integer [batch, seq] tensor) with a
 fingerprint per sample as batch ids, step and data time, memory. Validation: `val_loss` (or
 `val/loss`) as the eval loss. The Monitor's `Control` requests are carried out by the Trainer:
-checkpoint → `trainer.save_checkpoint`, stop or roll back → `trainer.should_stop`. Resuming with
-`fit(ckpt_path=…)` continues the same stethoscope run, the detectors' state restored from the
-checkpoint (the callback's `state_dict`).
+checkpoint → `trainer.save_checkpoint`, stop → `trainer.should_stop`.
+
+The run is recorded in DEFAULT_ROOT_DIR/stethoscope/NAME, NAME being the logger's version (`version_3`,
+after the logger's name when it has its own) or else the root folder's name: the run's name in Prometheus
+labels and Parquet exports.
+
+A critical finding (a non-finite loss, a divergence) stops training (`on_critical="stop"`, the default, as
+`EarlyStopping(check_finite=True)` does; `"continue"` only records it), unless automatic recovery rolls
+back from it: with `checkpoints=Checkpoints(...)` and `recovery=Recovery(...)` the Monitor restores the
+module, the optimizer, the LR scheduler and the RNG in place and the Trainer goes on. A non-finite loss is
+seen at the step it happens (not at the next flush), and a state whose loss was not finite is never saved
+by the callback. Resuming with `fit(ckpt_path=…)` continues the same stethoscope run, the detectors' state
+restored from the checkpoint (the callback's `state_dict`).
 """
 
 from __future__ import annotations
@@ -19,6 +29,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from stethoscope.integrations import batches
+from stethoscope.integrations.critical import (check_on_critical, critical_reason, finite_flag, folder_name,
+                                               is_finite, recovers, run_name)
 from stethoscope.integrations.guard import guarded
 from stethoscope.records import LR
 
@@ -30,10 +42,17 @@ EVAL_KEYS = ("val_loss", "val/loss", "validation_loss", "eval_loss")
 class _Adapter:
     """The callback's logic; the class users get also derives from Lightning's Callback."""
 
-    def __init__(self, run_dir: str | os.PathLike[str] | None = None, **monitor: Any) -> None:
-        """`run_dir`: where the run is recorded (default: DEFAULT_ROOT_DIR/stethoscope). Other keywords go to
-        `stethoscope.Monitor` (alerts=…, export=[…], prometheus_port=…, tokens_per_step=…)."""
+    def __init__(self, run_dir: str | os.PathLike[str] | None = None, on_critical: str = "stop",
+                 **monitor: Any) -> None:
+        """`run_dir`: where the run is recorded (default: DEFAULT_ROOT_DIR/stethoscope/NAME, NAME: the logger's
+        version or the root folder's name). `on_critical`: "stop" (training stops at a non-finite loss or a
+        divergence, unless `recovery` rolls back from it) or "continue". Other keywords go to
+        `stethoscope.Monitor` (alerts=…, export=[…], prometheus_port=…, tokens_per_step=…, checkpoints=…,
+        recovery=…)."""
         self.run_dir, self.options = run_dir, monitor
+        self.on_critical = check_on_critical(on_critical)
+        self.stopped: str | None = None
+        """Why the callback stopped training, if it did."""
         self.monitor: Any = None
         self.errors = 0
         """Failures inside the callback (logged once, counted, never raised into training)."""
@@ -46,16 +65,22 @@ class _Adapter:
         self._ids: list[Any] = []
         self._grad_norm: Any = None
         self._lrs: dict[str, float] = {}
+        self._finite: Any = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         from stethoscope.capture.monitor import Monitor
 
         resumed = trainer.ckpt_path is not None or trainer.global_step > 0
-        run_dir = self.run_dir or os.path.join(trainer.default_root_dir, "stethoscope")
+        name = (self._restored or {}).get("run_name") or _run_name(trainer)  # a resume continues its run
+        run_dir = self.run_dir or os.path.join(trainer.default_root_dir, "stethoscope", name)
         optimizer = trainer.optimizers[0] if trainer.optimizers else None
         clip = trainer.gradient_clip_val if trainer.gradient_clip_algorithm in (None, "norm") else None
         options = {"max_grad_norm": clip or None, "config": _hparams(pl_module), **self.options}
+        checkpoints = options.get("checkpoints")
+        if checkpoints is not None and trainer.lr_scheduler_configs:  # a rollback restores the schedule too
+            checkpoints.objects.setdefault("scheduler", trainer.lr_scheduler_configs[0].scheduler)
+        self.stopped = None
         self.monitor = Monitor(run_dir, model=pl_module, optimizer=optimizer, resume=resumed, **options)
         if self._restored is not None:
             self.monitor.load_state_dict(self._restored)
@@ -102,10 +127,18 @@ class _Adapter:
             import torch
 
             ids = self._ids[0] if len(self._ids) == 1 else torch.cat(self._ids)
+        finite = is_finite(self._finite)
         ctl = self.monitor.step(trainer.global_step, loss=loss, grad_norm=self._grad_norm, batch_ids=ids,
                                 tokens=self._tokens or None, samples=self._samples or None, **self._lrs)
         self._clear()
-        self._apply(ctl, trainer)
+        if not finite:  # make it visible to the detectors (and recovery) now, not at the next flush
+            self.monitor.flush()
+        self._apply(ctl, trainer, finite)
+
+    @guarded
+    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
+        if self.monitor is not None and hasattr(loss, "detach"):
+            self._finite = finite_flag(loss, self._finite)  # made now: read at the step's end without a wait
 
     @guarded
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
@@ -132,30 +165,62 @@ class _Adapter:
 
     # -- checkpoints and control ---------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return self.monitor.state_dict() if self.monitor is not None else {}
+        if self.monitor is None:
+            return {}
+        return {"run_name": self.monitor.run_dir.name, **self.monitor.state_dict()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if state_dict:
             self._restored = state_dict  # restored before training starts: applied to the Monitor then
 
-    def _apply(self, ctl: Any, trainer: Any) -> None:
-        """The Monitor's requests, carried out by the Trainer at this safe point (after a step)."""
+    def _apply(self, ctl: Any, trainer: Any, finite: bool = True) -> None:
+        """The Monitor's requests and critical findings, carried out by the Trainer at this safe point (after a
+        step). A state whose loss was not finite is never saved: the checkpoint to resume from is the one before."""
+        self._stop_if_critical(trainer, finite)
         if not (ctl.checkpoint or ctl.stop or ctl.rollback):
             return
         why = "; ".join(ctl.reasons) or "requested"
         path = os.path.join(_checkpoint_dir(trainer), f"stethoscope-step={trainer.global_step}.ckpt")
+        if ctl.resume_step is not None:  # automatic recovery restored an earlier state in place
+            log.warning("stethoscope: rolled back in place (%s); training goes on", why)
+            ctl.clear()
+            return
         if ctl.rollback:
             log.warning("stethoscope: rollback to step %s requested (%s); Lightning cannot roll back in place: "
                         "saving and stopping; resume with fit(ckpt_path=...) from a checkpoint at or before that "
                         "step", ctl.rollback_to, why)
         else:
             log.warning("stethoscope: %s (%s): %s", "saving and stopping" if ctl.stop else "saving a checkpoint",
-                        why, path)
+                        why, path if finite else "not saved: the loss of this step is not finite")
         stop = ctl.stop or ctl.rollback
         ctl.clear()
-        trainer.save_checkpoint(path)
+        if finite:
+            trainer.save_checkpoint(path)
         if stop:
             trainer.should_stop = True
+
+    def _stop_if_critical(self, trainer: Any, finite: bool) -> None:
+        if self.on_critical != "stop" or self.stopped is not None:
+            return
+        why = critical_reason(self.monitor)
+        if why is None and not finite and not recovers(self.monitor, "nan"):
+            why = f"non-finite loss at step {trainer.global_step}"
+        if why is not None:
+            self.stopped = why
+            trainer.should_stop = True
+            log.error("stethoscope: stopping training: %s (on_critical=\"stop\"; resume from the last checkpoint "
+                      "saved before it, or pass on_critical=\"continue\")", why)
+
+
+def _run_name(trainer: Any) -> str:
+    """The logger's version (after its name, when it has its own), else the root folder's name."""
+    logger = trainer.logger
+    version = getattr(logger, "version", None) if logger is not None else None
+    if version is None or version == "":
+        return run_name(folder_name(trainer.default_root_dir))
+    version = f"version_{version}" if isinstance(version, int) else str(version)
+    prefix = getattr(logger, "name", None)
+    return run_name(f"{prefix}-{version}" if prefix and prefix != "lightning_logs" else version)
 
 
 def _checkpoint_dir(trainer: Any) -> str:
