@@ -149,3 +149,19 @@ def test_low_utilization_with_data_waits_names_an_input_bound_run(tmp_path, cli_
     under = [f for f in found if f["type"] == "gpu_underused"]
     assert under and "22%" in under[0]["message"]
     assert "bound" in under[0]["message"]
+
+
+def test_an_ecc_error_pages_once_naming_the_device(tmp_path):
+    from stethoscope.act import AlertsConfig, MemoryChannel, RuleConfig
+
+    mem = MemoryChannel()
+    nvml = FakeNvml([FakeGpu(), FakeGpu()])
+
+    def ecc(step, nvml):
+        if step == 30:
+            nvml.gpus[1].ecc_uncorrected = 1
+
+    _train(tmp_path, nvml, 70, at_step=ecc, pause=0.004, alerts=AlertsConfig([mem], RuleConfig(cooldown_s=0)))
+    pages = [a for a in mem.sent if a.type == "gpu_ecc_error"]
+    assert len([a for a in pages if a.kind == "trigger"]) == 1, [(a.type, a.kind) for a in mem.sent]
+    assert pages[0].severity == "critical" and "GPU 1" in pages[0].message

@@ -113,3 +113,17 @@ def test_the_rank_furthest_behind_is_named(tmp_path, cli_env):
     assert res.returncode == 0, res.stderr
     assert "rank 2 of 4" in res.stdout and "step 29" in res.stdout
     assert "4 ranks: last step 23..29  rank 1 furthest behind (6 steps)  1 rank file(s) unreadable" in res.stdout
+
+
+def test_watch_shows_gpu_health_and_says_a_thermal_throttle(tmp_path, cli_env):
+    from stethoscope.testing import FakeGpu, FakeNvml
+
+    nvml = FakeNvml([FakeGpu(temp=88.0, reasons=0x40)])
+    with Monitor(tmp_path / "g", gpu_health=nvml, system_every=0.02, serve=False) as mon:
+        for step in range(20):
+            mon.step(step, loss=2.0)
+            time.sleep(0.01)
+    res = run_cli("watch", str(tmp_path / "g"), "--once", env=cli_env)
+    assert res.returncode == 0, res.stderr
+    assert re.search(r"GPU util\s+0\.92", res.stdout) and re.search(r"GPU °C\s+88", res.stdout), res.stdout
+    assert "GPU THERMAL THROTTLE" in res.stdout and "UNCORRECTABLE" not in res.stdout

@@ -174,13 +174,19 @@ def _rates(snap: Any) -> Text:
 
     parts = [("steps/s", snap.steps_per_s)]
     labels = {R.STEP_TIME: "step time s", R.TOKENS_PER_S: "tokens/s", R.MFU: "MFU", R.DATA_WAIT: "data wait s",
-              R.RSS: "RSS GiB", R.CUDA_PEAK: "GPU peak GiB"}
-    parts += [(labels[k], v) for k, v in snap.latest.items()]
+              R.RSS: "RSS GiB", R.CUDA_PEAK: "GPU peak GiB", R.GPU_UTIL: "GPU util", R.GPU_TEMP: "GPU °C",
+              R.GPU_POWER: "GPU W"}
+    alarms = {R.GPU_THROTTLE_THERMAL: "GPU THERMAL THROTTLE", R.GPU_THROTTLE_POWER: "GPU at power cap",
+              R.GPU_ECC_UNCORRECTED: "GPU UNCORRECTABLE ECC"}
+    parts += [(labels[k], v) for k, v in snap.latest.items() if k in labels]
     text = Text()
     for label, value in parts:
         if value is not None:
             text.append(f"{label} ", style="dim")
             text.append(f"{render.fmt(value)}   ")
+    for key, label in alarms.items():  # flags and counts: said only when they are set
+        if snap.latest.get(key):
+            text.append(label + "   ", style="bold red" if key != R.GPU_THROTTLE_POWER else "yellow")
     return text
 
 

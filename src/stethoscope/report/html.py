@@ -64,6 +64,8 @@ CHARTS = (
     Chart("step_time", "Step time (s)", (r.STEP_TIME, r.DATA_WAIT)),
     Chart("memory", "Memory (GiB)", (r.CUDA_ALLOCATED, r.CUDA_RESERVED, r.CUDA_PEAK, r.CUDA_TOTAL, r.RSS)),
     Chart("loss_scale", "Loss scale (log)", (r.LOSS_SCALE,), log_y=True),
+    Chart("gpu", "GPU utilization (NVML, 0–1)", (r.GPU_UTIL, r.GPU_MEM_UTIL)),
+    Chart("gpu_temp", "GPU temperature (°C) and power (W)", (r.GPU_TEMP, r.GPU_POWER)),
 )
 
 

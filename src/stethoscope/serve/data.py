@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -36,9 +37,18 @@ CHARTS = (
     Chart("step_time", "Step time (s)", (R.STEP_TIME, R.DATA_WAIT)),
     Chart("memory", "Memory (GiB)", (R.CUDA_ALLOCATED, R.CUDA_RESERVED, R.CUDA_PEAK, R.CUDA_TOTAL, R.RSS)),
     Chart("loss_scale", "Loss scale (log)", (R.LOSS_SCALE,), log_y=True),
+    Chart("gpu", "GPU utilization (NVML, 0–1)", (R.GPU_UTIL, R.GPU_MEM_UTIL)),
+    Chart("gpu_temp", "GPU temperature (°C) and power (W)", (R.GPU_TEMP, R.GPU_POWER, R.GPU_POWER_LIMIT)),
+    Chart("gpu_throttle", "GPU clocks held down (1 = throttled)",
+          (R.GPU_THROTTLE_THERMAL, R.GPU_THROTTLE_POWER, R.GPU_THROTTLE_HW)),
+    Chart("gpu_clocks", "GPU clocks (Hz)", (R.GPU_SM_CLOCK, R.GPU_MEM_CLOCK)),
+    Chart("gpu_errors", "GPU errors (ECC, rows awaiting a reset, PCIe replays, XID)",
+          (R.GPU_ECC_UNCORRECTED, R.GPU_ECC_CORRECTED, R.GPU_ROWS_PENDING, R.GPU_PCIE_REPLAYS, R.GPU_XID)),
 )
-# Drawn once per rank when the run has more than one.
-RANK_METRICS = (R.LOSS, R.STEP_TIME, R.TOKENS_PER_S, R.GRAD_NORM, R.CUDA_PEAK, R.RSS)
+# Drawn once per rank when the run has more than one (the GPU panel of each rank among them).
+RANK_METRICS = (R.LOSS, R.STEP_TIME, R.TOKENS_PER_S, R.GRAD_NORM, R.CUDA_PEAK, R.RSS, R.GPU_UTIL, R.GPU_TEMP,
+                R.GPU_POWER)
+_DEVICE = re.compile(r"/(?:gpu|cuda)\d+$")
 
 
 def names_by_rank(reader: RunReader) -> dict[int, list[str]]:
@@ -53,10 +63,15 @@ def charts_for(names: list[str]) -> list[Chart]:
     """The charts with at least one of `names`; other memory/… metrics join the memory chart, and every other
     metric (eval/accuracy, param/norm, …) gets a chart of its own, up to MAX_OTHER of them."""
     charted = {m for c in CHARTS for m in c.metrics}
+    devices = {n for n in names if _DEVICE.search(n) and _DEVICE.sub("", n) in charted}  # gpu/temp_c/gpu1
+    charted |= devices
     extra_memory = tuple(n for n in names if n.startswith("memory/") and n not in charted)
     out = []
     for c in CHARTS:
-        metrics = c.metrics + (extra_memory if c.id == "memory" else ())
+        per_device = tuple(sorted(n for n in devices if _DEVICE.sub("", n) in c.metrics))
+        # one line per device where the run has them; the plain name (device 0 again) only where it has not
+        plain = tuple(m for m in c.metrics if not any(_DEVICE.sub("", n) == m for n in per_device))
+        metrics = plain + per_device + (extra_memory if c.id == "memory" else ())
         present = tuple(m for m in metrics if m in names)
         if present:
             out.append(Chart(c.id, c.title, present, c.log_y, c.wide))

@@ -19,7 +19,8 @@ from stethoscope.store.query import rank_files
 from stethoscope.store.schema import NOT_FINDINGS_SQL
 
 CURVES = (R.LOSS, R.EVAL_LOSS, R.GRAD_NORM, R.LR, R.TOKENS_PER_S)
-RATES = (R.STEP_TIME, R.TOKENS_PER_S, R.MFU, R.DATA_WAIT, R.RSS, R.CUDA_PEAK)
+RATES = (R.STEP_TIME, R.TOKENS_PER_S, R.MFU, R.DATA_WAIT, R.RSS, R.CUDA_PEAK, R.GPU_UTIL, R.GPU_TEMP, R.GPU_POWER,
+         R.GPU_THROTTLE_THERMAL, R.GPU_THROTTLE_POWER, R.GPU_ECC_UNCORRECTED)
 MAX_RANKS = 256  # the last step of every rank is read each refresh up to this many rank files
 
 
