@@ -76,7 +76,7 @@ def test_the_debug_package_imports_without_torch_and_its_functions_stay_function
     code = textwrap.dedent("""
         import sys
         import stethoscope.debug as d
-        for m in ("examples", "forward", "grads", "history", "nonfinite", "numeric", "steps", "watch", "workflows"):
+        for m in ("examples", "forward", "grads", "history", "nonfinite", "numeric", "steps", "stored", "watch", "workflows"):
             __import__("stethoscope.debug." + m)
         assert "torch" not in sys.modules, "torch imported"
         assert all(callable(getattr(d, n)) for n in ("gradients", "numerics", "workflow", "locate_nonfinite"))

@@ -1,5 +1,5 @@
-"""`stethoscope debug RUN`: the guided workflow for each NaN, loss spike or divergence a run recorded, and
-the Python call that runs it on the model and batch (the checks need them: the CLI has neither)."""
+"""`stethoscope debug RUN`: for each NaN, loss spike or divergence a run recorded, the workflow's checks that the
+store answers (run here), what each would add with the live model, and the Python call that runs them on it."""
 
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ from stethoscope.records import Finding
 @click.option("--all", "show_all", is_flag=True, help="Include info findings (small spikes that recovered).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plans as JSON.")
 def debug(run: str, step: int | None, show_all: bool, as_json: bool) -> None:
-    """What to check, in order, for each NaN, loss spike and divergence of a run, and the Python to run it.
+    """Run the checks a run's store allows for each NaN, loss spike and divergence, and say which need the model.
 
-    Prints the report the Monitor stored when it re-ran a non-finite step's batch
-    (`Monitor(debug_nonfinite=True)`), the batch's sample ids, the four checks of the workflow (batch,
-    gradients, LR schedule, numerics) and the `stethoscope.debug.workflow(...)` call that runs them on
-    your model and that step's batch.
+    From the store: the batch's sample ids, the report the Monitor stored when it re-ran a non-finite
+    step's batch (`Monitor(debug_nonfinite=True)`), the loss and grad norm around the finding (which went
+    non-finite first, a lead-up or one step, whether it stayed) and the LR schedule. The per-example,
+    per-layer and numerics checks need your model and that step's batch: the
+    `stethoscope.debug.workflow(...)` call printed for each finding runs all four on them.
 
     \b
     Examples:
@@ -41,8 +42,8 @@ def debug(run: str, step: int | None, show_all: bool, as_json: bool) -> None:
         targets = _targets(run_findings(reader), events, step)
         if step is not None and not targets:
             raise UsageError(f"{run}: no NaN, loss spike or divergence finding at or before step {step}")
-    shown = [t for t in targets if show_all or step is not None or t["severity"] != "info"]
-    plans = [_plan(t, run, events) for t in shown]
+        shown = [t for t in targets if show_all or step is not None or t["severity"] != "info"]
+        plans = [_plan(t, run, events, reader) for t in shown]
     if as_json:
         click.echo(render.to_json({"run": run, "checks": [{"title": t, "checks": c, "needs": n} for t, c, n in PLAN],
                                    "findings": plans, "left_out": len(targets) - len(shown)}))
@@ -88,35 +89,39 @@ def _debug_events(reader: Any) -> dict[int, dict[str, Any]]:
     return out
 
 
-def _plan(target: dict[str, Any], run: str, events: dict[int, dict[str, Any]]) -> dict[str, Any]:
+def _plan(target: dict[str, Any], run: str, events: dict[int, dict[str, Any]], reader: Any) -> dict[str, Any]:
+    from stethoscope.debug.stored import stored_workflow
     from stethoscope.debug.workflows import KINDS
 
     step = target["step"]
     call = (f"workflow({ {'type': target['type'], 'step': step}!r}, dict(model=model, optimizer=optimizer, "
             f"batch=batch_of_step_{step}, loss_fn=loss_fn, run={run!r}))")
-    return {**target, "workflow": KINDS[target["type"]], "stored_report": events.get(step), "python": call}
+    report = events.get(step) if KINDS[target["type"]] == "nan" else None
+    done = stored_workflow({"type": target["type"], "step": step, "message": target["message"]}, reader, report)
+    return {**target, "workflow": KINDS[target["type"]], "stored_report": events.get(step),
+            "checks": done.to_dict()["steps"], "conclusion": done.conclusion, "python": call}
 
 
 def _print(con: Any, run: str, plans: list[dict[str, Any]], left_out: int) -> None:
-    from stethoscope.debug.workflows import PLAN
-
     more = f" ({left_out} info finding(s) left out: --all)" if left_out else ""
     if not plans:
         con.print(f"no NaN, loss spike or divergence finding in {run}: nothing to debug{more}")
         return
-    con.print(f"[bold]{len(plans)} finding(s) to debug[/] in {run}{more}. Each workflow runs, in order:")
-    for i, (title, checks, needs) in enumerate(PLAN, 1):
-        con.print(f"  {i}. {title}: {checks} [dim](needs {needs})[/]")
+    con.print(f"[bold]{len(plans)} finding(s) to debug[/] in {run}{more}: the checks its store allows, run; "
+              "what each adds with your model and the batch, and the call that runs it")
     for p in plans:
-        con.print(f"\n[bold]{p['type']}[/] at step {p['step']} ({p['severity']}): {escape(p['message'])}")
+        con.print(f"\n[bold]{p['type']}[/] at step {p['step']} ({p['severity']}): {escape(p['message'])}", soft_wrap=True)
         if p.get("batch_ids"):
             ids = p["batch_ids"]
             con.print(f"  batch samples: {', '.join(map(str, ids[:8]))}" + (" …" if len(ids) > 8 else ""))
         rep = p.get("stored_report")
         if rep:
-            con.print(f"  re-run by the Monitor: {escape(rep.get('verdict') or rep['message'])}")
-            if rep.get("next_check"):
-                con.print(f"  next: {escape(rep['next_check'])}")
-        con.print(f"  {escape(p['python'])}", highlight=False)
-    con.print("\nRun one on your model, with that step's batch re-fetched from your data pipeline:\n"
+            con.print(f"  re-run by the Monitor: {escape(rep.get('verdict') or rep['message'])}", soft_wrap=True)
+        for i, c in enumerate(p["checks"], 1):
+            con.print(f"  {i}. {c['title']} \\[{c['status']}]: {escape(c['found'])}", soft_wrap=True, highlight=False)
+            con.print(f"     next: {escape(c['next'])}", soft_wrap=True, highlight=False)
+            con.print(f"     [dim]with the live model: {escape(c['data']['needs_live_model'])}[/]", soft_wrap=True)
+        con.print(f"  => {escape(p['conclusion'])}", soft_wrap=True, highlight=False)
+        con.print(f"  {escape(p['python'])}", highlight=False, soft_wrap=True)
+    con.print("\nRun the four checks on your model, with that step's batch re-fetched from your data pipeline:\n"
               "  from stethoscope.debug import workflow\n  print(workflow(...))   # as above", highlight=False)

@@ -3,7 +3,9 @@
 `locate_nonfinite(model, batch)`: where a NaN/Inf is born. `gradients(model)`: per-layer gradient
 norms, zero/vanishing/exploding layers, dead units. `numerics(model, sample)`: non-finite or extreme
 parameters, saturated activations, norm eps too small for the dtype. `workflow(finding, context)`:
-the guided checks for a loss spike, a divergence or a NaN, each run on the given model and batch.
+the guided checks for a loss spike, a divergence or a NaN, each run on the given model and batch;
+`stethoscope.debug.stored.stored_workflow(finding, run)` runs those a run's store answers without the
+model (what `stethoscope debug RUN` prints).
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def _upstream(step: Step) -> int:
 def workflow(finding: Any, context: WorkflowContext | Mapping[str, Any]) -> Workflow:
     """Run the guided workflow for `finding` (nan, loss_spike/grad_spike/grad_explosion, divergence) on
     `context` (a WorkflowContext, or a mapping of its fields)."""
-    f = _finding(finding)
+    f = finding_of(finding)
     kind = KINDS.get(f.type)
     if kind is None:
         raise ValueError(f"no workflow for a {f.type!r} finding; workflows exist for {', '.join(sorted(KINDS))}")
@@ -140,7 +140,8 @@ def _context(context: Mapping[str, Any]) -> WorkflowContext:
     return WorkflowContext(**dict(context))
 
 
-def _finding(finding: Any) -> Finding:
+def finding_of(finding: Any) -> Finding:
+    """A Finding from a Finding, its dict or just its type."""
     if isinstance(finding, Finding):
         return finding
     if isinstance(finding, str):
