@@ -12,7 +12,7 @@ import click
 from rich.text import Text
 
 from stethoscope.cli import render
-from stethoscope.cli.findings_view import fails, print_findings
+from stethoscope.cli.findings_view import fails, print_findings, shown
 from stethoscope.errors import InputError, StethoscopeError, UsageError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.records import severity_rank
@@ -112,7 +112,10 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
         con = render.console()
         for d in results:
             con.print(_header(d))
-            print_findings(con, d.findings, min_severity=min_severity or "warning")
+            if d.classification.get("label") == "too_short" and not shown(d.findings, min_severity or "warning"):
+                con.print(Text(f"  {d.steps:,} steps: too few to judge ({d.classification.get('detail')})"))
+            else:
+                print_findings(con, d.findings, min_severity=min_severity or "warning")
     if failed:
         return 2
     return 1 if any(fails(d.findings, fail_on) for d in results) else 0
@@ -238,8 +241,7 @@ def import_source(source: str, into: str, as_json: bool) -> None:
     for target, run in done:
         con.print(Text(f"imported {run.path} ({run.format}): {run.n_points:,} points over {run.steps:,} "
                        f"logged steps → {target}"))
-        for w in run.warnings[:10]:
-            con.print(f"  warning: {w}", markup=False)
+        _warn(run)  # on stderr, as diagnose says it: stdout stays what was imported
 
 
 def report_input(run: ImportedRun, findings: list[Any]) -> Any:

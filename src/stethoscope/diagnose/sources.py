@@ -37,7 +37,7 @@ def from_store(reader: RunReader, rank: int | None = None) -> ImportedRun:
     """One rank of a stethoscope run (the lowest by default) in the importers' shape."""
     rank = reader.ranks[0] if rank is None else rank
     if rank not in reader.ranks:
-        raise UsageError(f"{reader.path}: no rank {rank} (ranks: {reader.ranks})")
+        raise UsageError(f"{reader.path}: no rank {rank} (ranks: {', '.join(map(str, reader.ranks))})")
     cols = _packed_columns(reader, rank) or _row_columns(reader, rank)
     meta: dict[str, Any] = {}
     for key, value in reader.meta(rank).items():

@@ -1,0 +1,44 @@
+"""Small things the CLI says (issue 27, item 15): ranks listed as numbers, not a Python list; `import`'s
+warnings on stderr as `diagnose` prints them; a log cut to a couple of steps is too few to judge, never
+"no problems found"."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from stethoscope import Monitor
+from stethoscope.cli.main import cli
+
+
+def _truncated_trainer_state(path, keep_rows: int):
+    rows = [{"loss": 2.5 - 0.01 * i, "learning_rate": 1e-4, "epoch": i / 100, "step": 10 * (i + 1)} for i in range(50)]
+    text = json.dumps({"global_step": 500, "log_history": rows}, indent=2)
+    cut = text.index('"step": %d' % (10 * (keep_rows + 1)))  # inside the row after the last one kept
+    path.write_text(text[:cut])
+    return path
+
+
+def test_an_unknown_rank_lists_the_ranks_as_numbers(tmp_path):
+    with Monitor(tmp_path / "run", strict=True) as mon:
+        for step in range(3):
+            mon.step(step, loss=1.0 / (step + 1))
+    res = CliRunner().invoke(cli, ["diagnose", str(tmp_path / "run"), "--rank", "5"])
+    assert res.exit_code == 2 and "no rank 5 (ranks: 0)" in res.stderr and "[0]" not in res.stderr
+
+
+def test_import_warns_on_stderr_like_diagnose(tmp_path):
+    log = _truncated_trainer_state(tmp_path / "trainer_state.json", 6)
+    res = CliRunner().invoke(cli, ["import", str(log), "--into", str(tmp_path / "run")])
+    assert res.exit_code == 0 and "6 logged steps" in res.stdout
+    assert "truncated or damaged JSON" in res.stderr and "truncated" not in res.stdout
+    diag = CliRunner().invoke(cli, ["diagnose", str(log)])
+    assert "truncated or damaged JSON" in diag.stderr and "truncated" not in diag.stdout
+
+
+def test_two_steps_are_too_few_to_judge_not_no_problems(tmp_path):
+    log = _truncated_trainer_state(tmp_path / "trainer_state.json", 2)
+    res = CliRunner().invoke(cli, ["diagnose", str(log)])
+    assert res.exit_code == 0 and "2 steps: too few to judge" in res.stdout
+    assert "no problems found" not in res.stdout
