@@ -50,8 +50,10 @@ def test_nan_for_300_steps_pages_each_channel_once_plus_one_final_message(tmp_pa
     assert len(slack) == 2 and slack[0]["text"].startswith("[CRITICAL] nan at step 100")
     assert slack[1]["text"].startswith("[RUN STOPPED] nan at step 100")
     pd = ep.bodies("/v2/enqueue")
-    assert [(b["event_action"], b["payload"]["severity"]) for b in pd] == [("trigger", "critical")] * 2
-    assert pd[0]["dedup_key"] == pd[1]["dedup_key"]  # one PagerDuty incident, updated by the final message
+    assert [(b["event_action"], b["payload"]["severity"]) for b in pd] == [("trigger", "critical")]
+    [stopped] = ep.bodies("/v2/change/enqueue")  # on the service's timeline: a trigger on the key would page no one
+    assert stopped["payload"]["summary"].startswith("[RUN STOPPED] nan at step 100")
+    assert stopped["payload"]["custom_details"]["dedup_key"] == pd[0]["dedup_key"]
     subjects = [msg["Subject"] for _, msg in smtp.messages]
     assert len(subjects) == 2 and subjects[0].startswith("[CRITICAL]") and subjects[1].startswith("[RUN STOPPED]")
     lines = [json.loads(line) for line in jsonl.read_text().splitlines()]

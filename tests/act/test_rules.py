@@ -180,8 +180,10 @@ def test_a_run_wide_hang_pages_once_across_ranks_and_the_paging_rank_resolves_it
     ranks = [AlertRules(["warning"], RuleConfig(), rank=r, run_dir=str(tmp_path)) for r in (0, 1, 2)]
     clock = FakeClock()
 
-    def hang(rank, step, **kw):
-        return Finding("hang", "critical", step, f"rank {rank}: no step completed", source="watchdog", **kw)
+    def hang(rank, step, since=None, evidence=None, **kw):  # the ranks stalled 0.3 s apart
+        ev = {"since": 1000.0 + 0.3 * rank if since is None else since, "timeout_s": 60.0, **(evidence or {})}
+        return Finding("hang", "critical", step, f"rank {rank}: no step completed", source="watchdog", evidence=ev,
+                       **kw)
 
     sent = [r.on_findings([hang(i, 14 if i < 2 else 15)], clock()) for i, r in enumerate(ranks)]
     assert [len(d) for d in sent] == [1, 0, 0]  # rank 2 stalled a step later: the same incident
@@ -191,3 +193,6 @@ def test_a_run_wide_hang_pages_once_across_ranks_and_the_paging_rank_resolves_it
     assert _kinds(done[0]) == [(0, "resolve", "critical")] and done[1] == []
     assert ranks[1].run_ended("completed", 30, clock()) == []  # nothing was paged from rank 1
     assert ranks[2].run_ended("completed", 30, clock()) == []
+    restarted = [AlertRules(["warning"], RuleConfig(), rank=r, run_dir=str(tmp_path)) for r in (0, 1)]
+    again = [r.on_findings([hang(i, 14, since=5000.0 + i)], clock()) for i, r in enumerate(restarted)]
+    assert [len(d) for d in again] == [1, 0]  # the same step stalled again an hour later: a new incident, one page

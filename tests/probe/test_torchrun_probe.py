@@ -24,9 +24,11 @@ SCRIPT = textwrap.dedent("""
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     from stethoscope import Monitor
+    from stethoscope.act import JsonlFile
     from stethoscope.probe import ProbeConfig
 
     run_dir, mode, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    alerts = [JsonlFile(run_dir + "-alerts.jsonl")] if mode == "hang" else None  # one file: every rank's pages
     rank = dist.get_rank()
     SLOW_FROM = 40 if mode == "straggler" and rank == 1 else None  # healthy for 40 steps, then rank 1 slows
     step = 0
@@ -49,7 +51,7 @@ SCRIPT = textwrap.dedent("""
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     cfg = ProbeConfig(health_every=10, straggler_threshold=0.85, hang_floor_s=2.0, hang_sample_s=0.5,
                       faulthandler=False)
-    with Monitor(run_dir, model=model, optimizer=opt, serve=cfg) as mon:
+    with Monitor(run_dir, model=model, optimizer=opt, serve=cfg, alerts=alerts) as mon:
         for step in range(steps):
             if mode == "hang" and rank == 2 and step == 15:
                 wait_for_release(os.path.join(run_dir, "release"))
@@ -137,6 +139,9 @@ def test_a_rank_blocking_before_all_reduce_is_a_hang_on_every_rank_seen_through_
     _finish(proc)
     resolved = [f for f in _findings(run, ("hang",)) if f[4]["evidence"].get("recovered")]
     assert sorted(f[0] for f in resolved) == [0, 1, 2]
+    pages = [json.loads(line) for line in (tmp_path / "run-alerts.jsonl").read_text().splitlines()]
+    hang = [(p["kind"], p["rank"], p["key"]) for p in pages if p["type"] == "hang"]
+    assert [k for k, _, _ in hang] == ["trigger", "resolve"] and len({(r, k) for _, r, k in hang}) == 1, hang
 
 
 def _hangs_by_rank(run):

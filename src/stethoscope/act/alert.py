@@ -1,8 +1,11 @@
 """An alert: what a person on call reads about one incident, in every channel's words.
 
-One incident gives at most a `trigger`, an `escalate` when it got worse or persisted, and one last
-message: `resolve` when it cleared, `stop` when the run ended with it still open. `key` is stable
-for the incident (PagerDuty's `dedup_key`), so the last message closes what the first one opened.
+One incident gives a channel at most a `trigger`, an `escalate` when it got worse or persisted, and one
+last message: `resolve` when it cleared, `stop` when the run ended with it still open. `key` is stable
+for the incident (PagerDuty's `dedup_key`, with no rank in it for a run-wide type), so a `resolve`
+closes what the `trigger` opened. A channel that hears of an incident first when it escalates gets it
+as a `trigger`; Slack, email and webhooks show an `escalate` or a `stop` as a new message, PagerDuty
+escalates by its own policy and records a `stop` as a change event (channels/pagerduty.py).
 """
 
 from __future__ import annotations

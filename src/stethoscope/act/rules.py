@@ -34,6 +34,8 @@ from stethoscope.findings.catalogue import run_wide
 from stethoscope.findings.incidents import finding_key
 from stethoscope.records import SEVERITIES, Finding, severity_rank
 
+_RUN_WIDE_WINDOW_S = 60.0  # ranks of one run-wide incident see it this close together, when it says no better
+
 Delivery = tuple[int, Alert]
 """(channel index, alert): one message for one channel."""
 
@@ -154,7 +156,7 @@ class AlertRules:
         onset = onset_time(f.step) if onset_time is not None else None
         a = _Open(key, f.type, f.severity, f.step, onset, now, key, [key], [key], [], f.to_dict())
         if run_wide(f.type):
-            a.held_by = claim(self.run_dir, f.type, f.step, self.rank)
+            a.held_by = self._claim(f, onset, now)
         if a.held_by is not None:  # another rank pages it: kept open here so that it does not page again
             if not _over(f):
                 self.open.append(a)
@@ -202,6 +204,13 @@ class AlertRules:
             elif not self.escalates_itself[ch]:
                 out.append((ch, self._alert("escalate", a, now, note)))
         return out
+
+    def _claim(self, f: Finding, onset: float | None, now: float) -> int | None:
+        """Another rank that pages this run-wide incident, or None (this rank pages it): ranks see one incident
+        within its timeout of each other (a hang's `since` and `timeout_s`; else the step's time and a minute)."""
+        since = f.evidence.get("since", onset if onset is not None else now)
+        window = f.evidence.get("timeout_s") or _RUN_WIDE_WINDOW_S
+        return claim(self.run_dir, f.type, f.step, self.rank, float(since), float(window))
 
     def _channels_for(self, severity: str) -> list[int]:
         r = severity_rank(severity)

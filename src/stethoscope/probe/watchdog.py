@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.detect.hang import WHERE_TEXT, cause, classify
+from stethoscope.findings.catalogue import resolve_steps
 from stethoscope.probe import stacks
 from stethoscope.probe.config import ProbeConfig
 from stethoscope.records import Finding
@@ -97,12 +98,13 @@ class Watchdog:
         tick = min(1.0, self.config.hang_floor_s / 10)
         next_sample = 0.0
         seen_beats = self._beats
+        resolve_after = resolve_steps("hang") or 1  # steps completed after a hang that end it
         while not self._stop.wait(tick):
             try:
                 self._arm_faulthandler()
                 now = self._clock()
                 if self.hang is not None:
-                    if self._beats != seen_beats:
+                    if self._beats - seen_beats >= resolve_after:
                         self._resolve(now)
                     elif now >= next_sample and self.hang["snapshots"] < self.config.hang_max_snapshots:
                         self._sample()
