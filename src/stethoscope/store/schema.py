@@ -11,6 +11,8 @@ sealed blobs of 1,024, so a long series reads back without a Python object per p
 
 from __future__ import annotations
 
+from stethoscope.records import UNITS
+
 from stethoscope.store.packed import TABLE as PACKED_TABLE
 
 SCHEMA_VERSION = 2  # 2: points_packed (store/packed.py), added to older stores on open
@@ -177,4 +179,6 @@ def schema_rows() -> list[tuple[str, str, str]]:
         doc = SCHEMA_DOC.get(table, {})
         for col in ("rank", *(c.strip() for c in cols.split(","))):
             rows.append((table, col, doc.get(col, "") or ("rank of the process" if col == "rank" else "")))
+    # the metric names stethoscope records itself, with their units (per-device copies end in /gpu<i>)
+    rows += [("series.name", name, unit or "(no unit)") for name, unit in UNITS.items()]
     return rows
