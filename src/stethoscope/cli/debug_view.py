@@ -111,11 +111,10 @@ def _print(con: Any, run: str, plans: list[dict[str, Any]], left_out: int) -> No
               "what each adds with your model and the batch, and the call that runs it")
     for p in plans:
         con.print(f"\n[bold]{p['type']}[/] at step {p['step']} ({p['severity']}): {escape(p['message'])}", soft_wrap=True)
-        if p.get("batch_ids"):
-            ids = p["batch_ids"]
+        ids, rep = p.get("batch_ids"), p.get("stored_report")
+        if ids and "(samples " not in p["checks"][0]["found"]:
             con.print(f"  batch samples: {', '.join(map(str, ids[:8]))}" + (" …" if len(ids) > 8 else ""))
-        rep = p.get("stored_report")
-        if rep:
+        if rep and "re-run by the Monitor" not in p["checks"][0]["found"]:
             con.print(f"  re-run by the Monitor: {escape(rep.get('verdict') or rep['message'])}", soft_wrap=True)
         for i, c in enumerate(p["checks"], 1):
             con.print(f"  {i}. {c['title']} \\[{c['status']}]: {escape(c['found'])}", soft_wrap=True, highlight=False)
