@@ -39,3 +39,24 @@ def test_ranks_out_of_step_and_a_rank_with_far_more_memory_are_named():
     assert kinds["step_desync"].evidence["ranks"] == [2] and "rank 2 at step 90" in kinds["step_desync"].message
     assert "garbage collection" in kinds["step_desync"].causes[0]
     assert kinds["memory"].evidence["rank"] == 0 and "9.00 GiB" in kinds["memory"].message
+
+
+def test_a_straggler_whose_gpu_throttles_says_so_first():
+    from stethoscope import records as R
+    from stethoscope.probe.health import gpu_fields
+
+    h = RankHealth(threshold=0.8, reports=1)
+    rows = _rows([0.020, 0.031, 0.0201])
+    for r in rows:
+        r["gpu_throttle"], r["gpu_temp_c"] = gpu_fields({R.GPU_TEMP: 66.0})
+    rows[1]["gpu_throttle"], rows[1]["gpu_temp_c"] = gpu_fields({R.GPU_THROTTLE_THERMAL: 1.0, R.GPU_TEMP: 89.0})
+    (f,) = h.update(rows, 100)
+    assert f.evidence["rank"] == 1 and f.evidence["gpu_throttle"] == 2
+    assert f.causes[0] == ("its GPU is thermally throttled (or in a hardware slowdown) at 89 °C while the other "
+                           "ranks' are not (NVML)")
+    assert gpu_fields({}) == (0.0, 0.0) and gpu_fields({R.GPU_THROTTLE_POWER: 1.0})[0] == 1.0
+    h2 = RankHealth(threshold=0.8, reports=1)  # every GPU at its power cap: not this rank's own cause
+    same = _rows([0.020, 0.031, 0.0201])
+    for r in same:
+        r["gpu_throttle"] = 1.0
+    assert not any("GPU" in c for c in h2.update(same, 100)[0].causes)

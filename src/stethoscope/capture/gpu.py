@@ -178,6 +178,8 @@ class GpuHealth:
     def __init__(self, option: Any, put: Callable[[dict[str, float], int, float], None],
                  current_step: Callable[[], int | None], interval: float = 1.0) -> None:
         self.sampler: GpuSampler | None = None
+        self.last: dict[str, float] = {}
+        """The newest sample (metric name -> value), for the cross-rank health vector."""
         self.samples = 0
         self.errors = 0
         self._option = option
@@ -206,6 +208,7 @@ class GpuHealth:
         try:
             values = self.sampler.sample() if self.sampler is not None else None
             if values:
+                self.last = values
                 self._put(values, self._step() or 0, time.time())
                 self.samples += 1
         except Exception as exc:  # noqa: BLE001 - never into the run: counted, logged once

@@ -118,6 +118,8 @@ class Monitor:
         self._gc = GcPauses()
         self._device_memory = device_memory if device_memory is not None else default_device_memory()
         self._gpu = self._start_gpu_health()
+        if self._probe is not None:
+            self._probe.gpu = self._gpu  # a straggler's health vector says whether its GPU throttles
         self._flops_per_token = flops_per_token(model, seq_len) if model is not None else None
         self._peak_flops = peak_flops or detect_peak_flops()
         self._grads = grad_stats(self.settings, model, optimizer)

@@ -15,8 +15,11 @@ from typing import Any
 
 from stethoscope.records import FINDING_TYPES, Finding
 
-FIELDS = ("rank", "step", "step_s", "compute_s", "data_s", "mem_gib", "finding", "gc_s", "n")
-"""The health vector of one rank, in order (floats; `finding` is an index into FINDING_TYPES + 1, 0: none)."""
+FIELDS = ("rank", "step", "step_s", "compute_s", "data_s", "mem_gib", "finding", "gc_s", "n", "gpu_throttle",
+          "gpu_temp_c")
+"""The health vector of one rank, in order (floats; `finding` is an index into FINDING_TYPES + 1, 0: none;
+`gpu_throttle` the rank's GPU at its last NVML sample: 0 free, 1 power cap, 2 thermal or hardware slowdown)."""
+THROTTLE_NAMES = {1: "held at its power cap", 2: "thermally throttled (or in a hardware slowdown)"}
 SIGNALS = (("compute_s", "compute (forward) time"), ("step_s", "step time"))
 
 
@@ -86,6 +89,7 @@ class RankHealth:
                    f"{fastest * 1e3:.1f} ms on rank {fastest_rank}, the fastest (score {score:.2f} < "
                    f"{self.threshold:.2f}) for {self.slow_runs[rank]} health reports in a row")
         evidence: dict[str, Any] = {"rank": rank, "score": round(score, 4), "signal": label, "median_s": median,
+                                    "gpu_throttle": int(me.get("gpu_throttle", 0.0)),
                                     "fastest_s": fastest, "fastest_rank": fastest_rank,
                                     "reports": self.slow_runs[rank], "threshold": self.threshold,
                                     "scores": {str(k): v for k, v in sorted(self.scores.items())}}
@@ -150,6 +154,11 @@ def _slow_causes(rows: Sequence[dict[str, float]], me: dict[str, float]) -> list
     if me.get("gc_s", 0.0) > 2 * gc_med + 0.01 * max(1.0, me.get("n", 1.0)) * me.get("step_s", 0.0):
         causes.append(f"garbage collection: {me['gc_s']:.2f} s in GC over the window against {gc_med:.2f} s on "
                       "the other ranks (unsynchronized GC; stethoscope.probe.SyncedGC collects at the same step)")
+    throttle = int(me.get("gpu_throttle", 0.0))
+    if throttle and throttle > max(int(r.get("gpu_throttle", 0.0)) for r in others):
+        temp = me.get("gpu_temp_c", 0.0)
+        causes.insert(0, f"its GPU is {THROTTLE_NAMES.get(throttle, 'throttled')}"
+                         + (f" at {temp:.0f} °C" if temp else "") + " while the other ranks' are not (NVML)")
     data_med = statistics.median(r.get("data_s", 0.0) for r in others)
     if me.get("data_s", 0.0) > 2 * data_med + 0.005:
         causes.append(f"data loading: median wait {me['data_s'] * 1e3:.1f} ms against {data_med * 1e3:.1f} ms")

@@ -94,13 +94,13 @@ class Health:
         """Every `every` calls of Monitor.step (the same count on every rank, whatever their step numbers)."""
         return self.every > 0 and calls > 0 and calls % self.every == 0
 
-    def gather(self, step: int, mem_gib: float, finding: float) -> list[Finding]:
+    def gather(self, step: int, mem_gib: float, finding: float, gpu: dict[str, float] | None = None) -> list[Finding]:
         """One all_gather (a collective: every rank must call it at the same point)."""
         import torch
         import torch.distributed as dist
 
         mine = [float(self.rank), float(step), _median(self._step), _median(self._compute), _median(self._data),
-                mem_gib, finding, self._gc_s, float(len(self._step))]
+                mem_gib, finding, self._gc_s, float(len(self._step)), *gpu_fields(gpu or {})]
         self._step, self._compute, self._data, self._gc_s = [], [], [], 0.0
         device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
         local = torch.tensor(mine, dtype=torch.float64, device=device)
@@ -126,6 +126,15 @@ def _rendezvous_store() -> Any:
     if where is None:
         return None
     return dist.TCPStore(where[0], where[1], is_master=False, timeout=timedelta(seconds=10))
+
+
+def gpu_fields(last: dict[str, float]) -> tuple[float, float]:
+    """(throttle code, temperature) of the rank's first GPU from its last NVML sample (capture/gpu.py)."""
+    from stethoscope import records as R
+
+    code = 2.0 if last.get(R.GPU_THROTTLE_THERMAL) or last.get(R.GPU_THROTTLE_HW) else (
+        1.0 if last.get(R.GPU_THROTTLE_POWER) else 0.0)
+    return code, float(last.get(R.GPU_TEMP) or 0.0)
 
 
 def _median(xs: list[float]) -> float:

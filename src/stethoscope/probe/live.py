@@ -47,6 +47,7 @@ class LiveProbe:
         self.run_dir = Path(run_dir) if run_dir else None
         self.rank, self.world_size = rank, world_size
         self.strict = strict
+        self.gpu: Any = None  # the Monitor's GPU-health sampler (capture/gpu.GpuHealth), set by the Monitor
         self.errors = 0
         self.started = time.time()
         self.step: int | None = None
@@ -168,7 +169,8 @@ class LiveProbe:
             from stethoscope.detect.straggler import finding_code
 
             code = finding_code(self.last_finding.type)
-        for f in self.health.gather(step, _memory_gib(), code):
+        gpu = getattr(self, "gpu", None)  # the Monitor's NVML sampler (capture/gpu.py), when it has one
+        for f in self.health.gather(step, _memory_gib(), code, gpu.last if gpu is not None else None):
             self.emit(f)
 
     def _on_forward(self, *_: Any) -> None:
