@@ -98,6 +98,18 @@ def test_records_what_the_monitor_records(tmp_path):
         assert "max_steps" in meta["config"]
 
 
+def test_grad_norm_is_the_trainers_pre_clip_norm_only(tmp_path):
+    """With the optimizer hooked, its pre-step hook sees the grads after the Trainer clipped them: that
+    post-clip norm must not stand in for grad/norm on the steps the Trainer does not log."""
+    trainer = _trainer(tmp_path, StethoscopeCallback(), max_steps=4, logging_steps=2, max_grad_norm=0.01)
+    trainer.train()
+    logged = {r["step"]: r["grad_norm"] for r in trainer.state.log_history if "grad_norm" in r}
+    with open_run(_run(tmp_path)) as run:
+        steps, norms = run.series("grad/norm")
+        assert run.series("param/norm")[0]  # the optimizer is hooked
+    assert steps == [2, 4] and norms == pytest.approx([logged[2], logged[4]]) and min(norms) > 0.1
+
+
 def test_gradient_accumulation_gives_the_step_mean_loss(tmp_path):
     cb = StethoscopeCallback()
     trainer = _trainer(tmp_path, cb, max_steps=2, gradient_accumulation_steps=2, per_device_train_batch_size=2)

@@ -85,6 +85,8 @@ class _Adapter:
             checkpoints.objects.setdefault("scheduler", getattr(lr_scheduler, "scheduler", lr_scheduler))
         self.stopped = None
         self.monitor = Monitor(run_dir, model=model, optimizer=optimizer, resume=resumed, **options)
+        if getattr(self.monitor, "_grads", None) is not None:  # its hook sees the grads after the Trainer clipped
+            self.monitor._grads.skip_global = True  # them: grad/norm is the Trainer's pre-clip norm, from its logs
         if resumed:
             self._load_state(os.path.join(args.output_dir, f"checkpoint-{state.global_step}"))
         if model is not None:
