@@ -143,9 +143,6 @@ class DetectConfig:
     """Transient dips that make a periodic stall (GC pauses, eval, checkpoint)."""
     periodic_warn_cost: float = 0.05
     """Periodic stalls costing at least this fraction of run time are warnings, below it info."""
-    slowdown_warn_lost_s: float = 60.0
-    """...and a slowdown or stalls only once they cost the run this many seconds: seconds lost are not worth
-    a person's attention (a rate logged without a step time has no seconds: only the share counts)."""
 
     # -- memory ---------------------------------------------------------------------------------
     leak_min_steps: int = 200

@@ -50,3 +50,29 @@ def regular_start(items: list[list[Any]]) -> int | None:
 
 def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))] if sorted_values else float("nan")
+
+
+def is_regular(items: list[list[Any]]) -> bool:
+    """Do the stalls keep a period: a regular pattern (`regular_start`) that holds at least half of them, stalls
+    on at least 3/4 of its grid points, and more of them on the grid than chance puts there (a binomial z of
+    3): scattered slow steps of a busy machine fall on some grid now and then, skipping most of its beats;
+    a GC every N steps stalls on every beat."""
+    start = regular_start(items)
+    if start is None:
+        return False
+    steps = [it[0] for it in items]
+    later = [s for s in steps if s >= start]
+    if 2 * len(later) < len(steps):
+        return False
+    gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
+    period = gaps[len(gaps) // 2]
+    tol = max(1.0, 0.15 * period)
+    chance = min(1.0, (2 * int(tol) + 1) / period)  # the share of steps on the grid, at random
+    if chance >= 0.5:
+        return True  # a period of a few steps: the grid holds most steps, regular_start's answer stands
+    hits = sum(abs((s - start) - period * round((s - start) / period)) <= tol for s in later)
+    n = len(later)
+    beats = round((later[-1] - start) / period) + 1  # grid points from the first stall to the last
+    if hits < 0.75 * beats:  # a period skips no beat (GC every N steps stalls every N steps); chance does
+        return False
+    return (hits - n * chance) / (n * chance * (1 - chance)) ** 0.5 >= 3.0

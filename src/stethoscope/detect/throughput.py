@@ -4,9 +4,11 @@ Watches the step time, or the inverse of the first throughput series the run log
 samples/s, TFLOP/s, MFU). A record is slow when it is `dip_min_rel` (dips) or `drop_min_rel`
 (persistent) above the recent level and far outside the noise. `drop_records` slow records in a
 row are a persistent `throughput_drop` (warning): BLOOM-176B's one slow GPU cost 5%. A slow
-record followed by a normal one is a dip; dips are summed into ONE `periodic_stall` finding (info,
-a warning once there are `periodic_min_dips` of them and they cost `periodic_warn_cost` of the run
-time). A single slow step (an eval, a checkpoint save) stays info.
+record followed by a normal one is a dip; dips are summed into ONE `periodic_stall` finding. Both are
+graded by their cost to the run (`detect.throughput_findings`): info until they have lasted and cost the
+run a share of its time and real seconds; a slowdown that recovered, or that other work on the machine
+caused (the process's CPU share fell), stays info. The step that holds a hang the watchdog reported
+(`HANG_SERIES` on the record before it) is the hang's, not a stall.
 """
 
 from __future__ import annotations
@@ -19,7 +21,18 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.level_shift import find_shift, sign_cusum_onset, z_needed
 from stethoscope.detect.stall_patterns import STALLS_KEPT, add_stall, new_stalls, regular_start
 from stethoscope.detect.stats import Window, shrunk_sigma
+from stethoscope.detect.throughput_findings import (
+    PERSISTENT_RECORDS,
+    contention,
+    drop_finding,
+    drop_severity,
+    median,
+    quantile,
+    stall_finding,
+    stall_severity,
+)
 from stethoscope.records import (
+    CPU_PCT,
     DATA_WAIT,
     GC_PAUSE,
     GLOBAL_BATCH_SIZE,
@@ -32,6 +45,7 @@ from stethoscope.records import (
     StepRecord,
 )
 
+HANG_SERIES = "stethoscope/hang_s"  # the watchdog's point at the last step before a hang (probe.live)
 SERIES = (STEP_TIME, TOKENS_PER_S, SAMPLES_PER_S, TFLOPS, MFU)  # first present wins; rates are inverted
 _LEVEL_N = 16
 _RAW_N = 512  # the run's own dispersion is judged over this many records
@@ -39,10 +53,8 @@ _STALL_IN_DROP = 3.0  # during a slowdown, a record this many times its slow lev
 _REFRESH = 8  # records between recomputations of the O(window) level and noise
 _MIN_BASELINE = 2  # records before a step can be a dip (the first steps of a log: compile, warm-up)
 _MIN_BASELINE_DROP = 3  # records before a slowdown can be persistent (a level shift needs a level)
-_PERSISTENT_RECORDS = 20  # a slowdown that ends within fewer records was transient: info once it ends
 _DOMINANT = 4.0  # a stall this many times bigger than every earlier one starts a new stall pattern
-_MIN_STALL_S = 1e-3  # stalls shorter than this (seconds) are never worth a warning, whatever their share
-_MIN_SLOWDOWN_S = 1e-4  # nor is a persistent slowdown of less than this per step
+_CPU_KEPT = 32  # CPU-share samples kept from normal records (the level a slowdown's share is compared with)
 _PRIOR_RATE, _PRIOR_RECORDS = 0.01, 10.0  # slow records expected before the run shows its own rate
 _ALPHA = 0.01  # chance of a streak this long anywhere in the run, under the run's own slow-record rate
 _MAX_STREAK = 20
@@ -51,12 +63,6 @@ _EXIT_RECORDS = 8  # in a noisy series, a slowdown ends when the median of this 
 _BLOCK_EVERY = 4  # records between two block tests of a noisy series (`detect.level_shift`)
 _MAX_TRIAL = 64  # a streak is tested against the run's jitter until it is this long (longer streaks have
 # steadier medians: a real level shift passes within a few dozen records)
-# What a slow step can be pinned on, from the record itself; in the order they are named.
-_REASONS = {
-    "eval": ("right after an eval", "eval/* recorded since the previous record"),
-    "gc": ("mostly a Python garbage-collection pause", "perf/gc_pause_s"),
-    "data": ("mostly waiting for data", "perf/data_wait_s"),
-}
 
 
 class ThroughputDetector:
@@ -79,9 +85,18 @@ class ThroughputDetector:
         s = self._s
         if any(k.startswith("eval/") for k in record.values):
             s["eval_step"] = record.step  # the next step's time includes this eval
+        if HANG_SERIES in record.values:
+            s["hang_after"] = record.step  # the next step's time holds the hang: reported by the watchdog
+        s["cpu"] = record.values.get(CPU_PCT)
         t = self._time_like(record.values)
         if t is None:
             return []
+        hang = s.pop("hang_after", None)
+        if hang is not None and record.step > hang:
+            s["last_step"] = record.step
+            return []  # the hang's own step: neither a stall, nor part of the level, nor of the run's cost
+        if hang is not None:
+            s["hang_after"] = hang
         if s["last_step"] is not None and record.step - s["last_step"] > self.config.gap_reset_steps:
             self.window.clear()  # an excerpt that skips ahead: the old level says nothing about the new one
             self.raw.clear()
@@ -124,7 +139,7 @@ class ThroughputDetector:
         if s["drop"] is not None:
             f = self._drop_finding(s["drop"])
             f.end_step = s["drop"]["last_step"]
-            f.message += "; still slow at the last record"
+            f.message = f.message.replace(" so far", "", 1) + "; still slow at the last record"
             out.append(f)
         if s["dips"] is not None and s["dips"]["count"] > 0:
             out.append(self._dip_finding(s["dips"]))
@@ -187,6 +202,9 @@ class ThroughputDetector:
             return out
         out.extend(self._streak_over(slow, keep=False))
         self._push(t)
+        cpu = s.get("cpu")
+        if cpu is not None and math.isfinite(cpu):
+            s["cpu_base"] = (s.get("cpu_base", []) + [cpu])[-_CPU_KEPT:]
         return out
 
     def _onset(self, slow: list[list[Any]], level: float, step: int, t: float) -> int:
@@ -197,7 +215,7 @@ class ThroughputDetector:
         if len(self.raw_steps) != len(self.raw) or len(self.raw) < n:
             return _onset(slow, level)
         values, steps = self.raw.last(n) + [t], list(self.raw_steps)[-n:] + [step]
-        mid = math.sqrt(level * _median([x[1] for x in slow]))
+        mid = math.sqrt(level * median([x[1] for x in slow]))
         return steps[sign_cusum_onset(values, mid)]
 
     def _block_check(self, step: int, t: float) -> list[Finding]:
@@ -243,11 +261,11 @@ class ThroughputDetector:
         if len(base) < n + 2:
             return {"spread": 0.0, "usual_max": math.nan}
         stride = max(1, n // 4)  # overlapping windows: a quarter-window stride misses no burst worth the name
-        usual = max(_median(base[i: i + n]) for i in range(0, len(base) - n + 1, stride))
-        if _median([x[1] for x in slow]) <= usual * (1 + self.config.drop_min_rel):
+        usual = max(median(base[i: i + n]) for i in range(0, len(base) - n + 1, stride))
+        if median([x[1] for x in slow]) <= usual * (1 + self.config.drop_min_rel):
             return None
-        mid = _median(base)
-        return {"spread": _quantile(sorted(base), 0.9) / mid - 1 if mid > 0 else 0.0, "usual_max": usual}
+        mid = median(base)
+        return {"spread": quantile(sorted(base), 0.9) / mid - 1 if mid > 0 else 0.0, "usual_max": usual}
 
     def _streak_needed(self) -> int:
         """Slow records in a row that make a slowdown persistent: at least `drop_records`, more when
@@ -277,7 +295,10 @@ class ThroughputDetector:
     def _in_drop(self, step: int, t: float) -> list[Finding]:
         d = self._s["drop"]
         d["records"] = d.get("records", len(d["values"]))
-        slow_level = _median(d["values"])
+        cpu = self._s.get("cpu")
+        if cpu is not None and math.isfinite(cpu) and len(d.setdefault("cpu", [])) < 64:
+            d["cpu"].append(cpu)
+        slow_level = median(d["values"])
         if t >= _STALL_IN_DROP * slow_level:  # a stall on top of the slowdown: counted with the stalls
             d["last_step"] = step
             d["records"] += 1
@@ -287,23 +308,24 @@ class ThroughputDetector:
             self._push(t)
             f = self._drop_finding(d)
             f.end_step = d["last_step"]
+            f.message = f.message.replace(" so far", "", 1) + f"; back to normal at step {step}"
             out = [f]
             mean = sum(d["values"]) / len(d["values"])
             excess = (mean - d["level"]) * d["records"]
             cheap = excess < self.config.periodic_warn_cost * self._s["total"]
-            if d["records"] < _PERSISTENT_RECORDS or cheap:  # a passing slowdown: a stall, counted with the dips
+            if d["records"] < PERSISTENT_RECORDS or cheap:  # a passing slowdown: a stall, counted with the dips
                 f.severity = "info"
                 f.evidence["transient"] = True  # counted as a stall in the periodic_stall finding
-                f.message = f.message.replace(" and staying there", "")
                 peak = max(d["peak"], *d["values"]) / d["level"]
                 out.extend(self._on_dip([d["start"], d["level"] + excess, d["level"], [], peak]))
-            f.message += f"; back to normal at step {step}"
             f.evidence["recovered"] = True  # the incident is over (an alert on it resolves)
             return out
         d["last_step"] = step
         d["records"] += 1
         if len(d["values"]) < 64:
             d["values"].append(t)
+        if self._drop_severity(d) != d.get("reported"):  # it has lasted and cost enough: now worth a page
+            return [self._drop_finding(d)]
         return []
 
     def _back_to_normal(self, d: dict[str, Any], t: float) -> bool:
@@ -316,7 +338,7 @@ class ThroughputDetector:
         recent = d["recent"] = (d.get("recent", []) + [t])[-_EXIT_RECORDS:]
         if not d["noisy"]:
             return t <= normal
-        return t <= normal and len(recent) == _EXIT_RECORDS and _median(recent) <= normal
+        return t <= normal and len(recent) == _EXIT_RECORDS and median(recent) <= normal
 
     def _on_dip(self, dip: list[Any]) -> list[Finding]:
         s = self._s
@@ -352,10 +374,12 @@ class ThroughputDetector:
         return [self._dip_finding(early)] if early["count"] else []
 
     def _dip_severity(self, d: dict[str, Any]) -> str:
-        cost = d["excess"] / self._s["total"] if self._s["total"] else 0.0
-        many = d["count"] >= self.config.periodic_min_dips
-        tiny = self._seconds(d["excess"] / max(d["count"], 1)) < _MIN_STALL_S
-        return "warning" if many and cost >= self.config.periodic_warn_cost and not tiny else "info"
+        return stall_severity(d, self._s["total"], self._seconds, self.config)
+
+    def _drop_severity(self, d: dict[str, Any]) -> str:
+        d.setdefault("records", len(d["values"]))
+        d["contention"] = contention(self._s.get("cpu_base", []), d.get("cpu", []), d["level"], median(d["values"]))
+        return drop_severity(d, self._s["total"], self._seconds, self.config)
 
     def _seconds(self, per_record: float) -> float:
         """A step-time difference in seconds per step (inf when the series is a rate, not a time)."""
@@ -365,53 +389,12 @@ class ThroughputDetector:
 
     # -- findings ---------------------------------------------------------------------------------
     def _drop_finding(self, d: dict[str, Any]) -> Finding:
-        """Quoted in the series' own unit (seconds per step, or the rate as logged), with the run's usual
-        spread (90th percentile over median, one record) next to it: it was found because its median stood
-        above every median of as many records in a row before it."""
-        slow = _median(d["values"])
-        rel = slow / d["level"] - 1
-        name = self._s["series"]
-        spread = d.get("spread", 0.0)
-        duration = d["last_step"] - d["start"]
-        usual = d.get("usual_max", math.nan)
-        if name == STEP_TIME:
-            scale = self._s.get("batch") or 1.0
-            before, after, usual = d["level"] * scale, slow * scale, usual * scale
-            what = f"step time up {rel:.0%} ({_fmt(before)} -> {_fmt(after)} s)"
-        else:  # a rate, watched inverted: quote the rate itself
-            before, after, usual = 1.0 / d["level"], 1.0 / slow, 1.0 / usual
-            what = f"{name} down {1 - after / before:.0%} ({_fmt(before)} -> {_fmt(after)})"
-        msg = (f"throughput dropped from step {d['start']}: {what}, against a usual spread of +{spread:.0%} "
-               f"(90th percentile), for {duration} steps and staying there")
-        ev = {"series": name, "level": before, "slow_level": after, "slowdown": rel, "typical_spread": spread,
-              "duration_steps": duration, "records": d.get("records", len(d["values"])),
-              "usual_worst_level": usual}
-        sev = "info" if self._seconds(slow - d["level"]) < _MIN_SLOWDOWN_S else "warning"  # microseconds: no one cares
-        return Finding("throughput_drop", sev, d["start"], msg, evidence=ev, source=self.name)
+        sev = d["reported"] = self._drop_severity(d)
+        return drop_finding(d, self._s["series"], self._s.get("batch") or 1.0, sev, self.name)
 
     def _dip_finding(self, d: dict[str, Any]) -> Finding:
-        sev = self._dip_severity(d)
-        d["reported"] = sev
-        cost = d["excess"] / self._s["total"] if self._s["total"] else 0.0
-        steps = [item[0] for item in d["items"]]
-        gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
-        period = gaps[len(gaps) // 2] if gaps else None
-        why = d.get("why", {})
-        known = [k for k in _REASONS if why.get(k)]
-        if d["count"] == 1:
-            what = " and ".join(f"{_REASONS[k][0]} ({_REASONS[k][1]})" for k in known) if known else \
-                "an eval, a checkpoint save or a GC pause"
-            msg = f"one slow step at {d['first']} (x{d['worst']:.3g} the usual time): {what}; harmless once"
-        else:
-            every = f", about every {period} steps" if period else ""
-            what = ", ".join(f"{why[k]} of them {_REASONS[k][0]}" for k in known) if known else \
-                "GC pauses, evals, I/O"
-            msg = (f"{d['count']} slow steps since step {d['first']}{every} (up to x{d['worst']:.3g} the usual "
-                   f"time), costing {cost:.1%} of the run time: periodic stalls ({what})")
-        ev = {"dips": d["count"], "dip_steps": list(steps), "worst_ratio": d["worst"], "time_cost": cost,
-              "period_steps": period, "explained_by": dict(why)}
-        causes = [f"{why[k]} of {d['count']} slow steps were {_REASONS[k][0]} ({_REASONS[k][1]})" for k in known]
-        return Finding("periodic_stall", sev, d["first"], msg, evidence=ev, causes=causes, source=self.name)
+        sev = d["reported"] = self._dip_severity(d)
+        return stall_finding(d, self._s["total"], sev, self.name)
 
     def state_dict(self) -> dict[str, Any]:
         return {"window": self.window.state_dict(), "raw": self.raw.state_dict(), "raw_steps": list(self.raw_steps),
@@ -429,22 +412,8 @@ class ThroughputDetector:
 def _onset(slow: list[list[Any]], level: float) -> int:
     """Where a slowdown began: the first record of the streak at least halfway (geometrically) from the
     old level to the streak's median; a few barely-slow records before it were the usual jitter."""
-    mid = math.sqrt(level * _median([x[1] for x in slow]))
+    mid = math.sqrt(level * median([x[1] for x in slow]))
     return next((x[0] for x in slow if x[1] >= mid), slow[0][0])
-
-
-def _quantile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return math.nan
-    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
-
-
-def _median(values: list[float]) -> float:
-    return _quantile(sorted(values), 0.5)
-
-
-def _fmt(x: float) -> str:
-    return f"{x:,.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
 
 
 def _median_last(window: Window, n: int) -> float:

@@ -7,7 +7,7 @@
   and how far it came back (fully / partly / not).
 * plateau - the loss has not improved by `plateau_max_progress` since the first records, over
   `plateau_min_records` records and `plateau_min_steps` steps (no learning); never judged while the
-  LR is still warming up.
+  LR is still warming up. Or it was falling and stopped at once, for good (`detect.knee`).
 * frozen_loss - exactly the same loss value on consecutive records (the data or the model is not
   changing); label_masking when that value is exactly 0 (every label masked out).
 Resumes and LR-schedule restarts reset the baselines: a fresh session is compared with itself.
@@ -20,9 +20,10 @@ from typing import Any
 
 from stethoscope.detect.comeback import came_back, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.knee import POINT_EVERY, KneeTracker, knee_finding
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
-from stethoscope.records import LOSS, Finding, StepRecord
+from stethoscope.records import LOSS, LR, Finding, StepRecord
 
 _EDGE = 8  # records whose median is "the start" / "now" of the loss curve
 _PLATEAU_EVERY = 4  # the O(edge) plateau check runs on every 4th record
@@ -70,6 +71,9 @@ class TrendDetector:
         self._plateau: dict[str, Any] | None = None
         self._plateau_done = False
         self._pending: list[float] | None = None  # [step, progress] of the first flat-looking check
+        self._knee = KneeTracker()
+        self._stop: dict[str, Any] | None = None  # an open stop after a descent (`detect.knee`)
+        self._stop_done = False
 
     # -- entry points -----------------------------------------------------------------------------
     def update(self, record: StepRecord) -> list[Finding]:
@@ -94,6 +98,10 @@ class TrendDetector:
         out.extend(self._divergence_check(step, v, level))
         if self._n % _PLATEAU_EVERY == 0:
             out.extend(self._plateau_check(step, level))
+        if self._n % POINT_EVERY == 0:
+            self._knee.push(step, level, record.values.get(LR))
+            if self._n % (8 * POINT_EVERY) == 0:
+                out.extend(self._stop_check(step, level))
         return out
 
     def finish(self) -> list[Finding]:
@@ -107,6 +115,11 @@ class TrendDetector:
             out.append(f)
         if self._frozen is not None and self._frozen_reported:
             out.append(self._frozen_finding(self._frozen))
+        if self._stop is not None and self._last_step is not None:
+            f = knee_finding(self._stop, self._last_step, self.name)
+            f.end_step = self._last_step
+            f.message += "; still flat at the last record"
+            out.append(f)
         return out
 
     # -- resets -----------------------------------------------------------------------------------
@@ -325,6 +338,29 @@ class TrendDetector:
         self._plateau_done = True
         return [self._plateau_finding(self._plateau)]
 
+    def _stop_check(self, step: int, now: float) -> list[Finding]:
+        """A stop after a healthy descent (`detect.knee`): once; over when the loss improves again."""
+        sigma = self._raw_sigma() * _MEDIAN_OF_EDGE
+        k = self._stop
+        if k is not None:
+            if now >= k["level"] - max(4 * sigma, 0.01 * abs(k["level"])):
+                return []
+            self._stop = None
+            f = knee_finding(k, step, self.name)
+            f.end_step, f.severity = step, "info"
+            f.message += f"; the loss started improving again by step {step} ({now:.4g})"
+            return [f]
+        if self._stop_done or self._plateau is not None or self._div is not None or self._frozen_reported:
+            return []
+        if self.lr.in_warmup(step):
+            return []
+        cfg = self.config
+        k = self._knee.knee(sigma, cfg.plateau_min_records, cfg.plateau_min_steps, self.lr.peak)
+        if k is None:
+            return []
+        self._stop, self._stop_done = k, True
+        return [knee_finding(k, step, self.name)]
+
     def _plateau_finding(self, p: dict[str, Any]) -> Finding:
         span = p["last_step"] - p["start"]
         msg = (f"loss has not improved since step {p['start']}: {p['start_level']:.4g} -> {p['level']:.4g} "
@@ -386,7 +422,7 @@ class TrendDetector:
     def state_dict(self) -> dict[str, Any]:
         return {
             "lr": self.lr.state_dict(), "recent": self.recent.state_dict(),
-            "noise": self.noise.state_dict(),
+            "noise": self.noise.state_dict(), "knee": self._knee.state_dict(),
             "scalars": {k: getattr(self, k) for k in _STATE},
         }
 
@@ -394,6 +430,7 @@ class TrendDetector:
         self.lr.load_state_dict(state["lr"])
         self.recent.load_state_dict(state["recent"])
         self.noise.load_state_dict(state["noise"])
+        self._knee.load_state_dict(state.get("knee", {}))
         self._noise_age = 0
         for k, value in state["scalars"].items():
             if k in _STATE:
@@ -403,7 +440,7 @@ class TrendDetector:
 _STATE = (
     "_last_reset", "_last_step", "_best", "_best_from", "_above_since", "_above_records", "_sure_since",
     "_sure_records", "_runup", "_div", "_first", "_first_step", "_learned", "_n", "_best_level", "_plateau",
-    "_plateau_done", "_pending", "_frozen", "_frozen_reported",
+    "_plateau_done", "_pending", "_frozen", "_frozen_reported", "_stop", "_stop_done",
 )
 
 

@@ -186,9 +186,10 @@ ADVICE: dict[str, Advice] = {
            "find the slow rank (per-rank step times, nvidia-smi -q -d PERFORMANCE) and exclude the node (BLOOM)", CPU),
         _r("memory fragmentation", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", CPU),
     )),
-    "periodic_stall": Advice((
-        _r("Python garbage-collection pauses (gen2) on every rank",
-           "gc.freeze() after setup and gc.disable() with a manual gc.collect() every N steps (nanochat)"),
+    "periodic_stall": Advice((  # GC is named only where perf/gc_pause_s shows it (the conditional below)
+        _r("work the loop does every few steps: an eval, a checkpoint save, a garbage collection, a log flush",
+           "line the slow steps up with your eval/checkpoint/log intervals; record perf/gc_pause_s and "
+           "perf/data_wait_s (the Monitor does) so the next report can name the cause"),
         _r("periodic evals or checkpoint saves", "make checkpointing asynchronous; evaluate less often"),
         _r("logging or metric flushes that sync the GPU", "log less often; keep metrics on the device until a flush",
            CPU),

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from stethoscope.detect.throughput import HANG_SERIES as HANG_POINT  # named where the detectors read it
 from stethoscope.errors import InternalError, QueryRefused, UsageError
 from stethoscope.probe import registry, stacks
 from stethoscope.probe.config import ProbeConfig
@@ -33,7 +34,6 @@ from stethoscope.records import Finding
 
 log = logging.getLogger(__name__)
 
-HANG_POINT = "stethoscope/hang_s"
 EVAL_DISABLED = ("eval is disabled in this process; start it with eval allowed: Monitor(..., serve=ProbeConfig("
                  "allow_eval=True)) or `stethoscope run --allow-eval -- python train.py`")
 _current: LiveProbe | None = None

@@ -1,0 +1,118 @@
+"""A plateau after a healthy descent: the loss was falling and stopped, at once, for good (the model
+stopped learning mid-run: an LR gone to 0 that the log does not show, a frozen or detached part, a data
+loader repeating one batch). Used by `detect.trend`.
+
+Convergence slows down gradually: window after window (a tenth of the descent so far each), the loss
+falls by a steady fraction of what it fell in the window before. A stop is a knee: the loss fell
+steadily, by many noise sigmas, through three windows, then by under `_AFTER_SHARE` of what that
+deceleration predicts over the next two, and stayed flat from there to now, for at least
+`plateau_min_records` records. A fall that was a recovery from a spike is no descent (the windows
+before it rose first); a knee where the logged LR is under a tenth of its peak is the end of the
+schedule (annealing), not a stop.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stethoscope.records import Finding
+
+POINT_EVERY = 4  # records between two points of the level curve (medians of 8 losses)
+_KEPT = 512  # points kept; every other one is dropped when full (the window is a share of the run)
+_MIN_POINTS = 24
+_MIN_WINDOW = 4  # points in a window: means of at least 16 records
+_BEFORE_SIGMAS = 5.0  # the fall between the two windows before the knee, in sigmas of their difference
+_MIN_FALL_REL = 0.01  # ...and as a share of the level: a real descent, not a wiggle
+_MIN_FALL_OF_DESCENT = 0.02  # ...and of the whole descent so far: still falling fast when it stopped
+_AFTER_SHARE = 0.25  # the fall after the knee, as a share of what the curve's own deceleration predicts
+_SCHEDULE_END = 0.1  # a knee with the LR below this share of its peak is the schedule's end
+
+
+class KneeTracker:
+    """The level curve, thinned to at most `_KEPT` points, and the test for a stop after a descent."""
+
+    def __init__(self) -> None:
+        self.points: list[list[float]] = []  # [step, level, lr or nan]
+        self.stride = 1  # records-per-point multiplier after thinning
+        self._skip = 0
+
+    def push(self, step: int, level: float, lr: float | None) -> None:
+        self._skip += 1
+        if self._skip < self.stride:
+            return
+        self._skip = 0
+        self.points.append([step, level, math.nan if lr is None else lr])
+        if len(self.points) >= _KEPT:
+            self.points = self.points[::2]
+            self.stride *= 2
+
+    def knee(self, sigma: float, min_records: int, min_steps: int, peak_lr: float) -> dict[str, Any] | None:
+        """The stop, when the curve now ends in one: {step, level, before_step, before, first, fall, span} or
+        None. `sigma`: the noise of one level point (a median of 8 losses)."""
+        pts = self.points
+        n = len(pts)
+        if n < _MIN_POINTS or sigma <= 0:
+            return None
+        cum = [0.0]
+        for p in pts:
+            cum.append(cum[-1] + p[1])
+        for j in range(3, n):  # the knee between window 2 (before) and window 3 (after), earliest first
+            k = _test(pts, cum, j, sigma, n)
+            if k is None:
+                continue
+            span_records = (n - j) * POINT_EVERY * self.stride
+            if span_records < min_records or pts[-1][0] - pts[j][0] < min_steps / 2:
+                return None  # the earliest knee is too recent: not for good yet
+            lr = pts[j][2]
+            if math.isfinite(lr) and peak_lr > 0 and lr < _SCHEDULE_END * peak_lr:
+                return None
+            return k
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"points": [list(p) for p in self.points], "stride": self.stride, "skip": self._skip}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.points = [list(p) for p in state.get("points", [])]
+        self.stride = state.get("stride", 1)
+        self._skip = state.get("skip", 0)
+
+
+def _test(pts: list[list[float]], cum: list[float], j: int, sigma: float, n: int) -> dict[str, Any] | None:
+    """Windows of w points (a tenth of the descent so far) W_ W0 W1 W2 | W3 W4 around point j, and the flat
+    rest to now: a knee when the curve fell steadily through W_-W2 (beyond noise, not a spike's recovery)
+    and then fell by under `_AFTER_SHARE` of what its own deceleration predicts, and stayed flat."""
+    w = max(_MIN_WINDOW, round(j / 10))
+    if j < 4 * w or n - j < 3 * w:
+        return None
+
+    def mean(a: int) -> float:
+        return (cum[a + w] - cum[a]) / w
+
+    m_, m0, m1, m2, m3, m4 = (mean(j - 4 * w), mean(j - 3 * w), mean(j - 2 * w), mean(j - w), mean(j), mean(j + w))
+    sd = sigma * math.sqrt(2.0) * math.sqrt(2.0 / w)  # two window means; neighbouring levels share losses
+    f01, f12 = m0 - m1, m1 - m2
+    if f12 < _BEFORE_SIGMAS * sd or f12 < _MIN_FALL_REL * abs(m2) or f01 < 0.5 * f12 or m_ < m0 - sd:
+        return None  # no steady descent right before (a wiggle, or the recovery from a spike or a bad stretch)
+    if f12 < _MIN_FALL_OF_DESCENT * (pts[0][1] - m2):
+        return None  # a tail: the loss had already come most of its way (convergence slows down like this)
+    r = min(1.0, f12 / f01)  # the curve's own deceleration per window
+    predicted = f12 * (r + r * r)  # what it would have fallen over the next two windows, slowing as it was
+    if m2 - m4 > _AFTER_SHARE * predicted + sd:
+        return None
+    last = mean(n - w)
+    if abs(m3 - last) > _AFTER_SHARE * predicted + 2 * sd or m3 - min(mean(a) for a in range(j, n - w + 1, w)) > \
+            _AFTER_SHARE * predicted + 2 * sd:
+        return None  # it did not stay flat to now
+    return {"step": int(pts[j][0]), "level": m3, "before_step": int(pts[j - 2 * w][0]), "before": m1,
+            "first": pts[0][1], "fall": m1 - m3, "span": int(pts[-1][0] - pts[j][0])}
+
+
+def knee_finding(k: dict[str, Any], last_step: int, source: str) -> Finding:
+    msg = (f"the loss stopped improving at step {k['step']} after a healthy descent: it fell "
+           f"{k['before']:.4g} -> {k['level']:.4g} in the {k['step'] - k['before_step']} steps before, then stayed "
+           f"flat at {k['level']:.4g} for {last_step - k['step']} steps (the model stopped learning mid-run)")
+    ev = {"start_level": k["first"], "level": k["level"], "fall_before": k["fall"], "steps": last_step - k["step"],
+          "after_descent": True}
+    return Finding("plateau", "warning", k["step"], msg, evidence=ev, source=source)
