@@ -208,15 +208,18 @@ CASES = [
          {LR: {10: 1e-4, 20: 2e-4, 30: 3e-4}, SAMPLES_PER_S: {10: 30.1, 20: 30.2, 30: 30.3},
           CUDA_ALLOCATED: {10: 4.21 * GB, 30: 4.23 * GB}, CUDA_PEAK: {20: 9.82 * GB}}),
     Case("HF Trainer (tqdm bar + dicts)", "huggingface/transformers src/transformers/trainer_callback.py @ "
-         "55093b758b338fdc7903e778509523d755ae080d (ProgressCallback.on_log: training_bar.write(str(logs)))",
+         "55093b758b338fdc7903e778509523d755ae080d (ProgressCallback.on_log: training_bar.write(str(logs)); tqdm redraws the bar after a write, the evaluation's bar "
+         "counts its own batches)",
          "  0%|          | 0/30 [00:00<?, ?it/s]\r  3%|▎         | 1/30 [00:01<00:29,  1.00it/s]"
          "\r 33%|███▎      | 10/30 [00:10<00:20,  1.00it/s]\r                                              \r"
          "{'loss': 2.3456, 'grad_norm': 0.4123, 'learning_rate': 4.9e-05, 'epoch': 0.33}\n"
          "\r 33%|███▎      | 10/30 [00:10<00:20,  1.00it/s]\r 67%|██████▋   | 20/30 [00:20<00:10,  1.00it/s]"
          "\r                                              \r"
          "{'loss': 2.1, 'grad_norm': 0.39, 'learning_rate': 4.8e-05, 'epoch': 0.67}\n"
+         "\r 67%|██████▋   | 20/30 [00:20<00:10,  1.00it/s]\n\r  0%|          | 0/2 [00:00<?, ?it/s]\x1b[A\n"
          "{'eval_loss': 2.2, 'eval_runtime': 1.5, 'eval_samples_per_second': 66.7, 'eval_steps_per_second': 8.3, "
          "'epoch': 0.67}\n"
+         "\r 67%|██████▋   | 20/30 [00:20<00:10,  1.00it/s]"
          "\r100%|██████████| 30/30 [00:30<00:00,  1.00it/s]\r                                              \r"
          "{'loss': 1.9, 'grad_norm': 0.35, 'learning_rate': 4.7e-05, 'epoch': 1.0}\n"
          "{'train_runtime': 30.5, 'train_samples_per_second': 7.9, 'train_steps_per_second': 0.98, 'train_loss': 2.1, "

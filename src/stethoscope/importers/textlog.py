@@ -57,6 +57,8 @@ class _State:
         self.epoch_total: tuple[int, int] | None = None
         self.last_step: int | None = None
         self.tail = ""  # text after a progress bar on the same line
+        self.bar_total: int | None = None  # the total of the bar the segment just read was
+        self.main_total = 0  # the largest bar total seen: the outer (training) bar
 
 
 def _num(text: str | None) -> float | None:
@@ -197,6 +199,7 @@ def _progress_step(m: re.Match[str], fields: dict[str, str], state: _State) -> i
     """The global step: `global_step=` when exact; else the bar's counter (when it agrees with a rounded
     `global_step=3.2e+4`), offset by the earlier epochs' totals for bars that restart each epoch."""
     done, total = int(m["n"]), int(m["total"])
+    state.bar_total, state.main_total = total, max(state.main_total, total)
     epoch = int(m["epoch"]) if m["epoch"] else 0
     text = fields.get("global_step") or fields.get("step")
     exact = _num(text) if text and "e" not in text.lower() else None
@@ -277,6 +280,7 @@ class _Reader:
         self.dialects: Counter[str] = Counter()
         self.order = list(range(len(_DIALECTS)))  # the dialect that matched last is tried first
         self.warnings: list[str] = []
+        self.pending: list[tuple[int, float | None, str]] = []  # dicts waiting for their bar
 
     def line(self, line: int, text: str) -> bool:
         """Read one physical line (tqdm's \r-separated updates one by one); True when it had metrics."""
@@ -288,20 +292,34 @@ class _Reader:
     def _segment(self, line: int, text: str) -> bool:
         time, skip = parse_timestamp(text)
         body = strip_rank(text[skip:].lstrip(" |"))
+        self.state.bar_total = None
         parsed = self._parse(body)
         if parsed is None and body.startswith("{") and self.state.last_step is not None:
-            parsed = _record(body, self.state.last_step)  # the HF Trainer's dict after its bar
+            self.pending.append((line, time, body))  # the HF Trainer's dict: its step is the bar's next redraw
+            return True
         if parsed is None:
             if text.strip():
                 self.keeper.offer(line, text, self.state.last_step)
             return False
         step, values = parsed
+        if self.pending and self.state.bar_total in (None, self.state.main_total):
+            self._flush(step if self.state.bar_total else self.state.last_step)
         self.table.add_values(line, step, time, values)
         self.state.last_step = step
         if self.state.tail.strip():
             self.keeper.offer(line, self.state.tail, step)
         self.state.tail = ""
         return True
+
+    def _flush(self, step: int | None) -> None:
+        """Dicts written through `tqdm.write` take the step of the outer bar's redraw that follows them: tqdm
+        redraws the bar at its current count after a write, while the bar drawn before it may lag by a
+        refresh interval, and an inner bar (the Trainer's evaluation) counts its own batches."""
+        for line, time, body in self.pending:
+            parsed = _record(body, step) if step is not None else None
+            if parsed is not None:
+                self.table.add_values(line, parsed[0], time, parsed[1])
+        self.pending.clear()
 
     def _parse(self, body: str) -> Parsed:
         for position, index in enumerate(self.order):
@@ -318,6 +336,7 @@ class _Reader:
         return None
 
     def result(self) -> ImportedRun:
+        self._flush(self.state.last_step)
         columns, rejected = self.table.build_columns()
         meta: dict[str, Any] = {}
         if self.dialects:
