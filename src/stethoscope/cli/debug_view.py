@@ -18,7 +18,7 @@ from stethoscope.records import Finding
 @click.argument("run", type=click.Path())
 @click.option("--step", type=int, default=None, help="Only the finding at this step (or the last one before it).")
 @click.option("--all", "show_all", is_flag=True, help="Include info findings (small spikes that recovered).")
-@click.option("--json", "as_json", is_flag=True, help="Print the plans as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the checks and their results as JSON.")
 def debug(run: str, step: int | None, show_all: bool, as_json: bool) -> None:
     """Run the checks a run's store allows for each NaN, loss spike and divergence, and say which need the model.
 

@@ -51,8 +51,9 @@ def stored_workflow(finding: Any, run: Any, report: dict[str, Any] | None = None
         raise ValueError(f"no workflow for a {f.type!r} finding; workflows exist for {', '.join(sorted(KINDS))}")
     th = thresholds or Thresholds()
     hist = read_history(run, (f.step,) if f.step is not None else ())
-    steps = [_batch(kind, f.step, hist, report, th), _gradients(kind, f.step, hist, th),
-             check_lr(kind, _NoModel(), f, hist, th), _numerics(f.step)]
+    lr = check_lr(kind, _NoModel(), f, hist, th) if hist.get(R.LR)[0] else \
+        _skipped("check the LR schedule", "from the store: opt/lr", "the store has no LR")
+    steps = [_batch(kind, f.step, hist, report, th), _gradients(kind, f.step, hist, th), lr, _numerics(f.step)]
     for s in steps:
         s.data["needs_live_model"] = LIVE[s.title]
     return Workflow(kind, f.step, f.message, steps)
