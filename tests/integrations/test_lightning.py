@@ -177,6 +177,17 @@ def test_a_nan_stops_training_at_its_step(tmp_path, caplog):
         assert run.meta()["status"] == "stopped"
 
 
+def test_recovery_out_of_rollbacks_stops_at_the_nan_step(tmp_path):
+    """Recovery that can only give up does not delay the stop (it waited for a flush: 9 steps late)."""
+    torch.manual_seed(0)
+    ck = stethoscope.Checkpoints(tmp_path / "ck", every=5, on_signal=None)
+    cb = StethoscopeCallback(checkpoints=ck, recovery=stethoscope.Recovery(max_rollbacks=0))
+    trainer = _trainer(tmp_path, [NanAfter(30), cb], max_steps=60, val_check_interval=None, limit_val_batches=0)
+    trainer.fit(TinyLM(), _data(512))
+    assert trainer.global_step == 31 and "non-finite loss at step 31" in cb.stopped
+    assert not (tmp_path / "checkpoints").exists()  # nothing saved of the NaN state
+
+
 def test_on_critical_continue_only_records(tmp_path):
     torch.manual_seed(0)
     cb = StethoscopeCallback(on_critical="continue")

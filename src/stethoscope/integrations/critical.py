@@ -34,9 +34,11 @@ def is_finite(flag: Any) -> bool:
 
 
 def recovers(monitor: Any, kind: str) -> bool:
-    """Whether automatic recovery rolls back from a finding of this type (and has not given up)."""
+    """Whether automatic recovery rolls back from a finding of this type: it is asked to, has not given up and
+    has a rollback left (else it would only give up, a step later)."""
     policy = getattr(monitor, "recovery", None)
-    return policy is not None and policy.gave_up is None and kind in policy.config.on
+    return policy is not None and policy.gave_up is None and kind in policy.config.on \
+        and len(policy.rollbacks) < policy.config.max_rollbacks
 
 
 def critical_reason(monitor: Any) -> str | None:
