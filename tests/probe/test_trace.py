@@ -57,3 +57,30 @@ def test_an_embedding_and_a_model_returning_a_dict_get_backward_times():
     trace = ModuleTrace(frozen, every=1)
     rows = _train(frozen, trace, 2, lambda i: ids, lambda m, b: m(input_ids=b, labels=b)["loss"])
     assert set(_backward(rows[1])) == {"out", "LM"}
+
+
+def test_an_input_passed_by_keyword_is_timed_from_its_gradient():
+    class Inner(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, *, hidden):
+            return self.fc(hidden)
+
+    class Outer(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp, self.inner = torch.nn.Linear(4, 4), Inner()
+
+        def forward(self, x):
+            return self.inner(hidden=self.inp(x))  # as Hugging Face blocks are called
+
+    model = Outer()
+    trace = ModuleTrace(model, every=1)
+    rows = _train(model, trace, 2, lambda i: torch.randn(3, 4), lambda m, b: m(b).sum())
+    assert set(_backward(rows[1])) == {"inp", "inner", "inner.fc", "Outer"}
+    trace.on_step(2)
+    model(torch.randn(3, 4)).sum().backward()
+    assert trace._no_grad_in == ["Outer", "inp"]  # inner's keyword input needs a gradient: timed by it, no hooks
+    assert len(trace._handles) == 2 * 4 + 2  # module hooks, and inp's weight and bias

@@ -50,7 +50,7 @@ class ModuleTrace:
         for name, module in self.model.named_modules():
             label = name or type(module).__name__
             self._names[label] = name
-            self._handles.append(module.register_forward_pre_hook(self._pre(label)))
+            self._handles.append(module.register_forward_pre_hook(self._pre(label), with_kwargs=True))
             self._handles.append(module.register_forward_hook(self._post(label)))
 
     def _disarm(self) -> list[tuple[int, str, str, float, float]]:
@@ -63,9 +63,9 @@ class ModuleTrace:
         return rows
 
     def _pre(self, label: str) -> Any:
-        def hook(module: Any, args: Any) -> None:
+        def hook(module: Any, args: Any, kwargs: Any) -> None:
             self._starts[label] = time.perf_counter()
-            for a in args if isinstance(args, tuple) else ():
+            for a in (*(args if isinstance(args, tuple) else ()), *(kwargs or {}).values()):
                 if _needs_grad(a):
                     a.register_hook(self._grad_in(label))
                     break
