@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from stethoscope.detect.amp import LossScaleDetector
 from stethoscope.detect.memory import MemoryDetector
 from stethoscope.detect.throughput import ThroughputDetector
@@ -209,3 +211,24 @@ def test_a_real_slowdown_stands_out_against_the_jitter_and_says_so():
     ev = drops[0].evidence
     assert 0.09 <= ev["level"] <= 0.12 and 0.24 <= ev["slow_level"] <= 0.3  # seconds per step, as logged
     assert ev["typical_spread"] > 0 and ev["duration_steps"] >= 700
+
+
+@pytest.mark.parametrize("key, unit", [("time", 1e-3), ("Batch (t)", 1.0), ("seconds", 1.0),
+                                       ("interval_runtime", 1.0), ("train/time", 1e-3)])
+def test_a_step_time_under_another_name_is_read_with_its_unit(key, unit):
+    """A slowdown in a step time logged as `time` (ms by its magnitude), `seconds`, `Batch (t)` ..."""
+    from stethoscope.records import StepRecord
+
+    level = 0.8 if unit == 1.0 else 800.0  # 0.8 s either way
+    times = [level * (1 + 0.01 * (i % 3)) for i in range(300)] + [2 * level] * 300
+    found = replay(ThroughputDetector(), [StepRecord(i, {key: t, "train/loss": 1.0}) for i, t in enumerate(times)])
+    (f,) = of_type(found, "throughput_drop")
+    assert 299 <= f.step <= 302 and f.severity == "warning", f  # 240 s lost
+    assert abs(f.evidence["level"] - 0.8) < 0.05 and abs(f.evidence["slow_level"] - 1.6) < 0.05  # seconds
+
+
+def test_a_clock_under_a_time_name_is_not_a_step_time():
+    from stethoscope.records import StepRecord
+
+    clock = [1.7e9 + 0.5 * i + (30.0 if i >= 300 else 0.0) for i in range(600)]  # a timestamp: grows every record
+    assert not replay(ThroughputDetector(), [StepRecord(i, {"time": t}) for i, t in enumerate(clock)])

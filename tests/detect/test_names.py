@@ -168,6 +168,17 @@ TABLE = [
     ("checkpoint_size_gb", NONE, 1.0, "a unit of memory on something that is not memory"),
     ("lr_decay", NONE, 1.0, "an LR word that is not the LR"),
     ("my metric", NONE, 1.0, "unknown"),
+    # eval losses in shapes trainers print (issue 26): the development set, held-out data, the loss by its maths
+    ("dev loss", "eval/loss", 1.0, "fairseq-style `dev loss`: the development set, not a device"),
+    ("dev_mem_gb", "memory/cuda_allocated_gib", GB, "`dev` beside memory is the device"),
+    ("held-out loss", "eval/loss", 1.0, "held-out data"),
+    ("val_nll", "eval/loss", 1.0, "an eval loss named by its maths"),
+    ("valid nll_loss", "eval/loss", 1.0, "fairseq valid nll_loss"),
+    ("val_ce", "eval/loss", 1.0, "cross-entropy, abbreviated"),
+    ("val_loss_epoch", "eval/loss", 1.0, "Lightning on_epoch aggregate of the eval loss"),
+    ("train_loss_epoch", NONE, 1.0, "Lightning's epoch mean of the train loss: another series than the steps'"),
+    ("eval_ppl", "eval/ppl", 1.0, "perplexity: exp(eval loss)"),
+    ("validation perplexity", "eval/ppl", 1.0, "perplexity: exp(eval loss)"),
 ]
 
 

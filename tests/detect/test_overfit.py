@@ -88,3 +88,17 @@ def test_a_rise_first_inside_the_noise_becomes_a_warning_when_it_keeps_rising():
             for f in of_type(det.update(r), "overfitting")]
     assert seen[0] == (1200, "info", 900), seen  # the 3rd eval after the best: 2.445 is inside the noise
     assert seen[-1][1:] == ("warning", 900) and seen[-1][0] <= 1400, seen
+
+
+def test_an_eval_perplexity_alone_is_read_as_its_log():
+    """A log whose eval line gives only a perplexity (`val ppl`): overfitting found from its log."""
+    import math
+
+    from stethoscope.detect.overfit import EVAL_PPL
+    from stethoscope.records import StepRecord
+
+    evals = [1.0, 0.8, 0.7, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0]
+    records = [StepRecord(100 * (i + 1), {"train/loss": 2.0 * 0.97 ** i, EVAL_PPL: math.exp(v)})
+               for i, v in enumerate(evals)]
+    (f,) = of_type(replay(OverfitDetector(DetectConfig(overfit_patience=3)), records), "overfitting")
+    assert f.step == 400 and f.severity == "warning"

@@ -54,7 +54,9 @@ _MEMORY_UNITS = {"bytes": 1 / _GIB, "kb": 1e3 / _GIB, "kib": 2.0**-20, "mb": 1e6
                  "gb": 1e9 / _GIB, "gib": 1.0, "tb": 1e12 / _GIB, "tib": 1024.0}
 _PERCENT = frozenset({"%", "pct", "percent", "percentage"})
 _EVAL = {"val": "eval", "valid": "eval", "validation": "eval", "eval": "eval", "evaluation": "eval",
-         "test": "test"}
+         "heldout": "eval", "test": "test"}
+_EVAL_LOSS_WORDS = frozenset({"nll", "ce", "xent", "xentropy"})  # an eval loss by its maths (val_nll, eval ce)
+_PERPLEXITY = frozenset({"ppl", "perplexity"})
 # Words that say nothing about the quantity: namespaces, fillers, averaging.
 _FILLER = frozenset({"train", "training", "perf", "performance", "metrics", "stats", "timer", "timers", "per",
                      "in", "of", "the", "avg", "mean", "average", "global", "speed", "throughput", "all",
@@ -123,7 +125,9 @@ def recognize(raw: str) -> Resolved | None:
         return _torch_stat(*torch_stat)
     words = _words(text)
     namespace = next((_EVAL[w] for w in words if w in _EVAL), None)
-    words = [w for w in words if w not in _EVAL]
+    if namespace is None and "dev" in words and set(words) & ({"loss", "ppl", "perplexity"} | _EVAL_LOSS_WORDS):
+        namespace = "eval"  # dev loss: the development set's (`dev` alone is a device)
+    words = [w for w in words if w not in _EVAL and not (namespace == "eval" and w == "dev")]
     found = _loss(words, namespace) or _measure(words, namespace is None)
     if found is None or namespace is None or found.name in (EVAL_LOSS, LOSS):
         return found
@@ -151,17 +155,21 @@ def _is_word(s: str) -> bool:
 
 
 def _words(text: str) -> list[str]:
-    text = _TIME_PER_STEP.sub(r"\1 per step", text)
+    text = _TIME_PER_STEP.sub(r"\1 per step", text).replace("held-out", "heldout").replace("held out", "heldout")
     text = _BRACKET.sub(r" \1 ", " ".join(_SEPARATORS.sub(" ", text).split()))
     text = _RATE.sub(" persec ", text).replace("end to end", "step")  # torchtitan end_to_end(s)
     return _WORD.findall(text)
 
 
 def _loss(words: list[str], namespace: str | None) -> Resolved | None:
-    if namespace == "eval" and {"cross", "entropy"} <= set(words) and \
-            not set(words) - _FILLER - {"language", "lm", "cross", "entropy", "loss"}:
-        return Resolved(EVAL_LOSS)  # an eval metric that is the LM loss (LLM Foundry: LanguageCrossEntropy)
+    if namespace == "eval" and ({"cross", "entropy"} <= set(words) or _EVAL_LOSS_WORDS & set(words)) and \
+            not set(words) - _FILLER - {"language", "lm", "cross", "entropy", "loss", "epoch"} - _EVAL_LOSS_WORDS:
+        return Resolved(EVAL_LOSS)  # an eval metric that is the LM loss (LLM Foundry: LanguageCrossEntropy; val_nll)
+    if namespace and _PERPLEXITY & set(words) and not set(words) - _FILLER - _PERPLEXITY - {"lm", "epoch"}:
+        return Resolved(f"{namespace}/ppl")  # exp(loss): its trend is the loss's (`detect.overfit` takes the log)
     rest = set(words) - _FILLER - {"samples", "reduced", "lm", "loss", "total"}
+    if namespace == "eval":
+        rest -= {"epoch"}  # Lightning's val_loss_epoch: an eval is one value per epoch anyway
     if "loss" not in words or rest - {"scale"}:
         return None
     if rest:
@@ -263,3 +271,28 @@ def _torch_stat(kind: str, pool: str, stat: str) -> Resolved | None:
     if pool != "all" or stat not in ("current", "peak") or name not in _PEAK_KINDS:
         return None
     return Resolved(_PEAK_KINDS[name] if stat == "peak" else name, 1 / _GIB)
+
+
+_CLOCK_WORDS = frozenset({"elapsed", "remaining", "eta", "total", "left", "since", "start", "wall", "timestamp",
+                          "date", "clock", "tokens", "epoch"})
+_BARE_SECONDS = frozenset({"seconds", "secs", "sec"})
+
+
+@lru_cache(maxsize=4096)
+def time_like(raw: str) -> float | None:
+    """A name that reads as a time without saying whether it is the step's (`time`, `seconds`, `runtime`,
+    `interval_runtime`, `Batch (t)`, `time_s`): the factor to seconds its unit gives, 0.0 when it names none
+    (the magnitude decides), None for any other name (known names included). Its values decide whether it
+    is a step time: a clock grows on every record, a step time hovers (`detect.throughput`)."""
+    if recognize(raw) is not None:
+        return None
+    words = set(_words(_CAMEL.sub("_", raw.strip()).lower())) - _FILLER
+    words -= {"train", "interval", "iteration", "iter", "step", "batch", "loop"}
+    if not words or words & _CLOCK_WORDS:
+        return None
+    units = [_TIME_UNITS[w] for w in words if w in _TIME_UNITS and w not in _BARE_SECONDS]
+    timing = words & {"time", "timing", "duration", "runtime", "latency"} or words & _BARE_SECONDS or (
+        words == {"t"} and raw.strip().lower() != "t")  # Batch (t): a t under a step word, never a bare t
+    if not timing or not words <= {"time", "timing", "duration", "runtime", "latency", "t"} | set(_TIME_UNITS):
+        return None
+    return units[-1] if units else (1.0 if words & _BARE_SECONDS else 0.0)

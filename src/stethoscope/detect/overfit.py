@@ -21,6 +21,8 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.stats import StepEma, Window, lowest_of, shrunk_sigma
 from stethoscope.records import EVAL_LOSS, LOSS, Finding, StepRecord
 
+EVAL_PPL = "eval/ppl"  # the eval perplexity (`detect.names`: eval_ppl, validation perplexity, lm loss validation ppl)
+
 _EVAL_WINDOW = 32
 _TRAIN_FALL_REL = 0.01  # the train loss must have fallen at least 1% since the best eval
 _COMPETED = 4.0
@@ -54,6 +56,9 @@ class OverfitDetector:
             self.train.update(step, t)
             self._min_train = t if self._min_train is None else min(self._min_train, t)
         v = record.values.get(EVAL_LOSS)
+        if v is None:  # a log that gives only the eval perplexity: its log is the eval loss (same trend)
+            ppl = record.values.get(EVAL_PPL)
+            v = math.log(ppl) if ppl is not None and math.isfinite(ppl) and ppl > 0 else None
         if v is None or not math.isfinite(v):
             return []
         return self._on_eval(step, v)

@@ -21,6 +21,7 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.level_shift import find_shift, sign_cusum_onset, z_needed
 from stethoscope.detect.stall_patterns import STALLS_KEPT, add_stall, new_stalls, regular_start
 from stethoscope.detect.stats import Window, shrunk_sigma
+from stethoscope.detect.step_time_alias import StepTimeAlias
 from stethoscope.detect.throughput_findings import (
     PERSISTENT_RECORDS,
     contention,
@@ -76,6 +77,7 @@ class ThroughputDetector:
         self.raw = Window(_RAW_N)  # every record, slow ones too: the run's own dispersion
         self.raw_steps: deque[int] = deque(maxlen=_RAW_N)
         self._cache: list[float] | None = None
+        self.alias = StepTimeAlias()  # a step time logged as `time`, `seconds`, `interval_runtime` ...
         self._s: dict[str, Any] = {
             "series": None, "slow": [], "drop": None, "dips": None, "total": 0.0, "records": 0,
             "last_step": None,
@@ -121,7 +123,7 @@ class ThroughputDetector:
         eval_step = s.get("eval_step")
         if eval_step is not None and prev_step is not None and eval_step >= prev_step:
             why.append("eval")
-        if s["series"] == STEP_TIME and len(self.window) >= _MIN_BASELINE:
+        if values.get(STEP_TIME) is not None and s["series"] == STEP_TIME and len(self.window) >= _MIN_BASELINE:
             excess = values[STEP_TIME] - self._level_seconds()
             for name, key in ((GC_PAUSE, "gc"), (DATA_WAIT, "data")):
                 v = values.get(name)
@@ -148,10 +150,12 @@ class ThroughputDetector:
     def _time_like(self, values: dict[str, float]) -> float | None:
         s = self._s
         name = s["series"]
-        if name is None:
+        if name is None or self.alias.key is not None:
             name = next((n for n in SERIES if n in values), None)
             if name is None:
-                return None
+                v = self.alias.seconds(values)
+                s["series"] = STEP_TIME if self.alias.key is not None else None
+                return v if v is not None and v > 0 else None
             s["series"] = name
         v = values.get(name)
         if v is None or not math.isfinite(v) or v <= 0:
@@ -398,13 +402,14 @@ class ThroughputDetector:
 
     def state_dict(self) -> dict[str, Any]:
         return {"window": self.window.state_dict(), "raw": self.raw.state_dict(), "raw_steps": list(self.raw_steps),
-                "s": self._s}
+                "s": self._s, "alias": self.alias.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.window.load_state_dict(state["window"])
         if "raw" in state:
             self.raw.load_state_dict(state["raw"])
         self.raw_steps = deque(state.get("raw_steps", []), maxlen=_RAW_N)
+        self.alias.load_state_dict(state.get("alias", {}))
         self._s = state["s"]
         self._cache = None
 
