@@ -188,6 +188,25 @@ def test_recovery_out_of_rollbacks_stops_at_the_nan_step(tmp_path):
     assert not (tmp_path / "checkpoints").exists()  # nothing saved of the NaN state
 
 
+class Diverging(TinyLM):
+    """Real training whose loss reads as a curve that settles, then climbs from step 60 (the gradients are real)."""
+
+    def training_step(self, batch, _i):
+        loss = self._loss(batch)
+        step = self.trainer.global_step
+        level = 2.0 + 0.05 * math.sin(step) if step < 60 else 2.0 * 1.05 ** (step - 60)
+        return loss - loss.detach() + level
+
+
+def test_a_divergence_stops_training(tmp_path):
+    torch.manual_seed(0)
+    cb = StethoscopeCallback(flush_interval=0.05)
+    trainer = _trainer(tmp_path, [cb], max_steps=150, val_check_interval=None, limit_val_batches=0)
+    trainer.fit(Diverging(), _data(2048))
+    assert cb.stopped is not None and cb.stopped.startswith("divergence at step")
+    assert 60 < trainer.global_step < 100  # stopped once the detectors said so, not at the end
+
+
 def test_on_critical_continue_only_records(tmp_path):
     torch.manual_seed(0)
     cb = StethoscopeCallback(on_critical="continue")
