@@ -28,6 +28,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 DEV, HELD = "dev", "held"
+LONG = 0.05  # the share of long logs in `sample` (thousands of records: the readers' paths for long runs)
 HELD_OUT: dict[str, set[str]] = {}  # dimension -> held-out part names (filled by _pool)
 _POOLS: dict[str, dict[str, list[str]]] = {}
 
@@ -127,7 +128,8 @@ def sample(part: str, rng: random.Random) -> Grammar:
             else:
                 parts[dim] = rng.choice(pool(dim))
         if part == DEV or any(_is_held(dim, parts[dim]) for dim in _DIMENSIONS):
-            return Grammar(parts, rng.randrange(2**31), rng.randint(3, 40), rng.choice([0, 1, 1000]))
+            n = rng.randint(4200, 5000) if rng.random() < LONG else rng.randint(3, 40)
+            return Grammar(parts, rng.randrange(2**31), n, rng.choice([0, 1, 1000]))
 
 
 def _is_held(dim: str, value: object) -> bool:

@@ -33,6 +33,7 @@ from pathlib import Path
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.console_line import ANSI, key_name, parse
+from stethoscope.importers.console_names import resolve
 from stethoscope.importers.console_reader import NAME, SUMMARY, ConsoleReader, has_loss
 from stethoscope.importers.names import known, metric
 from stethoscope.importers.source import is_text, read_bytes, read_head
@@ -145,7 +146,7 @@ def record_values(text: str) -> dict[str, float] | None:
     line = parse(text)
     out: dict[str, float] = {}
     for value in line.values:
-        found = reader._name(value.key, value.unit, line.eval)
+        found = resolve(reader.names, value.key, value.unit, line.eval)
         number = to_float(value.text.replace(",", ""))
         if found is not None and number is not None:
             out[found[0]] = number * found[1]

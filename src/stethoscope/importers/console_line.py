@@ -47,6 +47,9 @@ _STEP = re.compile(
 # (`[640/60000 (1%)]`, PyTorch's examples) it says how far through the data set the epoch is: a sample
 # counter, which becomes a step only when the output says so (a counter word).
 _FRACTION = re.compile(r"\[\s*(?P<f>\d+)\s*/\s*(?P<ft>\d+)\s*(?P<pct>\(\s*\d+(?:\.\d+)?\s*%\s*\))?\s*\]")
+# Words that make a counter word a setting or a count: `Total optimization steps = 500`, `warmup steps: 100`.
+_SETTING = re.compile(r"\b(?i:total|max|maximum|num|number\s+of|warmup|warm-up|accumulation|every|per|remaining|"
+                      r"save|logging)\b[\w\s]{0,20}$")
 _EPOCH = re.compile(r"\b(?i:epoch)\b\s*(?:\(\w+\)\s*)?[:=#]?\s*\[?\s*(\d+)(?!\s*/)")
 _EVAL_LINE = re.compile(r"\b(?:val|valid|validate|validation|eval|evaluate|evaluation|Eval|Val|Validation|"
                         r"Validate|Evaluation|EVAL|VAL)\b")
@@ -128,8 +131,9 @@ def parse(text: str) -> Line:
     body = text[pos:]
     out.body = body
     step = _STEP.search(body)
-    if step and (step["word"] or "").lower() == "batch" and _EVAL_LINE.search(body, 0, step.start()):
-        step = None  # an eval's batch counter (`[Eval batch=20/20]`), not the training's
+    if step and step["word"] and (_SETTING.search(body, 0, step.start()) or (
+            step["word"].lower() == "batch" and _EVAL_LINE.search(body, 0, step.start()))):
+        step = None  # a setting (`Total optimization steps = 500`), an eval's batches (`[Eval batch=20/20]`)
     if step is None:
         step = _FRACTION.search(body)
         if step and (step["pct"] or int(step["f"]) > int(step["ft"])):

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from stethoscope.importers import console_arrow, console_tokens, linescan
 from stethoscope.importers.base import Columns, ImportedRun
-from stethoscope.importers.console_clock import CLOCK, CLOCK_NAMES, step_time_from_clock
+from stethoscope.importers.console_clock import times_named
+from stethoscope.importers.console_epochs import EpochCounter, bar_step
 from stethoscope.importers.console_fast import Template
-from stethoscope.importers.console_line import ANSI, MAGNITUDE, NUMBER, Line, has_loss, key_name, parse
+from stethoscope.importers.console_line import ANSI, NUMBER, Line, has_loss, parse
+from stethoscope.importers.console_names import Names, resolve
 from stethoscope.importers.console_runs import Lines, advance, find_cycle, first_where, pieces, repeats, shape_of, window_at
 from stethoscope.importers.console_shape import Shape, learn
 from stethoscope.importers.loglines import LineKeeper
-from stethoscope.importers.names import metric
 from stethoscope.importers.table import Layout, PointTable, Rejected, describe
-from stethoscope.records import STEP_TIME
 
 if TYPE_CHECKING:
     from stethoscope.importers.coded import CodedColumns, RowBlock
@@ -49,14 +49,14 @@ class ConsoleReader:
         self.parts: list[PointTable | Columns | CodedColumns | RowBlock] = [PointTable()]  # in log order: rows, blocks
         self.keeper = LineKeeper()
         self.templates: dict[bytes, Shape | None] = {}
-        self.names: dict[tuple[str, str, bool], tuple[str, float] | None] = {}
+        self.names: Names = {}
         self.warnings: list[str] = []
         self.last_step: int | None = None
         self.keep_rank: bytes | None = None
         self.ranks: Counter[str] = Counter()
         self.bar: tuple[int, int, int] | None = None  # (offset, last raw counter, total) of a per-epoch bar
         self.ordinal = 0
-        self.epochs: tuple[int, int, int] | None = None  # (epoch, offset, last counter) of a counter within epochs
+        self.epochs = EpochCounter()
         self.last_row = 0
         self.near: dict[str, tuple[int, int, str]] = {}  # kind → (count, first line, its text)
         self.lines = self.step_lines = self.resumes = 0
@@ -165,7 +165,7 @@ class ConsoleReader:
             return False
         epochal = [known for known in map(self.templates.get, kinds) if known is not None and known.per_epoch]
         if epochal and not self._epochs_read(epochal[0], done.steps):
-            return False  # a counter within epochs that restarted: its lines one by one, with their epochs
+            return False  # a counter within epochs that restarted: line by line
         self.lines += end - start
         for group in groups:
             for rank in group.read.ranks:
@@ -355,7 +355,7 @@ class ConsoleReader:
         if SUMMARY in line.body:
             self.keeper.offer(number, text, self.last_step)
             return
-        names = [self._name(v.key, v.unit, line.eval) for v in line.values]
+        names = [resolve(self.names, v.key, v.unit, line.eval) for v in line.values]
         pairs = [(n, v) for n, v in zip(names, line.values) if n is not None]
         step = self._step_of(number, text, line, pairs)
         if step is None or not pairs:
@@ -372,8 +372,8 @@ class ConsoleReader:
     def _step_of(self, number: int, text: str, line: Line, pairs: list[Any]) -> int | None:
         if line.step is not None:
             before = self.last_step
-            raw = line.step if line.epoch is None or line.total is None else self._in_epochs(line.epoch, line.step,
-                                                                                            line.total)
+            raw = line.step if line.epoch is None or line.total is None else \
+                self.epochs.step(line.epoch, line.step, line.total)
             self.last_step = self._step(raw, line.bar)
             if before is not None and self.last_step < before:
                 self.resumes += 1
@@ -382,9 +382,9 @@ class ConsoleReader:
             return self.last_step
         if not pairs or (line.body.lstrip().startswith("{") and not has_loss(n for n, _ in pairs)):
             return None  # a dict without a loss is a config, not a metrics record
-        if line.progress:  # a sample counter, no step counter: the records are numbered in file order
+        if line.progress:  # a sample counter: records numbered in file order (an eval dict after: its)
             self.ordinal += 1
-            self.last_step = self.ordinal  # the records after it without a step (an eval dict) are its
+            self.last_step = self.ordinal
             return self.ordinal
         evals = all(n[0].startswith("eval/") for n, _ in pairs)
         if self.last_step is not None and (line.record or evals):
@@ -395,60 +395,15 @@ class ConsoleReader:
         self._near("metrics without a step counter", number, text)
         return None
 
-    def _in_epochs(self, epoch: int, raw: int, total: int) -> int:
-        """The global step of a counter printed after its epoch: a counter that goes back when the epoch
-        advances counts within the epoch, so the earlier epochs' totals are added; one that does not is global."""
-        last_epoch, offset, last = self.epochs or (epoch, 0, raw)
-        if epoch > last_epoch and raw < last:
-            offset += total * (epoch - last_epoch)
-        self.epochs = (epoch, offset, raw)
-        return offset + raw
-
     def _epochs_read(self, known: Shape, steps: Any) -> bool:
-        """Whether steps read at once (without their epochs) of a shape whose counter has its epoch before it
-        are global steps: not once an epoch has restarted the counter, nor where the counter falls back to
-        within one logging interval of zero (where an epoch may restart it: those lines are read one by one,
-        with their epochs); a fall back elsewhere is a resume, as one by one."""
-        if not known.per_epoch or not len(steps):
-            return True
-        if self.epochs is not None and self.epochs[1]:
-            return False
-        import numpy as np
-
-        raw = np.asarray(steps, dtype=np.int64)
-        if self.last_step is not None:
-            raw = np.concatenate(([self.last_step], raw))
-        diffs = np.diff(raw)
-        ahead = diffs[diffs > 0]
-        cadence = int(np.median(ahead)) if ahead.size else 1
-        if ((diffs < 0) & (raw[1:] <= cadence)).any():
-            return False
-        if self.epochs is not None:
-            self.epochs = (self.epochs[0], 0, int(raw[-1]))
-        return True
+        return not known.per_epoch or not len(steps) or self.epochs.reads(steps, self.last_step)
 
     def _step(self, raw: int, bar: bool) -> int:
-        """The global step of a counter; a bar that restarts after reaching its total starts a new epoch."""
+        """The global step of a counter (a bar's: `bar_step`)."""
         if not bar:
             return raw
-        offset, last, total = self.bar or (0, 0, 0)
-        if raw < last and last >= total > 0:
-            offset += total
-        self.bar = (offset, raw, max(total, last, raw))
-        return offset + raw
-
-    def _name(self, key: str, unit: str, eval_line: bool) -> tuple[str, float] | None:
-        cache = (key, unit, eval_line)
-        if cache not in self.names:
-            raw = key_name(key, unit)
-            if raw is None:
-                self.names[cache] = None
-            elif raw in CLOCK_NAMES:
-                self.names[cache] = CLOCK_NAMES[raw]
-            else:
-                found = metric(raw, "eval" if eval_line else None)
-                self.names[cache] = (found.name, found.scale * MAGNITUDE.get(unit, 1.0))
-        return self.names[cache]
+        step, self.bar = bar_step(self.bar, raw)
+        return step
 
     def _near(self, kind: str, number: int, text: str) -> None:
         count, first, sample = self.near.get(kind, (0, number, text.strip()[:100]))
@@ -473,10 +428,7 @@ class ConsoleReader:
                 rejected += more
             parts.append(part)
         columns = join(parts)
-        used = {found[0] for found in self.names.values() if found}
-        if CLOCK in used and STEP_TIME not in used:
-            columns = Columns(*columns)  # the list form: step times are appended to it
-            step_time_from_clock(columns)
+        columns = times_named(columns, {found[0] for found in self.names.values() if found})
         meta: dict[str, Any] = {"confidence": round(self.step_lines / self.lines, 3) if self.lines else 0.0}
         if self.shapes:
             meta["key_consistency"] = round(self.shapes.most_common(1)[0][1] / max(1, self.step_lines), 3)

@@ -1,0 +1,52 @@
+"""Counters that count within an epoch (`Epoch 2 | step 50/1563`, `Epoch(train) [2][50/1563]`): the global
+step adds the earlier epochs' totals. A counter with a total and its epoch before it is within epochs when
+it goes back as the epoch advances; one that does not go back is global (Composer's `[epoch=1][batch=N/T]`).
+Lines read at once carry no epoch, so a run of them is taken as read only while no epoch has restarted the
+counter and the counter does not fall back to within one logging interval of zero."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class EpochCounter:
+    """The state of one log's counter within epochs: (epoch, offset, last counter), None before the first."""
+
+    def __init__(self) -> None:
+        self.state: tuple[int, int, int] | None = None
+
+    def step(self, epoch: int, raw: int, total: int) -> int:
+        """The global step of counter `raw` (of `total`) printed after `epoch`."""
+        last_epoch, offset, last = self.state or (epoch, 0, raw)
+        if epoch > last_epoch and raw < last:
+            offset += total * (epoch - last_epoch)
+        self.state = (epoch, offset, raw)
+        return offset + raw
+
+    def reads(self, steps: Any, last_step: int | None) -> bool:
+        """Whether `steps`, read at once without their epochs, are global steps as they are (else those lines
+        are read one by one, with their epochs); a fall back that is not near zero is a resume, as one by one."""
+        if self.state is not None and self.state[1]:
+            return False
+        import numpy as np
+
+        raw = np.asarray(steps, dtype=np.int64)
+        if last_step is not None:
+            raw = np.concatenate(([last_step], raw))
+        diffs = np.diff(raw)
+        ahead = diffs[diffs > 0]
+        cadence = int(np.median(ahead)) if ahead.size else 1
+        if ((diffs < 0) & (raw[1:] <= cadence)).any():
+            return False
+        if self.state is not None:
+            self.state = (self.state[0], 0, int(raw[-1]))
+        return True
+
+
+def bar_step(state: tuple[int, int, int] | None, raw: int) -> tuple[int, tuple[int, int, int]]:
+    """The global step of a progress bar's counter (Keras) and the bar's (offset, last counter, largest
+    counter) after it: a bar that goes back after reaching its largest counter starts a new epoch."""
+    offset, last, total = state or (0, 0, 0)
+    if raw < last and last >= total > 0:
+        offset += total
+    return offset + raw, (offset, raw, max(total, last, raw))

@@ -1,0 +1,27 @@
+"""What a key of a console line means: our metric name and the factor to our unit, cached per (key as
+written, attached unit, eval line or not). A trainer's clock (`console_clock.CLOCK_NAMES`) and a plain
+time (`time: 0.36`, settled later as a step time or a clock) come before the general resolver."""
+
+from __future__ import annotations
+
+from stethoscope.importers.console_clock import CLOCK_NAMES, time_name
+from stethoscope.importers.console_line import MAGNITUDE, key_name
+from stethoscope.importers.names import metric
+
+Names = dict[tuple[str, str, bool], "tuple[str, float] | None"]
+
+
+def resolve(cache: Names, key: str, unit: str, eval_line: bool) -> tuple[str, float] | None:
+    """(name, scale) of a key with its unit on a line (an eval line or not); None when it is no metric."""
+    at = (key, unit, eval_line)
+    if at not in cache:
+        raw = key_name(key, unit)
+        if raw is None:
+            cache[at] = None
+        elif raw in CLOCK_NAMES:
+            cache[at] = CLOCK_NAMES[raw]
+        else:
+            found = metric(raw, "eval" if eval_line else None)
+            plain = None if "/" in found.name or eval_line else time_name(raw)
+            cache[at] = plain or (found.name, found.scale * MAGNITUDE.get(unit, 1.0))
+    return cache[at]
