@@ -194,3 +194,10 @@ def test_a_nan_weight_at_a_constant_lr_is_not_blamed_on_the_lr(tmp_path):
     assert (page.type, page.step) == ("nan", 40)
     assert page.cause.startswith("the LR held at 0.05") and "not an LR overshoot" in page.cause, page.cause
     assert "LR too high" not in page.cause and "locate_nonfinite" in page.fix
+    from stethoscope.act.live import knowledge_advice
+    from stethoscope.records import Finding
+
+    with open_run(tmp_path) as r:
+        _, [(data,)] = r.query("SELECT data FROM findings WHERE type = 'nan' ORDER BY id LIMIT 1")
+    advised = knowledge_advice()(Finding.from_dict(json.loads(data)))
+    assert not any("LR" in c for c in advised.causes[1:]), advised.causes  # the LR causes are ruled out

@@ -90,3 +90,5 @@ def test_the_records_before_a_nan_rank_its_causes():
     for causes, first_fix in ((held, "find what went non-finite first"), (rose, "roll back to the last good")):
         f = advise(Finding("nan", "critical", 39, "non-finite train/loss", causes=list(causes)))
         assert f.fixes[0].startswith(first_fix) and len(f.causes) == len(f.fixes)
+        lr_blamed = [c for c in f.causes if c.startswith("LR too high") or "warm-up" in c]
+        assert bool(lr_blamed) == (causes is rose), f.causes  # an LR that held rules the LR causes out

@@ -21,7 +21,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.findings.catalogue import resolve_steps
-from stethoscope.findings.remedies import NAN_GREW, NAN_LR_ROSE, NAN_SUDDEN
+from stethoscope.findings.named_causes import NAN_GREW, NAN_LR_ROSE, NAN_SUDDEN
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR, NAN_ITERS, Finding, StepRecord
 
 WATCHED = (LOSS, GRAD_NORM, EVAL_LOSS)

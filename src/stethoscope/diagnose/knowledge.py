@@ -31,7 +31,9 @@ from stethoscope.findings.remedies import (  # the tables and flags (re-exported
     FP16,
     IN_WARMUP,
     KEEP_SCHEDULE,
+    LR_HELD,
     LR_TINY,
+    NAN_SUDDEN,
     NON_PROBLEMS,
     NOT_FP16,
     Conditional,
@@ -94,6 +96,8 @@ def context_flags(finding: Finding, ctx: dict[str, Any]) -> frozenset[str]:
         flags.add(LR_TINY)
     if any("resume or schedule restart" in c for c in finding.causes):
         flags.add(AT_RESTART)
+    if any(NAN_SUDDEN in c for c in finding.causes):  # the LR held and the level kept up to the NaN
+        flags.add(LR_HELD)
     if _first_update(finding, ctx):
         flags.add(FIRST_UPDATE)
     return frozenset(flags)

@@ -1,5 +1,6 @@
 """The field's causes and fixes per finding type, as data: `ADVICE` (generic (cause, fix) pairs),
-`CONDITIONAL` (answers to causes the data named, and pairs a context makes likely), `NON_PROBLEMS` (what
+`CONDITIONAL` (answers to causes the data named, and pairs a context makes likely; those a
+detector names from its evidence are in `named_causes.py`), `NON_PROBLEMS` (what
 looks wrong but is not), and the context flags a pair may be ruled out by. `diagnose.knowledge` applies
 them to findings; alerts read them through it.
 """
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stethoscope.findings.named_causes import NAN_GREW, NAN_LR_ROSE, NAN_SUDDEN, STUCK_IN
+
 # Flags a context sets (per finding) and a remedy may be ruled out by.
 FP16, NOT_FP16, CPU, AFTER_WARMUP, IN_WARMUP = "fp16", "not_fp16", "cpu", "after_warmup", "in_warmup"
-LR_TINY, AT_RESTART, FIRST_UPDATE = "lr_tiny", "at_restart", "first_update"
+LR_TINY, AT_RESTART, FIRST_UPDATE, LR_HELD = "lr_tiny", "at_restart", "first_update", "lr_held"
 # Stances two findings of one report must not take both.
 KEEP_SCHEDULE, CHANGE_SCHEDULE = "schedule:keep", "schedule:change"
 
@@ -68,7 +71,8 @@ _LR_HIGH = "LR too high"
 ADVICE: dict[str, Advice] = {
     "nan": Advice((
         _r("LR too high: the update overshoots until activations overflow",
-           "roll back to the last good checkpoint (before the first NaN) and resume with a lower LR", LR_TINY),
+           "roll back to the last good checkpoint (before the first NaN) and resume with a lower LR", LR_TINY,
+           LR_HELD),
         _r("fp16 overflow (the range ends at 65504); bf16 has fp32's range",
            "train in bf16 instead of fp16 where the GPU supports it (A100/H100); otherwise keep a dynamic loss scaler",
            NOT_FP16, CPU),
@@ -76,7 +80,8 @@ ADVICE: dict[str, Advice] = {
            "check the batch at the first NaN step: no empty sequences, at least one unmasked label"),
         _r("log/sqrt/division of zero in a custom loss or layer",
            "torch.autograd.set_detect_anomaly(True) for a few steps to find the first NaN-producing op"),
-        _r("no or too short LR warm-up", "add or lengthen warm-up and clip gradients (max_norm=1.0)", AFTER_WARMUP),
+        _r("no or too short LR warm-up", "add or lengthen warm-up and clip gradients (max_norm=1.0)", AFTER_WARMUP,
+           LR_HELD),
     )),
     "loss_spike": Advice((
         _r("a bad or unusual batch (duplicated, corrupt or out-of-distribution data)",
@@ -257,31 +262,7 @@ _WEIGHTS = _r("the first optimizer update wrecked already-trained weights: a che
               "evaluate the loaded model before any update (its loss must match the first logged one), then check "
               "the conversion: dtypes, tied weights, the optimizer state you load (try without it)")
 
-# Where a hung main thread waits (detect/hang.py): the cause the watchdog names, and its fix.
-HANG_WHERE: dict[str, Remedy] = {
-    "collective": _r("the main thread waits in a collective for a rank that has not arrived (a rank died, is stuck "
-                     "or took another code path)",
-                     "find the rank not in it (`stethoscope probe --all RUN backtrace`); set the process-group "
-                     "timeout so a hang fails fast"),
-    "data_loader": _r("the main thread waits for the next batch: a DataLoader worker is stuck or dead, or its "
-                      "storage stalls", "py-spy dump the main process and its workers; retry with num_workers=0 to "
-                                        "confirm; check the storage the dataset reads"),
-    "file_io": _r("the main thread waits on file I/O (a checkpoint save or load, a slow or full file system)",
-                  "check the file system (free space, latency); save checkpoints asynchronously or less often"),
-    "gc": _r("the main thread is in a long garbage collection", "gc.freeze() after setup, then gc.disable() and a "
-                                                                "gc.collect() every N steps"),
-    "compile": _r("the main thread is compiling (torch.compile recompiling, often for new shapes)",
-                  "TORCH_LOGS=recompiles shows why; pad to fixed shapes or mark the dynamic dimensions"),
-    "device_sync": _r("the main thread waits for the device in a host sync (a kernel or a device-side collective "
-                      "that does not finish)", "py-spy dump for the call; rerun with CUDA_LAUNCH_BLOCKING=1 to find "
-                                               "the kernel; nvidia-smi for a stuck GPU"),
-    "user_code": _r("the main thread is busy or blocked in the training script's own code (a sleep, a lock, a "
-                    "loop that does not end, a call to a slow service)",
-                    "read the line named (`stethoscope probe RUN backtrace`, py-spy dump --locals) and make that "
-                    "call finish or time out"),
-}
-# What the data says came before a NaN (detect/nonfinite.py names it): the markers its causes contain.
-NAN_SUDDEN, NAN_LR_ROSE, NAN_GREW = "not an LR overshoot", "the LR rose", "grew before the first non-finite"
+HANG_WHERE: dict[str, Remedy] = {where: _r(cause, fix) for where, (cause, fix) in STUCK_IN.items()}
 
 CONDITIONAL: tuple[Conditional, ...] = (
     Conditional("divergence", f"context:{FIRST_UPDATE}", _WEIGHTS, first=True),
@@ -316,7 +297,8 @@ CONDITIONAL: tuple[Conditional, ...] = (
                                           "bf16 avoids the overflow entirely (A100/H100)", CPU)),
     Conditional("nan", NAN_SUDDEN, _r("", "find what went non-finite first: Monitor(debug_nonfinite=True) reruns "
                                           "the step's batch through stethoscope.debug.locate_nonfinite (it names the "
-                                          "module); check weights and optimizer state; roll back")),
+                                          "first non-finite module); check weights and optimizer state with "
+                                          "torch.isfinite; then roll back to the last good checkpoint")),
     Conditional("nan", NAN_LR_ROSE, _r("", "roll back to the last good checkpoint (before the first NaN) and resume "
                                            "with a lower peak LR or a longer warm-up", LR_TINY,
                                        stance=CHANGE_SCHEDULE)),
