@@ -37,7 +37,10 @@ _INSTABILITY = frozenset({"loss_spike", "grad_spike", "grad_explosion", "nan", "
 
 _TYPES = (
     # 20 finite steps: a loss scaler's overflow run is over within a few; a NaN back after that is news
-    FindingType("nan", "a NaN/Inf loss, grad norm or eval loss", resolve_steps=20),
+    # A loss of exactly 0 (or one repeated value) while the gradients are NaN is no masked label: the HF
+    # Trainer's `logging_nan_inf_filter` logs a window of only NaN losses as 0.
+    FindingType("nan", "a NaN/Inf loss, grad norm or eval loss", resolve_steps=20,
+                symptoms=frozenset({"label_masking", "frozen_loss"})),
     FindingType("loss_spike", "the loss jumped far above its recent level", ("loss",),
                 symptoms=frozenset({"grad_spike", "grad_explosion", "loss_scale_collapse", "nan", "clipping"})),
     FindingType("grad_spike", "the gradient norm jumped far above its level", ("grad_norm", "loss")),

@@ -59,6 +59,7 @@ class _State:
         self.tail = ""  # text after a progress bar on the same line
         self.bar_total: int | None = None  # the total of the bar the segment just read was
         self.main_total = 0  # the largest bar total seen: the outer (training) bar
+        self.bar_done = 0  # that bar's count
 
 
 def _num(text: str | None) -> float | None:
@@ -199,7 +200,7 @@ def _progress_step(m: re.Match[str], fields: dict[str, str], state: _State) -> i
     """The global step: `global_step=` when exact; else the bar's counter (when it agrees with a rounded
     `global_step=3.2e+4`), offset by the earlier epochs' totals for bars that restart each epoch."""
     done, total = int(m["n"]), int(m["total"])
-    state.bar_total, state.main_total = total, max(state.main_total, total)
+    state.bar_total, state.main_total, state.bar_done = total, max(state.main_total, total), done
     epoch = int(m["epoch"]) if m["epoch"] else 0
     text = fields.get("global_step") or fields.get("step")
     exact = _num(text) if text and "e" not in text.lower() else None
@@ -281,6 +282,7 @@ class _Reader:
         self.order = list(range(len(_DIALECTS)))  # the dialect that matched last is tried first
         self.warnings: list[str] = []
         self.pending: list[tuple[int, float | None, str]] = []  # dicts waiting for their bar
+        self.bar_row: tuple[tuple[int, int], int, int, float | None, Values] | None = None  # the bar record shown now
 
     def line(self, line: int, text: str) -> bool:
         """Read one physical line (tqdm's \r-separated updates one by one); True when it had metrics."""
@@ -302,14 +304,39 @@ class _Reader:
                 self.keeper.offer(line, text, self.state.last_step)
             return False
         step, values = parsed
-        if self.pending and self.state.bar_total in (None, self.state.main_total):
-            self._flush(step if self.state.bar_total else self.state.last_step)
-        self.table.add_values(line, step, time, values)
+        if self.state.bar_total is not None:
+            # a bar reset (Lightning's at an epoch's end) shows what was measured before; an inner bar (an
+            # evaluation's, a smaller total) counts its own batches: neither is a training step
+            if self.state.bar_done == 0 or self.state.bar_total < self.state.main_total:
+                return True
+            self._redraw(line, step, time, values)
+            self._flush(step)
+        else:
+            self._commit()
+            self._flush(self.state.last_step)
+            self.table.add_values(line, step, time, values)
         self.state.last_step = step
         if self.state.tail.strip():
             self.keeper.offer(line, self.state.tail, step)
         self.state.tail = ""
         return True
+
+    def _redraw(self, line: int, step: int, time: float | None, values: Values) -> None:
+        """A bar drawn again at the count it showed is the same record, as it reads last: Lightning draws a
+        new count with the old postfix, then again with the new one, and again with `val_loss=` after an
+        evaluation; tqdm redraws after a write. The record is kept until the count moves on."""
+        key = (self.state.bar_total, step)
+        if self.bar_row is not None and self.bar_row[0] == key:
+            self.bar_row[4].update(values)
+            return
+        self._commit()
+        self.bar_row = (key, line, step, time, dict(values))
+
+    def _commit(self) -> None:
+        if self.bar_row is not None:
+            _, line, step, time, values = self.bar_row
+            self.table.add_values(line, step, time, values)
+            self.bar_row = None
 
     def _flush(self, step: int | None) -> None:
         """Dicts written through `tqdm.write` take the step of the outer bar's redraw that follows them: tqdm
@@ -336,6 +363,7 @@ class _Reader:
         return None
 
     def result(self) -> ImportedRun:
+        self._commit()
         self._flush(self.state.last_step)
         columns, rejected = self.table.build_columns()
         meta: dict[str, Any] = {}
