@@ -4,9 +4,10 @@ reader on what it generates.
 A log is drawn part by part: a prefix (date or clock, logger, launcher rank, ANSI colour), a progress
 counter, separators, metric names and units, a logging cadence, eval lines and the lines a trainer prints
 in between (bars, warnings, checkpoints). Every part has a development pool (used while tuning the
-reader) and a held-out pool (kept for the final figure only); `logs("dev")` draws development parts
-only, `logs("held")` draws from both with at least one held-out part. The split was fixed before
-anything ran (see `HELD_OUT`).
+reader), a first held-out pool (`SPENT`: fixed before anything ran, looked at once, for its figure,
+then used for tuning) and a second held-out pool (`HELD`: fixed before the reader was tuned on the first,
+kept for the final figure only). `logs("dev")` draws development parts only; `logs("spent")` development
+and first held-out parts, at least one of those; `logs("held")` any part, at least one of the second pool.
 
 The oracle (`score`) reads a generated log with `read_any`, as `stethoscope import` does, and says
 `recovered` (every train loss at its true step), `refused` (nothing read: the CLI exits 2), `partial`
@@ -14,51 +15,59 @@ The oracle (`score`) reads a generated log with `read_any`, as `stethoscope impo
 not the train loss). A sample counter (`[640/60000 (1%)]`) is not a step: its records may be numbered
 1, 2, 3 … in file order or refused; reading the sample count as the step is a misread.
 
-Used by tests/importers/test_grammar.py (development part) and bench/console_grammar.py (both parts).
+Used by tests/importers/test_grammar.py (development and spent parts) and bench/log_grammar_rates.py.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hypothesis import strategies as st
 
-DEV, HELD = "dev", "held"
+DEV, SPENT, HELD = "dev", "spent", "held"
 LONG = 0.05  # the share of long logs in `sample` (thousands of records: the readers' paths for long runs)
-HELD_OUT: dict[str, set[str]] = {}  # dimension -> held-out part names (filled by _pool)
+HELD_OUT: dict[str, set[str]] = {}  # dimension -> the second held-out pool's part names
+SPENT_OUT: dict[str, set[str]] = {}  # dimension -> the first held-out pool's (looked at once: now tuned on)
 _POOLS: dict[str, dict[str, list[str]]] = {}
 
 
-def _pool(dimension: str, dev: list[str], held: list[str]) -> None:
-    _POOLS[dimension] = {DEV: dev, HELD: held}
+def _pool(dimension: str, dev: list[str], spent: list[str], held: list[str]) -> None:
+    _POOLS[dimension] = {DEV: dev, SPENT: spent, HELD: held}
+    SPENT_OUT[dimension] = set(spent)
     HELD_OUT[dimension] = set(held)
 
 
-# -- the parts ------------------------------------------------------------------------------------
+# -- the parts: development, first held-out (spent), second held-out ------------------------------
 _pool("date", ["none", "iso_point", "mmdd", "bracket_iso_comma", "clock", "mmddyyyy"],
-      ["ddmmyyyy", "iso_comma", "yyyymmdd_slash", "bracket_clock", "iso_t"])
+      ["ddmmyyyy", "iso_comma", "yyyymmdd_slash", "bracket_clock", "iso_t"], ["bracket_ddmmyyyy", "iso_micro", "syslog"])
 _pool("logger", ["none", "info_root", "bracket_info", "dash_root_info", "glog_file"],
-      ["hf_bracket", "ray_pid", "name_warning"])
-_pool("rank", ["none", "torchrun_rank", "torchrun_default", "bracket_Rank"], ["mpirun", "rank_colon", "gpu"])
-_pool("ansi", ["none", "keys"], ["line_bold"])
+      ["hf_bracket", "ray_pid", "name_warning"], ["bracket_name_level", "angle_info", "file_dash"])
+_pool("rank", ["none", "torchrun_rank", "torchrun_default", "bracket_Rank"], ["mpirun", "rank_colon", "gpu"],
+      ["bracket_R", "paren_rank_eq", "node_gpu"])
+_pool("ansi", ["none", "keys"], ["line_bold"], ["values"])
 _pool("counter", ["step", "step_colon", "Step_total", "iter_total", "bracket_total", "Iteration", "global_step",
                   "mm_iter", "epoch_samples"],
-      ["it_eq", "step_eq", "update", "steps_colon", "mm_epoch", "epoch_batch"])
-_pool("kv", ["colon", "equals", "space"], ["colon_tight", "equals_spaced"])
-_pool("fields", ["two_blanks", "pipe", "comma"], ["dash", "tab"])
+      ["it_eq", "step_eq", "update", "steps_colon", "mm_epoch", "epoch_batch"],
+      ["Iteration_colon_total", "bracket_Step", "ITER", "iteration_eq", "epoch_iter", "epoch_of_step"])
+_pool("kv", ["colon", "equals", "space"], ["colon_tight", "equals_spaced"], ["colon_tab", "colon_padded"])
+_pool("fields", ["two_blanks", "pipe", "comma"], ["dash", "tab"], ["double_pipe", "semicolon"])
 _pool("loss_name", ["loss", "train_loss", "Loss", "train/loss", "lm loss"],
-      ["training_loss", "Train Loss", "trainLoss", "train-loss"])
+      ["training_loss", "Train Loss", "trainLoss", "train-loss"], ["Loss/train", "train_loss_step", "LOSS"])
 _pool("extras", ["lr", "grad_norm", "time_s", "seconds", "dt_ms", "mem_gib", "mem_mb", "tok_s", "mfu", "nonascii"],
-      ["interval_runtime", "batch_t", "us_unit"])
-_pool("cadence", ["1", "5", "10", "50", "100"], ["7", "25", "200"])
-_pool("eval", ["none", "step_val", "dict", "evaluation_eq"], ["bracket_eval", "validation_pipe"])
-_pool("between", ["none", "tqdm", "userwarning", "saving", "blank"], ["nccl", "saved_at_step"])
+      ["interval_runtime", "batch_t", "us_unit"], ["step_time_ms", "it_s", "grad_dash_norm"])
+_pool("cadence", ["1", "5", "10", "50", "100"], ["7", "25", "200"], ["3", "20", "250"])
+_pool("eval", ["none", "step_val", "dict", "evaluation_eq"], ["bracket_eval", "validation_pipe"],
+      ["stars_eval", "val_pipe_step", "validation_loss"])
+_pool("between", ["none", "tqdm", "userwarning", "saving", "blank"], ["nccl", "saved_at_step"],
+      ["shards", "socket_warning", "wandb", "epoch_header"])
 
 _DIMENSIONS = list(_POOLS)
+EPOCHAL = ("mm_epoch", "epoch_batch", "epoch_iter", "epoch_of_step")  # counters within epochs
 
 
 @dataclass(frozen=True)
@@ -70,11 +79,11 @@ class Grammar:
     n: int
     start: int
 
-    def held_parts(self) -> list[str]:
+    def held_parts(self, pools: dict[str, set[str]] | None = None) -> list[str]:
         out = []
         for dim, value in self.parts.items():
             for v in value if isinstance(value, tuple) else (value,):
-                if v in HELD_OUT[dim]:
+                if v in (HELD_OUT if pools is None else pools)[dim]:
                     out.append(f"{dim}={v}")
         return out
 
@@ -93,21 +102,28 @@ class Log:
     step_time: bool = False  # a step time is printed (under some name)
 
 
+def _pools(part: str, dim: str) -> list[str]:
+    tiers = {DEV: (DEV,), SPENT: (DEV, SPENT), HELD: (DEV, SPENT, HELD)}[part]
+    return [name for tier in tiers for name in _POOLS[dim][tier]]
+
+
+def _wanted(part: str) -> dict[str, set[str]] | None:
+    return {DEV: None, SPENT: SPENT_OUT, HELD: HELD_OUT}[part]
+
+
 @st.composite
 def grammars(draw: st.DrawFn, part: str = DEV) -> Grammar:
-    """A grammar from the development parts, or (`part="held"`) with at least one held-out part."""
-    def pool(dim: str) -> list[str]:
-        return _POOLS[dim][DEV] + (_POOLS[dim][HELD] if part == HELD else [])
-
+    """A grammar of `part`'s pools (at least one part of its own held-out pool)."""
     parts: dict[str, object] = {}
     for dim in _DIMENSIONS:
         if dim in ("extras", "between"):
-            parts[dim] = tuple(draw(st.lists(st.sampled_from(pool(dim)), max_size=3, unique=True)))
+            parts[dim] = tuple(draw(st.lists(st.sampled_from(_pools(part, dim)), max_size=3, unique=True)))
         else:
-            parts[dim] = draw(st.sampled_from(pool(dim)))
-    if part == HELD and not any(_is_held(dim, parts[dim]) for dim in _DIMENSIONS):
-        dim = draw(st.sampled_from([d for d in _DIMENSIONS]))
-        held = draw(st.sampled_from(_POOLS[dim][HELD]))
+            parts[dim] = draw(st.sampled_from(_pools(part, dim)))
+    wanted = _wanted(part)
+    if wanted is not None and not any(_is_in(wanted, dim, parts[dim]) for dim in _DIMENSIONS):
+        dim = draw(st.sampled_from(_DIMENSIONS))
+        held = draw(st.sampled_from(_POOLS[dim][part]))
         parts[dim] = (held,) if dim in ("extras", "between") else held
     n = draw(st.integers(min_value=3, max_value=40))
     start = draw(st.sampled_from([0, 1, 1000]))
@@ -117,23 +133,21 @@ def grammars(draw: st.DrawFn, part: str = DEV) -> Grammar:
 
 def sample(part: str, rng: random.Random) -> Grammar:
     """A grammar drawn like `grammars(part)`, from `rng` (for the bench: many logs, reproducible, fast)."""
-    def pool(dim: str) -> list[str]:
-        return _POOLS[dim][DEV] + (_POOLS[dim][HELD] if part == HELD else [])
-
+    wanted = _wanted(part)
     while True:
         parts: dict[str, object] = {}
         for dim in _DIMENSIONS:
             if dim in ("extras", "between"):
-                parts[dim] = tuple(rng.sample(pool(dim), rng.randint(0, 3)))
+                parts[dim] = tuple(rng.sample(_pools(part, dim), rng.randint(0, 3)))
             else:
-                parts[dim] = rng.choice(pool(dim))
-        if part == DEV or any(_is_held(dim, parts[dim]) for dim in _DIMENSIONS):
+                parts[dim] = rng.choice(_pools(part, dim))
+        if wanted is None or any(_is_in(wanted, dim, parts[dim]) for dim in _DIMENSIONS):
             n = rng.randint(4200, 5000) if rng.random() < LONG else rng.randint(3, 40)
             return Grammar(parts, rng.randrange(2**31), n, rng.choice([0, 1, 1000]))
 
 
-def _is_held(dim: str, value: object) -> bool:
-    return any(v in HELD_OUT[dim] for v in (value if isinstance(value, tuple) else (value,)))
+def _is_in(pools: dict[str, set[str]], dim: str, value: object) -> bool:
+    return any(v in pools[dim] for v in (value if isinstance(value, tuple) else (value,)))
 
 
 def logs(part: str = DEV) -> st.SearchStrategy[Log]:
@@ -164,22 +178,29 @@ def _date(kind: str, t: int) -> str:
             "clock": f"{h:02d}:{m:02d}:{s:02d} ", "mmddyyyy": f"07/24/2024 {h:02d}:{m:02d}:{s:02d} ",
             "ddmmyyyy": f"24.07.2024 {h:02d}:{m:02d}:{s:02d} ", "iso_comma": f"2024-07-24 {h:02d}:{m:02d}:{s:02d},{ms:03d} ",
             "yyyymmdd_slash": f"2024/07/24 {h:02d}:{m:02d}:{s:02d} ", "bracket_clock": f"[{h:02d}:{m:02d}:{s:02d}] ",
-            "iso_t": f"2024-07-24T{h:02d}:{m:02d}:{s:02d}.{ms:03d}Z "}[kind]
+            "iso_t": f"2024-07-24T{h:02d}:{m:02d}:{s:02d}.{ms:03d}Z ",
+            "bracket_ddmmyyyy": f"[24/07/2024 {h:02d}:{m:02d}:{s:02d}] ",
+            "iso_micro": f"2024-07-24 {h:02d}:{m:02d}:{s:02d}.{ms:03d}{(t * 7) % 1000:03d} ",
+            "syslog": f"Jul 24 {h:02d}:{m:02d}:{s:02d} "}[kind]
 
 
 def _logger(kind: str) -> str:
     return {"none": "", "info_root": "INFO:root:", "bracket_info": "[INFO] ", "dash_root_info": "- root - INFO - ",
             "glog_file": "INFO train.py:80] ", "hf_bracket": "[INFO|trainer.py:2345] ",
-            "ray_pid": "(Trainer pid=1234) ", "name_warning": "trainer - WARNING - "}[kind]
+            "ray_pid": "(Trainer pid=1234) ", "name_warning": "trainer - WARNING - ",
+            "bracket_name_level": "[trainer:INFO] ", "angle_info": "<INFO> ", "file_dash": "train.py:80 - "}[kind]
 
 
 def _rank(kind: str) -> str:
     return {"none": "", "torchrun_rank": "[rank0]:", "torchrun_default": "[default0]:", "bracket_Rank": "[Rank 0] ",
-            "mpirun": "[1,0]<stdout>:", "rank_colon": "rank0: ", "gpu": "[GPU0] "}[kind]
+            "mpirun": "[1,0]<stdout>:", "rank_colon": "rank0: ", "gpu": "[GPU0] ", "bracket_R": "[R0] ",
+            "paren_rank_eq": "(rank=0) ", "node_gpu": "node0/gpu0: "}[kind]
 
 
-_KV = {"colon": ": ", "equals": "=", "space": " ", "colon_tight": ":", "equals_spaced": " = "}
-_SEP = {"two_blanks": "  ", "pipe": " | ", "comma": ", ", "dash": " - ", "tab": "\t"}
+_KV = {"colon": ": ", "equals": "=", "space": " ", "colon_tight": ":", "equals_spaced": " = ", "colon_tab": ":\t",
+       "colon_padded": ":   "}
+_SEP = {"two_blanks": "  ", "pipe": " | ", "comma": ", ", "dash": " - ", "tab": "\t", "double_pipe": " || ",
+        "semicolon": "; "}
 
 
 def _prefix(g: Grammar, t: int) -> str:
@@ -194,16 +215,19 @@ def _counter(kind: str, step: int, total: int, per_epoch: int, kv: str) -> tuple
         samples_per_epoch = per_epoch * batch
         epoch, seen = 1 + step // per_epoch, (step % per_epoch) * batch
         return f"Train Epoch: {epoch} [{seen}/{samples_per_epoch} ({100 * seen // samples_per_epoch}%)]", seen
-    if kind in ("mm_epoch", "epoch_batch"):
+    if kind in EPOCHAL:
         epoch, batch = 1 + step // per_epoch, step % per_epoch
-        if kind == "mm_epoch":
-            return f"Epoch(train) [{epoch}][{batch:>{len(str(per_epoch))}}/{per_epoch}]", None
-        return f"epoch {epoch} batch {batch}/{per_epoch}", None
+        return {"mm_epoch": f"Epoch(train) [{epoch}][{batch:>{len(str(per_epoch))}}/{per_epoch}]",
+                "epoch_batch": f"epoch {epoch} batch {batch}/{per_epoch}",
+                "epoch_iter": f"Epoch {epoch} Iter {batch}/{per_epoch}",
+                "epoch_of_step": f"Epoch {epoch}/99 Step {batch}/{per_epoch}"}[kind], None
     return {"step": f"step {step}", "step_colon": f"step: {step}", "Step_total": f"Step {step}/{total}",
             "iter_total": f"iter {step}/{total}", "bracket_total": f"[{step:>{len(str(total))}}/{total}]",
             "Iteration": f"Iteration {step}", "global_step": f"global_step{kv}{step}",
             "mm_iter": f"Iter(train) [{step:>{len(str(total))}}/{total}]", "it_eq": f"it={step}",
-            "step_eq": f"step={step}", "update": f"update {step}", "steps_colon": f"steps: {step}"}[kind], None
+            "step_eq": f"step={step}", "update": f"update {step}", "steps_colon": f"steps: {step}",
+            "Iteration_colon_total": f"Iteration: {step}/{total}", "bracket_Step": f"[Step {step}]",
+            "ITER": f"ITER {step}", "iteration_eq": f"iteration={step}"}[kind], None
 
 
 def _extra(kind: str, r: _Rand, kv: str) -> tuple[str, bool]:
@@ -217,7 +241,9 @@ def _extra(kind: str, r: _Rand, kv: str) -> tuple[str, bool]:
            "tok_s": (f"{15000 + int(r.random() * 1000)} tok/s", False), "mfu": (f"mfu{kv}{40 + r.random():.2f}%", False),
            "nonascii": (f"débit{kv}{800 + r.random() * 10:.1f}", False),
            "interval_runtime": (f"interval_runtime{kv}{t:.3f}", True), "batch_t": (f"Batch (t){kv}{t:.3f}", True),
-           "us_unit": (f"fwd{kv}{1000 + int(r.random() * 100)}µs", False)}[kind]
+           "us_unit": (f"fwd{kv}{1000 + int(r.random() * 100)}µs", False),
+           "step_time_ms": (f"step_time{kv}{t * 1000:.0f}ms", True), "it_s": (f"{1 / t:.2f} it/s", True),
+           "grad_dash_norm": (f"grad-norm{kv}{0.2 + r.random():.4f}", False)}[kind]
     return out
 
 
@@ -229,7 +255,8 @@ def _loss_text(r: _Rand) -> str:
 def _eval_line(kind: str, step: int, value: str, kv: str) -> str:
     return {"step_val": f"step {step}: val loss {value}", "dict": f"{{'eval_loss': {value}, 'eval_runtime': 1.5}}",
             "evaluation_eq": f"Evaluation: eval_loss = {value}", "bracket_eval": f"[Eval] step {step} | loss {value}",
-            "validation_pipe": f"Validation | loss: {value}"}[kind]
+            "validation_pipe": f"Validation | loss: {value}", "stars_eval": f"*** eval *** loss {value}",
+            "val_pipe_step": f"val | step {step} | loss {value}", "validation_loss": f"Validation loss: {value}"}[kind]
 
 
 def _between(kind: str, step: int, r: _Rand) -> str:
@@ -239,7 +266,12 @@ def _between(kind: str, step: int, r: _Rand) -> str:
                            "will create 8 worker processes",
             "saving": "Saving model checkpoint to /ckpt/run", "nccl": f"node0:{1200 + n}:{1300 + n} [0] NCCL INFO Channel "
                                                                      f"0{n % 4}/32 : 0[{n % 8}] -> 1[{n % 8}] via P2P/IPC",
-            "saved_at_step": f"Saved checkpoint at step {step}"}[kind]
+            "saved_at_step": f"Saved checkpoint at step {step}",
+            "shards": f"Loading checkpoint shards:  50%|█████     | 1/2 [00:0{n % 10}<00:01,  1.{n:02d}s/it]",
+            "socket_warning": f"[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:"
+                              f"{29500 + n} (errno: 99 - Cannot assign requested address).",
+            "wandb": f"wandb: Run data is saved locally in /runs/wandb/run-20240724_1120{n % 60:02d}-{n:04d}",
+            "epoch_header": f"Epoch {1 + step // 1000}/10"}[kind]
 
 
 def render(g: Grammar) -> Log:
@@ -250,7 +282,7 @@ def render(g: Grammar) -> Log:
     sep = _SEP[str(p["fields"])]
     cadence = int(str(p["cadence"]))
     counter = str(p["counter"])
-    epochal = counter in ("epoch_samples", "mm_epoch", "epoch_batch")
+    epochal = counter == "epoch_samples" or counter in EPOCHAL
     start = 0 if epochal else g.start
     per_epoch = cadence * (3 + int(r.random() * 5)) + (int(r.random() * cadence) if cadence > 1 else 0)
     total = max(start + cadence * g.n, 100) * 2
@@ -261,7 +293,7 @@ def render(g: Grammar) -> Log:
     lines: list[str] = []
     eval_every = 1 + int(r.random() * 4)
     eval_kind = str(p["eval"])
-    if log.ordinal and eval_kind in ("step_val", "bracket_eval"):  # a trainer that prints no step prints none there
+    if log.ordinal and eval_kind in ("step_val", "bracket_eval", "val_pipe_step"):  # a trainer that prints no step prints none there
         eval_kind = "evaluation_eq"
     for i in range(g.n):
         step = start + i * cadence
@@ -272,6 +304,8 @@ def render(g: Grammar) -> Log:
             text, is_time = _extra(e, r, kv)
             fields.append(text)
             log.step_time |= is_time
+        if ansi == "values":
+            fields = [re.sub(r"(-?\d[\d.eE+\-]*)(?=\S*$)", "\x1b[33m\\1\x1b[0m", f, count=1) for f in fields]
         if ansi == "keys":
             fields = [f"\x1b[3{k % 7 + 1}m{f}\x1b[0m" for k, f in enumerate(fields)]
         line = _prefix(g, step * 3) + head + sep + sep.join(fields)
