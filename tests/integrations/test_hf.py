@@ -207,8 +207,10 @@ def test_recovery_rolls_back_the_full_state_in_place_and_never_saves_a_nan(tmp_p
     opt_state = trainer.optimizer.state_dict()["state"]
     assert opt_state and all(torch.isfinite(t).all() for s in opt_state.values() for t in s.values())
     saved = sorted((tmp_path / "out").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    # checkpoint-32 was due at the step trained on the NaN state (the rollback came after it): held, not saved
-    assert [p.name for p in saved] == [f"checkpoint-{s}" for s in range(4, 41, 4) if s != 32]
+    # checkpoint-32 is saved only when the rollback came before step 32 trained (the writer thread saw the NaN
+    # in time); when 32 was trained on the NaN state its save is held
+    due = [f"checkpoint-{s}" for s in range(4, 41, 4)]
+    assert [p.name for p in saved] in (due, [n for n in due if n != "checkpoint-32"])
     for folder in saved:
         assert _finite_state(folder)[0] == 0, folder.name
     with open_run(_run(tmp_path / "out")) as run:
