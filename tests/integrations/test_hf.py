@@ -164,6 +164,16 @@ def test_resume_from_checkpoint_continues_the_same_run(tmp_path):
         assert rows[0][0] == 0
 
 
+def test_a_run_recorded_before_runs_were_named_is_resumed_where_it_is(tmp_path):
+    old = tmp_path / "stethoscope"  # the layout before runs were named: the folder holds the run itself
+    _trainer(tmp_path, StethoscopeCallback(old), max_steps=2, save_strategy="steps", save_steps=2).train()
+    trainer = _trainer(tmp_path, StethoscopeCallback(), max_steps=4, save_strategy="steps", save_steps=2)
+    trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+    assert not (old / tmp_path.name).exists()
+    with open_run(old) as run:
+        assert run.series("train/loss")[0] == [1, 2, 3, 4]
+
+
 def test_missing_transformers_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)
     import stethoscope.integrations.hf as hf

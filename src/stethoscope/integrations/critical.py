@@ -4,8 +4,6 @@ recovery rolls back from it, and never save a non-finite state. Shared by the HF
 from __future__ import annotations
 
 import logging
-import os
-import re
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -47,19 +45,3 @@ def critical_reason(monitor: Any) -> str | None:
     if f is None or recovers(monitor, f.type):
         return None
     return f"{f.type.replace('_', ' ')} at step {f.step}: {f.message}"
-
-
-def folder_name(path: str | os.PathLike[str]) -> str:
-    return os.path.basename(os.path.normpath(os.path.abspath(path)))
-
-
-def run_name(*candidates: Any) -> str:
-    """The first non-empty candidate as a folder name: the run's name in Prometheus labels and Parquet exports
-    (two runs recorded as `stethoscope` would share one)."""
-    for c in candidates:
-        if c is None or c == "":
-            continue
-        name = re.sub(r"[^A-Za-z0-9._=+-]+", "-", str(c)).strip("-.")
-        if name:
-            return name
-    return "run"

@@ -27,8 +27,8 @@ import os
 from typing import Any
 
 from stethoscope.integrations import batches
-from stethoscope.integrations.critical import (check_on_critical, critical_reason, finite_flag, folder_name,
-                                               is_finite, recovers, run_name)
+from stethoscope.integrations.critical import check_on_critical, critical_reason, finite_flag, is_finite, recovers
+from stethoscope.integrations.runs import default_run_dir, folder_name, run_name
 from stethoscope.integrations.guard import guarded
 from stethoscope.records import GRAD_NORM, LR
 
@@ -77,14 +77,14 @@ class _Adapter:
             self._close("completed")
         resumed = state.global_step > 0
         name = run_name(args.run_name if args.run_name != args.output_dir else None, folder_name(args.output_dir))
-        run_dir = self.run_dir or os.path.join(args.output_dir, "stethoscope", name)
+        where = self.run_dir or default_run_dir(args.output_dir, name, resumed)
         optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper: hooks go on the real one
         options = {"max_grad_norm": args.max_grad_norm or None, "config": args.to_dict(), **self.options}
         checkpoints = options.get("checkpoints")
         if checkpoints is not None and lr_scheduler is not None:  # a rollback restores the schedule too
             checkpoints.objects.setdefault("scheduler", getattr(lr_scheduler, "scheduler", lr_scheduler))
         self.stopped = None
-        self.monitor = Monitor(run_dir, model=model, optimizer=optimizer, resume=resumed, **options)
+        self.monitor = Monitor(where, model=model, optimizer=optimizer, resume=resumed, **options)
         if getattr(self.monitor, "_grads", None) is not None:  # its hook sees the grads after the Trainer clipped
             self.monitor._grads.skip_global = True  # them: grad/norm is the Trainer's pre-clip norm, from its logs
         if resumed:

@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from stethoscope.integrations import batches
-from stethoscope.integrations.critical import (check_on_critical, critical_reason, finite_flag, folder_name,
-                                               is_finite, recovers, run_name)
+from stethoscope.integrations.critical import check_on_critical, critical_reason, finite_flag, is_finite, recovers
+from stethoscope.integrations.runs import default_run_dir, folder_name, run_name
 from stethoscope.integrations.guard import guarded
 from stethoscope.records import LR
 
@@ -73,7 +73,7 @@ class _Adapter:
 
         resumed = trainer.ckpt_path is not None or trainer.global_step > 0
         name = (self._restored or {}).get("run_name") or _run_name(trainer)  # a resume continues its run
-        run_dir = self.run_dir or os.path.join(trainer.default_root_dir, "stethoscope", name)
+        where = self.run_dir or default_run_dir(trainer.default_root_dir, name, resumed)
         optimizer = trainer.optimizers[0] if trainer.optimizers else None
         clip = trainer.gradient_clip_val if trainer.gradient_clip_algorithm in (None, "norm") else None
         options = {"max_grad_norm": clip or None, "config": _hparams(pl_module), **self.options}
@@ -81,7 +81,7 @@ class _Adapter:
         if checkpoints is not None and trainer.lr_scheduler_configs:  # a rollback restores the schedule too
             checkpoints.objects.setdefault("scheduler", trainer.lr_scheduler_configs[0].scheduler)
         self.stopped = None
-        self.monitor = Monitor(run_dir, model=pl_module, optimizer=optimizer, resume=resumed, **options)
+        self.monitor = Monitor(where, model=pl_module, optimizer=optimizer, resume=resumed, **options)
         if self._restored is not None:
             self.monitor.load_state_dict(self._restored)
             self._restored = None
