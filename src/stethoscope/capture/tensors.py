@@ -30,7 +30,14 @@ def to_host(tensors: list[Any]) -> list[float]:
         by_device.setdefault(t.device, []).append(i)
     out = [0.0] * len(tensors)
     for idx in by_device.values():
-        stacked = torch.stack([tensors[i].reshape(()).float() for i in idx])
+        group = [tensors[i] for i in idx]
+        dtype = group[0].dtype
+        if all(t.dim() == 0 and t.dtype == dtype for t in group):  # the usual case: one stack, no per-value op
+            stacked = torch.stack(group)
+        else:
+            stacked = torch.stack([t.reshape(()).to(torch.float64) for t in group])
+        if stacked.dtype != torch.float64:
+            stacked = stacked.to(torch.float64)  # one op: bf16/fp16/fp32 values read as Python floats do
         for i, v in zip(idx, stacked.tolist()):  # host sync: one per device per flush
             out[i] = v
     return out

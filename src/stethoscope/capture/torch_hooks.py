@@ -73,27 +73,30 @@ class GradStats:
         params = self._params()
         if not params:
             return
+        torch = self._torch
         grads = [p.grad for p in params]
         details = self.step % self._details_every == 0
         layers = self._mode == "layers" and self.step % self._layers_every == 0
-        if not self.skip_global or layers:
-            norms = self._torch._foreach_norm(grads)
-            self._values[GRAD_NORM] = self._torch.linalg.vector_norm(self._torch.stack(norms))
-            if layers:
-                self._record_layers(params, norms)
-        if details:
-            self._record_details(params, grads)
+        with torch.no_grad():  # no autograd records, so no per-tensor detach: fused ops over the lists only
+            if not self.skip_global or layers:
+                norms = torch._foreach_norm(grads)
+                self._values[GRAD_NORM] = torch.linalg.vector_norm(torch.stack(norms))
+                if layers:
+                    self._record_layers(params, norms)
+            if details:
+                self._record_details(params, grads)
 
     def _record_layers(self, params: list[Any], norms: list[Any]) -> None:
         for p, n in zip(params, norms):
             self._values[f"grad/norm/{self._names.get(id(p), f'param{id(p)}')}"] = n
 
     def _record_details(self, params: list[Any], grads: list[Any]) -> None:
+        # A handful of fused ops over all parameters, whatever their number (no Python loop of torch ops).
         torch = self._torch
-        zeros = sum((g == 0).sum() for g in grads)
+        nonzero = torch.stack(torch._foreach_norm(grads, 0)).sum()  # the L0 "norm" counts non-zero entries
         total = sum(g.numel() for g in grads)
-        self._values[GRAD_ZERO_FRAC] = zeros / total
-        self._values[PARAM_NORM] = torch.linalg.vector_norm(torch.stack(torch._foreach_norm([p.detach() for p in params])))
+        self._values[GRAD_ZERO_FRAC] = 1.0 - nonzero / total
+        self._values[PARAM_NORM] = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(params)))
         budget, sample = self._update_max_bytes, []
         for p in params:
             size = p.numel() * p.element_size()
@@ -102,8 +105,8 @@ class GradStats:
             budget -= size
             sample.append(p)
         if sample:
-            # Copy of at most update_max_bytes: the update is measured on this sample of tensors.
-            self._snapshot = (sample, [p.detach().clone() for p in sample])
+            # Copy of at most update_max_bytes (one fused op): the update is measured on this sample of tensors.
+            self._snapshot = (sample, torch._foreach_mul(sample, 1.0))
 
     def _post(self, *_: Any) -> None:
         self.step += 1
@@ -112,8 +115,8 @@ class GradStats:
         torch = self._torch
         sample, before = self._snapshot
         self._snapshot = None
-        after = [p.detach() for p in sample]
-        delta = torch._foreach_sub(after, before)
-        upd = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(delta)))
-        par = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(before)))
-        self._values[UPDATE_RATIO] = upd / par.clamp_min(1e-12)
+        with torch.no_grad():
+            delta = torch._foreach_sub(sample, before)
+            upd = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(delta)))
+            par = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(before)))
+            self._values[UPDATE_RATIO] = upd / par.clamp_min(1e-12)
