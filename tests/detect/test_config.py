@@ -1,6 +1,7 @@
-"""DetectConfig: built from a TOML table or `key=value` strings, validated, and documented in the README.
+"""DetectConfig: built from a TOML table or `key=value` strings, validated, and documented in docs/diagnose.md.
 
-Regenerate the README's "Tuning the detectors" table with `python tests/detect/test_config.py`.
+Regenerate that page's "Tuning the detectors" table with `python tests/detect/test_config.py --write`
+(without `--write` it prints the table).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from stethoscope.detect.config import DetectConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "src" / "stethoscope" / "detect" / "config.py"
-README = ROOT / "README.md"
+DOCS = ROOT / "docs" / "diagnose.md"
 
 
 def table_rows() -> list[str]:
-    """The README table's rows, from config.py: section comments, each field's default and docstring."""
+    """The docs table's rows, from config.py: section comments, each field's default and docstring."""
     text = SOURCE.read_text()
     sections = {i + 1: m.group(1) for i, line in enumerate(text.splitlines())
                 if (m := re.match(r"\s+# -- (.+?) -+$", line))}
@@ -39,15 +40,22 @@ def table_rows() -> list[str]:
     return rows
 
 
-def _readme_rows() -> list[str]:
-    section = README.read_text().split("### Tuning the detectors", 1)[1].splitlines()
-    start = next(i for i, line in enumerate(section) if line.startswith("| key |"))
-    end = next((i for i in range(start, len(section)) if not section[i].startswith("|")), len(section))
-    return section[start + 2:end]  # after the header and its rule
+def _table_span(lines: list[str]) -> tuple[int, int]:
+    """Where the docs table's rows lie in `lines` (after its header and rule)."""
+    section = next(i for i, line in enumerate(lines) if line.startswith("#") and "Tuning the detectors" in line)
+    start = next(i for i in range(section, len(lines)) if lines[i].startswith("| key |")) + 2
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return start, end
 
 
-def test_readme_table_agrees_with_the_fields():
-    assert _readme_rows() == table_rows(), "README out of date: python tests/detect/test_config.py"
+def _docs_rows() -> list[str]:
+    lines = DOCS.read_text().splitlines()
+    start, end = _table_span(lines)
+    return lines[start:end]
+
+
+def test_docs_table_agrees_with_the_fields():
+    assert _docs_rows() == table_rows(), "docs/diagnose.md out of date: python tests/detect/test_config.py --write"
 
 
 def test_every_field_has_a_docstring_and_a_row():
@@ -96,5 +104,12 @@ def test_from_mapping_refuses_booleans_and_other_types():
 
 
 if __name__ == "__main__":
-    print("| key | default | meaning |\n|---|---|---|")
-    print("\n".join(table_rows()))
+    import sys
+
+    if "--write" in sys.argv:
+        lines = DOCS.read_text().splitlines()
+        start, end = _table_span(lines)
+        DOCS.write_text("\n".join(lines[:start] + table_rows() + lines[end:]) + "\n")
+    else:
+        print("| key | default | meaning |\n|---|---|---|")
+        print("\n".join(table_rows()))
