@@ -1,5 +1,6 @@
-"""Packed chunks (store/packed.py): a series read from them equals its rows, through writes, rewrites,
-resumes and the migration of stores written before the chunks existed."""
+"""Every point stored once (store/packed.py, store/packer.py): sealed chunks and tail rows read back as the
+rows they replace — through the `points`/`metrics` views, `series_arrays`, rewrites, resumes, rollbacks and
+the conversion of stores written by version 1/2 (a `points` table holding every point)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stethoscope.store import packed
+from stethoscope.store import packed, packer
 from stethoscope.store.db import RunStore, rank_path
 from stethoscope.store.query import open_run
+
+T0 = 1_700_000_000.0
 
 
 def _rows(run, name):
@@ -24,117 +27,139 @@ def _rows(run, name):
 
 
 def _same(a, b):
-    return a[0] == b[0] and np.array_equal(np.array(a[1], float), np.array(b[1], float), equal_nan=True)
+    return list(a[0]) == list(b[0]) and np.array_equal(np.array(a[1], float), np.array(b[1], float), equal_nan=True)
 
 
-def _chunks(path):
+def _count(path, table):
     con = sqlite3.connect(path)
     try:
-        return con.execute("SELECT COUNT(*) FROM points_packed").fetchone()[0]
+        return con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
     finally:
         con.close()
 
 
-@pytest.mark.parametrize("steps", [range(5000), range(0, 50_000, 10), [i * i for i in range(3000)]],
-                         ids=["contiguous", "stride", "irregular"])
-def test_series_reads_back_from_chunks_exactly(tmp_path, steps):
-    store = RunStore(rank_path(tmp_path, 0))
-    values = [math.nan if i % 777 == 5 else math.sin(i) * 1e3 for i in range(len(steps))]
-    store.write_points([("train/loss", s, v, None) for s, v in zip(steps, values)])
+def _write(path, points, pack=True):
+    store = RunStore(path, t0=T0, pack=pack)
+    store.write_points(points)
     store.close()
-    assert _chunks(rank_path(tmp_path, 0)) == len(steps) // packed.CHUNK  # sealed; the tail stays as rows
-    with open_run(tmp_path) as r:
-        got = r.series("train/loss")
+
+
+@pytest.mark.parametrize("steps", [range(5000), range(0, 50_000, 10), [i * i for i in range(3000)],
+                                   [i * 40_000 for i in range(3000)]],
+                         ids=["contiguous", "stride", "irregular", "wide"])
+def test_series_reads_back_from_chunks_exactly_and_only_the_tail_is_rows(tmp_path, steps):
+    values = [math.nan if i % 777 == 5 else math.sin(i) * 1e3 for i in range(len(steps))]
+    times = [T0 + 0.25 * i + (30.0 if i % 500 == 7 else 0.0) if i % 333 != 4 else None for i in range(len(steps))]
+    points = [("train/loss", s, v, t) for s, v, t in zip(steps, values, times)]
+    _write(rank_path(tmp_path / "packed", 0), points)
+    _write(rank_path(tmp_path / "rows", 0), points, pack=False)
+    path = rank_path(tmp_path / "packed", 0)
+    assert _count(path, "points_tail") == 0 and _count(path, "points_packed") >= 1  # one write: all sealed
+    assert _count(rank_path(tmp_path / "rows", 0), "points_packed") == 0
+    with open_run(tmp_path / "packed") as r:
         x, y = r.series_arrays("train/loss")
-    assert got[0] == list(steps)
-    assert _same(got, (list(steps), values))
-    assert x.dtype == np.int64 and y.dtype == np.float64 and len(x) == len(steps)
+        got = r.query("SELECT step, name, value, time FROM metrics ORDER BY step")[1]
+        raw = r.query("SELECT series_id, step, time_ms, value FROM points ORDER BY step")[1]
+    with open_run(tmp_path / "rows") as r:
+        want = r.query("SELECT step, name, value, time FROM metrics ORDER BY step")[1]
+        want_raw = r.query("SELECT series_id, step, time_ms, value FROM points ORDER BY step")[1]
+    assert got == want and raw == want_raw  # the same rows, NULL times and NaN-as-NULL included
+    assert sum(t is None for *_, t in got) == sum(t is None for t in times) > 0
+    assert x.dtype == np.int64 and y.dtype == np.float64
+    assert _same((x, y), (list(steps), values))
+
+
+def test_a_slow_series_stays_rows_until_a_chunk_fills(tmp_path):
+    path = rank_path(tmp_path, 0)
+    store = RunStore(path, t0=T0)
+    for s in range(packed.MIN_CHUNK - 1):
+        store.write_points([("m", s, float(s), T0 + s)])
+    assert _count(path, "points_tail") == packed.MIN_CHUNK - 1 and _count(path, "points_packed") == 0
+    store.write_points([("m", packed.MIN_CHUNK - 1, 1.0, T0)])
+    store.close()
+    assert _count(path, "points_tail") == 0 and _count(path, "points_packed") == 1
+    assert open_run(tmp_path).series("m")[0] == list(range(packed.MIN_CHUNK))
 
 
 def test_rewrite_inside_a_sealed_chunk_reads_the_new_values_and_keeps_the_old(tmp_path):
-    store = RunStore(rank_path(tmp_path, 0))
-    store.write_points([("train/loss", s, float(s), None) for s in range(4000)])
-    store.close()
-    store = RunStore(rank_path(tmp_path, 0))  # a resume: a new writer, nothing primed
-    store.write_points([("train/loss", s, -1.0, None) for s in range(1500, 1600)])  # a rollback re-records these
+    path = rank_path(tmp_path, 0)
+    _write(path, [("train/loss", s, float(s), T0 + s) for s in range(4000)])
+    store = RunStore(path)  # a resume: a new writer, nothing primed
+    store.write_points([("train/loss", s, -1.0, T0 + 9000) for s in range(1500, 1600)])  # re-recorded
     store.write_points([("train/loss", 4000, 4000.0, None)])
     store.close()
     with open_run(tmp_path) as r:
         steps, values = r.series("train/loss")
-        _, old = r.query("SELECT COUNT(*) FROM points_superseded")
+        _, old = r.query("SELECT step, value, time_ms FROM points_superseded ORDER BY step")
+        _, new_t = r.query("SELECT time_ms FROM points WHERE step = 1550")
     assert steps == list(range(4001))
     assert values[1499] == 1499.0 and values[1500:1600] == [-1.0] * 100 and values[1600] == 1600.0
-    assert old[0][0] == 100
+    assert old == [(s, float(s), s * 1000) for s in range(1500, 1600)]  # the old values with their times
+    assert new_t == [(9_000_000,)]
     assert _same((steps, values), _rows(tmp_path, "train/loss"))
 
 
-def test_a_store_without_chunks_is_packed_on_open_for_writing_and_loses_nothing(tmp_path):
-    path = rank_path(tmp_path, 0)
-    store = RunStore(path, pack=False)
-    store.write_points([(n, s, s * 0.5 + k, None) for s in range(3000) for k, n in enumerate(("a", "b"))])
-    store.close()
-    con = sqlite3.connect(path)  # as a store of schema version 1 was: no points_packed table
-    con.execute("DROP TABLE points_packed")
-    con.execute("UPDATE run SET value = '1' WHERE key = 'schema_version'")
+def _v1_store(path, n):
+    """A rank file as version 1 wrote it: a `points` table holding every point, no chunks."""
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE run (key TEXT PRIMARY KEY, value TEXT);
+        CREATE TABLE series (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, unit TEXT NOT NULL DEFAULT '');
+        CREATE TABLE points (series_id INTEGER NOT NULL, step INTEGER NOT NULL, time_ms INTEGER, value REAL,
+                             PRIMARY KEY (series_id, step)) WITHOUT ROWID;
+        CREATE TABLE events (id INTEGER PRIMARY KEY, step INTEGER, time REAL, kind TEXT NOT NULL,
+                             severity TEXT NOT NULL DEFAULT 'info', source TEXT NOT NULL DEFAULT '',
+                             message TEXT NOT NULL DEFAULT '', data TEXT);
+        CREATE VIEW metrics AS SELECT p.step AS step, s.name AS name, p.value AS value,
+            (SELECT CAST(value AS REAL) FROM run WHERE key = 't0') + p.time_ms / 1000.0 AS time
+            FROM points p JOIN series s ON s.id = p.series_id;
+        INSERT INTO run VALUES ('t0', '1700000000.0'), ('schema_version', '1');
+        INSERT INTO series (name) VALUES ('a'), ('b');
+    """)
+    con.executemany("INSERT INTO points VALUES (?, ?, ?, ?)",
+                    [(k, s, s * 10 if s % 7 else None, None if s % 11 == 3 else s * 0.5 + k)
+                     for s in range(n) for k in (1, 2)])
     con.commit()
     con.close()
-    before = _rows(tmp_path, "a"), _rows(tmp_path, "b")
-    with open_run(tmp_path) as r:  # readers never write: an old store is read row by row
-        assert _same(r.series("a"), before[0])
+
+
+def test_an_older_store_is_read_as_it_is_and_stored_once_when_opened_for_writing(tmp_path):
+    path = rank_path(tmp_path, 0)
+    _v1_store(path, 3000)
+    query = "SELECT step, name, value, time FROM metrics ORDER BY name, step"
+    with open_run(tmp_path) as r:  # readers never write: the old table is read as it is
+        before = r.query(query)[1]
+        a_before = r.series_arrays("a")
+    assert len(before) == 6000
     RunStore(path).close()
-    assert _chunks(path) == 2 * (3000 // packed.CHUNK)
     con = sqlite3.connect(path)
-    assert con.execute("SELECT value FROM run WHERE key = 'schema_version'").fetchone()[0] == "2"
-    assert con.execute("SELECT COUNT(*) FROM points").fetchone()[0] == 6000
+    assert con.execute("SELECT type FROM sqlite_master WHERE name = 'points'").fetchone()[0] == "view"
+    assert con.execute("SELECT value FROM run WHERE key = 'schema_version'").fetchone()[0] == "3"
     con.close()
+    assert _count(path, "points_tail") == 0 and _count(path, "points_packed") == 2
     with open_run(tmp_path) as r:
-        assert _same(r.series("a"), before[0]) and _same(r.series("b"), before[1])
-    RunStore(path).close()  # a second open finds it packed and changes nothing
-    assert _chunks(path) == 2 * (3000 // packed.CHUNK)
+        assert r.query(query)[1] == before
+        assert _same(r.series_arrays("a"), a_before)
+    RunStore(path).close()  # a second open finds it converted and changes nothing
+    with open_run(tmp_path) as r:
+        assert r.query(query)[1] == before
 
 
-writes = st.lists(st.tuples(st.integers(0, 60), st.integers(1, 12), st.booleans()), min_size=1, max_size=25)
-
-
-@settings(max_examples=40, deadline=None)
-@given(writes=writes)
-def test_any_sequence_of_writes_rewrites_and_reopens_reads_back_as_its_rows(tmp_path_factory, writes, monkeypatch_chunk):
-    run = tmp_path_factory.mktemp("run")
-    path = rank_path(run, 0)
-    store = RunStore(path)
-    for n, (start, count, reopen) in enumerate(writes):
-        if reopen:
-            store.close()
-            store = RunStore(path)
-        store.write_points([("m", s, float(n * 1000 + s) if s % 13 else math.nan, None)
-                            for s in range(start, start + count)])
-    store.close()
-    with open_run(run) as r:
-        assert _same(r.series("m"), _rows(run, "m"))
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_chunk():
-    mp = pytest.MonkeyPatch()
-    mp.setattr(packed, "CHUNK", 4)  # many chunks, many seals and rewrites across them
-    yield
-    mp.undo()
-
-
-def test_a_step_the_packer_cannot_hold_keeps_the_rows_and_drops_the_chunks(tmp_path):
+def test_a_step_that_is_not_an_int_is_kept_as_a_row_and_nothing_is_lost(tmp_path):
     store = RunStore(rank_path(tmp_path, 0))
     store.write_points([("m", s, float(s), None) for s in range(3000)])
     store.write_points([("m", 3000.5, 1.0, None), ("m", 3001, 2.0, None)])  # not an int: stored as given
-    store.write_points([("m", 10, -1.0, None)])  # a rewrite no packer sees: no chunk may hide it
+    store.write_points([("m", 10, -1.0, None)])  # a rewrite inside a chunk
+    store.write_points([("m", s, float(s), None) for s in range(3002, 3400)])
     store.close()
-    assert _chunks(rank_path(tmp_path, 0)) == 0
-    steps, values = open_run(tmp_path).series("m")
-    assert len(steps) == 3002 and values[10] == -1.0 and values[-2:] == [1.0, 2.0]  # nothing lost
+    with open_run(tmp_path) as r:
+        _, rows = r.query("SELECT step, value FROM points ORDER BY step")
+    assert len(rows) == 3400 and rows[10] == (10, -1.0) and rows[3000:3002] == [(3000.5, 1.0), (3001, 2.0)]
 
 
-def test_a_rollback_drops_the_chunks_of_the_abandoned_steps(tmp_path):
-    """`supersede` (a rollback) moves steps 2500.. out of `points`: the chunks holding them go too, the
-    packed read gives the path that continued, and later writes pack it again."""
+def test_a_rollback_reopens_the_chunks_of_the_abandoned_steps(tmp_path):
+    """`supersede` (a rollback) moves steps 2500.. out of `points` into `points_superseded`; the path that
+    continued reads back, and later writes pack it again."""
     path = rank_path(tmp_path, 0)
     store = RunStore(path)
     store.write_points([("train/loss", s, float(s), None) for s in range(4000)])
@@ -146,5 +171,59 @@ def test_a_rollback_drops_the_chunks_of_the_abandoned_steps(tmp_path):
     with open_run(tmp_path) as r:
         x, y = r.series_arrays("train/loss")
         assert [tuple(t) for t in r.superseded()] == [(2500, 3999, 1, None)]
-    assert _same((x.tolist(), y.tolist()), want)
-    assert _chunks(path) == 6000 // packed.CHUNK
+        _, old = r.query("SELECT MIN(step), MAX(step), COUNT(*), SUM(value) FROM points_superseded")
+    assert old == [(2500, 3999, 1500, float(sum(range(2500, 4000))))]
+    assert _same((x, y), want)
+    assert _count(path, "points_tail") < packed.MIN_CHUNK + 2500  # the reopened head stays rows, the rest packed
+
+
+writes = st.lists(st.tuples(st.integers(0, 60), st.integers(1, 12), st.sampled_from(["write", "reopen", "rollback"])),
+                  min_size=1, max_size=25)
+
+
+@settings(max_examples=40, deadline=None)
+@given(writes=writes)
+def test_any_sequence_of_writes_rewrites_reopens_and_rollbacks_reads_back_as_a_model(tmp_path_factory, writes):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(packer, "MIN_CHUNK", 3)  # many chunks, many seals and rewrites across them
+        mp.setattr(packer, "MAX_CHUNK", 5)
+        _writes_read_back(tmp_path_factory.mktemp("run"), writes)
+
+
+def _writes_read_back(run, writes):
+    path = rank_path(run, 0)
+    store = RunStore(path, t0=T0)
+    model: dict[int, float] = {}
+    old: list[float] = []
+    for n, (start, count, op) in enumerate(writes):
+        if op == "reopen":
+            store.close()
+            store = RunStore(path)
+        if op == "rollback":
+            old += [v for s, v in model.items() if s >= start]
+            model = {s: v for s, v in model.items() if s < start}
+            store.supersede(start, 10**6, n)
+            continue
+        batch = [("m", s, float(n * 1000 + s) if s % 13 else math.nan, T0 + n) for s in range(start, start + count)]
+        old += [model[s] for _, s, _, _ in batch if s in model]
+        model.update({s: v for _, s, v, _ in batch})
+        store.write_points(batch)
+    store.close()
+    want = (sorted(model), [model[s] for s in sorted(model)])
+    with open_run(run) as r:
+        assert _same(r.series("m"), want)
+        assert _same(_rows(run, "m"), want)
+        _, sup = r.query("SELECT value FROM points_superseded")
+    assert sorted(np.nan_to_num([math.nan if v is None else v for v, in sup], nan=-1)) == \
+        sorted(np.nan_to_num(old, nan=-1))
+
+
+def test_bytes_per_point_of_a_long_series(tmp_path):
+    """~10 bytes a point (a float64 and a narrow time residual), where the rows took ~20 and rows plus
+    version 2's copies ~33."""
+    path = rank_path(tmp_path, 0)
+    store = RunStore(path, t0=T0)
+    for k in range(0, 200_000, 20_000):
+        store.write_points([(f"m/{i}", s, math.sin(s + i), T0 + s * 0.3) for s in range(k, k + 2000) for i in range(10)])
+    store.close()
+    assert path.stat().st_size / 200_000 <= 12

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.errors import InputError, UsageError
+from stethoscope.store.packed import register
 from stethoscope.store.schema import FINDINGS_FROM_EVENTS
 
 FLEET_EXTRA = "pip install 'stethoscope[fleet]'"
@@ -63,6 +64,7 @@ def connect(path: str | os.PathLike[str]) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(f"{f.resolve().as_uri()}?{mode}", uri=True, isolation_level=None,
                                check_same_thread=False)
+        register(conn)  # the `points` view unpacks the chunks with these (store/packed.py)
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     except sqlite3.DatabaseError as exc:
         raise InputError(f, f"not a readable stethoscope store ({exc})") from None

@@ -8,11 +8,13 @@ import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stethoscope.errors import InputError
 from stethoscope.records import Finding, json_safe, unit_of
-from stethoscope.store.packed import Packer, migrate
+from stethoscope.store.packed import create as create_points
+from stethoscope.store.packed import register
+from stethoscope.store.packer import Packer, migrate
 from stethoscope.store.schema import (
     PRAGMAS,
     RANK_FILE_FORMAT,
@@ -22,6 +24,9 @@ from stethoscope.store.schema import (
     TABLES,
     VIEWS,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # A point as the writer carries it: (name, step, value, unix time or None).
 RawPoint = tuple[str, int, float, "float | None"]
@@ -63,9 +68,9 @@ class RunStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = connect_writable(self.path)
-        # Packed chunks beside the rows (store/packed.py): fast reads of long series. `pack=False` only
-        # for benchmarks (the store is then read row by row, as before packing existed).
-        self._packer = Packer(self._conn) if pack else None
+        # Every point once (store/packed.py): sealed chunks, rows for the tail. `pack=False` keeps every point
+        # a row (benchmarks and tests of the row path); readers read both the same way.
+        self._packer = Packer(self._conn, seal=pack)
         self._series: dict[str, int] = {}
         self._max_step: dict[int, int] = {}
         self.t0 = self._init_t0(t0)
@@ -91,98 +96,122 @@ class RunStore:
             sid = int(cur.lastrowid)
         else:
             sid = int(row[0])
-        top = self._conn.execute("SELECT MAX(step) FROM points WHERE series_id = ?", (sid,)).fetchone()[0]
-        self._max_step[sid] = -(2**62) if top is None else int(top)
+        top = self._packer.top(sid)
+        self._max_step[sid] = -(2**62) if top is None else top
         self._series[name] = sid
         return sid
 
     # -- writes (each call is one transaction: readers never see half of it) --------------------
     def write_points(self, points: Iterable[RawPoint]) -> int:
         """Write a batch in one transaction; a re-recorded (series, step) archives the old value."""
-        fresh: list[tuple[int, int, int | None, float]] = []
-        again: list[tuple[int, int, int | None, float]] = []
-        t0 = self.t0
-        max_step = self._max_step
-        packer = self._packer
-        pending = packer.pending if packer is not None else None
-        stopped = False
+        points = points if isinstance(points, list) else list(points)
+        if not points:
+            return 0
         try:
             with self._conn:
-                for name, step, value, t in points:
-                    sid = self._series.get(name)
-                    if sid is None:
-                        sid = self.series_id(name)
-                    row = (sid, step, None if t is None else int((t - t0) * 1000.0), value)
-                    if step > max_step[sid]:
-                        max_step[sid] = step
-                        fresh.append(row)
-                        if pending is not None:
-                            try:
-                                add = pending[sid]
-                                add[0](step)
-                                add[1](value)
-                            except (KeyError, TypeError, ValueError, OverflowError):  # the slow path
-                                if not _pend(pending, packer, sid, step, value):
-                                    packer = pending = self._stop_packing()
-                                    stopped = True
-                    else:
-                        again.append(row)
-                self._conn.executemany("INSERT INTO points VALUES (?, ?, ?, ?)", fresh)
-                if again:
-                    self._rewrite(again)
-                if packer is not None:
-                    packer.seal()
+                cols = self._columns(points)
+                if cols is None:
+                    self._write_each(points)
+                else:
+                    self._write_columns(*cols)
         except BaseException:
-            if packer is not None:
-                packer.forget()
-            elif stopped:
-                self._drop_chunks()  # packing stopped in this write, whose DELETE was rolled back with it
+            self._packer.forget()  # nothing held can be trusted after a rolled-back write
+            self._series.clear()
+            self._max_step.clear()
             raise
-        return len(fresh) + len(again)
+        return len(points)
 
-    def _stop_packing(self) -> None:
-        """Points the packer cannot hold: this writer keeps rows only and drops the chunks (inside the
-        write's transaction), so no reader ever takes a chunk that misses a rewrite."""
-        self._packer = None
-        self._conn.execute("DELETE FROM points_packed")
-        return None
+    def _columns(self, points: list[RawPoint]) -> tuple[Any, ...] | None:
+        """The batch as numpy columns (sid, step, time in ms as float with NaN, value with NaN), or None when a
+        step is not an int or a value not a number (then it is written point by point)."""
+        import numpy as np
 
-    def _drop_chunks(self) -> None:
+        names, steps, values, times = zip(*points)
+        get = self._series.get
+        sids = list(map(get, names))
+        if None in sids:
+            sids = [self.series_id(n) for n in names]
+        step = np.array(steps)
+        if step.dtype != np.int64:
+            return None
         try:
-            with self._conn:
-                self._conn.execute("DELETE FROM points_packed")
-        except sqlite3.DatabaseError:
-            pass  # the write itself failed and is raised; this store then has no writer that keeps chunks
+            value = np.array(values, dtype=np.float64)
+            t = np.array(times, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        t_ms = np.trunc((t - self.t0) * 1000.0)
+        return np.array(sids, dtype=np.int64), step, t_ms, value, points
 
-    def _rewrite(self, rows: Sequence[tuple[int, int, int | None, float]]) -> None:
+    def _write_columns(self, sid: np.ndarray, step: np.ndarray, t_ms: np.ndarray, value: np.ndarray,
+                       points: list[RawPoint]) -> None:
+        import numpy as np
+
+        order = np.argsort(sid, kind="stable")
+        sid, step, t_ms, value = sid[order], step[order], t_ms[order], value[order]
+        cuts = np.flatnonzero(sid[1:] != sid[:-1]) + 1
+        again: list[int] = []
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(sid)]):
+            s = int(sid[a])
+            x = step[a:b]
+            top = np.maximum.accumulate(np.concatenate([[self._max_step[s]], x]))
+            fresh = x > top[:-1]  # above every step the series had, in the store and earlier in the batch
+            self._max_step[s] = int(top[-1])
+            if fresh.all():
+                self._packer.append(s, x, t_ms[a:b], value[a:b])
+                continue
+            self._packer.append(s, x[fresh], t_ms[a:b][fresh], value[a:b][fresh])
+            again += (order[a:b][~fresh]).tolist()
+        if again:  # written after the fresh points, in the batch's order (as rows were before)
+            self._rewrite([points[i] for i in sorted(again)])
+
+    def _write_each(self, points: Sequence[RawPoint]) -> None:
+        """A batch holding a step that is not an int or a value that is not a number: rows, point by point."""
+        for p in points:
+            sid = self.series_id(p[0])
+            if isinstance(p[1], int) and p[1] > self._max_step[sid]:
+                self._conn.execute("INSERT INTO points_tail VALUES (?, ?, ?, ?)", self._row(sid, p))
+                self._packer.forget(sid)
+                self._max_step[sid] = p[1]
+            else:
+                self._rewrite([p])
+
+    def _row(self, sid: int, p: RawPoint) -> tuple[Any, ...]:
+        return sid, p[1], None if p[3] is None else int((p[3] - self.t0) * 1000.0), p[2]
+
+    def _rewrite(self, points: Sequence[RawPoint]) -> None:
         now_ms = int((time.time() - self.t0) * 1000.0)
-        for sid, step, t_ms, value in rows:
+        for p in points:
+            sid = self.series_id(p[0])
+            try:
+                self._packer.reopen(sid, p[1], p[1])  # the chunk holding the step becomes rows
+            except (TypeError, sqlite3.InterfaceError):
+                pass  # a step no chunk can hold
             self._conn.execute(
                 "INSERT INTO points_superseded SELECT series_id, step, time_ms, value, ? "
-                "FROM points WHERE series_id = ? AND step = ?", (now_ms, sid, step))
-            self._conn.execute("INSERT OR REPLACE INTO points VALUES (?, ?, ?, ?)", (sid, step, t_ms, value))
-            if self._packer is not None:
-                self._packer.rewritten(sid, step)
+                "FROM points_tail WHERE series_id = ? AND step = ?", (now_ms, sid, p[1]))
+            self._conn.execute("INSERT OR REPLACE INTO points_tail VALUES (?, ?, ?, ?)", self._row(sid, p))
+            self._packer.forget(sid)
 
     def supersede(self, from_step: int, to_step: int, rollback: int) -> None:
         """A rollback abandoned steps `from_step`..`to_step`: their points move to `points_superseded` (kept,
         never deleted) and the range is noted in `superseded`, so `points` holds the path that continued."""
         now = time.time()
         now_ms = int((now - self.t0) * 1000.0)
-        with self._conn:
-            sids = [r[0] for r in self._conn.execute("SELECT id FROM series")]
-            for sid in sids:
-                self._conn.execute("INSERT INTO points_superseded SELECT series_id, step, time_ms, value, ? FROM points "
-                                   "WHERE series_id = ? AND step >= ?", (now_ms, sid, from_step))
-                self._conn.execute("DELETE FROM points WHERE series_id = ? AND step >= ?", (sid, from_step))
-            # packed chunks holding an abandoned step go (their earlier steps are read from the rows again)
-            self._conn.execute("DELETE FROM points_packed WHERE end_step >= ?", (from_step,))
-            last = self._conn.execute("SELECT MAX(id) FROM events").fetchone()[0]
-            self._conn.execute("INSERT INTO superseded VALUES (?, ?, ?, ?, ?)", (from_step, to_step, rollback, now, last))
-        if self._packer is not None:
-            self._packer.forget()  # every series is primed again from the rows at its next write
-        self._series.clear()  # the newest step per series is read again
-        self._max_step.clear()
+        try:
+            with self._conn:
+                sids = [r[0] for r in self._conn.execute("SELECT id FROM series")]
+                for sid in sids:
+                    self._packer.reopen(sid, from_step)  # chunks holding an abandoned step become rows
+                    self._conn.execute("INSERT INTO points_superseded SELECT series_id, step, time_ms, value, ? "
+                                       "FROM points_tail WHERE series_id = ? AND step >= ?", (now_ms, sid, from_step))
+                    self._conn.execute("DELETE FROM points_tail WHERE series_id = ? AND step >= ?", (sid, from_step))
+                last = self._conn.execute("SELECT MAX(id) FROM events").fetchone()[0]
+                self._conn.execute("INSERT INTO superseded VALUES (?, ?, ?, ?, ?)",
+                                   (from_step, to_step, rollback, now, last))
+        finally:
+            self._packer.forget()  # every series is read again at its next write
+            self._series.clear()  # the newest step per series is read again
+            self._max_step.clear()
 
     def write_events(self, events: Iterable[tuple[int | None, float | None, str, str, str, str, Any]]) -> None:
         """Each event: (step, time, kind, severity, source, message, data)."""
@@ -227,35 +256,19 @@ class RunStore:
         conn.close()
 
 
-def _pend(pending: dict[int, Any], packer: Packer, sid: int, step: Any, value: Any) -> bool:
-    """Keep a fresh point for the packer when the fast path could not: the series is not primed yet
-    (prime reads the rows before this one: it is not inserted yet), or the value is None (a NaN) or not a
-    number. False when the step is not an int64: then nothing is packed any more."""
-    steps, values = packer.arrays(sid)
-    if len(steps) > len(values):
-        steps.pop()  # the fast path appended the step, then failed on the value
-    elif sid not in pending:
-        steps, values = packer.prime(sid)
-    try:
-        steps.append(step)
-    except (TypeError, ValueError, OverflowError):
-        return False
-    try:
-        values.append(value)
-    except (TypeError, ValueError, OverflowError):
-        values.append(float("nan"))
-    return True
-
-
 def connect_writable(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) a rank file with the schema, views and WAL pragmas applied."""
     try:
         conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level="DEFERRED")
         for pragma in PRAGMAS:
             conn.execute(pragma)
+        register(conn)
+        conn.executescript(TABLES)
+        migrate(conn)  # a store of version 1/2: its points stored once
+        with conn:
+            create_points(conn)
         # The findings view is recreated: a store written by an older version keeps its own otherwise.
-        conn.executescript(TABLES + "DROP VIEW IF EXISTS findings;" + VIEWS)
-        migrate(conn)
+        conn.executescript("DROP VIEW IF EXISTS findings;" + VIEWS)
     except sqlite3.DatabaseError as exc:
         raise InputError(path, f"not a stethoscope store ({exc})") from None
     return conn

@@ -1,33 +1,37 @@
-"""Packed copies of the points, so a long series reads back as a few hundred blobs instead of a
-million rows.
+"""The points, stored once: sealed chunks of a series, and rows only for the tail not yet sealed.
 
-`points` stays the truth (one row per point, what SQL users and every other reader see). Beside it,
-`points_packed` holds each series in sealed chunks of `CHUNK` points: steps and values as
-little-endian int64/float64 blobs (steps left out when they run at a constant stride), written by
-the store's one writer in the transaction that writes the points. A chunk covers every `points` row
-of its series with `start_step <= step <= end_step`, exactly; a rewrite of a step inside a chunk (a
-resume, a rollback) deletes the chunk in the same transaction, and readers read that range from
-`points`. So a reader takes the chunks and reads rows only where no chunk covers (the unsealed tail,
-rewritten ranges): no Python object per point. Reading one 1M-point row by row costs ~0.7 s in
-Python's sqlite3 alone (an object per value); from the chunks, tens of milliseconds.
-Cost: 8 bytes a point on disk (16 when the steps are irregular) and a copy into an array per point
-written. Stores written before the table existed are packed when first opened for writing (`migrate`).
+`points_packed` holds each series in chunks of `MIN_CHUNK`..`MAX_CHUNK` points: values as little-endian
+float64 (NaN for SQL's NULL), steps as `first + stride * i` when they run at a constant stride, else as
+offsets from `first` in the narrowest signed width that holds them (1, 2 or 4 bytes; 8: the steps
+themselves), times as integer ms since the run's t0: `t_first + int(t_slope * i)` plus a residual in
+the narrowest width (its smallest value means NULL; no blob: residuals all 0; `t_first` NULL: no time).
+`points_tail` holds the rows no chunk holds: the newest points of a series until there are `MIN_CHUNK`
+of them, and the points of a chunk that a rewrite (a resume, a rollback) opened again. A (series, step)
+lives in exactly one of the two. So a 1M-point series costs ~10 bytes a point and reads back as a few
+hundred blobs (no Python object per point).
+
+The `points` and `metrics` views give the same rows as the `points` table of schema version 2 did: the
+chunks unpacked by SQL through the small functions `register` puts on a connection (every reader and
+writer here registers them; a plain `sqlite3` shell sees the chunks and the tail, not the views).
+Stores of version 1/2 (a `points` table holding every point) are read as they are, and converted when
+opened for writing (store/packer.py `migrate`).
 """
 
 from __future__ import annotations
 
 import sqlite3
+import struct
 import sys
-from array import array
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     import numpy as np
 
-CHUNK = 1024
-PACKED_VERSION = 2  # the store's schema_version from which every series is packed
-_FAR = -(2**62)  # "before any step": the first chunk of a series covers everything up to its end
-_MAX_GAPS = 64  # a series cut in more uncovered ranges than this is read row by row
+MIN_CHUNK = 256  # a series' tail is sealed once it holds this many points (fewer stay rows)
+MAX_CHUNK = 4096
+CHUNK = 1024  # what a store of version 2 sealed (its chunks are still read)
+_FAR = -(2**62)  # "before any step"
+_MAX_GAPS = 64  # a version-2 series cut in more uncovered ranges than this is read row by row
 
 TABLE = """
 CREATE TABLE IF NOT EXISTS points_packed (
@@ -44,146 +48,173 @@ CREATE TABLE IF NOT EXISTS points_packed (
     hi         REAL,
     hi_step    INTEGER,
     bad        INTEGER NOT NULL DEFAULT 0,
+    t_first    INTEGER,
+    t_slope    REAL,
+    times      BLOB,
     PRIMARY KEY (series_id, start_step)
 ) WITHOUT ROWID;
 """
 # lo/hi: the chunk's smallest and largest finite value and their steps (NULL when none is finite); bad: how
 # many values are NaN/Inf. A chart of a long series is drawn from these alone (`extremes`), no blob read.
 
+TAIL = """
+CREATE TABLE IF NOT EXISTS points_tail (
+    series_id INTEGER NOT NULL,
+    step      INTEGER NOT NULL,
+    time_ms   INTEGER,
+    value     REAL,
+    PRIMARY KEY (series_id, step)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS chunk_index (i INTEGER PRIMARY KEY);
+"""
+
+# One row per point of every chunk (chunk_index counts 0..MAX_CHUNK-1), then the tail rows. The CASTs give the
+# columns the affinities the table's columns had (a query comparing `step = '2'` still matches step 2).
+_STEP = ("CAST(CASE WHEN c.steps IS NULL THEN c.first + c.stride * k.i "
+         "WHEN length(c.steps) = 8 * c.n THEN st_int(substr(c.steps, 8 * k.i + 1, 8)) "
+         "ELSE c.first + st_int(substr(c.steps, length(c.steps) / c.n * k.i + 1, length(c.steps) / c.n)) END AS INTEGER)")
+_TIME_MS = ("CAST(c.t_first + CAST(c.t_slope * k.i AS INTEGER) "
+            "+ st_int(substr(c.times, length(c.times) / c.n * k.i + 1, length(c.times) / c.n)) AS INTEGER)")
+_VALUE = "CAST(st_f64(substr(c.vals, 8 * k.i + 1, 8)) AS REAL)"
+_T0 = "(SELECT CAST(value AS REAL) FROM run WHERE key = 't0')"
+POINTS_VIEW = f"""
+CREATE VIEW IF NOT EXISTS points AS
+    SELECT c.series_id AS series_id, {_STEP} AS step, {_TIME_MS} AS time_ms, {_VALUE} AS value
+    FROM points_packed c JOIN chunk_index k ON k.i < c.n
+    UNION ALL
+    SELECT series_id, step, time_ms, value FROM points_tail
+"""
+# metrics joins each part to `series` itself: a filter on the name then unpacks only that series' chunks
+METRICS_VIEW = f"""
+CREATE VIEW IF NOT EXISTS metrics AS
+    SELECT {_STEP} AS step, s.name AS name, {_VALUE} AS value, {_T0} + {_TIME_MS} / 1000.0 AS time
+    FROM points_packed c JOIN series s ON s.id = c.series_id JOIN chunk_index k ON k.i < c.n
+    UNION ALL
+    SELECT p.step, s.name, p.value, {_T0} + p.time_ms / 1000.0 FROM points_tail p JOIN series s ON s.id = p.series_id
+"""
+
 _BIG_ENDIAN = sys.byteorder == "big"
+_F64 = struct.Struct("<d").unpack
+_WIDTHS = ((1, "<i1"), (2, "<i2"), (4, "<i4"), (8, "<i8"))
 
 
-def _bytes(a: array) -> bytes:
-    if _BIG_ENDIAN:
-        a = array(a.typecode, a)
-        a.byteswap()
-    return a.tobytes()
+def _st_int(b: bytes | None) -> int | None:
+    """An offset of width len(b); its smallest value is NULL; no blob is 0 (see the module docstring)."""
+    if b is None:
+        return 0
+    x = int.from_bytes(b, "little", signed=True)
+    return None if x == -(1 << (8 * len(b) - 1)) else x
 
 
-class Packer:
-    """The writer's side: points not yet sealed, per series, and sealing full chunks.
-
-    Invariant per series: its arrays hold exactly the `points` rows with step > `sealed` (the end of the
-    last chunk this series sealed), in step order. Owned by the store's writer thread.
-    """
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-        # sid -> (steps.append, values.append): the writer's hot loop calls these, nothing else.
-        self.pending: dict[int, tuple[Callable[[Any], None], Callable[[Any], None]]] = {}
-        self._arrays: dict[int, tuple[array, array]] = {}
-        self._sealed: dict[int, int] = {}
-        self._stale: set[int] = set()
-
-    def arrays(self, sid: int) -> tuple[array, array]:
-        """The unsealed steps and values of `sid` (empty when not primed)."""
-        return self._arrays.get(sid, (array("q"), array("d")))
-
-    def prime(self, sid: int) -> tuple[array, array]:
-        """Load the unsealed rows of `sid` (once per series and writer)."""
-        top = self._conn.execute("SELECT MAX(end_step) FROM points_packed WHERE series_id = ?", (sid,)).fetchone()[0]
-        self._sealed[sid] = _FAR if top is None else int(top)
-        steps, vals = array("q"), array("d")
-        cur = self._conn.execute("SELECT step, value FROM points WHERE series_id = ? AND step > ? ORDER BY step",
-                                 (sid, self._sealed[sid]))
-        for step, value in cur:
-            steps.append(step)
-            vals.append(_float(value))
-        self._arrays[sid] = (steps, vals)
-        self.pending[sid] = (steps.append, vals.append)
-        return steps, vals
-
-    def rewritten(self, sid: int, step: int) -> None:
-        """Step `step` of `sid` was written again: drop the chunk that holds it, or reload the pending rows."""
-        if sid not in self._arrays:
-            self.prime(sid)  # reads the sealed end (and the row just written, when it lies beyond)
-        if step <= self._sealed[sid]:
-            self._conn.execute("DELETE FROM points_packed WHERE series_id = ? AND start_step <= ? AND end_step >= ?",
-                               (sid, step, step))
-        else:
-            self._stale.add(sid)
-
-    def seal(self) -> None:
-        """Reload what rewrites touched, then write every full chunk (inside the caller's transaction)."""
-        for sid in self._stale:
-            self.prime(sid)
-        self._stale.clear()
-        rows: list[tuple[Any, ...]] = []
-        for sid, (steps, vals) in self._arrays.items():
-            if len(steps) >= CHUNK:
-                rows += self._chunks(sid, steps, vals)
-        if rows:
-            self._conn.executemany("INSERT OR REPLACE INTO points_packed VALUES "
-                                   "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-
-    def forget(self) -> None:
-        """After a failed transaction: nothing held here can be trusted; series are primed again."""
-        self.pending.clear()
-        self._arrays.clear()
-        self._sealed.clear()
-        self._stale.clear()
-
-    def _chunks(self, sid: int, steps: array, vals: array) -> list[tuple[Any, ...]]:
-        full = len(steps) // CHUNK * CHUNK
-        start = self._sealed[sid] + 1
-        rows = []
-        for off in range(0, full, CHUNK):
-            s, v = steps[off:off + CHUNK], vals[off:off + CHUNK]
-            first, stride = s[0], s[1] - s[0]
-            # Steps only increase (fresh points, or rows read back in order): with stride 1, first and last
-            # tell; any other stride is checked point by point.
-            regular = (s[-1] - first == CHUNK - 1) if stride == 1 else \
-                (stride > 0 and s == array("q", range(first, first + stride * CHUNK, stride)))
-            packed_vals = _bytes(v)
-            rows.append((sid, start, s[-1], CHUNK, first, stride, None if regular else _bytes(s), packed_vals,
-                         *_extremes_of(s, packed_vals)))
-            start = s[-1] + 1
-        self._sealed[sid] = start - 1
-        del steps[:full]
-        del vals[:full]
-        return rows
+def _st_f64(b: bytes) -> float | None:
+    x = _F64(b)[0]
+    return None if x != x else x  # SQLite keeps no NaN: NULL, as the rows have it
 
 
-def _extremes_of(steps: array, vals: bytes) -> tuple[Any, ...]:
+def register(conn: sqlite3.Connection) -> None:
+    """Put the functions the `points`/`metrics` views unpack chunks with on `conn`."""
+    conn.create_function("st_int", 1, _st_int, deterministic=True)
+    conn.create_function("st_f64", 1, _st_f64, deterministic=True)
+
+
+def create(conn: sqlite3.Connection) -> None:
+    """The tail, the chunk index and the `points` view of a version-3 store (in the caller's transaction)."""
+    for statement in [*TAIL.split(";"), POINTS_VIEW, METRICS_VIEW]:
+        if statement.strip():
+            conn.execute(statement)
+    if conn.execute("SELECT COUNT(*) FROM chunk_index").fetchone()[0] < MAX_CHUNK:
+        conn.executemany("INSERT OR IGNORE INTO chunk_index VALUES (?)", ((i,) for i in range(MAX_CHUNK)))
+
+
+# -- encoding (the writer's side) ---------------------------------------------------------------
+
+def _offsets(x: np.ndarray, nulls: np.ndarray | None = None) -> bytes | None:
+    """`x` (int64) in the narrowest signed width; `nulls` marks entries stored as the width's smallest value."""
+    import numpy as np
+
+    if nulls is not None:
+        x = np.where(nulls, 0, x)
+    lo, hi = (int(x.min()), int(x.max())) if len(x) else (0, 0)
+    if nulls is None and lo == 0 and hi == 0:
+        return None
+    for width, dtype in _WIDTHS:
+        top = 1 << (8 * width - 1)
+        if -top < lo and hi < top:
+            out = x.astype(dtype)
+            if nulls is not None:
+                out[nulls] = -top
+            return out.tobytes()
+    raise OverflowError("offset beyond int64")
+
+
+def encode(sid: int, steps: np.ndarray, times: np.ndarray, vals: np.ndarray) -> tuple[Any, ...]:
+    """One `points_packed` row from a series' points in step order: int64 steps, times in ms as float64
+    (NaN: none), float64 values (NaN for NULL)."""
+    import numpy as np
+
+    n, first = len(steps), int(steps[0])
+    stride = int(steps[1] - steps[0]) if n > 1 else 1
+    regular = n == 1 or bool(np.all(np.diff(steps) == stride))
+    if regular:
+        step_blob = None
+    else:
+        off = steps - first
+        step_blob = _offsets(off)
+        if step_blob is None or len(step_blob) == 8 * n:
+            step_blob = steps.astype("<i8").tobytes()  # width 8: the steps themselves
+    nulls = np.isnan(times)
+    t_first = t_slope = t_blob = None
+    if not nulls.all():
+        t = np.where(nulls, 0.0, times).astype(np.int64)
+        t_first = int(t[~nulls][0])
+        t_last = int(t[~nulls][-1])
+        t_slope = (t_last - t_first) / (n - 1) if n > 1 and not nulls[-1] and not nulls[0] else 0.0
+        base = t_first + (t_slope * np.arange(n, dtype=np.float64)).astype(np.int64)
+        t_blob = _offsets(t - base, nulls if nulls.any() else None)
+    v = np.ascontiguousarray(vals, dtype="<f8")
+    return (sid, int(steps[0]), int(steps[-1]), n, first, stride, step_blob, v.tobytes(), *_extremes_of(steps, v),
+            t_first, t_slope, t_blob)
+
+
+def _extremes_of(steps: np.ndarray, y: np.ndarray) -> tuple[Any, ...]:
     """(lo, lo_step, hi, hi_step, bad) of one chunk."""
-    import numpy as np  # lazy: loaded once by the writer thread, on its first sealed chunk
+    import numpy as np
 
-    y = np.frombuffer(vals, dtype="<f8")
     ok = np.isfinite(y)
     bad = len(y) - int(np.count_nonzero(ok))
     if bad == len(y):
         return None, None, None, None, bad
     i = int(np.argmin(y if not bad else np.where(ok, y, np.inf)))
     j = int(np.argmax(y if not bad else np.where(ok, y, -np.inf)))
-    return float(y[i]), steps[i], float(y[j]), steps[j], bad
+    return float(y[i]), int(steps[i]), float(y[j]), int(steps[j]), bad
 
 
-def _float(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):  # NULL (a NaN) or something that is not a number
-        return float("nan")
+def decode(n: int, first: int, stride: int, steps: bytes | None, vals: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Steps (int64) and values (float64) of one chunk."""
+    import numpy as np
+
+    if steps is None:
+        x = first + stride * np.arange(n, dtype=np.int64)
+    elif len(steps) == 8 * n:
+        x = np.frombuffer(steps, dtype="<i8")
+    else:
+        x = first + np.frombuffer(steps, dtype=f"<i{len(steps) // n}").astype(np.int64)
+    return x, np.frombuffer(vals, dtype="<f8")
 
 
-def migrate(conn: sqlite3.Connection) -> None:
-    """Pack every series of a store written before `points_packed` existed (its rows stay as they are)."""
-    row = conn.execute("SELECT value FROM run WHERE key = 'schema_version'").fetchone()
-    if row is None or _version(row[0]) >= PACKED_VERSION:
-        return  # a new store (packed as it is written), or one already packed
-    with conn:
-        packer = Packer(conn)
-        for (sid,) in conn.execute("SELECT id FROM series").fetchall():
-            packer.prime(sid)
-            packer.seal()
-            packer.forget()  # one series' rows in memory at a time
-        conn.execute("INSERT OR REPLACE INTO run VALUES ('schema_version', ?)", (str(PACKED_VERSION),))
+def decode_times(n: int, t_first: int | None, t_slope: float | None, times: bytes | None) -> np.ndarray:
+    """Times of one chunk in ms since t0 as float64 (NaN: none)."""
+    import numpy as np
 
-
-def _version(text: Any) -> int:
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return 0
+    if t_first is None:
+        return np.full(n, np.nan)
+    t = (t_first + ((t_slope or 0.0) * np.arange(n, dtype=np.float64)).astype(np.int64)).astype(np.float64)
+    if times is not None:
+        w = len(times) // n
+        r = np.frombuffer(times, dtype=f"<i{w}")
+        t += r
+        t[r == -(1 << (8 * w - 1))] = np.nan
+    return t
 
 
 # -- the reading side ---------------------------------------------------------------------------
@@ -191,50 +222,62 @@ def _version(text: Any) -> int:
 Query = Callable[[str, tuple[Any, ...]], tuple[list[str], list[tuple[Any, ...]]]]
 
 
+def _is_v3(query: Query, db: str) -> bool:
+    return bool(query(f"SELECT 1 FROM {db}.sqlite_master WHERE name = 'points_tail'", ())[1])
+
+
 def read_series(query: Query, db: str, sid: int, window: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Steps (int64) and values (float64, NaN for NaN) of series `sid` in attached database `db`, in step
-    order: the packed chunks, and rows from `points` where no chunk covers. `window` (lo, hi): only the
-    chunks and rows that hold steps lo..hi (a little more: whole chunks)."""
-    import numpy as np  # lazy: the writer side (in the training process) never needs it
+    order: the packed chunks and the rows beside them. `window` (lo, hi): only the chunks and rows that
+    hold steps lo..hi (a little more: whole chunks)."""
+    import numpy as np
 
     lo_w, hi_w = window if window is not None else (_FAR, 2**62)
     _, chunks = query(f"SELECT start_step, end_step, n, first, stride, steps, vals FROM {db}.points_packed "
                       "WHERE series_id = ? AND end_step >= ? AND start_step <= ? ORDER BY start_step",
                       (sid, lo_w, hi_w))
-    gaps = [(max(a, lo_w), min(b, hi_w)) for a, b in _uncovered([(c[0], c[1]) for c in chunks])]
-    gaps = [(a, b) for a, b in gaps if a <= b]
-    if len(gaps) > _MAX_GAPS:
-        return _rows(query, db, sid, [(lo_w, hi_w)])
-    pieces = [(lo, *_rows(query, db, sid, [(lo, hi)])) for lo, hi in gaps]
-    for start, _, n, first, stride, steps, vals in chunks:
-        x = (np.frombuffer(steps, dtype="<i8") if steps is not None
-             else first + stride * np.arange(n, dtype=np.int64))
-        pieces.append((start, x, np.frombuffer(vals, dtype="<f8")))
-    pieces.sort(key=lambda p: p[0])
+    pieces = [(c[0], *decode(*c[2:])) for c in chunks]
+    if _is_v3(query, db):  # the rows are the tail and reopened chunks: none holds a chunk's step
+        x, y = _rows(query, db, sid, [(lo_w, hi_w)], "points_tail")
+        if len(x):
+            pieces.append((int(x[0]), x, y))
+    else:  # version 2: the chunks copy the rows; rows only where no chunk covers
+        gaps = [(max(a, lo_w), min(b, hi_w)) for a, b in _uncovered([(c[0], c[1]) for c in chunks])]
+        gaps = [(a, b) for a, b in gaps if a <= b]
+        if len(gaps) > _MAX_GAPS:
+            return _rows(query, db, sid, [(lo_w, hi_w)])
+        pieces += [(lo, *_rows(query, db, sid, [(lo, hi)])) for lo, hi in gaps]
     if not pieces:
         return np.empty(0, np.int64), np.empty(0, np.float64)
-    return (np.concatenate([p[1] for p in pieces]).astype(np.int64, copy=False),
-            np.concatenate([p[2] for p in pieces]).astype(np.float64, copy=False))
+    pieces.sort(key=lambda p: p[0])
+    x = np.concatenate([p[1] for p in pieces]).astype(np.int64, copy=False)
+    y = np.concatenate([p[2] for p in pieces]).astype(np.float64, copy=False)
+    if len(pieces) > 1 and not bool(np.all(x[1:] > x[:-1])):  # tail rows between chunks (a reopened chunk)
+        order = np.argsort(x, kind="stable")
+        x, y = x[order], y[order]
+    return x, y
 
 
-def extremes(query: Query, db: str, sid: int, max_rows: int = 4 * CHUNK) -> dict[str, Any] | None:
+def extremes(query: Query, db: str, sid: int, max_rows: int = 4 * MAX_CHUNK) -> dict[str, Any] | None:
     """What a chart of series `sid` needs, without reading its points: each chunk's min and max at their
-    steps, the rows no chunk covers as they are, every NaN/Inf step; `n` the number of points, `last` the
-    newest step (None when empty), `chunks` how many. Min/max per
-    bucket over these is min/max per bucket over the whole series. None when more than `max_rows` rows lie
-    outside the chunks (a store packed only in part): then read the series."""
+    steps, the rows no chunk holds as they are, every NaN/Inf step; `n` the number of points, `last` the
+    newest step (None when empty), `chunks` how many. Min/max per bucket over these is min/max per bucket
+    over the whole series. None when more than `max_rows` rows lie outside the chunks: then read the series."""
     import numpy as np
 
     _, chunks = query(f"SELECT start_step, end_step, n, lo, lo_step, hi, hi_step, bad FROM {db}.points_packed "
                       "WHERE series_id = ? ORDER BY start_step", (sid,))
-    gaps = _uncovered([(c[0], c[1]) for c in chunks])
-    if len(gaps) > _MAX_GAPS:
-        return None
-    loose = sum(query(f"SELECT COUNT(*) FROM {db}.points WHERE series_id = ? AND step BETWEEN ? AND ?",
+    if _is_v3(query, db):
+        table, gaps = "points_tail", [(_FAR, 2**62)]
+    else:
+        table, gaps = "points", _uncovered([(c[0], c[1]) for c in chunks])
+        if len(gaps) > _MAX_GAPS:
+            return None
+    loose = sum(query(f"SELECT COUNT(*) FROM {db}.{table} WHERE series_id = ? AND step BETWEEN ? AND ?",
                       (sid, a, b))[1][0][0] for a, b in gaps)
     if loose > max_rows:
         return None
-    loose_x, loose_y = _rows(query, db, sid, gaps)
+    loose_x, loose_y = _rows(query, db, sid, gaps, table)
     xs = [loose_x] + [np.array([c[4], c[6]], np.int64) for c in chunks if c[3] is not None]
     ys = [loose_y] + [np.array([c[3], c[5]], np.float64) for c in chunks if c[3] is not None]
     x, y = np.concatenate(xs), np.concatenate(ys)
@@ -244,13 +287,15 @@ def extremes(query: Query, db: str, sid: int, max_rows: int = 4 * CHUNK) -> dict
     bad = [loose_x[~np.isfinite(loose_y)]]
     for start, _, _, _, _, _, _, n_bad in chunks:
         if n_bad:  # rare: read that chunk for the steps of its NaN/Inf values
-            cx, cy = read_series(query, db, sid, (start, start))
+            _, rows = query(f"SELECT n, first, stride, steps, vals FROM {db}.points_packed "
+                            "WHERE series_id = ? AND start_step = ?", (sid, start))
+            cx, cy = decode(*rows[0])
             bad.append(cx[~np.isfinite(cy)])
     nonfinite = np.unique(np.concatenate(bad))
-    ends = [int(loose_x[-1])] if len(loose_x) else []
+    ends = [int(loose_x.max())] if len(loose_x) else []
     return {"steps": x[keep], "values": y[keep], "nonfinite": nonfinite,
-            "n": int(len(loose_x) + sum(c[2] for c in chunks)), "last": max(ends + [c[1] for c in chunks[-1:]], default=None),
-            "chunks": len(chunks)}
+            "n": int(len(loose_x) + sum(c[2] for c in chunks)),
+            "last": max(ends + [c[1] for c in chunks[-1:]], default=None), "chunks": len(chunks)}
 
 
 def _uncovered(covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -264,13 +309,14 @@ def _uncovered(covered: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return gaps
 
 
-def _rows(query: Query, db: str, sid: int, ranges: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+def _rows(query: Query, db: str, sid: int, ranges: list[tuple[int, int]],
+          table: str = "points") -> tuple[np.ndarray, np.ndarray]:
     import numpy as np
 
     steps: list[int] = []
     values: list[Any] = []
     for lo, hi in ranges:
-        _, rows = query(f"SELECT step, value FROM {db}.points WHERE series_id = ? AND step BETWEEN ? AND ? "
+        _, rows = query(f"SELECT step, value FROM {db}.{table} WHERE series_id = ? AND step BETWEEN ? AND ? "
                         "ORDER BY step", (sid, lo, hi))
         steps += [r[0] for r in rows]
         values += [r[1] for r in rows]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stethoscope.errors import NotARunError, QueryRefused
-from stethoscope.store.packed import extremes, read_series
+from stethoscope.store.packed import extremes, read_series, register
 from stethoscope.store.schema import FINDINGS_FROM_EVENTS, RANK_FILE_GLOB, RANKED
 
 if TYPE_CHECKING:
@@ -218,6 +218,7 @@ def open_run(path: str | os.PathLike[str]) -> RunReader:
     attach = len(files) <= MAX_ATTACHED
     # "" is a private on-disk temporary database, deleted on close: nothing is written to the run.
     conn = sqlite3.connect(":memory:" if attach else "", uri=True, check_same_thread=False)
+    register(conn)  # the `points` view of a rank file unpacks its chunks with these
     skipped: list[str] = []
     try:
         with _reading(path):  # errors of one file already name it; this catches the rest

@@ -1,12 +1,14 @@
 """The run store's schema: one SQLite file per rank, long format, WAL mode.
 
-`points` is the bulk and is kept small on disk (~20 bytes a point): a WITHOUT ROWID table keyed by
-(series_id, step), time as integer milliseconds since the run's `t0` (NULL when a foreign log had no
-time). A value recorded again for a step already written (a resume, a rollback) moves the old row
-to `points_superseded` instead of deleting it. A rollback moves the points of the steps it abandons there
-too and notes the range in `superseded` (with the last event recorded before it): `points`, and so
-`metrics`, hold the path that continued. `points_packed` (store/packed.py) holds the same points again in
-sealed blobs of 1,024, so a long series reads back without a Python object per point.
+Every point is stored once (store/packed.py): sealed chunks of a series in `points_packed` (~10 bytes a
+point), rows in `points_tail` only for the newest points not sealed yet; the `points` view unpacks both
+as the `points` table of version 2 held them: (series_id, step, time_ms, value), time as integer
+milliseconds since the run's `t0` (NULL when a foreign log had no time), NaN as NULL. A value recorded
+again for a step already written (a resume, a rollback) moves the old row to `points_superseded` instead
+of deleting it. A rollback moves the points of the steps it abandons there too and notes the range in
+`superseded` (with the last event recorded before it): `points`, and so `metrics`, hold the path that
+continued. Stores of version 1/2 (a `points` table) are read as they are and converted when opened for
+writing (store/packer.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from stethoscope.records import UNITS
 
 from stethoscope.store.packed import TABLE as PACKED_TABLE
 
-SCHEMA_VERSION = 2  # 2: points_packed (store/packed.py), added to older stores on open
+# 2: points_packed (copies of the rows); 3: every point once (chunks + tail rows, `points` a view)
+SCHEMA_VERSION = 3
 
 RANK_FILE_FORMAT = "rank-{rank:05d}.sqlite"
 RANK_FILE_GLOB = "rank-*.sqlite"
@@ -31,13 +34,6 @@ CREATE TABLE IF NOT EXISTS series (
     name TEXT NOT NULL UNIQUE,
     unit TEXT NOT NULL DEFAULT ''
 );
-CREATE TABLE IF NOT EXISTS points (
-    series_id INTEGER NOT NULL,
-    step      INTEGER NOT NULL,
-    time_ms   INTEGER,
-    value     REAL,
-    PRIMARY KEY (series_id, step)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS points_superseded (
     series_id     INTEGER NOT NULL,
     step          INTEGER NOT NULL,
