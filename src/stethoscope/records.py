@@ -91,16 +91,6 @@ def severity_rank(severity: str) -> int:
         raise ValueError(f"unknown severity {severity!r}; expected one of {', '.join(SEVERITIES)}") from None
 
 
-# -- finding types (the documented vocabulary of `diagnose --json`) ----------------------------
-FINDING_TYPES = (
-    "nan", "loss_spike", "grad_spike", "grad_explosion", "grad_vanishing", "divergence",
-    "loss_scale_collapse", "clipping", "overfitting", "eval_sparse", "underfitting", "plateau",
-    "frozen_loss", "label_masking", "throughput_drop", "periodic_stall", "memory_leak",
-    "memory_pressure", "lr_schedule", "update_ratio", "hang", "crash", "straggler", "healthy",
-    "rank_divergence", "gpu_throttle", "gpu_ecc_error", "gpu_xid", "gpu_underused",
-)
-
-
 @dataclass(frozen=True, slots=True)
 class Point:
     """One value of one series at one step. `time` is unix seconds, or None when the source had none."""
@@ -132,7 +122,7 @@ class Finding:
     `symptoms` the findings an incident root owns (`{"type", "step"}`, see `findings.incidents`).
     """
 
-    type: str
+    type: str  # one of `findings.catalogue.FINDING_TYPES`
     severity: str
     step: int | None
     message: str

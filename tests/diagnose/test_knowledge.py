@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from stethoscope.diagnose.knowledge import ADVICE, CONDITIONAL, NON_PROBLEMS, advise
-from stethoscope.records import FINDING_TYPES, Finding
+from stethoscope.findings.catalogue import FINDING_TYPES
+from stethoscope.records import Finding
 
 
 def test_every_problem_type_has_advice():

@@ -10,7 +10,8 @@ import pytest
 from stethoscope.explain import explain_text
 from stethoscope.explain.signatures import SIGNATURES
 from stethoscope.explain.signatures.memory import is_fragmented
-from stethoscope.records import FINDING_TYPES, SEVERITIES, Finding
+from stethoscope.findings.catalogue import FINDING_TYPES
+from stethoscope.records import SEVERITIES, Finding
 from tests.conftest import realruns_dir
 
 REALRUNS = realruns_dir()

@@ -13,12 +13,15 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from stethoscope.records import FINDING_TYPES, Finding
+from stethoscope.findings.catalogue import FINDING_TYPES, RANK_DIVERGENCE, STRAGGLER
+from stethoscope.records import Finding
 
-FIELDS = ("rank", "step", "step_s", "compute_s", "data_s", "mem_gib", "finding", "gc_s", "n", "gpu_throttle",
-          "gpu_temp_c")
-"""The health vector of one rank, in order (floats; `finding` is an index into FINDING_TYPES + 1, 0: none;
-`gpu_throttle` the rank's GPU at its last NVML sample: 0 free, 1 power cap, 2 thermal or hardware slowdown)."""
+_THROTTLE = "gpu_throttle"  # a field of the health vector (and an evidence key), not the finding type
+
+FIELDS = ("rank", "step", "step_s", "compute_s", "data_s", "mem_gib", "finding", "gc_s", "n", _THROTTLE, "gpu_temp_c")
+"""The health vector of one rank, in order (floats; `finding` is an index into FINDING_TYPES + 1, 0: none,
+which is why that order is append-only; `gpu_throttle` the rank's GPU at its last NVML sample: 0 free,
+1 power cap, 2 thermal or hardware slowdown)."""
 THROTTLE_NAMES = {1: "held at its power cap", 2: "thermally throttled (or in a hardware slowdown)"}
 SIGNALS = (("compute_s", "compute (forward) time"), ("step_s", "step time"))
 
@@ -89,11 +92,11 @@ class RankHealth:
                    f"{fastest * 1e3:.1f} ms on rank {fastest_rank}, the fastest (score {score:.2f} < "
                    f"{self.threshold:.2f}) for {self.slow_runs[rank]} health reports in a row")
         evidence: dict[str, Any] = {"rank": rank, "score": round(score, 4), "signal": label, "median_s": median,
-                                    "gpu_throttle": int(me.get("gpu_throttle", 0.0)),
+                                    _THROTTLE: int(me.get(_THROTTLE, 0.0)),
                                     "fastest_s": fastest, "fastest_rank": fastest_rank,
                                     "reports": self.slow_runs[rank], "threshold": self.threshold,
                                     "scores": {str(k): v for k, v in sorted(self.scores.items())}}
-        f = Finding("straggler", "warning", step, message, evidence=evidence, causes=causes, source="health")
+        f = Finding(STRAGGLER, "warning", step, message, evidence=evidence, causes=causes, source="health")
         self.open[f"straggler:{rank}"] = f
         return f
 
@@ -112,7 +115,7 @@ class RankHealth:
                 causes.append("unsynchronized garbage collection: the ranks out of step spent more time in GC")
             message = (f"ranks out of step: rank{'s' if len(odd) > 1 else ''} {', '.join(map(str, odd))} at step "
                        f"{', '.join(str(steps[r]) for r in odd)} while the others are at step {common}")
-            f = Finding("rank_divergence", "error", step, message, source="health", causes=causes,
+            f = Finding(RANK_DIVERGENCE, "error", step, message, source="health", causes=causes,
                         evidence={"kind": "step_desync", "ranks": odd, "steps": {str(k): v for k, v in steps.items()}})
             self.open[key] = f
             return [f]
@@ -132,7 +135,7 @@ class RankHealth:
             if high and key not in self.open:
                 message = (f"rank {rank} uses {m:.2f} GiB against a median of {med:.2f} GiB over the ranks "
                            f"(x{m / med:.2f}): memory differs across ranks, a blind spot when only rank 0 is watched")
-                f = Finding("rank_divergence", "warning", step, message, source="health",
+                f = Finding(RANK_DIVERGENCE, "warning", step, message, source="health",
                             evidence={"kind": "memory", "rank": rank, "mem_gib": m, "median_gib": med,
                                       "per_rank_gib": {str(k): v for k, v in sorted(mem.items())}})
                 self.open[key] = f
@@ -154,8 +157,8 @@ def _slow_causes(rows: Sequence[dict[str, float]], me: dict[str, float]) -> list
     if me.get("gc_s", 0.0) > 2 * gc_med + 0.01 * max(1.0, me.get("n", 1.0)) * me.get("step_s", 0.0):
         causes.append(f"garbage collection: {me['gc_s']:.2f} s in GC over the window against {gc_med:.2f} s on "
                       "the other ranks (unsynchronized GC; stethoscope.probe.SyncedGC collects at the same step)")
-    throttle = int(me.get("gpu_throttle", 0.0))
-    if throttle and throttle > max(int(r.get("gpu_throttle", 0.0)) for r in others):
+    throttle = int(me.get(_THROTTLE, 0.0))
+    if throttle and throttle > max(int(r.get(_THROTTLE, 0.0)) for r in others):
         temp = me.get("gpu_temp_c", 0.0)
         causes.insert(0, f"its GPU is {THROTTLE_NAMES.get(throttle, 'throttled')}"
                          + (f" at {temp:.0f} °C" if temp else "") + " while the other ranks' are not (NVML)")

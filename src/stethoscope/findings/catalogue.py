@@ -1,7 +1,11 @@
-"""Every finding type once: what it means, which charts show it, what it owns and what it escalates.
+"""Every finding type once: its name, what it means, which charts show it, what it owns and escalates.
 
-Detectors, the findings pipeline, the report and (later) alerts read this table; adding a type
-touches one place (plus its advice in `diagnose/knowledge.py`, which a test checks exists).
+This module owns the vocabulary. Each type is a constant (`NAN = "nan"`) the rest of the package imports;
+a test counts bare finding-type strings outside `findings/` (tests/findings/test_vocabulary.py). The rows
+of `_TYPES` are the one list of types, in wire order: `FINDING_TYPES` (their names) is what a rank sends
+as an index (`detect/straggler.py`), so a new type is appended at the end, never inserted or reordered.
+Adding a type touches this file (constant + row) and its causes and fixes in `findings/remedies.py`
+(a test checks that every problem type has them); `findings/advice.py` applies them.
 
 An incident root (a type with `symptoms`) owns the findings of those types that start inside its
 span, or up to `lead_records`' worth of steps before its onset (the grad norm leads the loss), and
@@ -12,6 +16,38 @@ not findings of their own. `escalates` names the type a finding replaces at the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+# -- the vocabulary: one constant a type (the code imports these, never the bare string) ------------
+NAN = "nan"
+LOSS_SPIKE = "loss_spike"
+GRAD_SPIKE = "grad_spike"
+GRAD_EXPLOSION = "grad_explosion"
+GRAD_VANISHING = "grad_vanishing"
+DIVERGENCE = "divergence"
+LOSS_SCALE_COLLAPSE = "loss_scale_collapse"
+CLIPPING = "clipping"
+OVERFITTING = "overfitting"
+EVAL_SPARSE = "eval_sparse"
+UNDERFITTING = "underfitting"
+PLATEAU = "plateau"
+FROZEN_LOSS = "frozen_loss"
+LABEL_MASKING = "label_masking"
+THROUGHPUT_DROP = "throughput_drop"
+PERIODIC_STALL = "periodic_stall"
+MEMORY_LEAK = "memory_leak"
+MEMORY_PRESSURE = "memory_pressure"
+LR_SCHEDULE = "lr_schedule"
+UPDATE_RATIO = "update_ratio"
+HANG = "hang"
+CRASH = "crash"
+STRAGGLER = "straggler"
+HEALTHY = "healthy"
+RANK_DIVERGENCE = "rank_divergence"
+GPU_THROTTLE = "gpu_throttle"
+GPU_ECC_ERROR = "gpu_ecc_error"
+GPU_XID = "gpu_xid"
+GPU_UNDERUSED = "gpu_underused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,52 +68,56 @@ class FindingType:
     page across ranks."""
 
 
-_INSTABILITY = frozenset({"loss_spike", "grad_spike", "grad_explosion", "nan", "loss_scale_collapse",
-                          "divergence", "clipping", "update_ratio"})
+_INSTABILITY = frozenset({LOSS_SPIKE, GRAD_SPIKE, GRAD_EXPLOSION, NAN, LOSS_SCALE_COLLAPSE, DIVERGENCE, CLIPPING,
+                          UPDATE_RATIO})
 
+# The one list of types, in wire order (FINDING_TYPES): append a new row at the end, never insert or reorder.
 _TYPES = (
     # 20 finite steps: a loss scaler's overflow run is over within a few; a NaN back after that is news
     # A loss of exactly 0 (or one repeated value) while the gradients are NaN is no masked label: the HF
     # Trainer's `logging_nan_inf_filter` logs a window of only NaN losses as 0.
-    FindingType("nan", "a NaN/Inf loss, grad norm or eval loss", resolve_steps=20,
-                symptoms=frozenset({"label_masking", "frozen_loss"})),
-    FindingType("loss_spike", "the loss jumped far above its recent level", ("loss",),
-                symptoms=frozenset({"grad_spike", "grad_explosion", "loss_scale_collapse", "nan", "clipping"})),
-    FindingType("grad_spike", "the gradient norm jumped far above its level", ("grad_norm", "loss")),
-    FindingType("grad_explosion", "the gradient norm grew by orders of magnitude", ("grad_norm", "loss"),
-                escalates="grad_spike"),
-    FindingType("grad_vanishing", "gradients shrank towards zero", ("grad_norm",)),
-    FindingType("divergence", "the loss rose and did not come back", ("loss", "grad_norm"), symptoms=_INSTABILITY),
-    FindingType("loss_scale_collapse", "the fp16 loss scale fell to its floor", ("loss_scale", "loss")),
-    FindingType("clipping", "gradient clipping on most steps", ("grad_norm",)),
-    FindingType("update_ratio", "update/weight ratio far too large", ("grad_norm", "loss")),
-    FindingType("overfitting", "eval loss rising while train loss falls"),
-    FindingType("eval_sparse", "too few evals to judge overfitting"),
-    FindingType("underfitting", "the loss stays far above what the run should reach",
-                symptoms=frozenset({"plateau"})),
-    FindingType("plateau", "the loss stopped improving", ("loss", "lr")),
-    FindingType("frozen_loss", "the loss repeats one exact value", ("loss", "lr")),
-    FindingType("label_masking", "a loss of exactly 0: every label masked"),
-    FindingType("throughput_drop", "a persistent slowdown", ("throughput", "step_time")),
-    FindingType("periodic_stall", "slow steps at intervals (GC, evals, I/O)", ("step_time", "throughput")),
-    FindingType("memory_leak", "memory growing step after step", ("memory",)),
-    FindingType("memory_pressure", "memory near the device limit", ("memory", "loss")),
-    FindingType("lr_schedule", "a learning-rate schedule event", ("lr", "loss")),
-    FindingType("hang", "no step completed for a long time", every_chart=True, resolve_steps=1, run_wide=True),
-    FindingType("crash", "the run died", every_chart=True),
-    FindingType("straggler", "one rank slower than the others", ("step_time", "throughput")),
-    FindingType("healthy", "a known non-problem, or the run's clean bill of health"),
-    FindingType("gpu_throttle", "a GPU's clocks held down (thermal, power cap, hardware slowdown)",
-                ("gpu", "throughput", "step_time")),
-    FindingType("gpu_ecc_error", "an uncorrectable ECC memory error on a GPU", ("gpu",), every_chart=True),
-    FindingType("gpu_xid", "the GPU driver reported an XID error", ("gpu",), every_chart=True),
-    FindingType("gpu_underused", "the GPU idles while steps run: input- or host-bound", ("gpu", "step_time")),
-    FindingType("rank_divergence", "ranks out of step, or one rank's memory far above the others",
+    FindingType(NAN, "a NaN/Inf loss, grad norm or eval loss", resolve_steps=20,
+                symptoms=frozenset({LABEL_MASKING, FROZEN_LOSS})),
+    FindingType(LOSS_SPIKE, "the loss jumped far above its recent level", ("loss",),
+                symptoms=frozenset({GRAD_SPIKE, GRAD_EXPLOSION, LOSS_SCALE_COLLAPSE, NAN, CLIPPING})),
+    FindingType(GRAD_SPIKE, "the gradient norm jumped far above its level", ("grad_norm", "loss")),
+    FindingType(GRAD_EXPLOSION, "the gradient norm grew by orders of magnitude", ("grad_norm", "loss"),
+                escalates=GRAD_SPIKE),
+    FindingType(GRAD_VANISHING, "gradients shrank towards zero", ("grad_norm",)),
+    FindingType(DIVERGENCE, "the loss rose and did not come back", ("loss", "grad_norm"), symptoms=_INSTABILITY),
+    FindingType(LOSS_SCALE_COLLAPSE, "the fp16 loss scale fell to its floor", ("loss_scale", "loss")),
+    FindingType(CLIPPING, "gradient clipping on most steps", ("grad_norm",)),
+    FindingType(OVERFITTING, "eval loss rising while train loss falls"),
+    FindingType(EVAL_SPARSE, "too few evals to judge overfitting"),
+    FindingType(UNDERFITTING, "the loss stays far above what the run should reach", symptoms=frozenset({PLATEAU})),
+    FindingType(PLATEAU, "the loss stopped improving", ("loss", "lr")),
+    FindingType(FROZEN_LOSS, "the loss repeats one exact value", ("loss", "lr")),
+    FindingType(LABEL_MASKING, "a loss of exactly 0: every label masked"),
+    FindingType(THROUGHPUT_DROP, "a persistent slowdown", ("throughput", "step_time")),
+    FindingType(PERIODIC_STALL, "slow steps at intervals (GC, evals, I/O)", ("step_time", "throughput")),
+    FindingType(MEMORY_LEAK, "memory growing step after step", ("memory",)),
+    FindingType(MEMORY_PRESSURE, "memory near the device limit", ("memory", "loss")),
+    FindingType(LR_SCHEDULE, "a learning-rate schedule event", ("lr", "loss")),
+    FindingType(UPDATE_RATIO, "update/weight ratio far too large", ("grad_norm", "loss")),
+    FindingType(HANG, "no step completed for a long time", every_chart=True, resolve_steps=1, run_wide=True),
+    FindingType(CRASH, "the run died", every_chart=True),
+    FindingType(STRAGGLER, "one rank slower than the others", ("step_time", "throughput")),
+    FindingType(HEALTHY, "a known non-problem, or the run's clean bill of health"),
+    FindingType(RANK_DIVERGENCE, "ranks out of step, or one rank's memory far above the others",
                 ("step_time", "memory")),
+    FindingType(GPU_THROTTLE, "a GPU's clocks held down (thermal, power cap, hardware slowdown)",
+                ("gpu", "throughput", "step_time")),
+    FindingType(GPU_ECC_ERROR, "an uncorrectable ECC memory error on a GPU", ("gpu",), every_chart=True),
+    FindingType(GPU_XID, "the GPU driver reported an XID error", ("gpu",), every_chart=True),
+    FindingType(GPU_UNDERUSED, "the GPU idles while steps run: input- or host-bound", ("gpu", "step_time")),
 )
 
+FINDING_TYPES: tuple[str, ...] = tuple(t.name for t in _TYPES)
+"""Every finding type's name, in wire order: a rank sends a type as its index here (`detect/straggler.py`), so
+the order is append-only. Also the documented vocabulary of `diagnose --json`."""
+
 CATALOGUE: dict[str, FindingType] = {t.name: t for t in _TYPES}
-"""Every finding type by name: the same set as `records.FINDING_TYPES` (a test keeps the two equal)."""
+"""Every finding type by name (its row)."""
 
 ESCALATIONS: dict[str, str] = {t.name: t.escalates for t in _TYPES if t.escalates}
 """A finding of the key type replaces one of the value type at the same step (same source)."""
