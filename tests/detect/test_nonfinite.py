@@ -75,7 +75,7 @@ def _opening_causes(lr, grad, layers=None):
 
 
 def test_the_records_before_a_nan_rank_its_causes():
-    from stethoscope.diagnose.knowledge import advise
+    from stethoscope.findings.advice import advise
     from stethoscope.records import Finding
 
     held = _opening_causes([1e-3] * 40, [0.5] * 39 + [None])

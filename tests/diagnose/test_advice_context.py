@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from stethoscope.diagnose.engine import _context, diagnose_run
-from stethoscope.diagnose.knowledge import (
+from stethoscope.findings.advice import (
     _STANCES,
     ADVICE,
     CHANGE_SCHEDULE,

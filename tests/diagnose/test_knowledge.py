@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from stethoscope.diagnose.knowledge import ADVICE, CONDITIONAL, NON_PROBLEMS, advise
+from stethoscope.findings.advice import ADVICE, CONDITIONAL, NON_PROBLEMS, advise
 from stethoscope.findings.catalogue import FINDING_TYPES
 from stethoscope.records import Finding
 

@@ -9,7 +9,7 @@ import json
 from click.testing import CliRunner
 
 from stethoscope.cli.main import cli
-from stethoscope.diagnose.knowledge import advise
+from stethoscope.findings.advice import advise
 from stethoscope.explain import explain_text
 from stethoscope.records import Finding
 

@@ -109,7 +109,7 @@ def test_streaming_lr_blowup_is_one_incident():
 
 
 def test_every_problem_type_has_advice_and_charts_that_exist():
-    from stethoscope.diagnose.knowledge import ADVICE
+    from stethoscope.findings.advice import ADVICE
     from stethoscope.report.html import CHARTS
 
     chart_ids = {c.id for c in CHARTS}

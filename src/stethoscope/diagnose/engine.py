@@ -24,7 +24,7 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.registry import DetectorSet, merge_findings
 from stethoscope.diagnose import verdicts
 from stethoscope.diagnose.curves import classify_run
-from stethoscope.diagnose.knowledge import advise, reconcile
+from stethoscope.findings.advice import advise, reconcile
 from stethoscope.diagnose.table import Table
 from stethoscope.explain import explain_text
 from stethoscope.findings.incidents import with_rollbacks

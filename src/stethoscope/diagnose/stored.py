@@ -95,7 +95,7 @@ def live_findings(reader: RunReader) -> list[Finding]:
     off), through the same pipeline: the recorded input of `run_incidents`, for tests of live detection.
     Views print `run_incidents`."""
     from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
-    from stethoscope.diagnose.knowledge import advise
+    from stethoscope.findings.advice import advise
     from stethoscope.findings.pipeline import finalise, ranked
 
     findings = finalise(recorded_findings(reader))

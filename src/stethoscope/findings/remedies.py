@@ -1,8 +1,8 @@
 """The field's causes and fixes per finding type, as data: `ADVICE` (generic (cause, fix) pairs),
 `CONDITIONAL` (answers to causes the data named, and pairs a context makes likely; those a
 detector names from its evidence are in `named_causes.py`), `NON_PROBLEMS` (what
-looks wrong but is not), and the context flags a pair may be ruled out by. `diagnose.knowledge` applies
-them to findings; alerts read them through it.
+looks wrong but is not), and the context flags a pair may be ruled out by. `findings.advice` applies
+them to findings (for the diagnosis and the live alerts alike).
 """
 
 from __future__ import annotations

@@ -1,0 +1,165 @@
+"""What the field knows about each finding: probable causes (most likely first), each with the fix that
+answers it, as data.
+
+`ADVICE` holds the generic (cause, fix) pairs per finding type; `CONDITIONAL` answers the causes the data
+named (a grad-norm lead, a bad batch, warm-up, a restart) and adds pairs that only a context makes
+likely (fp16); `NON_PROBLEMS` lists what looks wrong but is not. `advise(finding, context)` keeps
+`finding.causes[i]` answered by `finding.fixes[i]`: first what the context makes most likely (a jump
+right after the first update of a trained model: its weights were loaded wrong), then the data-specific
+causes, then the generic ones. A pair the run's context rules out is left out: fp16 loss-scale causes in
+a bf16/fp32 run, GPU/NCCL causes on a CPU run, warm-up causes after warm-up ended, "LR too high" at an LR
+of 1e-9, and every generic cause of a jump at a deliberate restart. `reconcile` removes advice that
+contradicts another finding of the same report (keep the schedule / change it).
+Sources: BLOOM-176B / OPT-175B / PaLM chronicles and papers, OLMo's stability monitor, HF and
+PyTorch issue threads, Karpathy's "recipe for training neural networks".
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import Any
+
+from stethoscope.findings.remedies import (  # the tables and flags (re-exported: tests and alerts read them here)
+    ADVICE,
+    AFTER_WARMUP,
+    AT_RESTART,
+    CHANGE_SCHEDULE,
+    CONDITIONAL,
+    CPU,
+    FIRST_UPDATE,
+    FP16,
+    IN_WARMUP,
+    KEEP_SCHEDULE,
+    LR_HELD,
+    LR_TINY,
+    NAN_SUDDEN,
+    NON_PROBLEMS,
+    NOT_FP16,
+    Conditional,
+    Remedy,
+)
+from stethoscope.records import Finding, severity_rank
+
+_TINY_LR = 1e-7  # an update at this LR cannot move trained weights measurably
+_DATA_FALLBACK = "start with this cause: the log points to it (the fixes of the causes below may apply too)"
+
+__all__ = ["ADVICE", "CONDITIONAL", "NON_PROBLEMS", "advise", "context_flags", "reconcile"]
+
+_GENERIC = {r.cause for a in ADVICE.values() for r in a.remedies} | {c.remedy.cause for c in CONDITIONAL}
+_STANCES = {r.fix: r.stance for a in ADVICE.values() for r in a.remedies if r.stance} | {
+    c.remedy.fix: c.remedy.stance for c in CONDITIONAL if c.remedy.stance}
+_TABLE_FIXES = {r.fix for a in ADVICE.values() for r in a.remedies} | {c.remedy.fix for c in CONDITIONAL} | {
+    _DATA_FALLBACK}
+
+
+def advise(finding: Finding, context: dict[str, Any] | None = None) -> Finding:
+    """Fill `finding.causes` and `finding.fixes` in place, fix i answering cause i: what the context makes most
+    likely, then the data-specific causes, then the generic ones; pairs the context rules out are left out.
+    A finding that came with fixes of its own (a crash log's signature, the GPU detector) keeps them whole."""
+    if any(fix not in _TABLE_FIXES for fix in finding.fixes):
+        return finding
+    flags = context_flags(finding, context or {})
+    named = " ".join(finding.causes + [finding.message])
+    data = [c for c in finding.causes if c not in _GENERIC]
+    pairs: list[tuple[str, str]] = [(c.remedy.cause, c.remedy.fix) for c in _conditionals(finding.type, True, flags)]
+    for cause in data:
+        remedy = _answer(finding.type, cause, flags)
+        if remedy is not None:
+            pairs.append((cause, remedy.fix if remedy.fix else _DATA_FALLBACK))
+    if AT_RESTART not in flags:  # a jump at a deliberate restart is expected: no generic instability causes
+        pairs += [(c.remedy.cause, c.remedy.fix) for c in _conditionals(finding.type, False, flags, named)]
+        advice = ADVICE.get(finding.type)
+        pairs += [(r.cause, r.fix) for r in (advice.remedies if advice else ()) if not r.unless & flags]
+    seen: set[str] = set()
+    kept = [(c, f) for c, f in pairs if c and not (c in seen or seen.add(c))]
+    finding.causes = [c for c, _ in kept]
+    finding.fixes = [f for _, f in kept]
+    return finding
+
+
+def context_flags(finding: Finding, ctx: dict[str, Any]) -> frozenset[str]:
+    """The flags of `ctx` (precision, device, warm-up end, LR series, first steps) that hold at this finding."""
+    flags = set()
+    precision = ctx.get("precision") or ("fp16" if ctx.get("fp16") else None)
+    if precision == "fp16":
+        flags.add(FP16)
+    elif precision in ("bf16", "fp32"):
+        flags.add(NOT_FP16)
+    if ctx.get("device") == "cpu":
+        flags.add(CPU)
+    step, warm = finding.step, ctx.get("warmup_end")
+    if step is not None and warm is not None:
+        flags.add(AFTER_WARMUP if step > warm else IN_WARMUP)
+    lr = _lr_at(ctx.get("lr"), step)
+    if lr is not None and 0 < lr < _TINY_LR:
+        flags.add(LR_TINY)
+    if any("resume or schedule restart" in c for c in finding.causes):
+        flags.add(AT_RESTART)
+    if any(NAN_SUDDEN in c for c in finding.causes):  # the LR held and the level kept up to the NaN
+        flags.add(LR_HELD)
+    if _first_update(finding, ctx):
+        flags.add(FIRST_UPDATE)
+    return frozenset(flags)
+
+
+def reconcile(findings: Sequence[Finding]) -> None:
+    """No two findings of one report take opposite stances (keep the LR schedule / change it): the stance of
+    the more severe finding stays (a tie keeps the schedule: a deliberate restart is evidence), the opposite
+    (cause, fix) pairs are removed, in place."""
+    worst: dict[str, int] = {}
+    for f in findings:
+        for fix in f.fixes:
+            stance = _STANCES.get(fix)
+            if stance:
+                worst[stance] = max(worst.get(stance, -1), severity_rank(f.severity))
+    if len(worst) < 2:
+        return
+    loser = CHANGE_SCHEDULE if worst[KEEP_SCHEDULE] >= worst[CHANGE_SCHEDULE] else KEEP_SCHEDULE
+    for f in findings:
+        if len(f.causes) != len(f.fixes):
+            continue
+        pairs = [(c, x) for c, x in zip(f.causes, f.fixes) if _STANCES.get(x) != loser]
+        f.causes, f.fixes = [c for c, _ in pairs], [x for _, x in pairs]
+
+
+def _conditionals(kind: str, first: bool, flags: frozenset[str], named: str = "") -> list[Conditional]:
+    out = []
+    for c in CONDITIONAL:
+        if c.type != kind or c.first != first or not c.remedy.cause or c.remedy.unless & flags:
+            continue
+        if c.when.startswith("context:") and c.when.removeprefix("context:") in flags:
+            out.append(c)
+        elif not c.when.startswith("context:") and not first and c.when in named:
+            out.append(c)
+    return out
+
+
+def _answer(kind: str, cause: str, flags: frozenset[str]) -> Remedy | None:
+    """The remedy answering a data-specific cause; None when the context rules that cause out."""
+    for c in CONDITIONAL:
+        if c.type == kind and not c.remedy.cause and c.when in cause:
+            return None if c.remedy.unless & flags else c.remedy
+    return Remedy(cause, "")
+
+
+def _lr_at(lr: Any, step: int | None) -> float | None:
+    if lr is None or step is None:
+        return None
+    steps, values = lr
+    i = bisect.bisect_right(steps, step) - 1  # a numpy array bisects as it is
+    return float(values[i]) if i >= 0 else None
+
+
+def _first_update(finding: Finding, ctx: dict[str, Any]) -> bool:
+    """A loss jump within the first optimizer updates of a model whose loss was already low: a fine-tune
+    or continued pre-training whose loaded weights the first update wrecked."""
+    first_steps = ctx.get("first_steps") or ()
+    if finding.type not in ("loss_spike", "divergence") or finding.step is None or len(first_steps) < 2:
+        return False
+    if finding.step > first_steps[min(2, len(first_steps) - 1)]:
+        return False
+    ev = finding.evidence
+    before = ev.get("level_before", ev.get("level"))
+    after = ev.get("peak", ev.get("value"))
+    return isinstance(before, (int, float)) and isinstance(after, (int, float)) and 0 < before <= 0.6 * after
