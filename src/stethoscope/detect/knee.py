@@ -18,19 +18,21 @@ from typing import Any
 
 from stethoscope.records import Finding
 
-POINT_EVERY = 4  # records between two points of the level curve (medians of 8 losses)
+CHECK_EVERY = 8  # records between two knee tests (each O(points kept))
 _KEPT = 512  # points kept; every other one is dropped when full (the window is a share of the run)
 _MIN_POINTS = 24
-_MIN_WINDOW = 4  # points in a window: means of at least 16 records
+_MIN_WINDOW = 4  # points in a window
 _BEFORE_SIGMAS = 5.0  # the fall between the two windows before the knee, in sigmas of their difference
 _MIN_FALL_REL = 0.01  # ...and as a share of the level: a real descent, not a wiggle
 _MIN_FALL_OF_DESCENT = 0.02  # ...and of the whole descent so far: still falling fast when it stopped
 _AFTER_SHARE = 0.25  # the fall after the knee, as a share of what the curve's own deceleration predicts
 _SCHEDULE_END = 0.1  # a knee with the LR below this share of its peak is the schedule's end
+_LEARNED = 0.25  # a stop below this share of the first loss may be a floor reached (a fine-tune): info
 
 
 class KneeTracker:
-    """The level curve, thinned to at most `_KEPT` points, and the test for a stop after a descent."""
+    """The loss curve (one point a record, a spike clipped to the level + 4 sigmas), thinned to at most
+    `_KEPT` points, and the test for a stop after a descent."""
 
     def __init__(self) -> None:
         self.points: list[list[float]] = []  # [step, level, lr or nan]
@@ -47,12 +49,16 @@ class KneeTracker:
             self.points = self.points[::2]
             self.stride *= 2
 
-    def knee(self, sigma: float, min_records: int, min_steps: int, peak_lr: float) -> dict[str, Any] | None:
+    def knee(self, min_records: int, min_steps: int, peak_lr: float) -> dict[str, Any] | None:
         """The stop, when the curve now ends in one: {step, level, before_step, before, first, fall, span} or
-        None. `sigma`: the noise of one level point (a median of 8 losses)."""
+        None."""
         pts = self.points
         n = len(pts)
-        if n < _MIN_POINTS or sigma <= 0:
+        if n < _MIN_POINTS:
+            return None
+        diffs = sorted(abs(b[1] - a[1]) for a, b in zip(pts, pts[1:]))
+        sigma = diffs[len(diffs) // 2] / (0.6745 * math.sqrt(2.0))  # one loss's noise, free of the trend
+        if sigma <= 0:
             return None
         cum = [0.0]
         for p in pts:
@@ -61,10 +67,12 @@ class KneeTracker:
             k = _test(pts, cum, j, sigma, n)
             if k is None:
                 continue
-            span_records = (n - j) * POINT_EVERY * self.stride
-            if span_records < min_records or pts[-1][0] - pts[j][0] < min_steps / 2:
+            span_records = (n - j) * self.stride
+            if span_records < min_records / 2 or pts[-1][0] - pts[j][0] < min_steps / 2:
                 return None  # the earliest knee is too recent: not for good yet
-            lr = pts[j][2]
+            at = _onset(pts, j, k.pop("w"))
+            k["step"] = int(pts[at][0])
+            lr = pts[at][2]
             if math.isfinite(lr) and peak_lr > 0 and lr < _SCHEDULE_END * peak_lr:
                 return None
             return k
@@ -91,7 +99,7 @@ def _test(pts: list[list[float]], cum: list[float], j: int, sigma: float, n: int
         return (cum[a + w] - cum[a]) / w
 
     m_, m0, m1, m2, m3, m4 = (mean(j - 4 * w), mean(j - 3 * w), mean(j - 2 * w), mean(j - w), mean(j), mean(j + w))
-    sd = sigma * math.sqrt(2.0) * math.sqrt(2.0 / w)  # two window means; neighbouring levels share losses
+    sd = sigma * math.sqrt(2.0 / w)  # the difference of two window means
     f01, f12 = m0 - m1, m1 - m2
     if f12 < _BEFORE_SIGMAS * sd or f12 < _MIN_FALL_REL * abs(m2) or f01 < 0.5 * f12 or m_ < m0 - sd:
         return None  # no steady descent right before (a wiggle, or the recovery from a spike or a bad stretch)
@@ -106,7 +114,33 @@ def _test(pts: list[list[float]], cum: list[float], j: int, sigma: float, n: int
             _AFTER_SHARE * predicted + 2 * sd:
         return None  # it did not stay flat to now
     return {"step": int(pts[j][0]), "level": m3, "before_step": int(pts[j - 2 * w][0]), "before": m1,
-            "first": pts[0][1], "fall": m1 - m3, "span": int(pts[-1][0] - pts[j][0])}
+            "first": pts[0][1], "fall": m1 - m3, "span": int(pts[-1][0] - pts[j][0]), "w": w}
+
+
+def _onset(pts: list[list[float]], j: int, w: int) -> int:
+    """Where in [j - w, j + w] the curve turned: the point k whose 2w points before fit a line and 2w points
+    after a constant with the least squared error (a window test only places the knee within a window)."""
+    best, at = math.inf, j
+    for k in range(max(2, j - w), min(len(pts) - 1, j + w + 1)):
+        lo, hi = max(0, k - 2 * w), min(len(pts), k + 2 * w)
+        err = _line_sse([p[1] for p in pts[lo:k]]) + _const_sse([p[1] for p in pts[k:hi]])
+        if err < best:
+            best, at = err, k
+    return at
+
+
+def _line_sse(ys: list[float]) -> float:
+    n = len(ys)
+    mx, my = (n - 1) / 2, sum(ys) / n
+    sxx = sum((i - mx) ** 2 for i in range(n))
+    sxy = sum((i - mx) * (y - my) for i, y in enumerate(ys))
+    slope = sxy / sxx if sxx else 0.0
+    return sum((y - my - slope * (i - mx)) ** 2 for i, y in enumerate(ys))
+
+
+def _const_sse(ys: list[float]) -> float:
+    m = sum(ys) / len(ys)
+    return sum((y - m) ** 2 for y in ys)
 
 
 def knee_finding(k: dict[str, Any], last_step: int, source: str) -> Finding:
@@ -115,4 +149,8 @@ def knee_finding(k: dict[str, Any], last_step: int, source: str) -> Finding:
            f"flat at {k['level']:.4g} for {last_step - k['step']} steps (the model stopped learning mid-run)")
     ev = {"start_level": k["first"], "level": k["level"], "fall_before": k["fall"], "steps": last_step - k["step"],
           "after_descent": True}
-    return Finding("plateau", "warning", k["step"], msg, evidence=ev, source=source)
+    sev = "warning"
+    if k["first"] > 0 and k["level"] < _LEARNED * k["first"]:  # most of the learning done: likely a floor reached
+        sev = "info"
+        msg += f"; info: at under {_LEARNED:.0%} of where it started, the run may simply have converged (a fine-tune)"
+    return Finding("plateau", sev, k["step"], msg, evidence=ev, source=source)

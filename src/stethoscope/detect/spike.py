@@ -243,7 +243,18 @@ class SpikeDetector:
             "severity": "warning" if rel >= self.config.loss_spike_warn_rel and n >= _MIN_WARN_HISTORY else "info",
             "causes": self._causes(step, values), "lr": values.get(LR),
         }
-        return inc
+        z = (v - level) / sigma if sigma else math.inf
+        if inc["severity"] == "warning" and not (v >= _REAL_SPIKE_RATIO * level and z >= 2 * self.config.spike_sigma):
+            inc["severity"], inc["held"] = "info", "warning"  # a blip that comes straight back is a hard batch:
+        return inc  # the page waits one record (`_loss_incident`) rather than page for a batch
+
+    @staticmethod
+    def _release(inc: dict[str, Any]) -> bool:
+        """The severity held back at the onset, now that the spike outlived one record."""
+        held = inc.pop("held", None)
+        if held is not None:
+            inc["severity"] = held
+        return held is not None
 
     def _causes(self, step: int, values: dict[str, float]) -> list[str]:
         causes: list[str] = []
@@ -298,6 +309,8 @@ class SpikeDetector:
             inc["peak"], inc["peak_step"] = v, step
         inc["last"], inc["last_step"] = v, step
         inc["records"] = inc.get("records", 1) + 1
+        if self._release(inc):
+            out.append(self._loss_finding(inc))
         if not inc["diverged"] and step - inc["start"] >= cfg.divergence_min_steps:
             inc["diverged"] = True
             inc["diverged_at"] = step
@@ -309,6 +322,8 @@ class SpikeDetector:
         real = inc["peak"] >= _REAL_SPIKE_RATIO * inc["level"] and z >= 2 * self.config.spike_sigma
         if inc["records"] <= _BLIP_RECORDS and not real:
             inc["severity"] = "info"  # a one-record blip that came straight back and was not huge: a hard batch
+            inc.pop("held", None)
+        self._release(inc)
         f = self._loss_finding(inc)
         f.end_step = step
         f.message += f"; recovered after {step - inc['start']} steps"
@@ -324,6 +339,7 @@ class SpikeDetector:
         return out
 
     def _loss_unrecovered(self, inc: dict[str, Any], step: int) -> list[Finding]:
+        self._release(inc)
         frac = recovered_fraction(inc)
         how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the jump)"
         f = self._loss_finding(inc)

@@ -20,7 +20,7 @@ from typing import Any
 
 from stethoscope.detect.comeback import came_back, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.knee import POINT_EVERY, KneeTracker, knee_finding
+from stethoscope.detect.knee import CHECK_EVERY, KneeTracker, knee_finding
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
 from stethoscope.records import LOSS, LR, Finding, StepRecord
@@ -98,10 +98,10 @@ class TrendDetector:
         out.extend(self._divergence_check(step, v, level))
         if self._n % _PLATEAU_EVERY == 0:
             out.extend(self._plateau_check(step, level))
-        if self._n % POINT_EVERY == 0:
-            self._knee.push(step, level, record.values.get(LR))
-            if self._n % (8 * POINT_EVERY) == 0:
-                out.extend(self._stop_check(step, level))
+        sigma = self._raw_sigma()
+        self._knee.push(step, min(v, level + 4 * sigma) if sigma > 0 else v, record.values.get(LR))
+        if self._n % CHECK_EVERY == 0:
+            out.extend(self._stop_check(step, level))
         return out
 
     def finish(self) -> list[Finding]:
@@ -340,10 +340,10 @@ class TrendDetector:
 
     def _stop_check(self, step: int, now: float) -> list[Finding]:
         """A stop after a healthy descent (`detect.knee`): once; over when the loss improves again."""
-        sigma = self._raw_sigma() * _MEDIAN_OF_EDGE
+        sigma = self._raw_sigma()
         k = self._stop
         if k is not None:
-            if now >= k["level"] - max(4 * sigma, 0.01 * abs(k["level"])):
+            if now >= k["level"] - max(0.5 * k["fall"], 4 * sigma * _MEDIAN_OF_EDGE, 0.01 * abs(k["level"])):
                 return []
             self._stop = None
             f = knee_finding(k, step, self.name)
@@ -355,7 +355,7 @@ class TrendDetector:
         if self.lr.in_warmup(step):
             return []
         cfg = self.config
-        k = self._knee.knee(sigma, cfg.plateau_min_records, cfg.plateau_min_steps, self.lr.peak)
+        k = self._knee.knee(cfg.plateau_min_records, cfg.plateau_min_steps, self.lr.peak)
         if k is None:
             return []
         self._stop, self._stop_done = k, True
