@@ -288,6 +288,7 @@ def time_like(raw: str) -> float | None:
         return None
     words = set(_words(_CAMEL.sub("_", raw.strip()).lower())) - _FILLER
     words -= {"train", "interval", "iteration", "iter", "step", "batch", "loop"}
+    words = {"duration" if w == "dur" else w for w in words}  # skorch's epoch table: `dur`
     if not words or words & _CLOCK_WORDS:
         return None
     units = [_TIME_UNITS[w] for w in words if w in _TIME_UNITS and w not in _BARE_SECONDS]

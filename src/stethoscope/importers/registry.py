@@ -25,6 +25,7 @@ from stethoscope.importers.source import HEAD_BYTES, check_file, read_head
 from stethoscope.importers.tabular import CSVImporter, JSONLImporter
 from stethoscope.importers.tensorboard import TensorBoardImporter
 from stethoscope.importers.textlog import TextLogImporter
+from stethoscope.importers.texttable import TextTableImporter
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,8 @@ _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 def default_importers() -> list[Importer]:
     """Fresh instances of every importer, in sniffing order."""
     return [HFTrainerStateImporter(), TensorBoardImporter(), LightningCSVImporter(), CSVImporter(),
-            JSONLImporter(), MegatronImporter(), FairseqImporter(), TextLogImporter(), ConsoleImporter()]
+            JSONLImporter(), MegatronImporter(), FairseqImporter(), TextLogImporter(), TextTableImporter(),
+            ConsoleImporter()]
 
 
 def sniff_format(path: Path, importers: Sequence[Importer] | None = None) -> Importer:

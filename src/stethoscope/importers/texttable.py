@@ -1,0 +1,116 @@
+"""Tables a trainer prints row by row on its console: a header line of column names, an optional rule
+of dashes, then one line of numbers per logged step in the same columns (skorch's epoch table:
+`epoch    train_loss    valid_loss     dur`, its improvements coloured with ANSI codes).
+
+The step is the step column (`step`, `iteration` … as in a CSV), else `epoch` (a table that logs once an
+epoch numbers its rows by it). Names are resolved as CSV columns are; a row with another number of
+cells are placed by column (the rule's dash runs, else the header's names: a blank cell stays blank);
+a cell that is not a number (skorch's `+` for a saved checkpoint) is left out, a line with a token
+outside every column is no row. Other console output around the table is kept as log lines.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.console_line import ANSI
+from stethoscope.importers.loglines import LineKeeper
+from stethoscope.importers.names import FileNames, scaled_row
+from stethoscope.importers.source import is_text, read_text
+from stethoscope.importers.table import PointTable, describe, to_float
+from stethoscope.importers.tabular import step_key
+
+NAME = "texttable"
+_NAME_CELL = re.compile(r"^[A-Za-z_][\w/.\-]*$")
+_RULE = re.compile(r"^[\s\-=+|]+$")
+
+
+def _clean(line: str) -> str:
+    return ANSI.sub("", line) if "\x1b" in line else line
+
+
+def _cells(line: str) -> list[str]:
+    return _clean(line).split()
+
+
+def _step_column(header: list[str]) -> int | None:
+    key = step_key(header) or ("epoch" if "epoch" in header else None)
+    return header.index(key) if key else None
+
+
+def _is_header(cells: list[str]) -> bool:
+    return len(cells) >= 2 and all(_NAME_CELL.match(c) for c in cells) and _step_column(cells) is not None
+
+
+def _spans(header: str, rule: str | None) -> list[tuple[int, int]]:
+    """Each column's character span: the rule's dash runs (tabulate's), else the header's names."""
+    runs = [(m.start(), m.end()) for m in re.finditer(r"[-=]+", rule)] if rule else []
+    names = [(m.start(), m.end()) for m in re.finditer(r"\S+", header)]
+    return runs if len(runs) == len(names) else names
+
+
+def _row(line: str, spans: list[tuple[int, int]], at: int) -> list[str | None] | None:
+    """The row's cells by column (None for a blank cell: skorch's checkpoint mark), or None when the
+    line is no row of this table: a token outside every column, or no whole step."""
+    cells: list[str | None] = [None] * len(spans)
+    for m in re.finditer(r"\S+", line):
+        col = next((i for i, (a, b) in enumerate(spans) if m.start() < b + 1 and m.end() > a - 1), None)
+        if col is None or cells[col] is not None:
+            return None
+        cells[col] = m.group()
+    step = to_float(cells[at] or "")
+    return cells if step is not None and step.is_integer() else None
+
+
+def _table_at(lines: list[str], i: int) -> tuple[list[str], list[tuple[int, int]], int] | None:
+    """(names, spans, index of the first row) when line i is a header followed (past a rule) by a row."""
+    names = _cells(lines[i])
+    if not _is_header(names):
+        return None
+    j, rule = i + 1, None
+    if j < len(lines) and _RULE.match(lines[j]) and lines[j].strip():
+        rule, j = _clean(lines[j]), j + 1
+    spans = _spans(_clean(lines[i]), rule)
+    if j < len(lines) and _row(_clean(lines[j]), spans, _step_column(names) or 0) is not None:
+        return names, spans, j
+    return None
+
+
+def find_header(lines: list[str]) -> int | None:
+    """The index of the first header line followed (past a rule of dashes) by a row of its columns."""
+    return next((i for i in range(len(lines)) if _table_at(lines, i) is not None), None)
+
+
+class TextTableImporter:
+    """A metrics table printed on the console, one row per step or epoch (skorch)."""
+
+    name = NAME
+
+    def sniff(self, path: Path, head: str) -> bool:
+        return is_text(head) and find_header(head.splitlines()[:2000]) is not None
+
+    def read(self, path: Path) -> ImportedRun:
+        lines = read_text(path).splitlines()
+        table, keeper, names = PointTable(), LineKeeper(), FileNames()
+        header: list[str] = []
+        spans: list[tuple[int, int]] = []
+        columns: list[tuple[int, str]] = []
+        at = 0
+        for number, line in enumerate(lines, 1):
+            found = _table_at(lines, number - 1) if _is_header(_cells(line)) else None
+            if found is not None:
+                header, spans, _ = found
+                at = _step_column(header) or 0
+                columns = [(i, names(c).name) for i, c in enumerate(header) if i != at]
+                continue
+            cells = _row(_clean(line), spans, at) if spans and not _RULE.match(line) else None
+            if cells is not None:
+                values = {name: cells[i] for i, name in columns if to_float(cells[i] or "") is not None}
+                table.add_row(number, int(float(cells[at] or 0)), None, *scaled_row(values, names.scales))
+            elif line.strip() and not (_RULE.match(line) and spans):
+                keeper.offer(number, line, None)
+        built, rejected = table.build_columns()
+        return ImportedRun(str(path), NAME, None, {"columns": header}, describe(rejected, lambda ln: f"{path}:{ln}"),
+                           keeper.lines(), columns=built)
