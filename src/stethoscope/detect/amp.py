@@ -15,6 +15,7 @@ from collections import deque
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
+from stethoscope.findings.catalogue import LOSS_SCALE_COLLAPSE
 from stethoscope.records import LOSS_SCALE, Finding, StepRecord
 
 
@@ -110,10 +111,10 @@ class LossScaleDetector:
         if inc["collapsed"]:
             msg = (f"fp16 loss scale collapsed to {inc['low']:.4g} (from {inc['before']:.4g}, starting at step "
                    f"{inc['start']}): gradients overflow on every step and the updates are being skipped")
-            return Finding("loss_scale_collapse", "error", inc["start"], msg, evidence=ev, source=self.name)
+            return Finding(LOSS_SCALE_COLLAPSE, "error", inc["start"], msg, evidence=ev, source=self.name)
         msg = (f"overflow storm: the fp16 loss scale halved {inc['halvings']:.0f} times from step {inc['start']} "
                f"({inc['before']:.4g} -> {inc['low']:.4g}): gradients overflow step after step")
-        return Finding("loss_scale_collapse", "warning", inc["start"], msg, evidence=ev, source=self.name)
+        return Finding(LOSS_SCALE_COLLAPSE, "warning", inc["start"], msg, evidence=ev, source=self.name)
 
     def state_dict(self) -> dict[str, Any]:
         return {"prev": self._prev, "drops": [list(d) for d in self._drops], "open": self._open, "rise": self._rise}

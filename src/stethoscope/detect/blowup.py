@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from stethoscope.detect.lr import LrTracker
+from stethoscope.findings.catalogue import DIVERGENCE
 from stethoscope.records import Finding
 
 LR_FACTOR = 2.0  # an LR pushed up at least this much, then a NaN/Inf loss: a blow-up
@@ -28,4 +29,4 @@ def lr_blowup(lr: LrTracker, step: int, value: float, reported_jump: float | Non
            f"(x{jump[2] / jump[1]:.3g}) at step {int(jump[0])}: the run blew up")
     ev = {"lr_before": jump[1], "lr_after": jump[2], "lr_jump_step": int(jump[0]), "value": shown,
           "level_before": level, "blew_up": True, "recovered": "not"}
-    return Finding("divergence", "error", step, msg, evidence=ev, causes=[cause], source=source)
+    return Finding(DIVERGENCE, "error", step, msg, evidence=ev, causes=[cause], source=source)

@@ -15,6 +15,8 @@ import re
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
+from stethoscope.findings.catalogue import GPU_ECC_ERROR, GPU_THROTTLE, GPU_UNDERUSED
+from stethoscope.findings.catalogue import GPU_XID as GPU_XID_FINDING  # records.GPU_XID: the metric
 from stethoscope.records import (DATA_WAIT, GPU_ECC_UNCORRECTED, GPU_SM_CLOCK, GPU_TEMP, GPU_THROTTLE_HW,
                                  GPU_THROTTLE_POWER, GPU_THROTTLE_THERMAL, GPU_UTIL, GPU_XID, STEP_TIME, Finding,
                                  StepRecord)
@@ -73,7 +75,7 @@ class GpuHealthDetector:
         when = "before this run started (the count is since the driver loaded)" if first else f"at step {step}"
         msg = (f"GPU {dev}: {n:.0f} uncorrectable ECC memory error{'s' if n != 1 else ''} {when}; this rank's "
                "results may be corrupt and its next kernels may crash")
-        return [Finding("gpu_ecc_error", "critical", step, msg, source=self.name,
+        return [Finding(GPU_ECC_ERROR, "critical", step, msg, source=self.name,
                         evidence={"device": dev, "uncorrected": n, "before_run": first},
                         causes=[f"a failing memory cell on GPU {dev} (uncorrectable ECC)"],
                         fixes=[f"drain this node: stop the run, resume from the last verified checkpoint on other "
@@ -89,7 +91,7 @@ class GpuHealthDetector:
         hardware = xid in HARDWARE_XIDS
         fix = (f"drain this node and have GPU {dev} checked (XID {xid} is a hardware error)" if hardware else
                "rerun the failing step with CUDA_LAUNCH_BLOCKING=1 to find the kernel; check the rank's traceback")
-        return [Finding("gpu_xid", "critical", step, f"GPU {dev}: XID {xid} at step {step}: {what}",
+        return [Finding(GPU_XID_FINDING, "critical", step, f"GPU {dev}: XID {xid} at step {step}: {what}",
                         source=self.name, evidence={"device": dev, "xid": xid, "hardware": hardware},
                         causes=[f"XID {xid} on GPU {dev}: {what}"], fixes=[fix, "see `dmesg | grep -i xid` on the node"])]
 
@@ -132,7 +134,7 @@ class GpuHealthDetector:
                   "is a setting to raise"] if "power cap" in reasons else []
         fixes += ["a hardware slowdown (HW_SLOWDOWN) points at power delivery or an overheating board: "
                   "have the node checked"] if "hardware slowdown" in reasons else []
-        return Finding("gpu_throttle", "warning" if costly else "info", ep["start"], msg,
+        return Finding(GPU_THROTTLE, "warning" if costly else "info", ep["start"], msg,
                        end_step=ep["end"] if ended else None, source=self.name, fixes=fixes,
                        evidence={"device": dev, "reasons": list(reasons), "samples": ep["n"],
                                  "max_temp_c": ep["temp"], "min_sm_clock_hz": ep["clock"] if clock else None},
@@ -167,7 +169,7 @@ class GpuHealthDetector:
             if share is not None:
                 cause += f" (data wait is only {share:.0%} of the step)"
             fixes = ["a larger batch per GPU, torch.compile or CUDA graphs, fewer host syncs (.item()) per step"]
-        return [Finding("gpu_underused", "warning", step,
+        return [Finding(GPU_UNDERUSED, "warning", step,
                         f"the GPU was busy only {med:.0%} of the time over the last {len(u)} samples: {cause}",
                         source=self.name, causes=[cause], fixes=fixes,
                         evidence={"median_util": med, "samples": len(u), "data_wait_share": share})]

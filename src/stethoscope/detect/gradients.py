@@ -20,6 +20,8 @@ from typing import Any
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import Window, median
+from stethoscope.findings.catalogue import CLIPPING, GRAD_EXPLOSION, GRAD_VANISHING
+from stethoscope.findings.catalogue import UPDATE_RATIO as UPDATE_RATIO_FINDING  # records.UPDATE_RATIO: the metric
 from stethoscope.records import GRAD_CLIP_COEF, GRAD_NORM, GRAD_ZERO_FRAC, LR, UPDATE_RATIO, Finding, StepRecord
 
 _BASELINE_SKIP = 16  # early records (after warm-up) left out of the baseline: norms settle first
@@ -142,12 +144,12 @@ class GradientDetector:
         self.clips.append(hit)
         s["clipped"] += hit
         n = len(self.clips)
-        if n < self.config.clip_window // 2 or (not s["clipped"] and "clipping" not in s["open"]):
+        if n < self.config.clip_window // 2 or (not s["clipped"] and CLIPPING not in s["open"]):
             return
         frac = s["clipped"] / n
-        is_open = "clipping" in self._s["open"]
+        is_open = CLIPPING in self._s["open"]
         cond = frac > self.config.clip_fraction if not is_open else frac > 0.5 * self.config.clip_fraction
-        self._incident("clipping", step, cond, out, value=frac, limit=self.config.clip_fraction)
+        self._incident(CLIPPING, step, cond, out, value=frac, limit=self.config.clip_fraction)
 
     def _on_zero_frac(self, step: int, z: float, out: list[Finding]) -> None:
         if z >= 0.999 or self._s["zero_run"]:
@@ -161,25 +163,25 @@ class GradientDetector:
         del hist[:-8]
         cfg = self.config
         # Once open (from a jump) the incident lasts while the ratio stays above the jump floor.
-        high = r > cfg.update_ratio_high or ("update_ratio" in s["open"] and r > cfg.update_ratio_jump_min)
+        high = r > cfg.update_ratio_high or (UPDATE_RATIO_FINDING in s["open"] and r > cfg.update_ratio_jump_min)
         # A sudden x10 jump warns at once: the weights just moved far more than usual, typically one
         # step before the loss does.
         jumped = usual and r >= cfg.update_ratio_jump * usual and r > cfg.update_ratio_jump_min
-        if jumped and "update_ratio" not in s["open"]:
+        if jumped and UPDATE_RATIO_FINDING not in s["open"]:
             s["ratio_start"], s["ratio_run"] = step, self.config.update_ratio_records
-            self._incident("update_ratio", step, True, out, start=step, value=r, usual=usual,
+            self._incident(UPDATE_RATIO_FINDING, step, True, out, start=step, value=r, usual=usual,
                            limit=self.config.update_ratio_high, lr=lr)
             return
         if not high:
-            if s["ratio_run"] or "update_ratio" in s["open"]:
+            if s["ratio_run"] or UPDATE_RATIO_FINDING in s["open"]:
                 s["ratio_run"] = 0
-                self._incident("update_ratio", step, False, out)
+                self._incident(UPDATE_RATIO_FINDING, step, False, out)
             return
         if s["ratio_run"] == 0:
             s["ratio_start"] = step
         s["ratio_run"] += 1
         if s["ratio_run"] >= self.config.update_ratio_records:
-            self._incident("update_ratio", step, True, out, start=s["ratio_start"], value=r,
+            self._incident(UPDATE_RATIO_FINDING, step, True, out, start=s["ratio_start"], value=r,
                            limit=self.config.update_ratio_high, lr=lr)
 
     # -- incidents --------------------------------------------------------------------------------
@@ -228,21 +230,21 @@ def _g(x: Any) -> str:
 
 
 _DESCRIBE = {
-    "ceiling": lambda i: ("grad_explosion", "error",
+    "ceiling": lambda i: (GRAD_EXPLOSION, "error",
                           f"grad norm {_g(i['peak'])} over the ceiling {_g(i['limit'])} from step {i['start']}"),
-    "growth": lambda i: ("grad_explosion", "warning",
+    "growth": lambda i: (GRAD_EXPLOSION, "warning",
                          f"grad norm has grown to {_g(i['peak'])}, x{i['peak'] / i['limit']:.3g} its post-warm-up "
                          f"baseline {_g(i['limit'])} (a slow climb, no single spike)"),
-    "low": lambda i: ("grad_vanishing", "warning",
+    "low": lambda i: (GRAD_VANISHING, "warning",
                       f"grad norm fell to {_g(i['value'])} from step {i['start']}"
                       + (f" ({_g(i['limit'])} before)" if i.get("limit") else "")
                       + ": gradients vanish or the model is frozen"),
-    "zero": lambda i: ("grad_vanishing", "warning",
+    "zero": lambda i: (GRAD_VANISHING, "warning",
                        f"all gradient elements are zero from step {i['start']}: no trainable parameters reached?"),
-    "clipping": lambda i: ("clipping", "warning",
+    CLIPPING: lambda i: (CLIPPING, "warning",
                            f"gradient clipping engaged on {i['peak']:.0%} of recent steps (from step {i['start']}):"
                            " the LR is probably too high"),
-    "update_ratio": lambda i: ("update_ratio", "warning",
+    UPDATE_RATIO_FINDING: lambda i: (UPDATE_RATIO_FINDING, "warning",
                                f"update/weight ratio {_g(i['peak'])} from step {i['start']} (healthy ~1e-3"
                                + (f", x{i['peak'] / i['usual']:.3g} its usual {_g(i['usual'])}" if i.get("usual")
                                   else "") + "): LR too high - expect the loss to spike or diverge"),

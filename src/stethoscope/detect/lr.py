@@ -14,6 +14,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.stats import diff_sigma, is_finite, median
+from stethoscope.findings.catalogue import LR_SCHEDULE, PLATEAU
 from stethoscope.records import LOSS, LR, Finding, StepRecord
 
 _LOSSES_KEPT = 16
@@ -304,7 +305,7 @@ class LrDetector:
                f"has been exactly 0 since step {step}")
         cause = (f"LR went to 0 at step {step} (from {_fmt(self._lr_before)}): a scheduler that decays to 0 too "
                  "early, or a resume that restored a finished schedule")
-        self._plateau = Finding("plateau", "warning", step, msg, end_step=e.step, evidence={**ev, "lr_zero": True},
+        self._plateau = Finding(PLATEAU, "warning", step, msg, end_step=e.step, evidence={**ev, "lr_zero": True},
                                 causes=[cause], source=self.name)
         return self._plateau
 
@@ -341,7 +342,7 @@ class LrDetector:
 
     def _make(self, step: int, severity: str, message: str, evidence: dict[str, Any],
               end_step: int | None = None) -> Finding:
-        return Finding("lr_schedule", severity, step, message, end_step=end_step, evidence=evidence, source=self.name)
+        return Finding(LR_SCHEDULE, severity, step, message, end_step=end_step, evidence=evidence, source=self.name)
 
     def state_dict(self) -> dict[str, Any]:
         return {"tracker": self.tracker.state_dict(), "before": self._before, "at_zero": self._at_zero,

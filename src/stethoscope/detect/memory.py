@@ -14,6 +14,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.stats import StepSeries, theil_sen_slope
+from stethoscope.findings.catalogue import MEMORY_LEAK, MEMORY_PRESSURE
 from stethoscope.records import CUDA_ALLOCATED, CUDA_PEAK, CUDA_RESERVED, CUDA_TOTAL, RSS, Finding, StepRecord
 
 SERIES = (CUDA_ALLOCATED, CUDA_RESERVED, CUDA_PEAK, RSS)
@@ -96,7 +97,7 @@ class MemoryDetector:
                f"{leak['start']} ({per_k:+.3g} GiB per 1000 steps): a memory leak (tensors kept across steps?)")
         ev = {"series": leak["series"], "first_gib": leak["first"], "last_gib": leak["last"],
               "gib_per_1000_steps": per_k}
-        return Finding("memory_leak", "warning", leak["start"], msg, evidence=ev, source=self.name)
+        return Finding(MEMORY_LEAK, "warning", leak["start"], msg, evidence=ev, source=self.name)
 
     # -- pressure ---------------------------------------------------------------------------------
     def _pressure(self, step: int, values: dict[str, float], out: list[Finding]) -> None:
@@ -130,7 +131,7 @@ class MemoryDetector:
         msg = (f"GPU memory at {p['peak']:.0%} of {p['total']:.3g} GiB from step {p['start']}: one bigger batch "
                "or a fragmentation spike away from an out-of-memory error")
         ev = {"fraction": p["peak"], "total_gib": p["total"]}
-        return Finding("memory_pressure", "warning", p["start"], msg, evidence=ev, source=self.name)
+        return Finding(MEMORY_PRESSURE, "warning", p["start"], msg, evidence=ev, source=self.name)
 
     def state_dict(self) -> dict[str, Any]:
         return {"history": self.history.state_dict(), "s": self._s}

@@ -20,7 +20,7 @@ from collections import deque
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
-from stethoscope.findings.catalogue import resolve_steps
+from stethoscope.findings.catalogue import NAN, resolve_steps
 from stethoscope.findings.named_causes import NAN_GREW, NAN_LR_ROSE, NAN_SUDDEN
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR, NAN_ITERS, Finding, StepRecord
 
@@ -42,7 +42,7 @@ class NonFiniteDetector:
         self._open: dict[str, Any] | None = None
         self._last_step: int | None = None
         quiet = self.config.nan_quiet_steps
-        self._quiet_steps = quiet if quiet is not None else (resolve_steps("nan") or 1)
+        self._quiet_steps = quiet if quiet is not None else (resolve_steps(NAN) or 1)
         self._before: deque[tuple[float | None, float | None]] = deque(maxlen=_HISTORY)  # (lr, grad norm or loss)
 
     def update(self, record: StepRecord) -> list[Finding]:
@@ -105,7 +105,7 @@ class NonFiniteDetector:
         if inc["series"] == [NAN_ITERS]:
             msg = f"the log counts NaN iterations in the interval ending at step {inc['start']}"
         ev = {"series": list(inc["series"]), "values": dict(inc["values"]), "count": inc["count"]}
-        return Finding("nan", "critical", inc["start"], msg, evidence=ev, source=self.name,
+        return Finding(NAN, "critical", inc["start"], msg, evidence=ev, source=self.name,
                        causes=list(inc.get("causes", [])))
 
     def _follow_up(self, inc: dict[str, Any], recovered: bool, final: bool = False) -> Finding:

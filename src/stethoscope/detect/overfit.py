@@ -19,6 +19,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.stats import StepEma, Window, lowest_of, shrunk_sigma
+from stethoscope.findings.catalogue import EVAL_SPARSE, OVERFITTING
 from stethoscope.records import EVAL_LOSS, LOSS, Finding, StepRecord
 
 EVAL_PPL = "eval/ppl"  # the eval perplexity (`detect.names`: eval_ppl, validation perplexity, lm loss validation ppl)
@@ -182,7 +183,7 @@ class OverfitDetector:
             "worst_eval_loss": inc["worst"], "evals_since_best": inc["evals"], "rise": rel,
             "eval_noise_sigma": inc["sigma"], "train_loss_at_best": inc["train_best"], "train_loss": inc["train_now"],
         }
-        return Finding("overfitting", inc["severity"], inc["best_step"], msg, evidence=ev, source=self.name)
+        return Finding(OVERFITTING, inc["severity"], inc["best_step"], msg, evidence=ev, source=self.name)
 
     def _sparse_finding(self) -> Finding | None:
         cfg = self.config
@@ -195,7 +196,7 @@ class OverfitDetector:
         if self._min_train is not None and self._min_train < 0.05:
             msg += f" (the train loss fell to {self._min_train:.3g}: the model may be memorising)"
         ev = {"evals": self._n_evals, "steps": span, "min_train_loss": self._min_train}
-        return Finding("eval_sparse", "info", self._first_step, msg, end_step=self._last_step,
+        return Finding(EVAL_SPARSE, "info", self._first_step, msg, end_step=self._last_step,
                        evidence=ev, source=self.name)
 
     # -- state ------------------------------------------------------------------------------------

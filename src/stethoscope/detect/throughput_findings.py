@@ -17,6 +17,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.stall_patterns import is_regular
+from stethoscope.findings.catalogue import PERIODIC_STALL, THROUGHPUT_DROP
 from stethoscope.records import STEP_TIME, Finding
 
 PERSISTENT_RECORDS = 20  # a slowdown that has lasted fewer records is news, not yet worth a page
@@ -112,7 +113,7 @@ def drop_finding(d: dict[str, Any], name: str, scale: float, sev: str, source: s
         causes.append(f"other work on the machine took the CPU: this process's CPU share fell from "
                       f"{busy['cpu_pct_before']:.0f}% to {busy['cpu_pct_during']:.0f}% (system/cpu_pct) while its "
                       f"CPU time per step stayed x{busy['cpu_time_ratio']:.2f}; not the run's own doing")
-    return Finding("throughput_drop", sev, d["start"], msg, evidence=ev, causes=causes, source=source)
+    return Finding(THROUGHPUT_DROP, sev, d["start"], msg, evidence=ev, causes=causes, source=source)
 
 
 def stall_finding(d: dict[str, Any], total: float, sev: str, source: str) -> Finding:
@@ -136,7 +137,7 @@ def stall_finding(d: dict[str, Any], total: float, sev: str, source: str) -> Fin
     ev = {"dips": d["count"], "dip_steps": list(steps), "worst_ratio": d["worst"], "time_cost": cost,
           "period_steps": period, "regular": regular, "explained_by": dict(why)}
     causes = [f"{why[k]} of {d['count']} slow steps were {REASONS[k][0]} ({REASONS[k][1]})" for k in known]
-    return Finding("periodic_stall", sev, d["first"], msg, evidence=ev, causes=causes, source=source)
+    return Finding(PERIODIC_STALL, sev, d["first"], msg, evidence=ev, causes=causes, source=source)
 
 
 def quantile(sorted_values: list[float], q: float) -> float:
