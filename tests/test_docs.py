@@ -1,9 +1,12 @@
 """The user docs cannot rot: every `stethoscope …` command shown in README.md, docs/ and bench/README.md
 names a verb that exists and only options that verb accepts, every relative link points at a file in the
-repository, and the README keeps CI's test command and its size."""
+repository, the README keeps CI's test command and its size, and the settings tables are the fields'
+docstrings (regenerate them with `python tests/test_docs.py --write`; the detectors' table:
+`python tests/detect/test_config.py --write`)."""
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from pathlib import Path
@@ -131,16 +134,52 @@ def test_the_check_catches_a_rotten_command() -> None:  # the checks above can f
             test_a_shown_command_exists_and_takes_its_options("page.md", rotten)
 
 
+def _anchors(page: Path) -> set[str]:
+    """GitHub's anchors of a page's headings: lower case, punctuation dropped, blanks as '-'."""
+    headings = re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text()), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
 def test_every_relative_link_points_into_the_repository() -> None:
     broken = []
     for page in PAGES:
         for target in LINK.findall(FENCE.sub("", page.read_text())):
-            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+            if re.match(r"^[a-z]+:", target):
                 continue
-            path = (page.parent / target.split("#", 1)[0]).resolve()
+            file, _, anchor = target.partition("#")
+            path = (page.parent / file).resolve() if file else page
             if not path.exists() or not path.is_relative_to(ROOT):
                 broken.append(f"{_rel(page)}: {target}")
+            elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+                broken.append(f"{_rel(page)}: {target} (no such heading)")
     assert not broken
+
+
+REPO_PATH = re.compile(r"`((?:src|tests|bench|docs)/[^`\s]+)`")
+PACKAGE_PATH = re.compile(r"`((?:act|capture|checkpoint|cli|debug|demo|detect|diagnose|explain|exporters|findings|"
+                          r"importers|integrations|probe|record|report|serve|store)/[\w/]+\.(?:py|c))`")
+
+
+def test_every_repository_path_named_in_the_docs_exists() -> None:
+    """`src/…`, `tests/…`, `bench/…` paths in code spans (docs/extending.md's file lists above all); a path
+    with a placeholder (`<name>`) names its folder."""
+    missing = []
+    for page in PAGES:
+        text = page.read_text()
+        for path in REPO_PATH.findall(text) + [f"src/stethoscope/{p}" for p in PACKAGE_PATH.findall(text)]:
+            path = path.split("::")[0].rstrip(".,;:)")
+            if "<" in path:
+                path = path[: path.index("<")].rsplit("/", 1)[0]
+            if "/." not in path and not (ROOT / path).exists():
+                missing.append(f"{_rel(page)}: {path}")
+    assert not missing
+
+
+def test_the_cli_page_lists_every_command() -> None:
+    page = (ROOT / "docs" / "cli.md").read_text()
+    for name, command in cli.commands.items():
+        for path in ([f"{name} {sub}" for sub in command.commands] if isinstance(command, click.Group) else [name]):
+            assert f"| `{path}` |" in page, f"docs/cli.md does not list `stethoscope {path}`"
 
 
 def test_the_readme_is_short_and_holds_cis_test_command() -> None:
@@ -149,3 +188,44 @@ def test_the_readme_is_short_and_holds_cis_test_command() -> None:
     assert ci.splitlines()[0] in readme.splitlines()
     assert len(readme.splitlines()) <= 250
     assert "../" not in "".join(LINK.findall(readme))
+
+
+SETTINGS = (ROOT / "src" / "stethoscope" / "config.py", "MonitorConfig", ROOT / "docs" / "monitor.md", "| field |")
+
+
+def settings_rows(source: Path, name: str) -> list[str]:
+    """A dataclass's table rows: each field's default and its docstring."""
+    cls = next(n for n in ast.parse(source.read_text()).body if isinstance(n, ast.ClassDef) and n.name == name)
+    rows = []
+    for node, nxt in zip(cls.body, [*cls.body[1:], None]):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            doc = nxt.value.value if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) else ""
+            default = ast.literal_eval(node.value)
+            shown = "none" if default is None else f"{default:_}" if type(default) is int else repr(default)
+            rows.append(f"| `{node.target.id}` | {shown} | {' '.join(doc.split()).replace('|', chr(92) + '|')} |")
+    return rows
+
+
+def _table_span(lines: list[str], header: str) -> tuple[int, int]:
+    start = next(i for i, line in enumerate(lines) if line.startswith(header)) + 2
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return start, end
+
+
+def test_the_monitor_settings_table_is_the_fields_docstrings() -> None:
+    source, name, page, header = SETTINGS
+    lines = page.read_text().splitlines()
+    start, end = _table_span(lines, header)
+    rows = settings_rows(source, name)
+    assert len(rows) >= 10 and all(not row.endswith("|  |") for row in rows), "a field without a docstring"
+    assert lines[start:end] == rows, "docs/monitor.md out of date: python tests/test_docs.py --write"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--write" in sys.argv:
+        source, name, page, header = SETTINGS
+        lines = page.read_text().splitlines()
+        start, end = _table_span(lines, header)
+        page.write_text("\n".join(lines[:start] + settings_rows(source, name) + lines[end:]) + "\n")
