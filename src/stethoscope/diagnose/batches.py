@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 
+from stethoscope.findings.catalogue import GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SPIKE, NAN
 from stethoscope.records import Finding
 
 # Findings a single batch can cause, and how many ids to show.
-BATCH_TYPES = frozenset({"loss_spike", "nan", "grad_spike", "grad_explosion"})
+BATCH_TYPES = frozenset({LOSS_SPIKE, NAN, GRAD_SPIKE, GRAD_EXPLOSION})
 MAX_IDS = 32
 
 Lookup = Callable[[int], "list[object] | None"]

@@ -26,6 +26,8 @@ CURVE_LABELS = (
 )
 _PRIORITY = ("explosion", "divergence", "cliff", "overfitting", "plateau_high", "sawtooth", "spike_and_recover",
              "underfitting", "converged", "healthy", "too_short")
+# Curve labels the diagnosis compares against: a vocabulary of their own that shares two finding types' spelling
+HEALTHY_CURVE, UNDERFITTING_CURVE = "healthy", "underfitting"
 _BLOCKS = 200
 _MIN_POINTS = 20  # fewer finite values (an excerpt) get "too_short" rather than a guess
 _SPIKE_SIGMA = 6.0

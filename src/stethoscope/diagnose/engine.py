@@ -23,10 +23,11 @@ import numpy as np
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.registry import DetectorSet, merge_findings
 from stethoscope.diagnose import verdicts
-from stethoscope.diagnose.curves import classify_run
-from stethoscope.findings.advice import advise, reconcile
+from stethoscope.diagnose.curves import UNDERFITTING_CURVE, classify_run
 from stethoscope.diagnose.table import Table
 from stethoscope.explain import explain_text
+from stethoscope.findings.advice import advise, reconcile
+from stethoscope.findings.catalogue import HANG, HEALTHY, PLATEAU, UNDERFITTING
 from stethoscope.findings.incidents import with_rollbacks
 from stethoscope.findings.pipeline import combine, finalise, settle
 from stethoscope.importers.base import Columns, ImportedRun, LogLine
@@ -217,7 +218,7 @@ def _replay(records: Iterable[StepRecord], cfg: DetectConfig) -> list[Finding]:
 def _finalise(findings: list[Finding], context: dict[str, Any]) -> list[Finding]:
     ga = bool(context.get("ga_factor"))  # the train loss is inflated x grad-accumulation: no verdict on its level
     done = finalise(findings, advise=lambda f: advise(f, context),
-                    keep=lambda f: not (ga and f.type in ("underfitting", "plateau")))
+                    keep=lambda f: not (ga and f.type in (UNDERFITTING, PLATEAU)))
     reconcile(done)
     return done
 
@@ -241,7 +242,7 @@ def _ga_artifact(table: Table, context: dict[str, Any]) -> list[Finding]:
     msg = (f"the train loss is ~{mid:.3g}x the eval loss on the last evals: the HF Trainer logged it summed over "
            "the gradient-accumulation micro-batches (transformers#35204; the factor is the accumulation steps), "
            "not underfitting and not an explosion")
-    return [Finding("healthy", "info", int(es[-1]), msg,
+    return [Finding(HEALTHY, "info", int(es[-1]), msg,
                     evidence={"train_to_eval_ratio": mid, "non_problem": "hf_grad_accum_loss"}, source="engine")]
 
 
@@ -262,8 +263,8 @@ def _classification(table: Table, cfg: DetectConfig, context: dict[str, Any]) ->
 def _curve_findings(classification: dict[str, Any]) -> list[Finding]:
     """The curve shape no streaming detector reports: still improving at the end (train longer)."""
     c = classification["train"]
-    if c["label"] == "underfitting":
-        return [Finding("underfitting", "info", None, c["detail"], evidence=c["evidence"], source="curves")]
+    if c["label"] == UNDERFITTING_CURVE:
+        return [Finding(UNDERFITTING, "info", None, c["detail"], evidence=c["evidence"], source="curves")]
     return []
 
 
@@ -274,7 +275,7 @@ def _log_findings(lines: list[LogLine], table: Table) -> list[Finding]:
     last_step = int(table.steps.max())
     after = [ln for ln in lines if ln.step is not None and ln.step >= last_step]
     out = _explain(after, last_step)
-    if not any(f.type == "hang" for f in out):
+    if not any(f.type == HANG for f in out):
         hang = _silence(after, table, last_step)
         if hang is not None:
             out.append(hang)
@@ -308,4 +309,4 @@ def _silence(lines: list[LogLine], table: Table, last_step: int) -> Finding | No
     ev = {"silent_s": silent, "last_step": last_step, "lines_after": len(lines), "step_time_s": step_time}
     msg = (f"no training step after step {last_step} while the log went on for {silent / 3600:.1f} h: the run hung "
            "(an eval/data-loader deadlock or a stuck collective)")
-    return Finding("hang", "critical", last_step, msg, evidence=ev, source="engine")
+    return Finding(HANG, "critical", last_step, msg, evidence=ev, source="engine")

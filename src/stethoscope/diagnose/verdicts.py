@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from stethoscope.diagnose.curves import HEALTHY_CURVE, UNDERFITTING_CURVE
+from stethoscope.findings.catalogue import HEALTHY, PLATEAU, UNDERFITTING
 from stethoscope.records import Finding, severity_rank
 
 _START_RECORDS = 2  # a plateau that opens within this many logged steps of the first one starts "from the start"
@@ -25,7 +27,7 @@ def underfitting(findings: list[Finding], loss_steps: np.ndarray, classification
         return []
     first, last = int(loss_steps[0]), int(loss_steps[-1])
     gap = int(np.median(np.diff(loss_steps))) if loss_steps.size > 1 else 1
-    plateau = next((f for f in findings if f.type == "plateau" and f.step is not None and not f.evidence.get("lr_zero")
+    plateau = next((f for f in findings if f.type == PLATEAU and f.step is not None and not f.evidence.get("lr_zero")
                     and f.step <= first + _START_RECORDS * gap and f.severity != "info"), None)
     train = classification.get("train") or {}
     if plateau is None and train.get("label") != "plateau_high":
@@ -35,7 +37,7 @@ def underfitting(findings: list[Finding], loss_steps: np.ndarray, classification
         start, level = ev.get("start_level"), ev.get("level")
         what = f"{start:.4g} -> {level:.4g} over {last - first} steps" if _num(start) and _num(level) else ""
         findings.remove(plateau)
-        symptoms = [{"type": "plateau", "step": plateau.step}]
+        symptoms = [{"type": PLATEAU, "step": plateau.step}]
         step = plateau.step
     else:
         ev = dict(train.get("evidence") or {})
@@ -44,7 +46,7 @@ def underfitting(findings: list[Finding], loss_steps: np.ndarray, classification
     msg = f"the loss never came down from where it started ({what}); the model is not learning"
     if ev.get("ln_vocab") and _num(ev.get("level")):
         msg += f"; it sits at {ev['level'] / ev['ln_vocab']:.0%} of ln(vocab), a uniform guess"
-    f = Finding("underfitting", "warning", step, msg, end_step=last, evidence={**ev, "verdict": True},
+    f = Finding(UNDERFITTING, "warning", step, msg, end_step=last, evidence={**ev, "verdict": True},
                 source="verdicts", symptoms=symptoms)
     if plateau is not None:
         f.causes = list(plateau.causes)
@@ -78,7 +80,7 @@ def healthy(findings: list[Finding], series: dict[str, tuple[np.ndarray, np.ndar
         ev.update(grad_norm_median=float(np.median(gn)), grad_norm_max=float(gn.max()))
         parts.append(f"grad norm median {ev['grad_norm_median']:.3g} (max {ev['grad_norm_max']:.3g})")
     msg = "healthy: " + "; ".join(parts) + "; no instability, stall or leak at warning level"
-    return Finding("healthy", "info", int(steps[-1]), msg, evidence=ev, source="verdicts")
+    return Finding(HEALTHY, "info", int(steps[-1]), msg, evidence=ev, source="verdicts")
 
 
 def _num(x: Any) -> bool:
@@ -93,13 +95,12 @@ def run_label(findings: list[Finding], classification: dict[str, Any]) -> str:
     `underfitting` (still falling at the end: train longer) reads "still improving" unless the underfitting
     verdict (not learning) was given; a healthy verdict names the run healthy, with the curve's shape."""
     curve = str(classification.get("label") or "-")
-    verdict = next((f.type for f in findings if f.evidence.get("verdict") and f.type in ("underfitting", "healthy")),
-                   None)
-    if verdict == "underfitting":
+    verdict = next((f.type for f in findings if f.evidence.get("verdict") and f.type in (UNDERFITTING, HEALTHY)), None)
+    if verdict == UNDERFITTING:
         return "underfitting (not learning)"
-    shape = "still improving" if curve == "underfitting" else curve
-    if verdict != "healthy":
+    shape = "still improving" if curve == UNDERFITTING_CURVE else curve
+    if verdict != HEALTHY:
         return shape
-    if curve in ("healthy", "-", "too_short"):
+    if curve in (HEALTHY_CURVE, "-", "too_short"):
         return "healthy"
     return f"healthy (curve: {shape})" if curve in _PROBLEM_CURVES else f"healthy, {shape}"

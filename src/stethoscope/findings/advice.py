@@ -20,6 +20,7 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
+from stethoscope.findings.catalogue import DIVERGENCE, LOSS_SPIKE
 from stethoscope.findings.remedies import (  # the tables and flags (re-exported: tests and alerts read them here)
     ADVICE,
     AFTER_WARMUP,
@@ -155,7 +156,7 @@ def _first_update(finding: Finding, ctx: dict[str, Any]) -> bool:
     """A loss jump within the first optimizer updates of a model whose loss was already low: a fine-tune
     or continued pre-training whose loaded weights the first update wrecked."""
     first_steps = ctx.get("first_steps") or ()
-    if finding.type not in ("loss_spike", "divergence") or finding.step is None or len(first_steps) < 2:
+    if finding.type not in (LOSS_SPIKE, DIVERGENCE) or finding.step is None or len(first_steps) < 2:
         return False
     if finding.step > first_steps[min(2, len(first_steps) - 1)]:
         return False
