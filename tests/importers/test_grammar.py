@@ -137,3 +137,21 @@ def test_a_setting_is_not_a_counter() -> None:
             "  Gradient Accumulation steps = 4\n  warmup steps: 100\n")
     text += "".join(f"{{'loss': {2 - s / 10:.2f}, 'learning_rate': 3e-4, 'epoch': {s / 10:.1f}}}\n" for s in range(1, 6))
     assert sorted(_steps(text)) == [1, 2, 3, 4, 5]
+
+
+def test_a_bracketed_eval_tag_makes_an_eval_line() -> None:
+    """`[Eval]` in front of a line is not a logger name to strip: the loss after it is the eval loss."""
+    text = "".join(f"[rank0]:- root - INFO - Step {s}/500 | loss {3 - s / 1e3:.3f}\n"
+                   f"[rank0]:- root - INFO - [Eval] step {s} | loss {2 - s / 1e3:.3f}\n" for s in range(0, 200, 20))
+    assert _steps(text)[40] == pytest.approx(2.96)
+    assert _steps(text, EVAL_LOSS)[40] == pytest.approx(1.96)
+
+
+def test_a_counter_within_epochs_between_other_lines() -> None:
+    """Lines of the counter's shape one at a time (another line between each): the restart is still seen
+    (the counter's last step forward tells how near zero an epoch restarts it)."""
+    lines = []
+    for g in range(0, 500, 25):
+        lines.append(f"epoch {1 + g // 117} batch {g % 117}/117 | train_loss {g / 1e3:.3f}")
+        lines.append(f"Saved checkpoint at step {g}")
+    assert sorted(_steps("\n".join(lines) + "\n")) == list(range(0, 500, 25))

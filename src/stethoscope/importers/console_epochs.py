@@ -14,12 +14,15 @@ class EpochCounter:
 
     def __init__(self) -> None:
         self.state: tuple[int, int, int] | None = None
+        self.cadence = 1  # the counter's last step forward: how far from zero an epoch restarts it
 
     def step(self, epoch: int, raw: int, total: int) -> int:
         """The global step of counter `raw` (of `total`) printed after `epoch`."""
         last_epoch, offset, last = self.state or (epoch, 0, raw)
         if epoch > last_epoch and raw < last:
             offset += total * (epoch - last_epoch)
+        elif raw > last:
+            self.cadence = raw - last
         self.state = (epoch, offset, raw)
         return offset + raw
 
@@ -35,9 +38,10 @@ class EpochCounter:
             raw = np.concatenate(([last_step], raw))
         diffs = np.diff(raw)
         ahead = diffs[diffs > 0]
-        cadence = int(np.median(ahead)) if ahead.size else 1
+        cadence = max(int(np.median(ahead)) if ahead.size else 1, self.cadence)
         if ((diffs < 0) & (raw[1:] <= cadence)).any():
             return False
+        self.cadence = int(ahead[-1]) if ahead.size else self.cadence
         if self.state is not None:
             self.state = (self.state[0], 0, int(raw[-1]))
         return True

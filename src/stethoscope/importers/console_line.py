@@ -130,6 +130,7 @@ def parse(text: str) -> Line:
         pos = m.end()
     body = text[pos:]
     out.body = body
+    tags = text[launcher.end() if launcher else 0:pos]  # prefixes say what a line is too: `[Eval]`
     step = _STEP.search(body)
     if step and step["word"] and (_SETTING.search(body, 0, step.start()) or (
             step["word"].lower() == "batch" and _EVAL_LINE.search(body, 0, step.start()))):
@@ -140,7 +141,7 @@ def parse(text: str) -> Line:
             out.progress = step["pct"] is not None
             cut = (step.start() + pos, step.end() + pos)
             out.values = _values(text, pos, cut)
-            out.eval = _EVAL_LINE.search(body[:step.start()]) is not None
+            out.eval = _EVAL_LINE.search(body[:step.start()]) is not None or _EVAL_LINE.search(tags) is not None
             out.body = body
             return out
     if step:
@@ -149,7 +150,7 @@ def parse(text: str) -> Line:
             epoch = _EPOCH.search(body, 0, step.start())
             out.epoch = int(epoch[1]) if epoch else None
     out.eval = _EVAL_LINE.search(body[:step.start()] if step else body[:12]) is not None or (
-        step is not None and "Eval" in body[:step.start() + 6])
+        step is not None and "Eval" in body[:step.start() + 6]) or _EVAL_LINE.search(tags) is not None
     out.record = body.lstrip().startswith("{") or (indented and step is None)
     cut = (step.start() + pos, step.end() + pos) if step else (len(text), len(text))
     out.values = _values(text, pos, cut)
