@@ -287,7 +287,7 @@ _FAIL_ON = click.Choice(["never", "info", "warning", "error", "critical"])
 def _detect_options(command: Any) -> Any:
     """--set key=value (repeatable) and --config FILE.toml: the detectors' thresholds (DetectConfig)."""
     command = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-                           help="A detector threshold, e.g. --set spike_sigma=8 (repeatable; keys: README, "
+                           help="A detector threshold, e.g. --set spike_sigma=8 (repeatable; keys: docs/diagnose.md, "
                                 "'Tuning the detectors').")(command)
     return click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
                         metavar="FILE.toml", help="Detector thresholds from the [detect] table of a TOML file "

@@ -2,7 +2,7 @@
 
 Faults can be injected to see what stethoscope says about them (`--inject nan@300`, `spike@300`,
 `lr@300`, `diverge@300`); with `recover=True` (`--recover`) the run checkpoints itself and automatic
-recovery rolls it back past the fault (the loop is the one the README shows for `Recovery`).
+recovery rolls it back past the fault (the loop is the one docs/checkpoints.md shows for `Recovery`).
 """
 
 from __future__ import annotations
