@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from stethoscope.cli import render
 from stethoscope.errors import UsageError
+from stethoscope.findings.catalogue import NAN
 from stethoscope.records import Finding
 
 
@@ -68,8 +69,8 @@ def _targets(findings: list[Finding], events: dict[int, dict[str, Any]], step: i
                                                             "message": f"a symptom of the {f.type} at step {f.step}",
                                                             "batch_ids": None})
     for s_, ev in events.items():
-        if not any(key[1] == s_ and KINDS[key[0]] == "nan" for key in out):
-            out[("nan", s_)] = {"type": "nan", "step": s_, "severity": "critical", "message": ev["message"],
+        if not any(key[1] == s_ and KINDS[key[0]] == NAN for key in out):
+            out[(NAN, s_)] = {"type": NAN, "step": s_, "severity": "critical", "message": ev["message"],
                                 "batch_ids": None}
     found = sorted(out.values(), key=lambda t: (t["step"] is None, t["step"] or 0))
     if step is None:
@@ -96,7 +97,7 @@ def _plan(target: dict[str, Any], run: str, events: dict[int, dict[str, Any]], r
     step = target["step"]
     call = (f"workflow({ {'type': target['type'], 'step': step}!r}, dict(model=model, optimizer=optimizer, "
             f"batch=batch_of_step_{step}, loss_fn=loss_fn, run={run!r}))")
-    report = events.get(step) if KINDS[target["type"]] == "nan" else None
+    report = events.get(step) if KINDS[target["type"]] == NAN else None
     done = stored_workflow({"type": target["type"], "step": step, "message": target["message"]}, reader, report)
     return {**target, "workflow": KINDS[target["type"]], "stored_report": events.get(step),
             "checks": done.to_dict()["steps"], "conclusion": done.conclusion, "python": call}

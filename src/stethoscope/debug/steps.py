@@ -26,6 +26,7 @@ from stethoscope.debug.grads import gradients
 from stethoscope.debug.history import History
 from stethoscope.debug.nonfinite import locate_nonfinite
 from stethoscope.debug.numeric import numerics
+from stethoscope.findings.catalogue import DIVERGENCE, NAN
 
 STATUSES = ("problem", "note", "ok", "skipped")
 STAGES = ("inputs", "schedule", "parameters", "forward", "loss", "backward")
@@ -89,7 +90,7 @@ def check_batch(kind: str, ctx: Any, finding: Any, hist: History, th: Thresholds
         return skipped(title, call, "batch= (the batch of the finding's step)")
     name = _batch_name(finding, hist)
     masked = masked_rows(ctx.batch)
-    if kind == "nan":
+    if kind == NAN:
         return _batch_nan(ctx, name, masked, th)
     return _batch_spike(kind, ctx, finding, hist, name, masked, th)
 
@@ -136,7 +137,7 @@ def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, ma
     losses = example_losses(ctx.model, ctx.batch, ctx.loss_fn, ctx.forward, ctx.autocast, th.max_examples)
     now = _loss(ctx, ctx.batch)
     refs = [_loss(ctx, b) for b in ctx.reference_batches]
-    level = _level(finding, hist, "level_before" if kind == "divergence" else "level")
+    level = _level(finding, hist, "level_before" if kind == DIVERGENCE else "level")
     data: dict[str, Any] = {"loss": now, "reference_losses": refs, "run_level": level, "example_losses": losses}
     parts = [f"loss on {name}: {fmt(now)}"]
     finite_refs = [r for r in refs if math.isfinite(r)]
@@ -167,7 +168,7 @@ def _batch_spike(kind: str, ctx: Any, finding: Any, hist: History, name: str, ma
     outlier = vs_ref is not None and vs_ref >= th.batch_ratio
     if vs_ref is None and vs_level is not None:
         outlier = vs_level >= th.batch_ratio
-    if kind == "divergence" and ref_med is not None and level and ref_med >= th.batch_ratio * level:
+    if kind == DIVERGENCE and ref_med is not None and level and ref_med >= th.batch_ratio * level:
         parts.append("the other batches are as high: the model degraded, not this batch")
         outlier = False
     if outlier and worst is None and not whole:

@@ -19,6 +19,7 @@ from stethoscope.debug.history import History, read_history
 from stethoscope.debug.schedule import check_lr
 from stethoscope.debug.steps import Step, Thresholds, fmt, nonfinite_stage
 from stethoscope.debug.workflows import KINDS, Workflow, finding_of
+from stethoscope.findings.catalogue import NAN
 
 AFTER = 10
 """Records after the finding that say whether the loss came back (one bad step) or stayed (the model changed)."""
@@ -65,7 +66,7 @@ def _batch(kind: str, step: int | None, hist: History, report: dict[str, Any] | 
         return _skipped(title, call, "the finding has no step")
     ids = hist.batch_ids.get(step)
     name = f"the batch of step {step}" + (f" (samples {_shown(ids)})" if ids else "")
-    if kind == "nan":
+    if kind == NAN:
         return _batch_nan(title, call, step, name, hist, report, th)
     steps, losses = hist.get(R.LOSS)
     level = hist.level_before(R.LOSS, step)
@@ -138,7 +139,7 @@ def _gradients(kind: str, step: int | None, hist: History, th: Thresholds) -> St
         s, v = lead[-1]
         parts.append(f"no lead-up in the grad norm: {fmt(v)} at step {s} (x{v / level:.3g})")
     now = hist.at(R.GRAD_NORM, step)
-    if now is not None and kind != "nan" and level > 0 and math.isfinite(now):
+    if now is not None and kind != NAN and level > 0 and math.isfinite(now):
         parts.append(f"{fmt(now)} at step {step} (x{now / level:.3g})")
         if not stage and now >= th.grad_ratio * level:
             stage = "backward"

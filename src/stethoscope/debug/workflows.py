@@ -26,12 +26,13 @@ from stethoscope.debug.steps import (
     check_gradients,
     check_numerics,
 )
+from stethoscope.findings.catalogue import DIVERGENCE, GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SCALE_COLLAPSE, LOSS_SPIKE, NAN
 from stethoscope.records import Finding, json_safe
 
 # Finding types → the workflow that answers them.
-KINDS = {"nan": "nan", "loss_spike": "loss_spike", "grad_spike": "loss_spike", "grad_explosion": "loss_spike",
-         "divergence": "divergence", "loss_scale_collapse": "nan"}
-_TITLES = {"nan": "NaN/Inf", "loss_spike": "loss spike", "divergence": "divergence"}
+KINDS = {NAN: NAN, LOSS_SPIKE: LOSS_SPIKE, GRAD_SPIKE: LOSS_SPIKE, GRAD_EXPLOSION: LOSS_SPIKE,
+         DIVERGENCE: DIVERGENCE, LOSS_SCALE_COLLAPSE: NAN}
+_TITLES = {NAN: "NaN/Inf", LOSS_SPIKE: "loss spike", DIVERGENCE: "divergence"}
 CHECKS = (check_batch, check_gradients, check_lr, check_numerics)
 PLAN = (  # (title, what it checks, what it needs): what `stethoscope debug RUN` prints without running it
     ("check the batch", "its loss vs other batches and the run's level; per-example losses, input scale and "

@@ -26,6 +26,7 @@ from stethoscope.explain.lines import StepMarker, split_lines, step_before, step
 from stethoscope.explain.model import Detail, Hit, Line, Signature, ranks_of
 from stethoscope.explain.signatures import SIGNATURES
 from stethoscope.explain.tracebacks import COVER_AFTER, Traceback, find_tracebacks, traceback_at, user_frame
+from stethoscope.findings.catalogue import CRASH
 from stethoscope.records import Finding, severity_rank
 
 # -- matching -----------------------------------------------------------------------------------
@@ -170,7 +171,7 @@ def _generic_finding(tbs: list[Traceback], markers: list[StepMarker], source: st
              if frame else "read the full traceback above the exception line",
              "reproduce the failing step alone (same seed, same batch) to debug it quickly"]
     summary = f"{tb.exc_type}: {tb.message[:200]}".rstrip(": ") + where
-    finding = Finding(type="crash", severity="error", step=step_before(markers, tb.start, 0),
+    finding = Finding(type=CRASH, severity="error", step=step_before(markers, tb.start, 0),
                       message=_message("Unhandled exception", summary, evidence), evidence=evidence,
                       causes=causes, fixes=fixes, source=source)
     return _Ranked("symptom" if _CARRIER.search(tb.exc_type) else "root", finding)

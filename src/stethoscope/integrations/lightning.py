@@ -28,6 +28,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from stethoscope.findings.catalogue import NAN
 from stethoscope.integrations import batches
 from stethoscope.integrations.critical import check_on_critical, critical_reason, finite_flag, is_finite, recovers
 from stethoscope.integrations.runs import default_run_dir, folder_name, run_name
@@ -203,7 +204,7 @@ class _Adapter:
         if self.on_critical != "stop" or self.stopped is not None:
             return
         why = critical_reason(self.monitor)
-        if why is None and not finite and not recovers(self.monitor, "nan"):
+        if why is None and not finite and not recovers(self.monitor, NAN):
             why = f"non-finite loss at step {trainer.global_step}"
         if why is not None:
             self.stopped = why

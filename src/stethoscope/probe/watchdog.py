@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.detect.hang import WHERE_TEXT, cause, classify
-from stethoscope.findings.catalogue import resolve_steps
+from stethoscope.findings.catalogue import HANG, resolve_steps
 from stethoscope.probe import stacks
 from stethoscope.probe.config import ProbeConfig
 from stethoscope.records import Finding
@@ -98,7 +98,7 @@ class Watchdog:
         tick = min(1.0, self.config.hang_floor_s / 10)
         next_sample = 0.0
         seen_beats = self._beats
-        resolve_after = resolve_steps("hang") or 1  # steps completed after a hang that end it
+        resolve_after = resolve_steps(HANG) or 1  # steps completed after a hang that end it
         while not self._stop.wait(tick):
             try:
                 self._arm_faulthandler()
@@ -141,7 +141,7 @@ class Watchdog:
         message = (f"rank {self.rank}: no step completed for {stalled:.0f} s {after} (timeout {timeout:.0f} s); "
                    f"the main thread waits in {WHERE_TEXT.get(where['where'], where['where'])}: "
                    f"{where['call']}{at}")
-        self._on_finding(Finding("hang", "critical", step, message, evidence=dict(self.hang), source="watchdog",
+        self._on_finding(Finding(HANG, "critical", step, message, evidence=dict(self.hang), source="watchdog",
                                  causes=cause(where)))
 
     def _resolve(self, now: float) -> None:
@@ -153,7 +153,7 @@ class Watchdog:
         message = (f"hang resolved on rank {self.rank}: step {step} completed after {hung_s:.0f} s without "
                    f"progress (it waited in {WHERE_TEXT.get(hang['where'], hang['where'])})")
         evidence = dict(hang, recovered=True, hung_s=round(hung_s, 3))
-        self._on_finding(Finding("hang", "critical", hang["last_step"], message, end_step=step, evidence=evidence,
+        self._on_finding(Finding(HANG, "critical", hang["last_step"], message, end_step=step, evidence=evidence,
                                  source="watchdog", causes=cause(hang)))
 
     def _arm_faulthandler(self) -> None:

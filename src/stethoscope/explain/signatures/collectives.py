@@ -18,6 +18,7 @@ from stethoscope.explain.model import (
     ranks_of,
     rx,
 )
+from stethoscope.findings.catalogue import CRASH, HANG
 
 
 # -- parsers ------------------------------------------------------------------------------------
@@ -107,7 +108,7 @@ def parse_unused(hits: list[Hit], lines: Sequence[Line]) -> Detail:
 NCCL_TIMEOUT = Signature(
     "nccl_timeout", rx(r"Watchdog caught collective operation timeout", r"watchdog got stuck for",
                         r"Heartbeat monitor timed out", r"Timeout at NCCL work"),
-    "hang", "critical", "NCCL collective timed out (hang)",
+    HANG, "critical", "NCCL collective timed out (hang)",
     ("another rank crashed, hung or fell far behind (data loading, checkpoint I/O, evaluation on one "
      "rank only) and never joined the collective — this timeout is usually the symptom",
      "ranks called different collectives (a collective inside `if rank == 0`, uneven batches per "
@@ -129,7 +130,7 @@ NCCL_BOOTSTRAP = Signature(
     "nccl_bootstrap", rx(r"Bootstrap\s*:\s*no socket interface found", r"no NCCL_SOCKET_IFNAME interface",
                           r"is neither AF_INET\(2\) nor AF_INET6", r"NET/Socket : No usable listening interface",
                           r"ncclSocketInit.*failed"),
-    "crash", "error", "NCCL could not set up its network (bootstrap)",
+    CRASH, "error", "NCCL could not set up its network (bootstrap)",
     ("no usable network interface: NCCL_SOCKET_IFNAME names an interface that does not exist on this "
      "node, or the container only has the loopback interface",
      "the nodes reach each other on a different interface than NCCL picked (docker/veth bridges, "
@@ -144,7 +145,7 @@ NCCL_BOOTSTRAP = Signature(
 
 NCCL_NVLS = Signature(
     "nccl_nvls", rx(r"transport/nvls\.cc:\d+ NCCL WARN", r"NVLS\b.*(?:fail|error)"),
-    "crash", "error", "NCCL NVLink SHARP (NVLS) failure",
+    CRASH, "error", "NCCL NVLink SHARP (NVLS) failure",
     ("NVLS multicast is not working on this system: fabric manager down or mismatched with the driver, "
      "or an NCCL NVLS bug",),
     ("set NCCL_NVLS_ENABLE=0 (and NCCL_ALGO=^NVLS) to bypass NVLS",
@@ -156,7 +157,7 @@ NCCL_NVLS = Signature(
 
 DUPLICATE_GPU = Signature(
     "duplicate_gpu", rx(r"Duplicate GPU detected"),
-    "crash", "error", "Two ranks on the same GPU",
+    CRASH, "error", "Two ranks on the same GPU",
     ("the ranks did not select their own GPU: torch.cuda.set_device(LOCAL_RANK) missing",),
     ("call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before init_process_group",),
     supersedes=("nccl_error",))
@@ -166,7 +167,7 @@ NCCL_ERROR = Signature(
     "nccl_error", rx(r"NCCL error in:", r"ncclUnhandledCudaError", r"ncclSystemError", r"ncclInternalError",
                       r"ncclRemoteError", r"ncclInvalidUsage", r"NCCL communicator was aborted",
                       r"remote process exited or there was a network error"),
-    "crash", "error", "NCCL error",
+    CRASH, "error", "NCCL error",
     ("see the error kinds: often a consequence of a failure on this or another rank",),
     ("find the first error on every rank; NCCL_DEBUG=INFO shows what NCCL was doing",),
     parse_nccl_error, role="symptom")
@@ -174,7 +175,7 @@ NCCL_ERROR = Signature(
 
 DDP_UNUSED_PARAMETERS = Signature(
     "ddp_unused_parameters", rx(r"Expected to have finished reduction in the prior iteration"),
-    "crash", "error", "DDP: some parameters got no gradient",
+    CRASH, "error", "DDP: some parameters got no gradient",
     ("part of the model did not take part in the loss on this step (a branch not taken, frozen "
      "layers still registered, an unused head)",),
     ("DistributedDataParallel(..., find_unused_parameters=True), or make every parameter reach the loss",

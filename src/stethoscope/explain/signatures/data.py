@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from stethoscope.explain.model import Signature, rx
+from stethoscope.findings.catalogue import CRASH, MEMORY_PRESSURE
 
 
 # -- signatures ---------------------------------------------------------------------------------
 
 DATALOADER_KILLED = Signature(
     "dataloader_killed", rx(r"DataLoader worker \(pid \d+\) is killed by signal: Killed"),
-    "memory_pressure", "error", "DataLoader worker killed (host out of memory)",
+    MEMORY_PRESSURE, "error", "DataLoader worker killed (host out of memory)",
     ("the host ran out of RAM and the kernel's OOM killer chose a DataLoader worker: too many workers, "
      "large prefetch queues, or a dataset object whose Python lists are copied into every worker",),
     ("use fewer workers (num_workers) and a smaller prefetch_factor",
@@ -22,7 +23,7 @@ DATALOADER_KILLED = Signature(
 SHM_EXHAUSTED = Signature(
     "shm_exhausted", rx(r"killed by signal: Bus error", r"insufficient shared memory \(shm\)",
                          r"out of shared memory"),
-    "memory_pressure", "error", "Shared memory (/dev/shm) exhausted by DataLoader workers",
+    MEMORY_PRESSURE, "error", "Shared memory (/dev/shm) exhausted by DataLoader workers",
     ("DataLoader workers hand batches over through /dev/shm, which is small in containers (64 MB by "
      "default in Docker)",),
     ("give the container more shared memory: docker run --shm-size=16g or --ipc=host",
@@ -33,7 +34,7 @@ SHM_EXHAUSTED = Signature(
 
 DATALOADER_EXITED = Signature(
     "dataloader_exited", rx(r"DataLoader worker \(pid\(s\) [\d, ]+\) exited unexpectedly"),
-    "crash", "error", "DataLoader worker exited unexpectedly",
+    CRASH, "error", "DataLoader worker exited unexpectedly",
     ("a worker died: out of host memory, out of shared memory, or a crash in native code in the "
      "dataset (image/audio decoders)",),
     ("rerun with num_workers=0 to see the real error in the main process",

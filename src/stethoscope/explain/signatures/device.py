@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stethoscope.explain.model import RESUME, Detail, Hit, Line, Signature, first_group, rx
+from stethoscope.findings.catalogue import CRASH
 
 
 # -- parsers: GPU hardware ----------------------------------------------------------------------
@@ -110,7 +111,7 @@ GPU_HARDWARE = Signature(
     "gpu_hardware", rx(r"uncorrectable ECC error", r"cudaErrorECCUncorrectable", r"(?i:\bXid\b)(?:\s*\([^)]*\))?\s*:?\s*\d+",
                         r"fallen off the bus", r"GPU is lost", r"row remapp?ing failure",
                         r"double[- ]bit ECC"),
-    "crash", "critical", "GPU hardware failure",
+    CRASH, "critical", "GPU hardware failure",
     ("a faulty GPU (uncorrectable memory error, a GPU lost from the PCIe bus, an NVLink fault): nothing "
      "is wrong with the training itself",
      "power, cooling or PCIe seating problems on that node",),
@@ -125,7 +126,7 @@ GPU_HARDWARE = Signature(
 DEVICE_ASSERT_INDEX = Signature(
     "device_assert_index", rx(r"srcIndex < srcSelectDimSize", r"index out of bounds\"?` failed",
                                r"-sizes\[i\] <= index && index < sizes\[i\]"),
-    "crash", "error", "CUDA device-side assert: index out of range (embedding/index lookup)",
+    CRASH, "error", "CUDA device-side assert: index out of range (embedding/index lookup)",
     ("a token id ≥ the vocabulary size: tokenizer and model disagree (special/pad tokens added without "
      "resize_token_embeddings, a tokenizer from another model)",
      "positions beyond max_position_embeddings: sequences longer than the model supports",
@@ -140,7 +141,7 @@ DEVICE_ASSERT_INDEX = Signature(
 DEVICE_ASSERT_LABEL = Signature(
     "device_assert_label", rx(r"t >= 0 && t < n_classes", r"cur_target >= 0 && cur_target < n_classes",
                                r"target_val >= zero && target_val <= one"),
-    "crash", "error", "CUDA device-side assert: label out of range in the loss",
+    CRASH, "error", "CUDA device-side assert: label out of range in the loss",
     ("a target label outside [0, num_classes): labels not remapped to 0..C-1, num_labels set too small, "
      "a padding label other than the loss's ignore_index (-100)",),
     ("check the batch: assert ((y >= 0) & (y < num_classes)) | (y == -100)",
@@ -151,7 +152,7 @@ DEVICE_ASSERT_LABEL = Signature(
 
 DEVICE_ASSERT_BCE = Signature(
     "device_assert_bce", rx(r"input_val >= zero && input_val <= one"),
-    "crash", "error", "CUDA device-side assert: BCE input outside [0, 1]",
+    CRASH, "error", "CUDA device-side assert: BCE input outside [0, 1]",
     ("binary_cross_entropy got values outside [0, 1]: raw logits without a sigmoid, or NaN activations",),
     ("use BCEWithLogitsLoss on raw logits (numerically stable, works under autocast)",
      "if the inputs are NaN, treat it as a NaN problem: lower the LR, check the data"),
@@ -160,7 +161,7 @@ DEVICE_ASSERT_BCE = Signature(
 
 DEVICE_ASSERT = Signature(
     "device_assert", rx(r"device-side assert triggered", r"\.cu:\d+: \w+: block: \[[\d,]+\], thread"),
-    "crash", "error", "CUDA device-side assert",
+    CRASH, "error", "CUDA device-side assert",
     ("a bounds or value check inside a CUDA kernel failed (index, label or probability out of range); "
      "the Python line in the traceback is often wrong because CUDA errors arrive asynchronously",),
     ("rerun with CUDA_LAUNCH_BLOCKING=1 (or TORCH_USE_CUDA_DSA=1, or on CPU) to get the real failing op",
@@ -171,7 +172,7 @@ DEVICE_ASSERT = Signature(
 ILLEGAL_MEMORY_ACCESS = Signature(
     "illegal_memory_access", rx(r"an illegal memory access was encountered", r"cudaErrorIllegalAddress",
                                  r"CUDA error: misaligned address", r"an illegal instruction was encountered"),
-    "crash", "error", "CUDA illegal memory access",
+    CRASH, "error", "CUDA illegal memory access",
     ("an out-of-bounds access in a kernel: a custom/fused kernel (flash-attention, Triton, apex) or an "
      "index tensor with bad values",
      "an NCCL/NVLS or driver bug (H100/H800 systems), or a mismatched CUDA/extension build",
@@ -186,7 +187,7 @@ ILLEGAL_MEMORY_ACCESS = Signature(
 CUDNN_CUBLAS = Signature(
     "cudnn_cublas", rx(r"CUDNN_STATUS_\w+", r"cuDNN error", r"Unable to find a valid cuDNN algorithm",
                         r"CUBLAS_STATUS_(?!ALLOC_FAILED)\w+"),
-    "crash", "error", "cuDNN/cuBLAS error",
+    CRASH, "error", "cuDNN/cuBLAS error",
     ("an earlier asynchronous CUDA error or out-of-memory surfacing inside the library",
      "a CUDA / cuDNN / driver version mismatch",),
     ("rerun with CUDA_LAUNCH_BLOCKING=1 to see the real failing op",
@@ -201,7 +202,7 @@ CUDA_SETUP = Signature(
                       r"no CUDA-capable device is detected", r"Found no NVIDIA driver",
                       r"is not compatible with the current PyTorch installation",
                       r"invalid device ordinal"),
-    "crash", "error", "CUDA setup problem (driver, GPU architecture, visible devices)",
+    CRASH, "error", "CUDA setup problem (driver, GPU architecture, visible devices)",
     ("the installed torch was built for a newer CUDA than the driver supports, or without kernels for "
      "this GPU's architecture (sm_XX)",
      "more processes than visible GPUs (--nproc_per_node larger than the GPU count, CUDA_VISIBLE_DEVICES "
@@ -215,7 +216,7 @@ CUDA_SETUP = Signature(
 
 CUDA_ERROR = Signature(
     "cuda_error", rx(r"CUDA error: [\w ]+", r"cudaError\w+"),
-    "crash", "error", "CUDA error",
+    CRASH, "error", "CUDA error",
     ("a CUDA call failed; CUDA errors are reported asynchronously, so the line in the traceback may not "
      "be the op that failed",),
     ("rerun with CUDA_LAUNCH_BLOCKING=1 to get the real failing op",))

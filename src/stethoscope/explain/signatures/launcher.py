@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stethoscope.explain.model import RESUME, Detail, Hit, Line, Signature, first_group, lines_after, rx
+from stethoscope.findings.catalogue import CRASH, HANG
 
 
 # -- parsers ------------------------------------------------------------------------------------
@@ -77,7 +78,7 @@ def parse_interrupt(hits: list[Hit], lines: Sequence[Line]) -> Detail:
 ADDRESS_IN_USE = Signature(
     "address_in_use", rx(r"Address already in use", r"EADDRINUSE", r"errno: 98\b",
                           r"server socket has failed to listen on any local network address"),
-    "crash", "error", "Rendezvous port already in use (MASTER_PORT)",
+    CRASH, "error", "Rendezvous port already in use (MASTER_PORT)",
     ("another job or a leftover process from an earlier run holds MASTER_PORT (29500 by default) on "
      "this node",),
     ("pick a free port: torchrun --master_port=PORT (e.g. derived from the job id), or "
@@ -89,7 +90,7 @@ ADDRESS_IN_USE = Signature(
 RENDEZVOUS_TIMEOUT = Signature(
     "rendezvous_timeout", rx(r"Timed out after \d+ seconds waiting for clients", r"RendezvousTimeoutError",
                               r"client socket has timed out after", r"DistStoreError", r"connect\(\) timed out"),
-    "crash", "error", "Distributed rendezvous timed out",
+    CRASH, "error", "Distributed rendezvous timed out",
     ("not every node started, or they cannot reach MASTER_ADDR:MASTER_PORT (wrong address, firewall)",),
     ("check that all nodes launched with the same MASTER_ADDR/MASTER_PORT and world size",
      "test reachability from a worker: nc -zv MASTER_ADDR MASTER_PORT"))
@@ -97,7 +98,7 @@ RENDEZVOUS_TIMEOUT = Signature(
 
 SEGFAULT = Signature(
     "segfault", rx(r"Segmentation fault", r"\bSIGSEGV\b", r"exitcode\s*:\s*-11\b", r"signal 11\b"),
-    "crash", "error", "Segmentation fault",
+    CRASH, "error", "Segmentation fault",
     ("a crash in native code: an extension built for another torch/CUDA, a DataLoader worker forked "
      "with threads (OpenCV, tokenizers), a driver bug",),
     ("rerun with python -X faulthandler (or PYTHONFAULTHANDLER=1) to get the Python stack",
@@ -107,7 +108,7 @@ SEGFAULT = Signature(
 
 FAULTHANDLER_TIMEOUT = Signature(
     "faulthandler_timeout", rx(r"^Timeout \(\d+:\d{2}:\d{2}\)!"),
-    "hang", "error", "No progress before the faulthandler timeout (hang)",
+    HANG, "error", "No progress before the faulthandler timeout (hang)",
     ("the process made no progress for the configured timeout: a collective waiting on another rank, "
      "a DataLoader deadlock, slow I/O",),
     ("read the thread stacks dumped right after this line: the main thread's innermost frame is where "
@@ -119,7 +120,7 @@ INTERRUPTED = Signature(
     # after one failed; SignalException is torchrun itself receiving the signal.
     "interrupted", rx(r"^KeyboardInterrupt", r"received SIGTERM", r"SignalException: Process \d+ got signal",
                        r"CANCELLED AT .* DUE TO"),
-    "crash", "warning", "Run stopped by a signal (interrupt, time limit, preemption)",
+    CRASH, "warning", "Run stopped by a signal (interrupt, time limit, preemption)",
     ("the job was stopped from outside: Ctrl-C, the scheduler's time limit or a preemption",),
     ("save a checkpoint when SIGTERM arrives (a handler sets a flag; the loop saves at the next step)",
      "request a signal before the limit (sbatch --signal=USR1@120) and requeue",
@@ -129,7 +130,7 @@ INTERRUPTED = Signature(
 
 CHILD_FAILED = Signature(
     "child_failed", rx(r"ChildFailedError", r"elastic\.multiprocessing\.api:failed \(exitcode"),
-    "crash", "error", "A training process failed (torchrun)",
+    CRASH, "error", "A training process failed (torchrun)",
     ("torchrun only reports that a child process died: the real error is in that rank's own output",),
     ("read the traceback of the rank named as root cause (run with --tee 3 / --log-dir to keep each "
      "rank's output)",),

@@ -17,6 +17,7 @@ from stethoscope.explain.model import (
     rx,
     size_gib,
 )
+from stethoscope.findings.catalogue import MEMORY_PRESSURE
 
 
 # -- parsers ------------------------------------------------------------------------------------
@@ -104,7 +105,7 @@ CUDA_OOM = Signature(
     "cuda_oom", rx(r"CUDA out of memory", r"OutOfMemoryError", r"HIP out of memory",
                     r"CUDA error: out of memory", r"CUBLAS_STATUS_ALLOC_FAILED",
                     r"RESOURCE_EXHAUSTED: Out of memory", r"MPS backend out of memory"),
-    "memory_pressure", "error", "CUDA out of memory",
+    MEMORY_PRESSURE, "error", "CUDA out of memory",
     ("activations of one micro-batch (batch size × sequence length) do not fit next to the weights, "
      "gradients and optimizer state",
      "model + gradients + optimizer state alone are too large (mixed-precision Adam needs ≈16 bytes "
@@ -124,7 +125,7 @@ HOST_OOM = Signature(
     "host_oom", rx(r"Signal 9 \(SIGKILL\) received", r"exitcode\s*:\s*-9\b", r"Out of memory: Kill(?:ed)? process",
                     r"oom[-_]kill(?:er)? event", r"return code = -9\b", r"Signals\.SIGKILL", r"^Killed\s*$",
                     r"exit code 137\b"),
-    "memory_pressure", "error", "Process killed with SIGKILL (host out of memory)",
+    MEMORY_PRESSURE, "error", "Process killed with SIGKILL (host out of memory)",
     ("the host ran out of RAM and the kernel's OOM killer (or the scheduler's memory limit) killed the "
      "process: loading a full checkpoint or dataset into RAM on every rank, too many DataLoader workers",
      "someone or something sent kill -9 (a scheduler enforcing a limit)"),

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stethoscope.explain.model import RESUME, Detail, Hit, Line, Signature, first_group, rx
+from stethoscope.findings.catalogue import LOSS_SCALE_COLLAPSE, NAN
 
 
 # -- parsers ------------------------------------------------------------------------------------
@@ -46,7 +47,7 @@ _I = re.IGNORECASE
 FP16_LOSS_SCALE_MIN = Signature(
     "fp16_loss_scale_min", rx(r"Current loss scale already at minimum", r"Minimum loss scale reached",
                                r"loss scale .*(?:reached|below) (?:the )?minimum", flags=_I),
-    "loss_scale_collapse", "critical", "fp16 loss scale collapsed to its minimum: the run aborted",
+    LOSS_SCALE_COLLAPSE, "critical", "fp16 loss scale collapsed to its minimum: the run aborted",
     ("gradients overflow on every step: the loss diverged (LR too high, no warm-up) or fp16 cannot hold "
      "the activations",),
     ("train in bf16 instead of fp16 where the hardware supports it",
@@ -60,7 +61,7 @@ NAN_LOSS = Signature(
                     r"Detected (?:NaN|nan|inf|non-finite) (?:values? in )?loss", r"non-finite loss",
                     r"returned nan values in its \d+\w* output", r"NaN or Inf found in input tensor",
                     flags=_I),
-    "nan", "critical", "Loss or gradients became NaN/Inf",
+    NAN, "critical", "Loss or gradients became NaN/Inf",
     ("learning rate too high or warm-up too short (the loss usually spikes first)",
      "fp16 overflow: activations or gradients beyond 65504",
      "a bad batch: empty sequences or all labels masked (0/0 in the mean), corrupt samples",
@@ -76,7 +77,7 @@ NAN_LOSS = Signature(
 FP16_OVERFLOW = Signature(
     "fp16_overflow", rx(r"OVERFLOW! Rank \d+ Skipping step", r"Gradient overflow\.\s+Skipping step",
                          r"overflow detected, setting loss scale to"),
-    "loss_scale_collapse", "warning", "fp16 gradient overflow, steps skipped",
+    LOSS_SCALE_COLLAPSE, "warning", "fp16 gradient overflow, steps skipped",
     ("occasional overflows are how dynamic loss scaling works; many in a row, or the scale falling low, "
      "mean the gradients are blowing up",),
     ("nothing to do for a few overflows at the start; if the scale keeps falling, lower the LR and "

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 
 from stethoscope.explain.model import Detail, Hit, Line, Signature, first_group, rx
+from stethoscope.findings.catalogue import CRASH
 
 
 # -- parsers ------------------------------------------------------------------------------------
@@ -71,7 +72,7 @@ def parse_module(hits: list[Hit], lines: Sequence[Line]) -> Detail:
 
 NO_GRAD = Signature(
     "no_grad", rx(r"element 0 of tensors does not require grad and does not have a grad_fn"),
-    "crash", "error", "Loss has no gradient",
+    CRASH, "error", "Loss has no gradient",
     ("every parameter is frozen (requires_grad=False) — with PEFT and gradient checkpointing the inputs "
      "need enable_input_require_grads()",
      "the loss was computed under torch.no_grad()/inference_mode or detached (.item(), .detach(), numpy)"),
@@ -81,7 +82,7 @@ NO_GRAD = Signature(
 
 INPLACE_AUTOGRAD = Signature(
     "inplace_autograd", rx(r"modified by an inplace operation", r"backward through the graph a second time"),
-    "crash", "error", "Autograd graph error (in-place change or second backward)",
+    CRASH, "error", "Autograd graph error (in-place change or second backward)",
     ("a tensor needed for backward was changed in place (x += …, relu_(inplace=True)), or a graph is "
      "reused across steps (a tensor carried over without .detach())",),
     ("torch.autograd.set_detect_anomaly(True) names the forward op",
@@ -91,7 +92,7 @@ INPLACE_AUTOGRAD = Signature(
 DEVICE_MISMATCH = Signature(
     "device_mismatch", rx(r"Expected all tensors to be on the same device",
                            r"Input type \(.+?\) and weight type \(.+?\) should be the same"),
-    "crash", "error", "Tensors on different devices",
+    CRASH, "error", "Tensors on different devices",
     ("part of the model or the batch was not moved to the GPU (a buffer created in forward on CPU, a "
      "batch not sent .to(device), a layer added after model.to())",),
     ("move the batch with .to(device) and create new tensors with device=x.device",
@@ -102,7 +103,7 @@ DEVICE_MISMATCH = Signature(
 SHAPE_MISMATCH = Signature(
     "shape_mismatch", rx(r"mat1 and mat2 shapes cannot be multiplied", r"must match the size of tensor b",
                           r"shape '\[[^\]]*\]' is invalid for input of size"),
-    "crash", "error", "Shape mismatch",
+    CRASH, "error", "Shape mismatch",
     ("the data or the config does not match the model (hidden size, sequence length, image size)",),
     ("print the shapes at the failing line and compare with the model config",),
     parse_shape)
@@ -110,7 +111,7 @@ SHAPE_MISMATCH = Signature(
 
 MODULE_NOT_FOUND = Signature(
     "module_not_found", rx(r"ModuleNotFoundError", r"ImportError: cannot import name"),
-    "crash", "error", "Missing Python module",
+    CRASH, "error", "Missing Python module",
     ("the package is not installed in the environment the job actually runs in (compute nodes use "
      "another Python, the venv was not activated in the job script)",
      "a local module is not on the path (run as python -m package.module from the project root)"),
@@ -120,7 +121,7 @@ MODULE_NOT_FOUND = Signature(
 
 NATIVE_ABI = Signature(
     "native_abi", rx(r"undefined symbol: \S+", r"cannot open shared object file"),
-    "crash", "error", "Compiled extension or CUDA library mismatch",
+    CRASH, "error", "Compiled extension or CUDA library mismatch",
     ("a compiled extension (flash-attn, apex, bitsandbytes, xformers) was built against another "
      "torch/CUDA version, or a CUDA runtime library is missing",),
     ("reinstall the extension against the installed torch (pip install --no-build-isolation "
@@ -130,7 +131,7 @@ NATIVE_ABI = Signature(
 
 COMPILE_FAILED = Signature(
     "compile_failed", rx(r"BackendCompilerFailed", r"torch\._dynamo\.exc\.\w+", r"InductorError"),
-    "crash", "error", "torch.compile failed",
+    CRASH, "error", "torch.compile failed",
     ("a graph break or backend failure in torch.compile for this model/version",),
     ("run without torch.compile to confirm; TORCH_LOGS=graph_breaks,recompiles shows where it fails",
      "wrap the failing region with torch.compiler.disable, or upgrade torch"))

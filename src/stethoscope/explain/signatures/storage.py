@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 
 from stethoscope.explain.model import Detail, Hit, Line, Signature, first_group, lines_after, rx
+from stethoscope.findings.catalogue import CRASH
 
 
 # -- parsers ------------------------------------------------------------------------------------
@@ -79,7 +80,7 @@ def parse_state_dict(hits: list[Hit], lines: Sequence[Line]) -> Detail:
 
 DISK_FULL = Signature(
     "disk_full", rx(r"No space left on device", r"\[Errno 28\]", r"Disk quota exceeded", r"\[Errno 122\]"),
-    "crash", "error", "Disk full",
+    CRASH, "error", "Disk full",
     ("checkpoints accumulating without retention, or caches (HF datasets/hub, TMPDIR, torch compile) on "
      "a small filesystem",),
     ("free space and keep only the last N checkpoints",
@@ -92,7 +93,7 @@ DISK_FULL = Signature(
 STATE_DICT_MISMATCH = Signature(
     "state_dict_mismatch", rx(r"size mismatch for [\w.]+: copying a param", r"Missing key\(s\) in state_dict",
                                r"Unexpected key\(s\) in state_dict"),
-    "crash", "error", "Checkpoint does not match the model",
+    CRASH, "error", "Checkpoint does not match the model",
     ("the checkpoint was saved from a different configuration (vocab resized, other hidden size or "
      "number of layers) or a differently wrapped model",),
     ("build the model with the checkpoint's config; resize embeddings before loading if tokens were "
@@ -106,7 +107,7 @@ CHECKPOINT_CORRUPT = Signature(
                               r"invalid load key", r"unexpected EOF, expected \d+ more bytes",
                               r"file might be corrupted", r"HeaderTooLarge", r"Error while deserializing header",
                               r"incomplete metadata, file not fully covered", r"EOFError: Ran out of input"),
-    "crash", "error", "Checkpoint file truncated or corrupt",
+    CRASH, "error", "Checkpoint file truncated or corrupt",
     ("the save was interrupted (job killed, disk full) and left a partial file",
      "an incomplete download or copy"),
     ("compare the file size/hash with what was written (a manifest); fall back to the previous checkpoint",
@@ -117,7 +118,7 @@ CHECKPOINT_CORRUPT = Signature(
 
 WEIGHTS_ONLY_LOAD = Signature(
     "weights_only_load", rx(r"Weights only load failed", r"WeightsUnpickler error"),
-    "crash", "error", "torch.load refused the checkpoint (weights_only)",
+    CRASH, "error", "torch.load refused the checkpoint (weights_only)",
     ("since PyTorch 2.6 torch.load defaults to weights_only=True and the file pickles Python objects "
      "(argparse.Namespace, numpy scalars, custom classes) besides tensors",),
     ("save plain state dicts (tensors, numbers, strings) instead of pickled objects",
