@@ -26,6 +26,7 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.spike_track import Track
 from stethoscope.detect.stats import Window, shrunk_sigma
+from stethoscope.findings.catalogue import DIVERGENCE, GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SPIKE
 from stethoscope.records import GRAD_NORM, LOSS, LR, Finding, StepRecord
 
 _MIN_WARN_HISTORY = 2  # earlier values a loss spike needs before it can be a warning
@@ -73,7 +74,7 @@ class SpikeDetector:
     def _at_reset(self, f: Finding) -> Finding:
         """A jump that starts right at a resume/schedule restart (within the grace window) is expected."""
         reset = self._last_reset
-        if (f.type in ("loss_spike", "grad_spike", "grad_explosion") and f.step is not None and reset is not None
+        if (f.type in (LOSS_SPIKE, GRAD_SPIKE, GRAD_EXPLOSION) and f.step is not None and reset is not None
                 and 0 <= f.step - reset <= self.config.restart_grace_steps and not f.evidence.get("expected")):
             _mark_expected(f, reset)
         return f
@@ -197,11 +198,11 @@ class SpikeDetector:
             why = "and the loss followed" if inc["loss_followed"] else f"and kept rising over {inc['elevated']} records"
             msg = (f"grad norm exploded from {_g(inc['level'])} to {_g(inc['peak'])} (x{ratio:.3g}) "
                    f"starting at step {inc['start']}, {why}")
-            return Finding("grad_explosion", sev, inc["start"], msg, evidence=ev, source=self.name)
+            return Finding(GRAD_EXPLOSION, sev, inc["start"], msg, evidence=ev, source=self.name)
         msg = f"grad norm spiked to {_g(inc['first'])}, x{inc['first'] / inc['level']:.3g} its level {_g(inc['level'])}"
         if inc["warmup"]:
             msg += " (LR still in warm-up: grad norms are high and jumpy there)"
-        return Finding("grad_spike", "info", inc["start"], msg, evidence=ev, source=self.name)
+        return Finding(GRAD_SPIKE, "info", inc["start"], msg, evidence=ev, source=self.name)
 
     # -- loss -------------------------------------------------------------------------------------
     def _on_loss(self, step: int, v: float, values: dict[str, float], out: list[Finding]) -> None:
@@ -379,7 +380,7 @@ class SpikeDetector:
             ev["further_spikes_folded"] = inc["respikes"]
         msg = (f"loss spiked to {_g(inc['first'])} at step {inc['start']}, x{ratio:.3g} its recent level "
                f"{_g(inc['level'])} ({ev['z']:.3g} sigma)")
-        return Finding("loss_spike", inc["severity"], inc["start"], msg, evidence=ev,
+        return Finding(LOSS_SPIKE, inc["severity"], inc["start"], msg, evidence=ev,
                        causes=list(inc["causes"]), source=self.name)
 
     def _blown_up_by_lr(self, step: int, v: float) -> list[Finding]:
@@ -401,7 +402,7 @@ class SpikeDetector:
         }
         msg = (f"loss jumped at step {inc['start']} ({_g(inc['level'])} -> {_g(inc['first'])}) and had not come "
                f"back {step - inc['start']} steps later (loss {_g(inc['last'])} at step {inc['last_step']})")
-        return Finding("divergence", "error", inc["start"], msg, evidence=ev,
+        return Finding(DIVERGENCE, "error", inc["start"], msg, evidence=ev,
                        causes=list(inc["causes"]), source=self.name)
 
     # -- state ------------------------------------------------------------------------------------
