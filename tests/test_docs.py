@@ -20,7 +20,7 @@ from stethoscope.cli.main import cli
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", ROOT / "bench" / "README.md", *(ROOT / "docs").rglob("*.md")])
 FENCE = re.compile(r"^```.*?\n(.*?)^```", re.S | re.M)
-INLINE = re.compile(r"(?<!`)`(stethoscope [^`\n]+)`(?!`)")
+INLINE = re.compile(r"(?<!`)`(stethoscope [^`]+)`(?!`)")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 OPERATORS = {"|", "||", "&&", ";", "&", "(", ")", ">", ">>", "<", "2>&1"}
 ENV = re.compile(r"^[A-Z_][A-Z0-9_]*=")
@@ -76,7 +76,7 @@ def shown_commands() -> list[tuple[str, list[str]]]:
         prose = FENCE.sub("", text)
         for span in INLINE.findall(prose):
             try:
-                shown += [(_rel(page), tokens) for tokens in _tokens(span)]
+                shown += [(_rel(page), tokens) for tokens in _tokens(" ".join(span.split()))]
             except ValueError:  # an inline span with an unbalanced quote is prose, not a command
                 continue
     return shown
