@@ -1,4 +1,4 @@
-"""`stethoscope probe RUN eval CODE` over real HTTP on 127.0.0.1: the README's own example works in a
+"""`stethoscope probe RUN eval CODE` over real HTTP on 127.0.0.1: the example in docs/probe.md works in a
 process that never imported gc, and code that raises fails the command (exit 1, traceback on stderr)."""
 
 from __future__ import annotations

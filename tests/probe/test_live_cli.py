@@ -83,7 +83,7 @@ def test_a_live_run_answers_the_cli_over_http(tmp_path, cli_env, live_dir):
         assert refused.returncode == 2 and "only reading is allowed" in refused.stderr
         ev = run_cli("probe", str(run), "eval", "print(marker); mon.last_step", env=cli_env)
         assert ev.returncode == 0 and ev.stdout.split() == ["EVAL-OUTPUT-MARK", "39"]
-        ev = run_cli("probe", str(run), "eval", "len(gc.get_objects())", env=cli_env)  # the README's example
+        ev = run_cli("probe", str(run), "eval", "len(gc.get_objects())", env=cli_env)  # docs/probe.md's example
         assert ev.returncode == 0 and int(ev.stdout) > 1000, ev.stderr  # the trainer never imported gc
         ev = run_cli("probe", str(run), "eval", "undefined_name", env=cli_env)
         assert ev.returncode == 1 and "NameError" in ev.stderr

@@ -5,7 +5,7 @@ their bytes must equal the estimate (parameter count from the config, 4+4+8 byte
 fp32). Activations: the storages autograd saves for backward (a saved-tensors hook), against the
 Korthikanti-style count plus the fp32 log-probs cross-entropy keeps. Measured at these sizes: HF Llama
 +18-20% (its RMSNorm and rotary embeddings keep extra copies), GPT-2 with exact GELU +5-17%; the tolerance
-below is what the README states.
+below is what docs/before-the-run.md states.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ transformers = pytest.importorskip("transformers")
 from stethoscope.debug.estimate import Plan, estimate, from_numbers  # noqa: E402
 
 L, H, A, V, S, B = 2, 128, 4, 500, 128, 2
-ACTIVATION_TOLERANCE = (0.95, 1.25)  # measured / estimated, as stated in the README
+ACTIVATION_TOLERANCE = (0.95, 1.25)  # measured / estimated, as stated in docs/before-the-run.md
 
 
 def _llama(attn: str) -> tuple[object, object]:
