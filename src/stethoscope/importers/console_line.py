@@ -132,10 +132,12 @@ def parse(text: str) -> Line:
     out.body = body
     tags = text[launcher.end() if launcher else 0:pos]  # prefixes say what a line is too: `[Eval]`
     step = _STEP.search(body)
-    if step and step["word"] and (_SETTING.search(body, 0, step.start()) or (
+    own = bool(step and step["word"] and _EVAL_LINE.search(step.group()))  # mmengine's `Iter(val) [2/2]`
+    own_span = step.span() if step and own else None  # the eval loop's counter: no value either
+    if step and step["word"] and (_SETTING.search(body, 0, step.start()) or own or (
             step["word"].lower() == "batch" and _EVAL_LINE.search(body, 0, step.start()))):
         step = None  # a setting (`Total optimization steps = 500`), an eval's batches (`[Eval batch=20/20]`)
-    if step is None:
+    if step is None and not own:
         step = _FRACTION.search(body)
         if step and (step["pct"] or int(step["f"]) > int(step["ft"])):
             out.progress = step["pct"] is not None
@@ -152,7 +154,8 @@ def parse(text: str) -> Line:
     out.eval = _EVAL_LINE.search(body[:step.start()] if step else body[:12]) is not None or (
         step is not None and "Eval" in body[:step.start() + 6]) or _EVAL_LINE.search(tags) is not None
     out.record = body.lstrip().startswith("{") or (indented and step is None)
-    cut = (step.start() + pos, step.end() + pos) if step else (len(text), len(text))
+    span = step.span() if step else own_span
+    cut = (span[0] + pos, span[1] + pos) if span else (len(text), len(text))
     out.values = _values(text, pos, cut)
     return out
 
