@@ -190,6 +190,14 @@ def test_the_readme_is_short_and_holds_cis_test_command() -> None:
     assert "../" not in "".join(LINK.findall(readme))
 
 
+def test_the_diagnose_page_names_every_finding_type() -> None:
+    from stethoscope.findings.catalogue import FINDING_TYPES
+
+    text = (ROOT / "docs" / "diagnose.md").read_text()
+    listed = text.split("Finding types:", 1)[1].split(". Each type", 1)[0]
+    assert sorted(re.findall(r"`(\w+)`", listed)) == sorted(FINDING_TYPES)
+
+
 SETTINGS = (ROOT / "src" / "stethoscope" / "config.py", "MonitorConfig", ROOT / "docs" / "monitor.md", "| field |")
 
 
