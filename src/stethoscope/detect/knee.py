@@ -18,7 +18,7 @@ from typing import Any
 
 from stethoscope.records import Finding
 
-CHECK_EVERY = 8  # records between two knee tests (each O(points kept))
+CHECK_EVERY = 8  # records between two knee tests (each O(points kept)); `due` spaces them out as points grow
 _KEPT = 512  # points kept; every other one is dropped when full (the window is a share of the run)
 _MIN_POINTS = 24
 _MIN_WINDOW = 4  # points in a window
@@ -38,6 +38,11 @@ class KneeTracker:
         self.points: list[list[float]] = []  # [step, level, lr or nan]
         self.stride = 1  # records-per-point multiplier after thinning
         self._skip = 0
+
+    def due(self, records: int) -> bool:
+        """Is a knee test due at this record count: every `CHECK_EVERY` records, and every quarter of the points
+        kept once there are many (the test is O(points): O(4) a record, amortised)."""
+        return records % max(CHECK_EVERY, len(self.points) // 4) == 0
 
     def push(self, step: int, level: float, lr: float | None) -> None:
         self._skip += 1
@@ -94,14 +99,14 @@ def _test(pts: list[list[float]], cum: list[float], j: int, sigma: float, n: int
     w = max(_MIN_WINDOW, round(j / 10))
     if j < 4 * w or n - j < 3 * w:
         return None
-
-    def mean(a: int) -> float:
-        return (cum[a + w] - cum[a]) / w
-
-    m_, m0, m1, m2, m3, m4 = (mean(j - 4 * w), mean(j - 3 * w), mean(j - 2 * w), mean(j - w), mean(j), mean(j + w))
     sd = sigma * math.sqrt(2.0 / w)  # the difference of two window means
-    f01, f12 = m0 - m1, m1 - m2
-    if f12 < _BEFORE_SIGMAS * sd or f12 < _MIN_FALL_REL * abs(m2) or f01 < 0.5 * f12 or m_ < m0 - sd:
+    m1, m2 = (cum[j - w] - cum[j - 2 * w]) / w, (cum[j] - cum[j - w]) / w
+    f12 = m1 - m2
+    if f12 < _BEFORE_SIGMAS * sd:  # most points fail here: the rest is computed only past it
+        return None
+    m_, m0, m3, m4 = ((cum[a + w] - cum[a]) / w for a in (j - 4 * w, j - 3 * w, j, j + w))
+    f01 = m0 - m1
+    if f12 < _MIN_FALL_REL * abs(m2) or f01 < 0.5 * f12 or m_ < m0 - sd:
         return None  # no steady descent right before (a wiggle, or the recovery from a spike or a bad stretch)
     if f12 < _MIN_FALL_OF_DESCENT * (pts[0][1] - m2):
         return None  # a tail: the loss had already come most of its way (convergence slows down like this)
@@ -109,9 +114,9 @@ def _test(pts: list[list[float]], cum: list[float], j: int, sigma: float, n: int
     predicted = f12 * (r + r * r)  # what it would have fallen over the next two windows, slowing as it was
     if m2 - m4 > _AFTER_SHARE * predicted + sd:
         return None
-    last = mean(n - w)
-    if abs(m3 - last) > _AFTER_SHARE * predicted + 2 * sd or m3 - min(mean(a) for a in range(j, n - w + 1, w)) > \
-            _AFTER_SHARE * predicted + 2 * sd:
+    last = (cum[n] - cum[n - w]) / w
+    lowest = min((cum[a + w] - cum[a]) / w for a in range(j, n - w + 1, w))
+    if abs(m3 - last) > _AFTER_SHARE * predicted + 2 * sd or m3 - lowest > _AFTER_SHARE * predicted + 2 * sd:
         return None  # it did not stay flat to now
     return {"step": int(pts[j][0]), "level": m3, "before_step": int(pts[j - 2 * w][0]), "before": m1,
             "first": pts[0][1], "fall": m1 - m3, "span": int(pts[-1][0] - pts[j][0]), "w": w}

@@ -20,7 +20,7 @@ from typing import Any
 
 from stethoscope.detect.comeback import came_back, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.knee import CHECK_EVERY, KneeTracker, knee_finding
+from stethoscope.detect.knee import KneeTracker, knee_finding
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
 from stethoscope.records import LOSS, LR, Finding, StepRecord
@@ -100,7 +100,7 @@ class TrendDetector:
             out.extend(self._plateau_check(step, level))
         sigma = self._raw_sigma()
         self._knee.push(step, min(v, level + 4 * sigma) if sigma > 0 else v, record.values.get(LR))
-        if self._n % CHECK_EVERY == 0:
+        if self._knee.due(self._n):
             out.extend(self._stop_check(step, level))
         return out
 
