@@ -166,7 +166,8 @@ def test_every_repository_path_named_in_the_docs_exists() -> None:
     missing = []
     for page in PAGES:
         text = page.read_text()
-        for path in REPO_PATH.findall(text) + [f"src/stethoscope/{p}" for p in PACKAGE_PATH.findall(text)]:
+        scripts = re.findall(r"python3? ((?:bench|tests)/[\w/]+\.py)", text)  # `python bench/x.py` in code blocks
+        for path in REPO_PATH.findall(text) + scripts + [f"src/stethoscope/{p}" for p in PACKAGE_PATH.findall(text)]:
             path = path.split("::")[0].rstrip(".,;:)")
             if "<" in path:
                 path = path[: path.index("<")].rsplit("/", 1)[0]
