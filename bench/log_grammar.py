@@ -4,10 +4,10 @@ reader on what it generates.
 A log is drawn part by part: a prefix (date or clock, logger, launcher rank, ANSI colour), a progress
 counter, separators, metric names and units, a logging cadence, eval lines and the lines a trainer prints
 in between (bars, warnings, checkpoints). Every part has a development pool (used while tuning the
-reader), a first held-out pool (`SPENT`: fixed before anything ran, looked at once, for its figure,
-then used for tuning) and a second held-out pool (`HELD`: fixed before the reader was tuned on the first,
-kept for the final figure only). `logs("dev")` draws development parts only; `logs("spent")` development
-and first held-out parts, at least one of those; `logs("held")` any part, at least one of the second pool.
+reader) and held-out pools, each fixed before the reader was tuned on the one before and looked at once,
+for its figure: `SPENT` (the first, then tuned on), `SPENT2` (the second, then tuned on), `HELD` (the
+third). `logs("dev")` draws development parts only; `logs(p)` for another pool draws from it and the pools
+before it, with at least one part of its own.
 
 The oracle (`score`) reads a generated log with `read_any`, as `stethoscope import` does, and says
 `recovered` (every train loss at its true step), `refused` (nothing read: the CLI exits 2), `partial`
@@ -29,45 +29,57 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-DEV, SPENT, HELD = "dev", "spent", "held"
+DEV, SPENT, SPENT2, HELD = "dev", "spent", "spent2", "held"
 LONG = 0.05  # the share of long logs in `sample` (thousands of records: the readers' paths for long runs)
 HELD_OUT: dict[str, set[str]] = {}  # dimension -> the second held-out pool's part names
 SPENT_OUT: dict[str, set[str]] = {}  # dimension -> the first held-out pool's (looked at once: now tuned on)
+SPENT2_OUT: dict[str, set[str]] = {}  # ... the second's (looked at once: now tuned on)
 _POOLS: dict[str, dict[str, list[str]]] = {}
 
 
-def _pool(dimension: str, dev: list[str], spent: list[str], held: list[str]) -> None:
-    _POOLS[dimension] = {DEV: dev, SPENT: spent, HELD: held}
-    SPENT_OUT[dimension] = set(spent)
-    HELD_OUT[dimension] = set(held)
+def _pool(dimension: str, dev: list[str], spent: list[str], spent2: list[str], held: list[str]) -> None:
+    _POOLS[dimension] = {DEV: dev, SPENT: spent, SPENT2: spent2, HELD: held}
+    SPENT_OUT[dimension], SPENT2_OUT[dimension], HELD_OUT[dimension] = set(spent), set(spent2), set(held)
 
 
 # -- the parts: development, first held-out (spent), second held-out ------------------------------
 _pool("date", ["none", "iso_point", "mmdd", "bracket_iso_comma", "clock", "mmddyyyy"],
-      ["ddmmyyyy", "iso_comma", "yyyymmdd_slash", "bracket_clock", "iso_t"], ["bracket_ddmmyyyy", "iso_micro", "syslog"])
+      ["ddmmyyyy", "iso_comma", "yyyymmdd_slash", "bracket_clock", "iso_t"], ["bracket_ddmmyyyy", "iso_micro", "syslog"],
+      ["utc_word", "bracket_iso_offset", "ddmmyyyy_dash"])
 _pool("logger", ["none", "info_root", "bracket_info", "dash_root_info", "glog_file"],
-      ["hf_bracket", "ray_pid", "name_warning"], ["bracket_name_level", "angle_info", "file_dash"])
+      ["hf_bracket", "ray_pid", "name_warning"], ["bracket_name_level", "angle_info", "file_dash"],
+      ["bracket_name_bracket_level", "info_pipe"])
 _pool("rank", ["none", "torchrun_rank", "torchrun_default", "bracket_Rank"], ["mpirun", "rank_colon", "gpu"],
-      ["bracket_R", "paren_rank_eq", "node_gpu"])
-_pool("ansi", ["none", "keys"], ["line_bold"], ["values"])
+      ["bracket_R", "paren_rank_eq", "node_gpu"],
+      ["worker", "angle_rank"])
+_pool("ansi", ["none", "keys"], ["line_bold"], ["values"],
+      [])
 _pool("counter", ["step", "step_colon", "Step_total", "iter_total", "bracket_total", "Iteration", "global_step",
                   "mm_iter", "epoch_samples"],
       ["it_eq", "step_eq", "update", "steps_colon", "mm_epoch", "epoch_batch"],
-      ["Iteration_colon_total", "bracket_Step", "ITER", "iteration_eq", "epoch_iter", "epoch_of_step"])
-_pool("kv", ["colon", "equals", "space"], ["colon_tight", "equals_spaced"], ["colon_tab", "colon_padded"])
-_pool("fields", ["two_blanks", "pipe", "comma"], ["dash", "tab"], ["double_pipe", "semicolon"])
+      ["Iteration_colon_total", "bracket_Step", "ITER", "iteration_eq", "epoch_iter", "epoch_of_step"],
+      ["epoch_bracket_batch", "it_colon", "Step_colon_total", "bracket_iter", "iters_eq"])
+_pool("kv", ["colon", "equals", "space"], ["colon_tight", "equals_spaced"], ["colon_tab", "colon_padded"],
+      [])
+_pool("fields", ["two_blanks", "pipe", "comma"], ["dash", "tab"], ["double_pipe", "semicolon"],
+      ["box"])
 _pool("loss_name", ["loss", "train_loss", "Loss", "train/loss", "lm loss"],
-      ["training_loss", "Train Loss", "trainLoss", "train-loss"], ["Loss/train", "train_loss_step", "LOSS"])
+      ["training_loss", "Train Loss", "trainLoss", "train-loss"], ["Loss/train", "train_loss_step", "LOSS"],
+      ["Training Loss", "loss_train", "train/lm_loss", "TrainingLoss"])
 _pool("extras", ["lr", "grad_norm", "time_s", "seconds", "dt_ms", "mem_gib", "mem_mb", "tok_s", "mfu", "nonascii"],
-      ["interval_runtime", "batch_t", "us_unit"], ["step_time_ms", "it_s", "grad_dash_norm"])
-_pool("cadence", ["1", "5", "10", "50", "100"], ["7", "25", "200"], ["3", "20", "250"])
+      ["interval_runtime", "batch_t", "us_unit"], ["step_time_ms", "it_s", "grad_dash_norm"],
+      ["step_time_s", "samples_s"])
+_pool("cadence", ["1", "5", "10", "50", "100"], ["7", "25", "200"], ["3", "20", "250"],
+      ["2", "40", "500"])
 _pool("eval", ["none", "step_val", "dict", "evaluation_eq"], ["bracket_eval", "validation_pipe"],
-      ["stars_eval", "val_pipe_step", "validation_loss"])
+      ["stars_eval", "val_pipe_step", "validation_loss"],
+      ["eval_colon_step", "valid_loss"])
 _pool("between", ["none", "tqdm", "userwarning", "saving", "blank"], ["nccl", "saved_at_step"],
-      ["shards", "socket_warning", "wandb", "epoch_header"])
+      ["shards", "socket_warning", "wandb", "epoch_header"],
+      ["plateau", "elastic", "gc"])
 
 _DIMENSIONS = list(_POOLS)
-EPOCHAL = ("mm_epoch", "epoch_batch", "epoch_iter", "epoch_of_step")  # counters within epochs
+EPOCHAL = ("mm_epoch", "epoch_batch", "epoch_iter", "epoch_of_step", "epoch_bracket_batch")  # counters within epochs
 
 
 @dataclass(frozen=True)
@@ -103,12 +115,12 @@ class Log:
 
 
 def _pools(part: str, dim: str) -> list[str]:
-    tiers = {DEV: (DEV,), SPENT: (DEV, SPENT), HELD: (DEV, SPENT, HELD)}[part]
+    tiers = {DEV: (DEV,), SPENT: (DEV, SPENT), SPENT2: (DEV, SPENT, SPENT2), HELD: (DEV, SPENT, SPENT2, HELD)}[part]
     return [name for tier in tiers for name in _POOLS[dim][tier]]
 
 
 def _wanted(part: str) -> dict[str, set[str]] | None:
-    return {DEV: None, SPENT: SPENT_OUT, HELD: HELD_OUT}[part]
+    return {DEV: None, SPENT: SPENT_OUT, SPENT2: SPENT2_OUT, HELD: HELD_OUT}[part]
 
 
 @st.composite
@@ -122,7 +134,7 @@ def grammars(draw: st.DrawFn, part: str = DEV) -> Grammar:
             parts[dim] = draw(st.sampled_from(_pools(part, dim)))
     wanted = _wanted(part)
     if wanted is not None and not any(_is_in(wanted, dim, parts[dim]) for dim in _DIMENSIONS):
-        dim = draw(st.sampled_from(_DIMENSIONS))
+        dim = draw(st.sampled_from([d for d in _DIMENSIONS if _POOLS[d][part]]))
         held = draw(st.sampled_from(_POOLS[dim][part]))
         parts[dim] = (held,) if dim in ("extras", "between") else held
     n = draw(st.integers(min_value=3, max_value=40))
@@ -181,26 +193,29 @@ def _date(kind: str, t: int) -> str:
             "iso_t": f"2024-07-24T{h:02d}:{m:02d}:{s:02d}.{ms:03d}Z ",
             "bracket_ddmmyyyy": f"[24/07/2024 {h:02d}:{m:02d}:{s:02d}] ",
             "iso_micro": f"2024-07-24 {h:02d}:{m:02d}:{s:02d}.{ms:03d}{(t * 7) % 1000:03d} ",
-            "syslog": f"Jul 24 {h:02d}:{m:02d}:{s:02d} "}[kind]
+            "syslog": f"Jul 24 {h:02d}:{m:02d}:{s:02d} ", "utc_word": f"2024-07-24 {h:02d}:{m:02d}:{s:02d} UTC ",
+            "bracket_iso_offset": f"[2024-07-24T{h:02d}:{m:02d}:{s:02d}+02:00] ",
+            "ddmmyyyy_dash": f"24-07-2024 {h:02d}:{m:02d}:{s:02d} "}[kind]
 
 
 def _logger(kind: str) -> str:
     return {"none": "", "info_root": "INFO:root:", "bracket_info": "[INFO] ", "dash_root_info": "- root - INFO - ",
             "glog_file": "INFO train.py:80] ", "hf_bracket": "[INFO|trainer.py:2345] ",
             "ray_pid": "(Trainer pid=1234) ", "name_warning": "trainer - WARNING - ",
-            "bracket_name_level": "[trainer:INFO] ", "angle_info": "<INFO> ", "file_dash": "train.py:80 - "}[kind]
+            "bracket_name_level": "[trainer:INFO] ", "angle_info": "<INFO> ", "file_dash": "train.py:80 - ",
+            "bracket_name_bracket_level": "[trainer][INFO] ", "info_pipe": "INFO | "}[kind]
 
 
 def _rank(kind: str) -> str:
     return {"none": "", "torchrun_rank": "[rank0]:", "torchrun_default": "[default0]:", "bracket_Rank": "[Rank 0] ",
             "mpirun": "[1,0]<stdout>:", "rank_colon": "rank0: ", "gpu": "[GPU0] ", "bracket_R": "[R0] ",
-            "paren_rank_eq": "(rank=0) ", "node_gpu": "node0/gpu0: "}[kind]
+            "paren_rank_eq": "(rank=0) ", "node_gpu": "node0/gpu0: ", "worker": "[worker-0] ", "angle_rank": "<rank 0> "}[kind]
 
 
 _KV = {"colon": ": ", "equals": "=", "space": " ", "colon_tight": ":", "equals_spaced": " = ", "colon_tab": ":\t",
        "colon_padded": ":   "}
 _SEP = {"two_blanks": "  ", "pipe": " | ", "comma": ", ", "dash": " - ", "tab": "\t", "double_pipe": " || ",
-        "semicolon": "; "}
+        "semicolon": "; ", "box": " │ "}
 
 
 def _prefix(g: Grammar, t: int) -> str:
@@ -220,14 +235,16 @@ def _counter(kind: str, step: int, total: int, per_epoch: int, kv: str) -> tuple
         return {"mm_epoch": f"Epoch(train) [{epoch}][{batch:>{len(str(per_epoch))}}/{per_epoch}]",
                 "epoch_batch": f"epoch {epoch} batch {batch}/{per_epoch}",
                 "epoch_iter": f"Epoch {epoch} Iter {batch}/{per_epoch}",
-                "epoch_of_step": f"Epoch {epoch}/99 Step {batch}/{per_epoch}"}[kind], None
+                "epoch_of_step": f"Epoch {epoch}/99 Step {batch}/{per_epoch}",
+                "epoch_bracket_batch": f"Epoch [{epoch}/99] Batch [{batch}/{per_epoch}]"}[kind], None
     return {"step": f"step {step}", "step_colon": f"step: {step}", "Step_total": f"Step {step}/{total}",
             "iter_total": f"iter {step}/{total}", "bracket_total": f"[{step:>{len(str(total))}}/{total}]",
             "Iteration": f"Iteration {step}", "global_step": f"global_step{kv}{step}",
             "mm_iter": f"Iter(train) [{step:>{len(str(total))}}/{total}]", "it_eq": f"it={step}",
             "step_eq": f"step={step}", "update": f"update {step}", "steps_colon": f"steps: {step}",
             "Iteration_colon_total": f"Iteration: {step}/{total}", "bracket_Step": f"[Step {step}]",
-            "ITER": f"ITER {step}", "iteration_eq": f"iteration={step}"}[kind], None
+            "ITER": f"ITER {step}", "iteration_eq": f"iteration={step}", "it_colon": f"it: {step}",
+            "Step_colon_total": f"Step: {step}/{total}", "bracket_iter": f"[iter {step}]", "iters_eq": f"iters={step}"}[kind], None
 
 
 def _extra(kind: str, r: _Rand, kv: str) -> tuple[str, bool]:
@@ -243,7 +260,8 @@ def _extra(kind: str, r: _Rand, kv: str) -> tuple[str, bool]:
            "interval_runtime": (f"interval_runtime{kv}{t:.3f}", True), "batch_t": (f"Batch (t){kv}{t:.3f}", True),
            "us_unit": (f"fwd{kv}{1000 + int(r.random() * 100)}µs", False),
            "step_time_ms": (f"step_time{kv}{t * 1000:.0f}ms", True), "it_s": (f"{1 / t:.2f} it/s", True),
-           "grad_dash_norm": (f"grad-norm{kv}{0.2 + r.random():.4f}", False)}[kind]
+           "grad_dash_norm": (f"grad-norm{kv}{0.2 + r.random():.4f}", False),
+           "step_time_s": (f"step_time_s{kv}{t:.4f}", True), "samples_s": (f"throughput {800 + int(r.random() * 50)} samples/s", False)}[kind]
     return out
 
 
@@ -256,7 +274,8 @@ def _eval_line(kind: str, step: int, value: str, kv: str) -> str:
     return {"step_val": f"step {step}: val loss {value}", "dict": f"{{'eval_loss': {value}, 'eval_runtime': 1.5}}",
             "evaluation_eq": f"Evaluation: eval_loss = {value}", "bracket_eval": f"[Eval] step {step} | loss {value}",
             "validation_pipe": f"Validation | loss: {value}", "stars_eval": f"*** eval *** loss {value}",
-            "val_pipe_step": f"val | step {step} | loss {value}", "validation_loss": f"Validation loss: {value}"}[kind]
+            "val_pipe_step": f"val | step {step} | loss {value}", "validation_loss": f"Validation loss: {value}",
+            "eval_colon_step": f"EVAL: step {step} loss {value}", "valid_loss": f"valid loss {value}"}[kind]
 
 
 def _between(kind: str, step: int, r: _Rand) -> str:
@@ -271,7 +290,11 @@ def _between(kind: str, step: int, r: _Rand) -> str:
             "socket_warning": f"[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:"
                               f"{29500 + n} (errno: 99 - Cannot assign requested address).",
             "wandb": f"wandb: Run data is saved locally in /runs/wandb/run-20240724_1120{n % 60:02d}-{n:04d}",
-            "epoch_header": f"Epoch {1 + step // 1000}/10"}[kind]
+            "epoch_header": f"Epoch {1 + step // 1000}/10",
+            "plateau": f"Epoch {n:05d}: reducing learning rate of group 0 to {1e-4 * (1 + n % 5):.4e}.",
+            "elastic": f"INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for workers. "
+                       f"Result: restart_count={n % 3} master_port={29500 + n} group_rank=0 group_world_size=1",
+            "gc": f"gc: collected {100 + n} objects in 0.0{n % 10}s"}[kind]
 
 
 def render(g: Grammar) -> Log:
@@ -293,7 +316,7 @@ def render(g: Grammar) -> Log:
     lines: list[str] = []
     eval_every = 1 + int(r.random() * 4)
     eval_kind = str(p["eval"])
-    if log.ordinal and eval_kind in ("step_val", "bracket_eval", "val_pipe_step"):  # a trainer that prints no step prints none there
+    if log.ordinal and eval_kind in ("step_val", "bracket_eval", "val_pipe_step", "eval_colon_step"):  # a trainer that prints no step prints none there
         eval_kind = "evaluation_eq"
     for i in range(g.n):
         step = start + i * cadence

@@ -1,6 +1,7 @@
 """How the console reader does on generated trainer logs (`bench/log_grammar.py`): recovered / refused /
 partial / misread rates over N logs of the development grammar; with --spent, of the first held-out
-grammar (looked at once, then tuned on); with --held-out, of the second held-out grammar (the final figure).
+and second held-out grammars (each looked at once, then tuned on); with --held-out, of the third held-out
+grammar (the final figure).
 
     python bench/log_grammar_rates.py [--logs 2000] [--spent] [--held-out] [--seed 0] [--show 5]
 """
@@ -33,7 +34,7 @@ def rates(part: str, count: int, seed: int, show: int) -> None:
             outcomes[out.kind] += 1
             if out.step_time is not None:
                 times[out.step_time] += 1
-            pools = {lg.SPENT: lg.SPENT_OUT, lg.HELD: lg.HELD_OUT}.get(part)
+            pools = {lg.SPENT: lg.SPENT_OUT, lg.SPENT2: lg.SPENT2_OUT, lg.HELD: lg.HELD_OUT}.get(part)
             for name in (log.grammar.held_parts(pools) if pools else []):
                 by_part.setdefault(name, Counter())[out.kind] += 1
             if out.kind != lg.RECOVERED and shown[out.kind] < show:
@@ -52,7 +53,7 @@ def rates(part: str, count: int, seed: int, show: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--logs", type=int, default=2000)
-    ap.add_argument("--spent", action="store_true", help="also the first held-out grammar (now tuned on)")
+    ap.add_argument("--spent", action="store_true", help="also the first and second held-out grammars (now tuned on)")
     ap.add_argument("--held-out", action="store_true", help="also the second held-out grammar (the final figure)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show", type=int, default=5, help="examples shown per outcome that is not `recovered`")
@@ -60,6 +61,7 @@ def main() -> None:
     rates(lg.DEV, args.logs, args.seed, args.show)
     if args.spent:
         rates(lg.SPENT, args.logs, args.seed + 1, args.show)
+        rates(lg.SPENT2, args.logs, args.seed + 1, args.show)
     if args.held_out:
         rates(lg.HELD, args.logs, args.seed + 1, args.show)
 
