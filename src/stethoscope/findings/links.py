@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from stethoscope.findings.catalogue import (
+    DIVERGENCE, GPU_THROTTLE, GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SCALE_COLLAPSE, LOSS_SPIKE, LR_SCHEDULE, NAN,
+    PERIODIC_STALL, STRAGGLER, THROUGHPUT_DROP, UPDATE_RATIO,
+)
 from stethoscope.records import Finding
 
 # Findings an LR increase can cause, and how soon after the jump they must start (in steps).
-LR_EFFECTS = frozenset({"loss_spike", "divergence", "grad_spike", "grad_explosion", "nan", "loss_scale_collapse",
-                        "update_ratio"})
+LR_EFFECTS = frozenset({LOSS_SPIKE, DIVERGENCE, GRAD_SPIKE, GRAD_EXPLOSION, NAN, LOSS_SCALE_COLLAPSE,
+                        UPDATE_RATIO})
 LR_WINDOW_STEPS = 10
 LR_UP_REL = 0.5  # an LR jump of +50% or more counts
 
@@ -17,7 +21,7 @@ def link_causes(findings: Sequence[Finding]) -> None:
     """Prepend (in place) "LR jumped … just before" to the causes of instabilities that follow one, and a
     GPU's throttle episode to the causes of the slowdown it overlaps."""
     link_throttles(findings)
-    jumps = [f for f in findings if f.type == "lr_schedule" and f.step is not None
+    jumps = [f for f in findings if f.type == LR_SCHEDULE and f.step is not None
              and _up(f.evidence.get("relative_change")) >= LR_UP_REL]
     for f in findings:
         if f.type not in LR_EFFECTS or f.step is None or any("LR jumped" in c for c in f.causes):
@@ -37,12 +41,12 @@ def _up(rel: object) -> float:
 
 
 # Slowdowns a throttled GPU explains: a drop or stall on its rank, a straggler (the slow rank's GPU).
-THROTTLE_EFFECTS = frozenset({"throughput_drop", "periodic_stall", "straggler"})
+THROTTLE_EFFECTS = frozenset({THROUGHPUT_DROP, PERIODIC_STALL, STRAGGLER})
 
 
 def link_throttles(findings: Sequence[Finding]) -> None:
     """A slowdown that overlaps a `gpu_throttle` episode names that GPU and its reason as the first cause."""
-    episodes = [f for f in findings if f.type == "gpu_throttle" and f.step is not None]
+    episodes = [f for f in findings if f.type == GPU_THROTTLE and f.step is not None]
     for f in findings:
         if f.type not in THROTTLE_EFFECTS or f.step is None:
             continue

@@ -14,7 +14,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable
 
-from stethoscope.findings.catalogue import ESCALATIONS
+from stethoscope.findings.catalogue import ESCALATIONS, GRAD_SPIKE
 from stethoscope.findings.catalogue import is_root
 from stethoscope.findings.incidents import Incident, finding_key
 from stethoscope.findings.links import link_causes
@@ -100,7 +100,7 @@ def ranked(findings: list[Finding]) -> list[Finding]:
 
 def fold_blips(findings: list[Finding]) -> list[Finding]:
     """Known non-problem: one-step grad-norm blips that recovered. Many become one info finding."""
-    blips = [f for f in findings if f.type == "grad_spike" and f.evidence.get("recovered") is True
+    blips = [f for f in findings if f.type == GRAD_SPIKE and f.evidence.get("recovered") is True
              and f.end_step is not None and f.step is not None and f.evidence.get("records", 1) <= 2]
     if len(blips) < 2:
         return findings
@@ -111,5 +111,5 @@ def fold_blips(findings: list[Finding]) -> list[Finding]:
            f"at step {worst.step}); harmless while the loss does not follow")
     ev = {"blips": len(blips), "largest_ratio": worst.evidence.get("ratio"), "largest_step": worst.step,
           "steps": steps[:_BLIP_EXAMPLES], "non_problem": "grad_blips"}
-    rest.append(Finding("grad_spike", "info", worst.step, msg, end_step=worst.end_step, evidence=ev, source="spike"))
+    rest.append(Finding(GRAD_SPIKE, "info", worst.step, msg, end_step=worst.end_step, evidence=ev, source="spike"))
     return rest
