@@ -5,12 +5,16 @@ a test counts bare finding-type strings outside `findings/` (tests/findings/test
 of `_TYPES` are the one list of types, in wire order: `FINDING_TYPES` (their names) is what a rank sends
 as an index (`detect/straggler.py`), so a new type is appended at the end, never inserted or reordered.
 Adding a type touches this file (constant + row) and its causes and fixes in `findings/remedies.py`
-(a test checks that every problem type has them); `findings/advice.py` applies them.
+(a test checks that every problem type has them); `findings/advice.py` applies them. The rows are read by
+the incidents and the pipeline (`symptoms`, `escalates`), the alert rules (`run_wide`),
+the NaN detector and the hang watchdog (`resolve_steps`), and the report and the dashboard (`charts`,
+`every_chart`: a row's charts must be report chart ids, which a test checks).
 
-An incident root (a type with `symptoms`) owns the findings of those types that start inside its
-span, or up to `lead_records`' worth of steps before its onset (the grad norm leads the loss), and
-after it while the run has not come back to its pre-incident level: they become its evidence,
-not findings of their own. `escalates` names the type a finding replaces at the same step.
+An incident root (a type with `symptoms`) owns the findings of those types that start while it is open
+(until its end step), or up to `lead_steps` (DetectConfig) steps before its onset (the grad norm leads the
+loss) unless they were over and recovered before it began: they become its evidence, not findings of their
+own (`findings/incidents.py`); a root at info (a harmless blip, an expected jump) owns nothing.
+`escalates` names the type a finding replaces at the same step (`findings/pipeline.py`).
 """
 
 from __future__ import annotations
