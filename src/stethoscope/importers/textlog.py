@@ -62,8 +62,14 @@ class _State:
         self.bar_done = 0  # that bar's count
 
 
+_NONFINITE_POINT = re.compile(r"^([-+]?(?:nan|inf))\.0+$", re.IGNORECASE)
+
+
 def _num(text: str | None) -> float | None:
-    return None if text is None else to_float(text.replace(",", ""))
+    """A number as a log prints it; a NaN through a format that pads decimals (Lightning's bar: `nan.0`)."""
+    if text is None:
+        return None
+    return to_float(_NONFINITE_POINT.sub(r"\1", text.replace(",", "")))
 
 
 def _put(values: Values, name: str, text: str | None, scale: float = 1.0) -> None:
