@@ -62,3 +62,12 @@ def test_a_knee_where_the_lr_annealed_to_nothing_is_the_schedule_ending():
 
     assert not _run(lambda s: _exp(min(s, 800)), lr)
     assert _run(lambda s: _exp(min(s, 800)), lambda s: 3e-4)  # the same stop with the LR still high
+
+
+def test_a_fine_tune_that_reaches_its_floor_is_info_and_says_so():
+    rng = random.Random(2)
+    records = [StepRecord(s, {LOSS: (0.2 + 2.0 * math.exp(-min(s, 400) / 150)) * (1 + rng.gauss(0, 0.03))})
+               for s in range(2000)]
+    found = [f for f in replay_set(records) if f.type == "plateau"]
+    assert found and all(f.severity == "info" for f in found), found
+    assert "converged rather than stopped" in found[0].message and "stopped learning" not in found[0].message

@@ -27,6 +27,7 @@ _MIN_FALL_REL = 0.01  # ...and as a share of the level: a real descent, not a wi
 _MIN_FALL_OF_DESCENT = 0.02  # ...and of the whole descent so far: still falling fast when it stopped
 _AFTER_SHARE = 0.25  # the fall after the knee, as a share of what the curve's own deceleration predicts
 _SCHEDULE_END = 0.1  # a knee with the LR below this share of its peak is the schedule's end
+STOPPED = "(the model stopped learning mid-run)"
 _LEARNED = 0.25  # a stop below this share of the first loss may be a floor reached (a fine-tune): info
 
 
@@ -151,11 +152,12 @@ def _const_sse(ys: list[float]) -> float:
 def knee_finding(k: dict[str, Any], last_step: int, source: str) -> Finding:
     msg = (f"the loss stopped improving at step {k['step']} after a healthy descent: it fell "
            f"{k['before']:.4g} -> {k['level']:.4g} in the {k['step'] - k['before_step']} steps before, then stayed "
-           f"flat at {k['level']:.4g} for {last_step - k['step']} steps (the model stopped learning mid-run)")
+           f"flat at {k['level']:.4g} for {last_step - k['step']} steps {STOPPED}")
     ev = {"start_level": k["first"], "level": k["level"], "fall_before": k["fall"], "steps": last_step - k["step"],
           "after_descent": True}
     sev = "warning"
     if k["first"] > 0 and k["level"] < _LEARNED * k["first"]:  # most of the learning done: likely a floor reached
         sev = "info"
-        msg += f"; info: at under {_LEARNED:.0%} of where it started, the run may simply have converged (a fine-tune)"
+        msg = msg.replace(STOPPED, f"(at under {_LEARNED:.0%} of where it started: likely a floor reached, "
+                                   "converged rather than stopped)")
     return Finding("plateau", sev, k["step"], msg, evidence=ev, source=source)

@@ -20,7 +20,7 @@ from typing import Any
 
 from stethoscope.detect.comeback import came_back, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.knee import KneeTracker, knee_finding
+from stethoscope.detect.knee import STOPPED, KneeTracker, knee_finding
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
 from stethoscope.records import LOSS, LR, Finding, StepRecord
@@ -348,7 +348,8 @@ class TrendDetector:
             self._stop = None
             f = knee_finding(k, step, self.name)
             f.end_step, f.severity = step, "info"
-            f.message += f"; the loss started improving again by step {step} ({now:.4g})"
+            again = f"; the loss started improving again by step {step} ({now:.4g})"
+            f.message = f.message.replace(f" {STOPPED}", "") + again
             return [f]
         if self._stop_done or self._plateau is not None or self._div is not None or self._frozen_reported:
             return []
