@@ -274,7 +274,7 @@ class Checkpoints:
         parts, meta = self._collect(step, reason)
         if self.config.async_save and not wait:
             if self._staging is None:
-                from stethoscope.checkpoint.state import HostStaging
+                from stethoscope.checkpoint.staging import HostStaging
 
                 self._staging = HostStaging()
             parts = self._staging.copy(parts)
@@ -315,6 +315,7 @@ class Checkpoints:
 
     def _write_guarded(self, step: int, parts: dict[str, Any], meta: dict[str, Any], t0: float) -> None:
         try:
+            self._staging.settle()  # device-to-host copies still running: the writer waits, not training
             disk.sweep_leftovers(self.dir)
             self._publish(disk.stage(self.dir, step, parts, meta, self.config.hash, overlap=True), meta, t0)
         except Exception as exc:  # noqa: BLE001 - a background save never takes the run down

@@ -1,4 +1,4 @@
-"""What a checkpoint holds besides the user's objects: RNG states, and copies made safe to write later.
+"""What a checkpoint holds besides the user's objects: RNG states.
 
 Everything here is saved with `torch.save` and must load with `torch.load(weights_only=True)`: only
 tensors, dicts, lists, tuples, strings and numbers (numpy's RNG key travels as a tensor).
@@ -41,26 +41,3 @@ def set_rng_state(state: dict[str, Any]) -> None:
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
-
-class HostStaging:
-    """Copies (nested) state dicts into host buffers kept from one save to the next, so an async save's
-    blocking part is one memcpy per tensor, without allocating and faulting in fresh pages each time.
-    A buffer is reused only after the previous save's write finished (the caller waits for it)."""
-
-    def __init__(self) -> None:
-        self._buffers: dict[str, Any] = {}
-
-    def copy(self, obj: Any, key: str = "") -> Any:
-        import torch
-
-        if isinstance(obj, torch.Tensor):
-            t = obj.detach()
-            buf = self._buffers.get(key)
-            if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
-                buf = self._buffers[key] = torch.empty(t.shape, dtype=t.dtype, device="cpu")
-            return buf.copy_(t)
-        if isinstance(obj, dict):
-            return {k: self.copy(v, f"{key}/{k}") for k, v in obj.items()}
-        if isinstance(obj, (list, tuple)):
-            return type(obj)(self.copy(v, f"{key}/{i}") for i, v in enumerate(obj))
-        return obj

@@ -1,0 +1,71 @@
+"""Async saves: the host copy holds the state of its step, a tied tensor once, and a module's metadata."""
+
+from __future__ import annotations
+
+import torch
+
+import stethoscope
+
+
+class Tied(torch.nn.Module):
+    """An embedding and an output layer sharing one weight (as GPT-2's do), and a BatchNorm (versioned)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(512, 64)
+        self.head = torch.nn.Linear(64, 512, bias=False)
+        self.head.weight = self.emb.weight
+        self.norm = torch.nn.BatchNorm1d(64)
+
+
+def _trained() -> tuple[Tied, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = Tied()
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    model.train()
+    loss = model.head(model.norm(model.emb(torch.arange(8)))).square().mean()
+    loss.backward()
+    opt.step()
+    return model, opt
+
+
+def test_async_save_writes_a_tied_tensor_once_and_keeps_module_metadata(tmp_path):
+    model, opt = _trained()
+    parts = {"model": model, "optimizer": opt}
+    asyn = stethoscope.Checkpoints(tmp_path / "async", async_save=True, on_signal=None, strict=True, extra=parts)
+    sync = stethoscope.Checkpoints(tmp_path / "sync", on_signal=None, strict=True, extra=parts)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    asyn.save(1)
+    with torch.no_grad():
+        model.emb.weight.add_(1.0)  # training goes on while the writer thread writes
+    sync_path = sync.save(1, wait=True)
+    state = asyn.load_latest()
+    saved = state["model"]
+    assert all(torch.equal(saved[k], v) for k, v in before.items())
+    assert saved["emb.weight"].untyped_storage().data_ptr() == saved["head.weight"].untyped_storage().data_ptr()
+    size = (state["path"] / "model.pt").stat().st_size
+    assert abs(size - (sync_path / "model.pt").stat().st_size) < 4096  # not 128 KiB more: the tied weight once
+    assert saved._metadata == model.state_dict()._metadata and saved._metadata["norm"]["version"] == 2
+    asyn.close()
+    sync.close()
+
+
+def test_async_saves_reuse_their_host_buffers_and_follow_a_changed_state(tmp_path):
+    model, opt = _trained()
+    ck = stethoscope.Checkpoints(tmp_path, async_save=True, keep_last=None, on_signal=None, strict=True,
+                                 extra={"model": model, "optimizer": opt})
+    ck.save(1)
+    ck.wait()
+    buffers = list(ck._staging._buffers)
+    with torch.no_grad():
+        model.norm.weight.mul_(3.0)
+    ck.save(2)
+    ck.wait()
+    assert all(a is b for a, b in zip(buffers, ck._staging._buffers)) and len(buffers) == len(ck._staging._buffers)
+    model.extra = torch.nn.Linear(3, 5)  # the state grows (a new layer): new buffers where shapes differ
+    ck.save(3)
+    ck.close()
+    for step in (2, 3):
+        state = ck.load_latest(before=step)["model"]
+        assert torch.equal(state["norm.weight"], model.norm.weight.detach())
+    assert torch.equal(ck.load_latest()["model"]["extra.weight"], model.extra.weight.detach())
