@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import log_grammar as lg  # noqa: E402
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lg.logs(lg.DEV))
 def test_generated_logs_are_read_or_refused(log: lg.Log) -> None:
     outcome = lg.score(log)
@@ -33,7 +33,7 @@ def test_generated_logs_are_read_or_refused(log: lg.Log) -> None:
         assert outcome.step_time, (log.grammar.parts, log.text[:300])
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lg.logs(lg.SPENT))
 def test_generated_logs_of_the_spent_held_out_part(log: lg.Log) -> None:
     """The first held-out part, looked at once and then tuned on, is development material now."""
@@ -163,3 +163,15 @@ def test_a_counter_within_epochs_between_other_lines() -> None:
         lines.append(f"epoch {1 + g // 117} batch {g % 117}/117 | train_loss {g / 1e3:.3f}")
         lines.append(f"Saved checkpoint at step {g}")
     assert sorted(_steps("\n".join(lines) + "\n")) == list(range(0, 500, 25))
+
+
+def test_an_epoch_with_its_number_of_epochs_before_a_counter_within_it() -> None:
+    text = "".join(f"Epoch {1 + g // 772}/99 Step {g % 772}/772\ttrain_loss {g / 1e4:.4f}\n" for g in range(0, 3000, 200))
+    assert sorted(_steps(text)) == list(range(0, 3000, 200))
+
+
+def test_a_per_step_loss_name_is_the_loss() -> None:
+    """Lightning names a metric logged per step and per epoch `train_loss_step` and `train_loss_epoch`."""
+    text = "".join(f"iter {s}/300 | train_loss_step: {3 - s / 1e3:.3f} | train_loss_epoch: 2.9\n" for s in range(0, 300, 30))
+    got = _steps(text)
+    assert sorted(got) == list(range(0, 300, 30)) and got[30] == pytest.approx(2.97)

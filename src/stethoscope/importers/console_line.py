@@ -50,7 +50,8 @@ _FRACTION = re.compile(r"\[\s*(?P<f>\d+)\s*/\s*(?P<ft>\d+)\s*(?P<pct>\(\s*\d+(?:
 # Words that make a counter word a setting or a count: `Total optimization steps = 500`, `warmup steps: 100`.
 _SETTING = re.compile(r"\b(?i:total|max|maximum|num|number\s+of|warmup|warm-up|accumulation|every|per|remaining|"
                       r"save|logging)\b[\w\s]{0,20}$")
-_EPOCH = re.compile(r"\b(?i:epoch)\b\s*(?:\(\w+\)\s*)?[:=#]?\s*\[?\s*(\d+)(?!\s*/)")
+# An epoch before a counter: `Epoch 2`, `epoch=2`, `Epoch(train) [2]`, `Epoch 2/90` (with the number of epochs).
+_EPOCH = re.compile(r"\b(?i:epoch)\b\s*(?:\(\w+\)\s*)?[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?")
 _EVAL_LINE = re.compile(r"\b(?:val|valid|validate|validation|eval|evaluate|evaluation|Eval|Val|Validation|"
                         r"Validate|Evaluation|EVAL|VAL)\b")
 _TOKEN = re.compile(
@@ -276,6 +277,8 @@ def key_name(key: str, unit: str) -> str | None:
     if "mfu" in plain.split():
         plain = "mfu"
     plain = plain.replace("curr ", "current ")
+    if plain.endswith(" step") and known(plain[:-5]):  # Lightning's `train_loss_step`: the per-step value
+        plain = plain[:-5]
     plain = _SYNONYMS.get(plain, plain)
     if unit in ("k", "K", "M", "B", "x") or not unit:
         return plain
