@@ -35,42 +35,18 @@ def _status(path: str, what: str) -> Any:
 
 
 def detect_config(config_file: str | None, overrides: tuple[str, ...]) -> DetectConfig | None:
-    """The detectors' thresholds: the [detect] table of `config_file`, then `--set` overrides; None for
-    the defaults. A bad key or value is a UsageError (exit 2) naming it and what is valid."""
+    """The detectors' thresholds: the [detect] table of `config_file` (detect/config_file.py), then `--set`
+    overrides; None for the defaults. A bad key or value is a UsageError (exit 2) naming it and what is valid."""
     if config_file is None and not overrides:
         return None
     from stethoscope.detect.config import DetectConfig
+    from stethoscope.detect.config_file import load_detect_config
 
-    config = DetectConfig()
-    if config_file is not None:
-        try:
-            config = DetectConfig.from_mapping(_detect_table(Path(config_file)))
-        except ValueError as exc:
-            raise InputError(config_file, f"[detect]: {exc}") from None
+    config = load_detect_config(config_file) if config_file is not None else DetectConfig()
     try:
         return config.with_overrides(overrides)
     except ValueError as exc:
         raise UsageError(f"--set: {exc}") from None
-
-
-def _detect_table(path: Path) -> dict[str, Any]:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        try:
-            import tomli as tomllib
-        except ModuleNotFoundError:
-            raise UsageError("--config needs Python 3.11+ or the tomli package (pip install tomli)") from None
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(path, f"not valid TOML ({exc})") from None
-    table = data.get("detect")
-    if not isinstance(table, dict):
-        raise InputError(path, "no [detect] table (detector thresholds go under [detect], e.g. spike_sigma = 8)")
-    return table
 
 
 def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: int | None,
