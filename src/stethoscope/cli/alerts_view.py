@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from stethoscope.cli import render
+from stethoscope.cli.options import EXIT_STATUS
 from stethoscope.store.query import open_run
 
 
@@ -47,3 +48,21 @@ def list_alerts(run: str, as_json: bool, failed_only: bool) -> int:
     con.print(f"{sent} delivered, {len(rows) - sent} failed" +
               (" — failed deliveries name the error; the run itself was not slowed" if len(rows) > sent else ""))
     return 0
+
+
+@click.command(epilog=EXIT_STATUS)
+@click.argument("run", type=click.Path())
+@click.option("--failed", "failed_only", is_flag=True, help="Only the deliveries that failed.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def alerts(run: str, failed_only: bool, as_json: bool) -> None:
+    """What the run's alerts said, to which channel, and which deliveries failed (and why).
+
+    \b
+    Examples:
+      stethoscope alerts runs/demo
+      stethoscope alerts runs/demo --failed --json
+    """
+    list_alerts(run, as_json, failed_only)
+
+
+COMMANDS = [alerts]

@@ -172,3 +172,6 @@ def _print(rows: list[dict], as_json: bool, title: str) -> None:
     table = [(r["step"], r["path"], r["bytes"], r["status"], r["time"], r["milestone"],
               " ".join(f"{k}={render.fmt(v)}" for k, v in r["metrics"].items()), r["reason"] or "") for r in rows]
     render.console().print(render.rows_table(cols, table, title=title))
+
+
+COMMANDS = [ckpt]

@@ -74,3 +74,6 @@ def dashboard(runs: tuple[str, ...], port: int, poll: float, open_browser: bool)
         pass
     finally:
         server.server_close()
+
+
+COMMANDS = [dashboard]

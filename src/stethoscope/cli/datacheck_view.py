@@ -119,3 +119,6 @@ def _where(c: dict[str, Any]) -> str:
     if c["check"] == "template_mismatch":
         return ", ".join(parts) + f"; train: {c['train_template']}, eval: {c['eval_template']}"
     return ", ".join(parts) + (f" … +{more:,}" if more > 0 else "")
+
+
+COMMANDS = [check_data]

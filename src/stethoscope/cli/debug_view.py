@@ -125,3 +125,6 @@ def _print(con: Any, run: str, plans: list[dict[str, Any]], left_out: int) -> No
         con.print(f"  {escape(p['python'])}", highlight=False, soft_wrap=True)
     con.print("\nRun the four checks on your model, with that step's batch re-fetched from your data pipeline:\n"
               "  from stethoscope.debug import workflow\n  print(workflow(...))   # as above", highlight=False)
+
+
+COMMANDS = [debug]

@@ -19,6 +19,7 @@ from rich.text import Text
 from stethoscope.cli import render
 from stethoscope.cli.findings_view import print_findings
 from stethoscope.cli.listing import summary_table, with_counts
+from stethoscope.cli.options import EXIT_STATUS
 from stethoscope.diagnose.stored import run_findings
 from stethoscope.errors import UsageError
 from stethoscope.store.db import holds_run, remove_run
@@ -137,3 +138,34 @@ def print_next(run_dir: Path) -> None:
                 f"stethoscope query {q} --schema",
                 f"stethoscope query {q} \"SELECT name, COUNT(*), MIN(value), MAX(value) FROM metrics GROUP BY name\""):
         click.echo(f"  {cmd}")
+
+
+@click.command(epilog=EXIT_STATUS)
+@click.option("--steps", type=int, default=None, help="Training steps (about 1 minute per 1000) [1000; 400 with --recover].")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="Run directory [runs/demo; runs/demo-2, -3, … when that holds a run].")
+@click.option("--inject", default=None, metavar="KIND@STEP",
+              help="Inject a fault at a step inside the run: nan@N (a weight turns NaN: NaN from N on), "
+                   "spike@N (a garbage batch; with --recover 20 of them, a bad shard), lr@N (LR x50 from N on) or "
+                   "diverge@N (LR x100 for 10 steps).")
+@click.option("--recover", is_flag=True, help="Checkpoint as it goes and turn automatic recovery on (rollback past "
+              "the fault); then train the same run without the fault and compare the final losses.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the model and the data order.")
+@click.option("--force", is_flag=True, help="Replace the run already in --out (without it, --out must hold no run).")
+@click.option("--alerts", type=click.Path(dir_okay=False), default=None, metavar="FILE.toml",
+              help="Send alerts as the run goes (channels in a TOML file; default: $STETHOSCOPE_ALERTS).")
+def demo(steps: int | None, out: str | None, inject: str | None, recover: bool, seed: int, force: bool,
+         alerts: str | None) -> None:
+    """Train a tiny GPT on CPU with stethoscope watching, then show what it noticed.
+
+    \b
+    Examples:
+      stethoscope demo
+      stethoscope demo --steps 600 --inject spike@300 --out runs/spike --force
+      stethoscope demo --inject diverge@150 --recover --alerts alerts.toml
+    """
+    steps = steps if steps is not None else (400 if recover else 1000)
+    run_demo(steps=steps, out=out, inject=inject, seed=seed, force=force, alerts=alerts, recover=recover)
+
+
+COMMANDS = [demo]

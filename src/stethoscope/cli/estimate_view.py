@@ -329,3 +329,6 @@ def mfu(config: str | None, params: str | None, seq: int, tokens_per_s: float | 
         ("MFU", f"{100 * result['mfu']:.1f}%"),
         ("tokens/s at 30/40/50% MFU", " / ".join(f"{v:,.0f}" for v in result["tokens_per_s_at"].values())),
     ]))
+
+
+COMMANDS = [estimate]

@@ -1,7 +1,7 @@
 """`stethoscope export …`: feed a run to the tools teams already run, or write their configuration.
 
-`export` is a module-level click group: another verb module adds its own subcommand with
-`export.add_command(...)` (registered from cli/main.py like this one).
+`export` is a module-level click group; `export parquet` comes from parquet_view.py (added at the end of
+this module). cli/main.py registers the group like every verb: through this module's `COMMANDS`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from stethoscope.cli.parquet_view import parquet
 from stethoscope.errors import UsageError
 
 EXIT_STATUS = """\b
@@ -251,3 +252,8 @@ def _check_duration(value: str, option: str) -> None:
 
     if not re.fullmatch(r"(\d+(ms|s|m|h|d|w|y))+", value):
         raise UsageError(f"{option}: expected a Prometheus duration like 10m, 1h or 1h30m, got {value!r}")
+
+
+export.add_command(parquet)  # `export parquet` (cli/parquet_view.py)
+
+COMMANDS = [export]

@@ -258,3 +258,6 @@ def hook_remove() -> None:
     path = _pth()
     path.unlink(missing_ok=True)
     click.echo(f"removed {path}")
+
+
+COMMANDS = [probe, ps, run, hook]

@@ -202,3 +202,6 @@ def _findings(snap: Any, seen: set[str] | None) -> Table:
                       Text(str(f["severity"]), style=_SEVERITY_STYLE.get(f["severity"], "")),
                       Text(str(f["type"])), Text(str(f["message"])))
     return table
+
+
+COMMANDS = [watch]
