@@ -59,12 +59,17 @@ class LiveAlerts:
 
     # -- the writer thread ----------------------------------------------------------------------
     def observe(self, points: Sequence[tuple[str, int, float, Any]]) -> list[Finding]:
-        findings = self.detection.observe(points)
+        return self.see(points, self.detection.observe(points))
+
+    def finish(self) -> list[Finding]:
+        return self.end(self.detection.finish())
+
+    def see(self, points: Sequence[tuple[str, int, float, Any]], findings: list[Finding]) -> list[Finding]:
+        """A stage of the Monitor's observer chain (capture/observers.py): the rules over these findings."""
         self._guard(self._on_points, points, findings)
         return findings
 
-    def finish(self) -> list[Finding]:
-        findings = self.detection.finish()
+    def end(self, findings: list[Finding]) -> list[Finding]:
         self._guard(self._on_end, findings)
         return findings
 

@@ -160,8 +160,16 @@ class RecoveryPolicy:
         if ck is not None:
             ck.lookback = self.config.lookback
 
-    def observer(self, inner: Any) -> _Observer:
-        return _Observer(inner, self)
+    def see(self, points: Sequence[tuple[str, int, float, Any]], findings: list[Finding]) -> list[Finding]:
+        """A stage of the Monitor's observer chain (capture/observers.py): the policy looks at each batch."""
+        try:
+            self.on_points(points, findings or [])
+        except Exception:  # noqa: BLE001 - recovery must never cost the run its findings
+            log.exception("stethoscope recovery failed to look at a batch of points")
+        return findings
+
+    def end(self, findings: list[Finding]) -> list[Finding]:
+        return findings
 
     def should_skip(self, step: int) -> bool:
         return any(a <= step <= b for a, b in self.skips)
@@ -388,24 +396,6 @@ class RecoveryPolicy:
         out += [(ch, alert) for ch in wanted]
         alerts.dispatcher.submit(out)
         return wanted
-
-
-class _Observer:
-    """The Monitor's writer-thread observer (detection, alerts), with the policy looking on."""
-
-    def __init__(self, inner: Any, policy: RecoveryPolicy) -> None:
-        self.inner, self.policy = inner, policy
-
-    def observe(self, points: Sequence[tuple[str, int, float, Any]]) -> list[Finding]:
-        findings = self.inner.observe(points)
-        try:
-            self.policy.on_points(points, findings or [])
-        except Exception:  # noqa: BLE001 - recovery must never cost the run its findings
-            log.exception("stethoscope recovery failed to look at a batch of points")
-        return findings
-
-    def finish(self) -> list[Finding]:
-        return self.inner.finish()
 
 
 def _before(onset: int) -> int:

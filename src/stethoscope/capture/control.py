@@ -53,10 +53,6 @@ class Control:
         self.rollback_to = step if self.rollback_to is None else min(self.rollback_to, step)
         self.reasons.append(reason)
 
-    def watch(self, inner: Any) -> CriticalWatch:
-        """Wrap the Monitor's writer-thread observer: its critical findings are noted in `critical`."""
-        return CriticalWatch(inner, self)
-
     def clear(self) -> None:
         self.checkpoint, self.rollback_to, self.resume_step, self.stop = False, None, None, False
         self.reasons.clear()
@@ -73,16 +69,16 @@ def is_critical(f: Finding) -> bool:
 
 
 class CriticalWatch:
-    """The Monitor's observer chain with the Control looking on (on the writer thread)."""
+    """A stage of the Monitor's observer chain (capture/observers.py): the first critical finding is noted in
+    the Control (on the writer thread)."""
 
-    def __init__(self, inner: Any, control: Control) -> None:
-        self.inner, self.control = inner, control
+    def __init__(self, control: Control) -> None:
+        self.control = control
 
-    def observe(self, points: Sequence[tuple[str, int, float, Any]]) -> list[Finding]:
-        findings = self.inner.observe(points)
+    def see(self, points: Sequence[tuple[str, int, float, Any]], findings: list[Finding]) -> list[Finding]:
         if self.control.critical is None:
             self.control.critical = next((f for f in findings or () if is_critical(f)), None)
         return findings
 
-    def finish(self) -> list[Finding]:
-        return self.inner.finish()
+    def end(self, findings: list[Finding]) -> list[Finding]:
+        return findings

@@ -21,11 +21,12 @@ from stethoscope import records as R
 from stethoscope.capture.control import Control
 from stethoscope.capture.dist import rank_and_world
 from stethoscope.capture.gpu import start_gpu_health
+from stethoscope.capture.observers import observer_chain
 from stethoscope.capture.runinfo import start_info
 from stethoscope.capture.system import DeviceMemory, GcPauses, HostStats, default_device_memory, device_metrics
 from stethoscope.capture.tensors import detach, ids_to_host, length, to_host
 from stethoscope.capture.throughput import detect_peak_flops, flops_per_token
-from stethoscope.capture.wiring import (alerts_config, exporters, grad_stats, live_detection, lr_used,
+from stethoscope.capture.wiring import (alerts_config, exporters, grad_stats, live_alerts, live_detection, lr_used,
                                         nonfinite_locator, recovery_policy, start_exports)
 from stethoscope.config import MonitorConfig
 from stethoscope.errors import InternalError
@@ -102,15 +103,15 @@ class Monitor:
         self._write_run_json()
         self._detection = detection
         self._probe = self._start_probe(model)  # the probe server, hang watchdog, cross-rank health
-        if detection is not None:
-            observer = self._probe.wrap(detection) if self._probe is not None else detection
-            observer = self._with_alerts(observer, alerts)
-            if self.recovery is not None:
-                self.recovery.bind(self)
-                observer = self.recovery.observer(observer)
-            self._recorder.observers.append(self.control.watch(observer))
+        self._alerts = live_alerts(alerts, self._recorder.store, self.rank, self.run_dir, self.settings.strict)
+        if self.recovery is not None:
+            self.recovery.bind(self)
         self.exports = start_exports(self._recorder, export, self.run_dir, self.rank, self.world_size,
                                      self._info.get("config"))
+        chain = observer_chain(detection, self.control, probe=self._probe, alerts=self._alerts,
+                               recovery=self.recovery, exports=self.exports)
+        if chain is not None:
+            self._recorder.observers.append(chain)
         if getattr(self.exports, "prometheus_url", None):  # where to scrape, beside the run's other facts
             self._info["prometheus_url"] = self.exports.prometheus_url
             self._write_run_json()
@@ -161,17 +162,6 @@ class Monitor:
             log.warning("stethoscope: %s already holds a run (pass resume=True to continue it); recording this "
                         "run in %s", self.run_dir, fresh)
             self.run_dir = fresh
-
-    def _with_alerts(self, detection: Any, config: Any) -> Any:
-        """The live detection observer, wrapped so its findings become alerts (on the writer thread)."""
-        if config is None:
-            return detection
-        from stethoscope.act.live import LiveAlerts, knowledge_advice
-
-        store = self._recorder.store
-        self._alerts = LiveAlerts(detection, config, store.write_events, store.write_points, self.rank,
-                                  str(self.run_dir.resolve()), knowledge_advice(), strict=self.settings.strict)
-        return self._alerts
 
     def _on_forward(self, *_: Any) -> None:
         if self._compute_start is None:

@@ -1,8 +1,10 @@
-"""The Monitor's optional parts, checked and built before any of its threads starts: live detection,
-exporters, the automatic recovery policy. Each imports its package only when asked for."""
+"""The Monitor's optional parts: live detection, alerts, exporters, the automatic recovery policy, the probe,
+the optimizer hooks. Each is checked before any of the Monitor's threads starts where it can be, and each
+imports its package only when asked for."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from stethoscope.config import env_alerts_file
@@ -107,3 +109,23 @@ def start_exports(recorder: Any, export: list[Any] | None, run_dir: Any, rank: i
     except BaseException:
         recorder.close()
         raise
+
+
+def live_alerts(config: Any, store: Any, rank: int, run_dir: Any, strict: bool) -> Any:
+    """The alert rules as a stage of the observer chain (capture/observers.py), or None without alerts."""
+    if config is None:
+        return None
+    from stethoscope.act.live import LiveAlerts, knowledge_advice
+
+    return LiveAlerts(None, config, store.write_events, store.write_points, rank, str(Path(run_dir).resolve()),
+                      knowledge_advice(), strict=strict)
+
+
+def probe(settings: Any, owner: Any, run_dir: Any, rank: int, world_size: int, recorder: Any, model: Any) -> Any:
+    """The probe server, hang watchdog and cross-rank health for `Monitor(serve=...)`, or None."""
+    if settings.serve is False:
+        return None
+    from stethoscope.probe.live import for_monitor
+
+    return for_monitor(settings.serve, owner, run_dir=run_dir, rank=rank, world_size=world_size, recorder=recorder,
+                       model=model, strict=settings.strict)

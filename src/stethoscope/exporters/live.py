@@ -68,6 +68,17 @@ class LiveExport:
         self.close()
         return found
 
+    def see(self, points: Sequence[Point], findings: list[Finding]) -> list[Finding]:
+        """The last stage of the Monitor's observer chain (capture/observers.py): the points and the
+        findings every stage before it passed on."""
+        self._forward(list(points), findings)
+        return findings
+
+    def end(self, findings: list[Finding]) -> list[Finding]:
+        self._forward([], findings)
+        self.close()
+        return findings
+
     def _forward(self, points: list[Point], findings: list[Finding]) -> None:
         if not points and not findings:
             return
@@ -168,14 +179,13 @@ def start_exports(exporters: Sequence[Any], context: ExportContext, inner: Seque
 
 def attach_exports(recorder: Any, chosen: Sequence[Any], run_dir: Any, rank: int, world_size: int,
                    config: Any) -> LiveExport:
-    """Start the exporters for a Monitor's recorder; they wrap its observers. The Prometheus URL goes
-    into the run's metadata (`prometheus_url`)."""
+    """Start the exporters for a Monitor's recorder (the last stage of its observer chain). The Prometheus
+    URL goes into the run's metadata (`prometheus_url`)."""
     from pathlib import Path
 
     context = ExportContext(run=Path(run_dir).name, run_dir=Path(run_dir), rank=rank, world_size=world_size,
                             config=config if isinstance(config, dict) else {})
-    live = start_exports(chosen, context, recorder.observers)
-    recorder.observers[:] = [live]
+    live = start_exports(chosen, context, ())
     if live.prometheus_url:
         recorder.call("set_meta", {"prometheus_url": live.prometheus_url})
         # said once, where a person starting the run looks (a scrape config needs it), not only in a log

@@ -125,10 +125,10 @@ class LiveProbe:
         if world is not None:
             self.health = Health(self.config, *world)
 
-    def wrap(self, observer: Any) -> Any:
-        """The writer's detection observer, with this probe's findings added to its stream (so they reach
-        the alert rules and the store like any detector's)."""
-        self.inbox = FindingInbox(observer, self)
+    def finding_stage(self) -> FindingInbox:
+        """A stage of the Monitor's observer chain (capture/observers.py), after the detectors: this probe's
+        findings join their stream there (so they reach the alert rules and the store like any detector's)."""
+        self.inbox = FindingInbox(self)
         return self.inbox
 
     def detach(self, owner: Any) -> None:
@@ -343,10 +343,10 @@ class LiveProbe:
 
 
 class FindingInbox:
-    """An Observer around the detection observer: its findings, plus those the probe put in."""
+    """A stage of the Monitor's observer chain: the detectors' findings, plus those the probe put in."""
 
-    def __init__(self, inner: Any, probe: LiveProbe) -> None:
-        self.inner, self.probe = inner, probe
+    def __init__(self, probe: LiveProbe) -> None:
+        self.probe = probe
         self._items: deque[Finding] = deque()
 
     def put(self, finding: Finding) -> None:
@@ -358,20 +358,13 @@ class FindingInbox:
             out.append(self._items.popleft())
         return out
 
-    def observe(self, points: Any) -> list[Finding]:
-        found = self.inner.observe(points)
-        if found:
-            self.probe.last_finding = found[-1]
-        return found + self._take()
+    def see(self, points: Any, findings: list[Finding]) -> list[Finding]:
+        if findings:
+            self.probe.last_finding = findings[-1]
+        return findings + self._take()
 
-    def finish(self) -> list[Finding]:
-        return self.inner.finish() + self._take()
-
-    def state_dict(self) -> Any:
-        return self.inner.state_dict()
-
-    def load_state_dict(self, state: Any) -> None:
-        self.inner.load_state_dict(state)
+    def end(self, findings: list[Finding]) -> list[Finding]:
+        return findings + self._take()
 
 
 # -- eval: output captured per thread, never into the trainer's stdout ---------------------------
