@@ -1,0 +1,84 @@
+"""The steps' values waiting for the flush: one host transfer for all their tensors, then the writer's queue.
+
+`Monitor.step` appends a step's values here (tensors detached, not read). A flush, every `log_every`
+steps or half the flush interval, reads every pending tensor back in one batched transfer, derives the
+clip coefficient, hands the points to the record writer, and samples the host and device every
+`system_every` seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from stethoscope import records as R
+from stethoscope.capture.system import HostStats, default_device_memory, device_metrics
+from stethoscope.capture.tensors import ids_to_host, to_host
+from stethoscope.config import MonitorConfig
+
+
+class Pending:
+    """The pending values and batch ids of one Monitor, and its flush."""
+
+    def __init__(self, recorder: Any, settings: MonitorConfig, max_grad_norm: float | None, scaler: Any,
+                 device_memory: Any, nonfinite: Any) -> None:
+        self.recorder, self.settings = recorder, settings
+        self.max_grad_norm, self.scaler, self.nonfinite = max_grad_norm, scaler, nonfinite
+        self.values: list[tuple[int, float, dict[str, Any]]] = []
+        self.batches: list[tuple[int, Any]] = []
+        self.last_flush = time.perf_counter()
+        self._last_system = 0.0
+        self._host = HostStats()
+        self._device_memory = device_memory if device_memory is not None else default_device_memory()
+
+    def add(self, step: int, values: dict[str, Any], batch_ids: Any = None) -> None:
+        self.values.append((step, time.time(), values))
+        if batch_ids is not None:
+            self.batches.append((step, batch_ids))
+
+    def due(self, now: float) -> bool:
+        """Whether to flush after the step that ended `now`."""
+        s = self.settings
+        return len(self.values) >= s.log_every or now - self.last_flush >= s.flush_interval / 2
+
+    def flush(self, last_step: int | None) -> None:
+        self.last_flush = time.perf_counter()
+        pending, self.values = self.values, []
+        if pending:
+            self._put_values(pending)
+        if self.batches:
+            batches, self.batches = self.batches, []
+            steps = [s for s, _ in batches]
+            self.recorder.call("write_batches", list(zip(steps, ids_to_host([ids for _, ids in batches]))))
+        if self.last_flush - self._last_system >= self.settings.system_every:
+            self._last_system = self.last_flush
+            self._sample_system(last_step or 0)
+
+    def _put_values(self, pending: list[tuple[int, float, dict[str, Any]]]) -> None:
+        rows: list[tuple[str, int, float, float]] = []
+        tensors: list[Any] = []
+        slots: list[int] = []
+        for step, wall, values in pending:
+            for name, v in values.items():
+                if type(v) is not float and type(v) is not int:
+                    tensors.append(v)
+                    slots.append(len(rows))
+                rows.append((name, step, v, wall))
+        for slot, v in zip(slots, to_host(tensors) if tensors else ()):
+            name, step, _, wall = rows[slot]
+            rows[slot] = (name, step, v, wall)
+        put = self.recorder.put_point
+        for name, step, v, wall in rows:
+            put(name, step, float(v), wall)
+            if name == R.GRAD_NORM and self.max_grad_norm:
+                put(R.GRAD_CLIP_COEF, step, min(1.0, self.max_grad_norm / (float(v) + 1e-6)), wall)
+        if self.nonfinite is not None:
+            self.nonfinite.check(rows)
+
+    def _sample_system(self, step: int) -> None:
+        values = self._host.sample()
+        if self._device_memory is not None:
+            values.update(device_metrics(self._device_memory))
+        if self.scaler is not None and self.scaler.is_enabled():
+            values[R.LOSS_SCALE] = float(self.scaler.get_scale())  # host sync: once per system sample
+        self.recorder.put_many(values, step, time.time())
