@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from stethoscope.findings.catalogue import PLATEAU
 from stethoscope.records import Finding
 
 CHECK_EVERY = 8  # records between two knee tests (each O(points kept)); `due` spaces them out as points grow
@@ -160,4 +161,4 @@ def knee_finding(k: dict[str, Any], last_step: int, source: str) -> Finding:
         sev = "info"
         msg = msg.replace(STOPPED, f"(at under {_LEARNED:.0%} of where it started: likely a floor reached, "
                                    "converged rather than stopped)")
-    return Finding("plateau", sev, k["step"], msg, evidence=ev, source=source)
+    return Finding(PLATEAU, sev, k["step"], msg, evidence=ev, source=source)

@@ -23,6 +23,7 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.knee import STOPPED, KneeTracker, knee_finding
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
+from stethoscope.findings.catalogue import DIVERGENCE, FROZEN_LOSS, LABEL_MASKING, LOSS_SPIKE, PLATEAU
 from stethoscope.records import LOSS, LR, Finding, StepRecord
 
 _EDGE = 8  # records whose median is "the start" / "now" of the loss curve
@@ -273,7 +274,7 @@ class TrendDetector:
                f"at step {div['last_step']})")
         ev = {"level": div["base"], "peak": div["peak"], "peak_step": div["peak_step"], "last_level": level,
               "recovered": "slowly"}
-        spike = Finding("loss_spike", "warning", div["start"], msg, end_step=div["last_step"], evidence=ev,
+        spike = Finding(LOSS_SPIKE, "warning", div["start"], msg, end_step=div["last_step"], evidence=ev,
                         causes=list(div.get("causes", [])), source=self.name)
         return [f, spike]
 
@@ -286,7 +287,7 @@ class TrendDetector:
             "base": div["base"], "peak": div["peak"], "peak_step": div["peak_step"], "last": div["last"],
             "last_step": div["last_step"], "detected_step": div["detected"], "kind": div["kind"],
         }
-        return Finding("divergence", "error", div["start"], msg, evidence=ev, causes=list(div.get("causes", [])),
+        return Finding(DIVERGENCE, "error", div["start"], msg, evidence=ev, causes=list(div.get("causes", [])),
                        source=self.name)
 
     # -- plateau ----------------------------------------------------------------------------------
@@ -370,7 +371,7 @@ class TrendDetector:
         if uniform:
             msg += f"; {uniform}"
         ev = {"start_level": p["start_level"], "level": p["level"], "progress": p["progress"], "steps": span}
-        return Finding("plateau", "warning", p["start"], msg, evidence=ev, source=self.name)
+        return Finding(PLATEAU, "warning", p["start"], msg, evidence=ev, source=self.name)
 
     # -- frozen loss / masked labels --------------------------------------------------------------
     def _frozen_check(self, step: int, v: float) -> list[Finding]:
@@ -412,12 +413,12 @@ class TrendDetector:
         where = f"from step {fz['start']} to {fz['last']} ({fz['records']} records)"
         if v == 0.0:
             msg = f"loss is exactly 0 {where}: every label is masked out (or the loss is not computed)"
-            return Finding("label_masking", "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=self.name)
+            return Finding(LABEL_MASKING, "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=self.name)
         msg = f"loss is identical ({v!r}) {where}: nothing is learning"
         uniform = _uniform_note(v, self.config.vocab_size)
         if uniform:
             msg += f"; {uniform}"
-        return Finding("frozen_loss", "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=self.name)
+        return Finding(FROZEN_LOSS, "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=self.name)
 
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
