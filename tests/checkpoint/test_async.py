@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import torch
 
 import stethoscope
@@ -69,3 +72,63 @@ def test_async_saves_reuse_their_host_buffers_and_follow_a_changed_state(tmp_pat
         state = ck.load_latest(before=step)["model"]
         assert torch.equal(state["norm.weight"], model.norm.weight.detach())
     assert torch.equal(ck.load_latest()["model"]["extra.weight"], model.extra.weight.detach())
+
+
+def _step(model: Tied, opt: torch.optim.Optimizer) -> None:
+    """One real training step: the forward changes BatchNorm's running stats, `step()` the weights and Adam's moments."""
+    opt.zero_grad()
+    model.head(model.norm(model.emb(torch.arange(8)))).square().mean().backward()
+    opt.step()
+
+
+def _held_writer(monkeypatch) -> None:
+    """The writer thread starts its copies 0.3 s late, so training reaches the next `step()` first (no timing is
+    asserted: it only makes the order that a missing wait would get wrong the likely one)."""
+    from stethoscope.checkpoint import staging
+
+    settle = staging.HostStaging.settle
+
+    def late(self):
+        time.sleep(0.3)
+        settle(self)
+
+    monkeypatch.setattr(staging.HostStaging, "settle", late)
+
+
+def test_overlap_copy_saves_the_state_of_its_step_while_the_next_step_trains(tmp_path, monkeypatch):
+    model, opt = _trained()
+    ck = stethoscope.Checkpoints(tmp_path, async_save=True, overlap_copy=True, on_signal=None, strict=True,
+                                 extra={"model": model, "optimizer": opt})
+    _held_writer(monkeypatch)
+    want = {"model": {k: v.clone() for k, v in model.state_dict().items()},
+            "exp_avg": opt.state[model.emb.weight]["exp_avg"].clone()}
+    ck.save(1)
+    _step(model, opt)  # the forward runs alongside the copy; step() waits for it
+    ck.wait()
+    state = ck.load_latest()
+    assert all(torch.equal(state["model"][k], v) for k, v in want["model"].items())
+    assert torch.equal(state["optimizer"]["state"][0]["exp_avg"], want["exp_avg"])
+    assert not torch.equal(model.norm.running_mean, want["model"]["norm.running_mean"])  # training did go on
+    ck.close()
+
+
+def test_a_failed_overlapping_copy_never_holds_training(tmp_path, monkeypatch):
+    model, opt = _trained()
+    ck = stethoscope.Checkpoints(tmp_path, async_save=True, overlap_copy=True, on_signal=None,
+                                 extra={"model": model, "optimizer": opt})
+    fused = torch._foreach_copy_
+
+    def failing(*args, **kwargs):
+        if threading.current_thread().name == "stethoscope-checkpoint":
+            raise RuntimeError("copy failed")
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "_foreach_copy_", failing)
+    _held_writer(monkeypatch)
+    ck.save(1)
+    _step(model, opt)  # returns: the writer's failure released the step
+    ck.wait()
+    assert ck.errors == 1 and ck.list() == []
+    monkeypatch.setattr(torch, "_foreach_copy_", fused)
+    assert ck.save(2, wait=True) is not None and ck.list()[-1].step == 2
+    ck.close()

@@ -49,6 +49,12 @@ class CheckpointConfig:
     package) or "sha256"."""
     async_save: bool = False
     """Copy the state to host memory on the training thread, write it on a background thread."""
+    overlap_copy: bool = False
+    """With `async_save`: the optimizer's parameters and state are copied by the background thread while the
+    next forward and backward run, and the optimizer's next `step()` waits until they are (a step pre-hook);
+    the save holds the training thread only to copy the rest (buffers, RNG, other objects). Only for loops
+    that change those tensors solely through `optimizer.step()`: weight clipping or any other in-place edit
+    of the parameters between steps would race with the copy."""
     fsync: str = "background"
     """"background": a save returns once every byte is written (to the page cache) and hashed; the fsyncs
     and the rename that publishes the checkpoint run on a thread, so it costs about one plain torch.save.
@@ -118,6 +124,7 @@ class Checkpoints:
         self._thread: threading.Thread | None = None
         self._remover: threading.Thread | None = None
         self._staging: Any = None
+        self._step_hook: Any = None
         self._old_handlers: dict[int, Any] = {}
 
     # -- wiring ------------------------------------------------------------------------------------
@@ -178,6 +185,9 @@ class Checkpoints:
     def close(self) -> None:
         self.wait()
         self._join_remover()
+        hook, self._step_hook = self._step_hook, None
+        if hook is not None:
+            hook.remove()
 
         for sig, old in self._old_handlers.items():
             try:
@@ -277,8 +287,12 @@ class Checkpoints:
                 from stethoscope.checkpoint.staging import HostStaging
 
                 self._staging = HostStaging()
-            parts = self._staging.copy(parts)
-            self._start(self._write_guarded, step, parts, meta, t0)
+            parts = self._staging.copy(parts, self._deferrable())
+            try:
+                self._start(self._write_guarded, step, parts, meta, t0)
+            finally:
+                if self._thread is None or not self._thread.is_alive():
+                    self._staging.copied.set()  # no writer: nothing will make the deferred copies
             self.last_blocking_s = time.perf_counter() - t0
             return disk.step_dir(self.dir, step)
         disk.sweep_leftovers(self.dir)
@@ -294,6 +308,28 @@ class Checkpoints:
         path = self._publish(staged, meta, t0)
         self.last_blocking_s = time.perf_counter() - t0
         return path
+
+    def _deferrable(self) -> frozenset[int]:
+        """Addresses of the tensors only `optimizer.step()` changes (`overlap_copy`), with the pre-hook that
+        holds that step until the writer thread copied them installed; empty when not overlapping."""
+        opt = self.objects.get("optimizer")
+        if not self.config.overlap_copy or not hasattr(opt, "register_step_pre_hook"):
+            return frozenset()
+        if self._step_hook is None:
+            self._step_hook = opt.register_step_pre_hook(self._before_step)
+        ptrs = {p.data_ptr() for g in opt.param_groups for p in g["params"]}
+        ptrs.update(v.data_ptr() for s in opt.state.values() for v in s.values() if hasattr(v, "data_ptr"))
+        return frozenset(ptrs)
+
+    def _before_step(self, *_: Any) -> None:
+        """Before `optimizer.step()` changes what a save still copies: wait for that copy (counted as blocking)."""
+        staging, thread = self._staging, self._thread
+        if staging is None or staging.copied.is_set():
+            return
+        t0 = time.perf_counter()
+        while not staging.copied.wait(0.1) and thread is not None and thread.is_alive():
+            pass
+        self.last_blocking_s += time.perf_counter() - t0
 
     def _start(self, target: Callable[..., None], *args: Any) -> None:
         # Not a daemon: a script that saves and exits without close() still gets its checkpoint published.

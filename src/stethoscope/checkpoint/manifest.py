@@ -24,6 +24,9 @@ MANIFEST = "manifest.json"
 FORMAT = "stethoscope-checkpoint/1"
 CHUNK = 64 << 20
 HASHES = ("xxh3", "crc32", "sha256")
+READERS = 8
+"""Chunks verified at once, whatever the core count: from disk, more reads in flight read faster (a 240 MiB
+checkpoint from a cold page cache on our 2 cores: 1.3 GB/s with 2, 2.0 GB/s with 8; bench/checkpoint_speed.py)."""
 
 
 def default_hash() -> str:
@@ -112,7 +115,7 @@ def verify(directory: Path, threads: int | None = None) -> tuple[dict[str, Any] 
     if why is not None:
         return body, why
     jobs = [(name, i * chunk, chunk, h) for name, entry in body["files"].items() for i, h in enumerate(entry["chunks"])]
-    with ThreadPoolExecutor(max_workers=threads or min(8, os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=threads or READERS) as pool:
         for (name, offset, _, want), got in zip(jobs, pool.map(lambda j: _hash_range(directory / j[0], j[1], j[2], algo), jobs)):
             if got != want:
                 return body, f"{name} does not match its hash at byte {offset}..{offset + chunk} (corrupt)"

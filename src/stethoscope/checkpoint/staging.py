@@ -5,13 +5,16 @@ on to update; the write happens on a thread from the copy. One walk of the state
 with a host buffer kept from the previous save (no allocation, no page faults after the first), then one
 `torch._foreach_copy_` copies every CPU tensor. CUDA tensors go to pinned buffers with non-blocking copies
 queued on the current stream: training's later kernels run after them in stream order, and the writer
-thread, not the training thread, waits for them (`settle`). A tensor that several names share (tied
+thread, not the training thread, waits for them (`settle`). With `overlap_copy` the optimizer's own tensors
+(parameters and state, which only its `step()` changes) are copied by the writer thread too, while the
+next forward and backward run; a pre-hook makes that `step()` wait for the copy. A tensor that several names share (tied
 weights) is copied and written once, as `torch.save` does, and a module's state dict keeps its `_metadata`.
 Bench: bench/checkpoint_speed.py (`async_block`, and the per-tensor copy it replaced).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -23,12 +26,18 @@ class HostStaging:
     def __init__(self) -> None:
         self._buffers: list[Any] = []  # one per distinct tensor, in the order the walk meets them
         self._pending: Any = None  # a CUDA event the last copies finish at
+        self._later: tuple[list[Any], list[Any]] = ([], [])  # CPU copies `settle` makes (deferred ones)
+        self.copied = threading.Event()
+        """Set once every copy of the last `copy` is made (at once unless some were deferred to `settle`)."""
+        self.copied.set()
 
-    def copy(self, parts: dict[str, Any]) -> dict[str, Any]:
-        """The parts with every tensor replaced by its host copy (same names, shapes, dtypes)."""
+    def copy(self, parts: dict[str, Any], defer: frozenset[int] = frozenset()) -> dict[str, Any]:
+        """The parts with every tensor replaced by its host copy (same names, shapes, dtypes). CPU tensors at
+        an address in `defer` are copied later, by `settle` on the writer thread: the caller keeps them
+        unchanged until `copied` is set."""
         import torch
 
-        walk = _Walk(self._buffers, torch)
+        walk = _Walk(self._buffers, torch, defer)
         out = {name: walk.visit(obj, name) for name, obj in parts.items()}
         self._buffers = walk.buffers
         if walk.cpu_dst:
@@ -36,20 +45,33 @@ class HostStaging:
         if walk.on_cuda:
             self._pending = torch.cuda.Event()
             self._pending.record()
+        self._later = walk.later
+        if walk.later[0]:
+            self.copied.clear()
         return out
 
     def settle(self) -> None:
-        """Wait until the last `copy` is complete (CUDA copies run after it returns); on the writer thread."""
-        event, self._pending = self._pending, None
-        if event is not None:
-            event.synchronize()
+        """Make the deferred copies and wait for the CUDA ones: the last `copy` is complete. On the writer
+        thread; `copied` is set even when a copy fails (training waits for it, never forever)."""
+        later, self._later = self._later, ([], [])
+        try:
+            if later[0]:
+                import torch
+
+                torch._foreach_copy_(*later)
+            event, self._pending = self._pending, None
+            if event is not None:
+                event.synchronize()
+        finally:
+            self.copied.set()
 
 
 class _Walk:
     """One pass over the state: the output structure, and the (host buffer, tensor) pairs to copy."""
 
-    def __init__(self, old: list[Any], torch: Any) -> None:
-        self.old, self.torch, self.tensor = old, torch, torch.Tensor
+    def __init__(self, old: list[Any], torch: Any, defer: frozenset[int] = frozenset()) -> None:
+        self.old, self.torch, self.tensor, self.defer = old, torch, torch.Tensor, defer
+        self.later: tuple[list[Any], list[Any]] = ([], [])
         self.buffers: list[Any] = []
         self.src: dict[int, tuple[str, Any, Any]] = {}  # address → (part, tensor, its copy)
         self.cpu_dst: list[Any] = []
@@ -84,8 +106,9 @@ class _Walk:
             self.buffers.append(buf)
             dest = buf
             if t.is_cpu:
-                self.cpu_dst.append(dest)
-                self.cpu_src.append(t)
+                dst, src = self.later if ptr in self.defer else (self.cpu_dst, self.cpu_src)
+                dst.append(dest)
+                src.append(t)
             else:
                 dest.copy_(t, non_blocking=True)
                 self.on_cuda = True
