@@ -1,189 +1,109 @@
-"""Ingest and read-back: Monitor.log → durable in the store, against plain sqlite3 and TensorBoard.
+"""Ingest and read-back of the store, before and after storing each point once (issue 28.3), beside a plain
+sqlite3 `executemany` of (step, name, value) rows — all in one run, interleaved rounds, medians.
 
-Prints: training-thread µs per logged scalar, durable points/s, read-back time of one 1,000,000-point
-series in a fresh process, bytes per point on disk — ours beside a plain sqlite3 `executemany`
-baseline and TensorBoard's writer/reader, in the same run. Ours twice: with the packed chunks
-(store/packed.py, the default) and without them (`RunStore(pack=False)`: rows only, as before), ingest
-and read interleaved, medians of `--repeat` rounds.
+Each measurement runs in a fresh process on a chosen source tree: this checkout, and `--before SRC` (e.g. the
+tree before the change: `git archive <commit> src | tar -x -C /tmp/before`). Prints bytes per point,
+durable points/s through `Monitor.log` as a ratio to the plain sqlite3 rows measured in the same round, and
+the time to read one 1,000,000-point series (`series_arrays`, open included) in a fresh process.
 
-    python bench/ingest.py [--points 1000000] [--tb-points 100000]
+    python bench/ingest.py [--points 1000000] [--repeat 3] [--before /tmp/before/src]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-sys.path.insert(0, str(SRC))
-
-from stethoscope import Monitor  # noqa: E402
-from stethoscope.store.db import RunStore, rank_path, remove_run  # noqa: E402
-
 SCALARS = 10  # per step, as a training loop logs them
 
-
-def ours(tmp: Path, n_points: int, scalars: int = SCALARS, name: str = "ours", pack: bool = True) -> dict[str, float]:
-    run = tmp / name
-    store = RunStore(rank_path(run, 0), pack=pack)
-    mon = Monitor(run, detect=False, flush_interval=1.0, max_queue=n_points + 1, store=store)
-    steps = n_points // scalars
-    names = [f"m/s{i}" for i in range(scalars - 1)] + ["single/series"]
-    rows = [{n: float(s % 97) * 0.5 + i for i, n in enumerate(names)} for s in range(steps)]
-    t0 = time.perf_counter()
+WORKER = r"""
+import json, sqlite3, sys, time
+from pathlib import Path
+src, what, d, n = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
+sys.path.insert(0, src)
+out = {}
+if what == "plain":
+    con = sqlite3.connect(d / "plain.sqlite")
+    con.execute("PRAGMA journal_mode=WAL"); con.execute("PRAGMA synchronous=NORMAL")
+    con.execute("CREATE TABLE points (step INTEGER, name TEXT, value REAL)")
+    rows = [(i // 10, f"m/s{i % 10}", float(i)) for i in range(n)]
+    t = time.perf_counter()
+    for k in range(0, n, 50_000):
+        with con:
+            con.executemany("INSERT INTO points VALUES (?, ?, ?)", rows[k:k + 50_000])
+    out["pts_per_s"] = n / (time.perf_counter() - t)
+elif what == "ingest":
+    from stethoscope import Monitor
+    scalars = int(sys.argv[5])
+    mon = Monitor(d / "run", detect=False, flush_interval=1.0, max_queue=n + 1)
+    names = [f"m/s{i}" for i in range(scalars)]
+    rows = [{k: float(s % 97) * 0.5 + i for i, k in enumerate(names)} for s in range(n // scalars)]
+    t = time.perf_counter()
     for s, row in enumerate(rows):
         mon.log(row, s)
-    t_put = time.perf_counter() - t0
     mon.flush(600)
-    t_durable = time.perf_counter() - t0
-    dropped = mon._recorder.queue.dropped
+    out["pts_per_s"] = n / (time.perf_counter() - t)
     mon.close()
-    size = sum(f.stat().st_size for f in run.glob("rank-*"))
-    return {"put_us_per_scalar": t_put / (steps * scalars) * 1e6, "durable_pts_per_s": steps * scalars / t_durable,
-            "bytes_per_point": size / (steps * scalars), "dropped": dropped, "run": str(run)}
+    out["bytes_per_point"] = sum(f.stat().st_size for f in (d / "run").glob("rank-*")) / n
+else:  # read: one series of the run written by "ingest" with scalars=1
+    import numpy
+    from stethoscope.store.query import open_run
+    t = time.perf_counter()
+    r = open_run(d / "run")
+    x, y = r.series_arrays("m/s0")
+    out["read_s"] = time.perf_counter() - t
+    assert len(x) == n, len(x)
+print(json.dumps(out))
+"""
 
 
-def read_back_ours(run: str, name: str) -> dict[str, float]:
-    """In a fresh process: import time, then open + `series_arrays()` (numpy), then open + `series()` (lists)."""
-    code = ("import sys, time; sys.path.insert(0, %r); t=time.perf_counter(); import numpy;"
-            "from stethoscope.store.query import open_run; t1=time.perf_counter(); r=open_run(%r);"
-            "s, v=r.series_arrays(%r); t2=time.perf_counter(); r.close(); r=open_run(%r); s, v=r.series(%r);"
-            "t3=time.perf_counter(); print(len(s), t1-t, t2-t1, t3-t2)") % (str(SRC), run, name, run, name)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    if int(out[0]) != 1_000_000:
-        raise SystemExit(f"read back {out[0]} points, expected 1,000,000")
-    return {"import_s": float(out[1]), "arrays_s": float(out[2]), "lists_s": float(out[3])}
+def _run(src: Path, what: str, d: Path, n: int, *extra: str) -> dict[str, float]:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    res = subprocess.run([sys.executable, "-c", WORKER, str(src), what, str(d), str(n), *extra],
+                         capture_output=True, text=True, env=env, check=True)
+    return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def plain_sqlite(tmp: Path, n_points: int) -> dict[str, float]:
-    path = tmp / "plain.sqlite"
-    con = sqlite3.connect(path)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=NORMAL")
-    con.execute("CREATE TABLE points (series_id INTEGER, step INTEGER, time REAL, value REAL)")
-    con.execute("CREATE INDEX points_series ON points (series_id, step)")
-    now = time.time()
-    rows = [(i % SCALARS, i // SCALARS, now, float(i)) for i in range(n_points)]
-    t0 = time.perf_counter()
-    for k in range(0, n_points, 50_000):
-        with con:
-            con.executemany("INSERT INTO points VALUES (?, ?, ?, ?)", rows[k:k + 50_000])
-    elapsed = time.perf_counter() - t0
-    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    con.close()
-    size = path.stat().st_size
-    code = ("import sqlite3, time; t=time.perf_counter(); c=sqlite3.connect(%r);"
-            "r=c.execute('SELECT step, value FROM points WHERE series_id=9 ORDER BY step').fetchall();"
-            "print(time.perf_counter()-t)") % str(path)
-    read = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-    return {"durable_pts_per_s": n_points / elapsed, "bytes_per_point": size / n_points,
-            "read_s_per_1M": read * 1_000_000 / (n_points / SCALARS)}
-
-
-def tensorboard(tmp: Path, n_points: int) -> dict[str, float] | None:
-    try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        return None
-    logdir = tmp / "tb"
-    w = SummaryWriter(str(logdir))
-    t0 = time.perf_counter()
-    for i in range(n_points):
-        w.add_scalar(f"m/s{i % SCALARS}", float(i), i // SCALARS)
-    t_put = time.perf_counter() - t0
-    w.flush()
-    w.close()
-    elapsed = time.perf_counter() - t0
-    size = sum(f.stat().st_size for f in logdir.rglob("*") if f.is_file())
-    t0 = time.perf_counter()
-    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
-    acc.Reload()
-    got = len(acc.Scalars("m/s9"))
-    read = time.perf_counter() - t0
-    return {"put_us_per_scalar": t_put / n_points * 1e6, "durable_pts_per_s": n_points / elapsed,
-            "bytes_per_point": size / n_points, "read_s_per_1M": read * 1_000_000 / max(got, 1)}
-
-
-def writer_cpu(tmp: Path, rounds: int = 9, n_points: int = 300_000) -> dict[bool, float]:
-    """CPU seconds of `RunStore.write_points` alone (the writer thread's work) for `n_points`, packed and
-    rows only, interleaved; medians. Steadier than the Monitor's wall-clock rates on a busy machine."""
-    rows = [(f"m/s{i % SCALARS}", i // SCALARS, float(i), None) for i in range(n_points)]
-    got: dict[bool, list[float]] = {True: [], False: []}
-    for k in range(rounds):
-        for pack in (True, False) if k % 2 else (False, True):
-            store = RunStore(tmp / f"cpu-{pack}-{k}.sqlite", pack=pack)
-            t = time.process_time()
-            for a in range(0, n_points, 10_000):
-                store.write_points(rows[a:a + 10_000])
-            got[pack].append(time.process_time() - t)
-            store.close()
-    return {pack: statistics.median(v) for pack, v in got.items()}
-
-
-def _median(rounds: list[dict[str, float]], key: str) -> float:
-    return statistics.median(r[key] for r in rounds)
+def round_of(src: Path, tmp: Path, n: int, n_read: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(dir=tmp) as a, tempfile.TemporaryDirectory(dir=tmp) as b, \
+            tempfile.TemporaryDirectory(dir=tmp) as c:
+        plain = _run(src, "plain", Path(a), n)["pts_per_s"]
+        ours = _run(src, "ingest", Path(b), n, str(SCALARS))
+        _run(src, "ingest", Path(c), n_read, "1")
+        read = _run(src, "read", Path(c), n_read)["read_s"]
+    return {"ratio": ours["pts_per_s"] / plain, "pts_per_s": ours["pts_per_s"], "plain": plain,
+            "bytes_per_point": ours["bytes_per_point"], "read_s": read}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--points", type=int, default=1_000_000, help="points through the Monitor (10 per step)")
-    ap.add_argument("--tb-points", type=int, default=100_000, help="points through TensorBoard (slow)")
-    ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds of packed / rows-only")
+    ap.add_argument("--points", type=int, default=1_000_000, help="points through Monitor.log (10 per step)")
+    ap.add_argument("--read-points", type=int, default=1_000_000, help="points of the one series read back")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--before", type=Path, help="the src/ of the tree to compare with")
     args = ap.parse_args()
-    rounds: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    trees = {"now": SRC} if args.before is None else {"before": args.before, "now": SRC}
+    got: dict[str, list[dict[str, float]]] = {k: [] for k in trees}
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
         for k in range(args.repeat):
-            for pack in (False, True) if k % 2 == 0 else (True, False):
-                tag = f"{'packed' if pack else 'rows'}-{k}"
-                o = ours(tmp, args.points, name=f"ours-{tag}", pack=pack)
-                one = ours(tmp, 1_000_000, scalars=1, name=f"one-{tag}", pack=pack)
-                o.update(read_back_ours(one["run"], "single/series"))
-                o["one_bytes_per_point"] = one["bytes_per_point"]
-                rounds[pack].append(o)
-                remove_run(Path(o["run"]))
-                remove_run(Path(one["run"]))
-        cpu = writer_cpu(tmp)
-        p = plain_sqlite(tmp, args.points)
-        tb = tensorboard(tmp, args.tb_points)
-    print(f"ingest: {args.points:,} points (10 scalars/step); read-back: one series of 1,000,000 points in a fresh "
-          f"process; medians of {args.repeat} interleaved rounds")
-    print(f"{'':30s} {'µs/scalar (put)':>16s} {'durable pts/s':>14s} {'1M numpy s':>10s} {'series() s':>11s} "
-          f"{'bytes/pt':>9s}")
-    for pack, label in ((False, "stethoscope, rows only (before)"), (True, "stethoscope, packed (now)")):
-        rs = rounds[pack]
-        print(f"{label:30s} {_median(rs, 'put_us_per_scalar'):16.2f} {_median(rs, 'durable_pts_per_s'):14,.0f} "
-              f"{_median(rs, 'arrays_s'):10.3f} {_median(rs, 'lists_s'):11.3f} "
-              f"{_median(rs, 'bytes_per_point'):9.1f}")
-    print(f"{'plain sqlite3 executemany':30s} {'-':>16s} {p['durable_pts_per_s']:14,.0f} "
-          f"{p['read_s_per_1M']:10.3f} {'-':>11s} {p['bytes_per_point']:9.1f}")
-    if tb:
-        print(f"{'TensorBoard SummaryWriter':30s} {tb['put_us_per_scalar']:16.2f} {tb['durable_pts_per_s']:14,.0f} "
-              f"{tb['read_s_per_1M']:10.3f} {'-':>11s} {tb['bytes_per_point']:9.1f}")
-    now, before = rounds[True], rounds[False]
-    print(f"\nread 1M (after the interpreter, numpy and stethoscope are imported: {_median(now, 'import_s'):.3f} s): "
-          f"series() as lists {_median(before, 'lists_s'):.3f} s before (rows, the code before packing), "
-          f"{_median(now, 'lists_s'):.3f} s now ({_median(before, 'lists_s') / _median(now, 'lists_s'):.1f}x); "
-          f"series_arrays() {_median(now, 'arrays_s'):.3f} s (open included); target <= 0.3 s")
-    print(f"ingest durable pts/s, packed / rows only: "
-          f"{_median(now, 'durable_pts_per_s') / _median(before, 'durable_pts_per_s'):.2f}; "
-          f"put µs/scalar: {_median(now, 'put_us_per_scalar'):.2f} vs {_median(before, 'put_us_per_scalar'):.2f}")
-    print(f"writer CPU per 300,000 points (write_points alone, medians of 9 interleaved): {cpu[True]:.3f} s packed, "
-          f"{cpu[False]:.3f} s rows only ({cpu[True] / cpu[False]:.2f}x)")
-    print(f"targets: put <= 2 µs/scalar: {_median(now, 'put_us_per_scalar'):.2f}; durable >= 200,000 pts/s: "
-          f"{_median(now, 'durable_pts_per_s'):,.0f}; 1M-point read <= 0.3 s: {_median(now, 'arrays_s'):.3f} s; "
-          f"bytes/pt {_median(now, 'bytes_per_point'):.1f} (rows only: {_median(before, 'bytes_per_point'):.1f}); "
-          f"dropped: {sum(r['dropped'] for r in now + before)}")
+            for label in (list(trees) if k % 2 == 0 else list(trees)[::-1]):
+                got[label].append(round_of(trees[label], Path(d), args.points, args.read_points))
+    print(f"{args.points:,} points through Monitor.log ({SCALARS} per step); one {args.read_points:,}-point series "
+          f"read in a fresh process; medians of {args.repeat} interleaved rounds")
+    print(f"{'':8s} {'vs plain sqlite3 rows':>22s} {'pts/s':>11s} {'plain pts/s':>12s} {'bytes/pt':>9s} {'1M read s':>10s}")
+    for label, rounds in got.items():
+        med = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+        print(f"{label:8s} {med['ratio']:22.2f} {med['pts_per_s']:11,.0f} {med['plain']:12,.0f} "
+              f"{med['bytes_per_point']:9.1f} {med['read_s']:10.3f}")
+    print("targets: >= 1.5x plain sqlite3 rows, <= 12 bytes/point, 1M-point read <= 0.05 s")
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     main()

@@ -20,6 +20,38 @@ def test_queue_drops_and_counts_when_full():
     assert q.drain() == [0, 1, 2, "marker"]
 
 
+def test_a_batch_weighs_its_points_against_the_bound():
+    q = BoundedQueue(maxsize=10)
+    assert q.put_batch("step 0", 6) and len(q) == 6
+    assert not q.put_batch("step 1", 5)  # 11 points would not fit: dropped whole, counted per point
+    assert q.dropped == 5 and len(q) == 6
+    assert q.put("a point") and q.put_batch("step 2", 3) and len(q) == 10
+    assert not q.put("one more") and q.dropped == 6
+    items = q.drain()
+    for item in items:
+        q.taken({"step 0": 6, "step 2": 3}.get(item, 1))
+    assert items == ["step 0", "a point", "step 2"] and len(q) == 0
+    assert q.put_batch("step 3", 10)
+
+
+def test_put_many_steps_interleaved_with_points_are_stored_in_order(tmp_path):
+    rec = Recorder(RunStore(rank_path(tmp_path, 0), t0=1e9), flush_interval=60.0)
+    for i in range(3000):
+        rec.put_many({"a": float(i), "b": None if i % 7 == 0 else 2.0 * i}, i, 1e9 + i)
+        rec.put_point("c", i, -float(i), None)
+    rec.put_many({"a": -1.0}, 10, None)  # a step recorded again: the old value is kept apart
+    assert rec.flush(30)
+    rec.close()
+    with open_run(tmp_path) as r:
+        got = dict(r.query("SELECT name, COUNT(*) FROM metrics GROUP BY name")[1])
+        assert got == {"a": 3000, "b": 3000, "c": 3000}
+        assert r.query("SELECT value, time FROM metrics WHERE name = 'a' AND step = 10")[1] == [(-1.0, None)]
+        assert r.query("SELECT value FROM points_superseded")[1] == [(10.0,)]
+        assert r.query("SELECT COUNT(*) FROM metrics WHERE name = 'b' AND value IS NULL")[1] == [(429,)]
+        assert r.query("SELECT MAX(time) FROM metrics WHERE name = 'a' AND step < 3000 AND step != 10")[1] == \
+            [(1e9 + 2999,)]
+
+
 def test_flush_makes_everything_before_it_durable(tmp_path):
     rec = Recorder(RunStore(rank_path(tmp_path, 0)), flush_interval=60.0)  # the interval never fires here
     for i in range(5000):

@@ -227,3 +227,30 @@ def test_bytes_per_point_of_a_long_series(tmp_path):
         store.write_points([(f"m/{i}", s, math.sin(s + i), T0 + s * 0.3) for s in range(k, k + 2000) for i in range(10)])
     store.close()
     assert path.stat().st_size / 200_000 <= 12
+
+
+def test_the_summary_read_from_arrays_gives_what_the_sql_over_metrics_gives(tmp_path):
+    """`stethoscope show` reads each series as arrays (a full scan of the views unpacks every chunk through
+    SQL functions): the numbers equal the SQL aggregates it used to run."""
+    from stethoscope import records as R
+    from stethoscope.store.summary import summarize
+
+    store = RunStore(rank_path(tmp_path, 0), t0=T0)
+    store.write_points([(R.LOSS, s, math.nan if s % 50 == 3 else 5.0 - s / 1000, T0 + s) for s in range(3000)]
+                       + [(R.STEP_TIME, s, 0.1 + (s % 7) / 100, T0 + s) for s in range(0, 3000, 3)]
+                       + [(R.RSS, s, float(s % 11), T0 + s + 0.5) for s in range(3100)])
+    store.close()
+    with open_run(tmp_path) as r:
+        got = summarize(r)
+
+        def one(sql, *args):
+            return r.query(sql, args)[1][0][0]
+
+        assert got["last_step"] == one("SELECT MAX(step) FROM metrics") == 3099
+        assert got["logged_steps"] == one("SELECT COUNT(DISTINCT step) FROM metrics WHERE name = ?", R.LOSS)
+        assert got["min_loss"] == one("SELECT MIN(value) FROM metrics WHERE name = ?", R.LOSS)
+        assert got["last_loss"] == one("SELECT value FROM metrics WHERE name = ? ORDER BY step DESC LIMIT 1", R.LOSS)
+        assert got["peak_rss_gib"] == one("SELECT MAX(value) FROM metrics WHERE name = ?", R.RSS) == 10.0
+        rows = r.query("SELECT value FROM metrics WHERE name = ? AND value IS NOT NULL ORDER BY value", (R.STEP_TIME,))[1]
+        assert got["step_time_s"] == rows[len(rows) // 2][0]
+        assert r.last_time() == one("SELECT MAX(time) FROM metrics") == T0 + 3099.5

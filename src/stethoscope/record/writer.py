@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from stethoscope.errors import InternalError
@@ -23,6 +23,38 @@ class Observer(Protocol):
     def observe(self, points: Sequence[RawPoint]) -> list[Finding]: ...
 
     def finish(self) -> list[Finding]: ...
+
+
+@dataclass(slots=True)
+class _Batch:
+    """Points gathered from the queue as columns: a name and a value per point, a step and a time per item
+    (`counts`: how many points each item holds), spread with numpy at the end."""
+
+    names: list[str] = field(default_factory=list)
+    values: list[Any] = field(default_factory=list)
+    steps: list[Any] = field(default_factory=list)
+    times: list[Any] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+
+    def columns(self) -> tuple[Any, ...]:
+        """(names, steps, values, times): steps and times as numpy arrays when the steps are ints."""
+        import numpy as np
+
+        steps = np.array(self.steps)
+        if steps.dtype != np.int64:
+            return self.names, self._spread(self.steps), self.values, self._spread(self.times)
+        times = np.array(self.times, dtype=np.float64) if None not in self.times else self._spread(self.times)
+        return self.names, np.repeat(steps, self.counts), self.values, \
+            np.repeat(times, self.counts) if isinstance(times, np.ndarray) else times
+
+    def _spread(self, per_item: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        for x, k in zip(per_item, self.counts):
+            out += [x] * k
+        return out
+
+    def points(self) -> list[RawPoint]:
+        return list(zip(self.names, self._spread(self.steps), self.values, self._spread(self.times)))
 
 
 @dataclass(slots=True)
@@ -70,9 +102,8 @@ class Recorder:
         return self.queue.put((name, step, value, t))
 
     def put_many(self, values: Mapping[str, float], step: int, t: float | None) -> None:
-        put = self.queue.put
-        for name, value in values.items():
-            put((name, step, value, t))
+        if values:  # one item, (step, time, a copy of the values): the writer spreads it into columns
+            self.queue.put_batch((step, t, dict(values)), len(values))
 
     def call(self, method: str, *args: Any) -> None:
         """Apply `RunStore.<method>(*args)` on the writer thread, in order with the points."""
@@ -116,27 +147,46 @@ class Recorder:
             self._handle(items)
 
     def _handle(self, items: list[Any]) -> None:
-        points: list[RawPoint] = []
+        batch = _Batch()
+        taken = self.queue.taken
         for item in items:
-            if type(item) is tuple:
-                points.append(item)
-                continue
-            self._write_points(points)
-            points = []
-            if type(item) is _Flush:
-                item.done.set()
+            kind = type(item)
+            if kind is tuple and len(item) == 3:  # a step's values (put_many)
+                step, t, values = item
+                k = len(values)
+                taken(k)
+                batch.names += values
+                batch.values += values.values()
+                batch.steps.append(step)
+                batch.times.append(t)
+                batch.counts.append(k)
+            elif kind is tuple:  # a point (put_point): (name, step, value, time)
+                batch.names.append(item[0])
+                batch.values.append(item[2])
+                batch.steps.append(item[1])
+                batch.times.append(item[3])
+                batch.counts.append(1)
             else:
-                self._guard(getattr(self.store, item.method), *item.args)
-        self._write_points(points)
+                self._write_points(batch)
+                batch = _Batch()
+                if kind is _Flush:
+                    item.done.set()
+                else:
+                    self._guard(getattr(self.store, item.method), *item.args)
+        self._write_points(batch)
 
-    def _write_points(self, points: list[RawPoint]) -> None:
-        if not points:
+    def _write_points(self, batch: _Batch) -> None:
+        if not batch.names:
             return
-        if self._guard(self.store.write_points, points):
-            self.written += len(points)
-            self._last_step = points[-1][1]
-            for obs in self.observers:
-                self._record_findings(self._guard_value(obs.observe, points))
+        cols = batch.columns()
+        columns = getattr(self.store, "write_columns", None)  # a wrapping store may offer write_points alone
+        if self._guard(columns, *cols) if columns is not None else self._guard(self.store.write_points, batch.points()):
+            self.written += len(batch.names)
+            self._last_step = batch.steps[-1]
+            if self.observers:
+                points = batch.points()
+                for obs in self.observers:
+                    self._record_findings(self._guard_value(obs.observe, points))
 
     def _finish_observers(self) -> None:
         for obs in self.observers:

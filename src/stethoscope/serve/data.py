@@ -80,12 +80,8 @@ def charts_for(names: list[str]) -> list[Chart]:
 
 
 def last_step(reader: RunReader, rank: int | None = None) -> int | None:
-    """The newest step of any series of `rank` (the lowest by default): a primary-key probe per series."""
-    rank = reader.ranks[0] if rank is None else rank
-    _, ids = reader.query("SELECT id FROM series WHERE rank = ?", (rank,))
-    tops = [reader.query("SELECT MAX(step) FROM points WHERE rank = ? AND series_id = ?", (rank, sid))[1][0][0]
-            for (sid,) in ids]
-    return max((t for t in tops if t is not None), default=None)
+    """The newest step of any series of `rank` (the lowest by default)."""
+    return reader.last_step(rank)  # the chunks' ends and the tail rows (store/packed.py)
 
 
 def outcomes(reader: RunReader) -> dict[str, Any]:

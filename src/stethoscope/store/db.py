@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from stethoscope.errors import InputError
 from stethoscope.records import Finding, json_safe, unit_of
-from stethoscope.store.packed import create as create_points
+from stethoscope.store.packed import SCHEMA as POINTS_SCHEMA
 from stethoscope.store.packed import register
 from stethoscope.store.packer import Packer, migrate
 from stethoscope.store.schema import (
@@ -107,11 +107,17 @@ class RunStore:
         points = points if isinstance(points, list) else list(points)
         if not points:
             return 0
+        return self.write_columns(*map(list, zip(*points)))
+
+    def write_columns(self, names: list[str], steps: list[Any], values: list[Any], times: list[Any]) -> int:
+        """`write_points` given as columns (what the record writer gathers: no tuple per point)."""
+        if not names:
+            return 0
         try:
             with self._conn:
-                cols = self._columns(points)
+                cols = self._columns(names, steps, values, times)
                 if cols is None:
-                    self._write_each(points)
+                    self._write_each(list(zip(names, _listed(steps), values, _listed(times))))
                 else:
                     self._write_columns(*cols)
         except BaseException:
@@ -119,31 +125,29 @@ class RunStore:
             self._series.clear()
             self._max_step.clear()
             raise
-        return len(points)
+        return len(names)
 
-    def _columns(self, points: list[RawPoint]) -> tuple[Any, ...] | None:
+    def _columns(self, names: list[str], steps: list[Any], values: list[Any], times: list[Any]) -> tuple[Any, ...] | None:
         """The batch as numpy columns (sid, step, time in ms as float with NaN, value with NaN), or None when a
         step is not an int or a value not a number (then it is written point by point)."""
         import numpy as np
 
-        names, steps, values, times = zip(*points)
-        get = self._series.get
-        sids = list(map(get, names))
-        if None in sids:
-            sids = [self.series_id(n) for n in names]
-        step = np.array(steps)
+        for name in set(names).difference(self._series):
+            self.series_id(name)
+        sids = list(map(self._series.__getitem__, names))
+        step = steps if isinstance(steps, np.ndarray) else np.array(steps)
         if step.dtype != np.int64:
             return None
         try:
             value = np.array(values, dtype=np.float64)
-            t = np.array(times, dtype=np.float64)
+            t = times if isinstance(times, np.ndarray) else np.array(times, dtype=np.float64)
         except (TypeError, ValueError, OverflowError):
             return None
         t_ms = np.trunc((t - self.t0) * 1000.0)
-        return np.array(sids, dtype=np.int64), step, t_ms, value, points
+        return np.array(sids, dtype=np.int64), step, t_ms, value, (names, steps, values, times)
 
     def _write_columns(self, sid: np.ndarray, step: np.ndarray, t_ms: np.ndarray, value: np.ndarray,
-                       points: list[RawPoint]) -> None:
+                       cols: tuple[list[Any], ...]) -> None:
         import numpy as np
 
         order = np.argsort(sid, kind="stable")
@@ -162,7 +166,9 @@ class RunStore:
             self._packer.append(s, x[fresh], t_ms[a:b][fresh], value[a:b][fresh])
             again += (order[a:b][~fresh]).tolist()
         if again:  # written after the fresh points, in the batch's order (as rows were before)
-            self._rewrite([points[i] for i in sorted(again)])
+            names, steps, values, times = cols
+            steps, times = _listed(steps), _listed(times)  # Python numbers: SQLite binds no numpy scalar
+            self._rewrite([(names[i], steps[i], values[i], times[i]) for i in sorted(again)])
 
     def _write_each(self, points: Sequence[RawPoint]) -> None:
         """A batch holding a step that is not an int or a value that is not a number: rows, point by point."""
@@ -180,17 +186,18 @@ class RunStore:
 
     def _rewrite(self, points: Sequence[RawPoint]) -> None:
         now_ms = int((time.time() - self.t0) * 1000.0)
+        by_series: dict[int, list[RawPoint]] = {}
         for p in points:
-            sid = self.series_id(p[0])
+            by_series.setdefault(self.series_id(p[0]), []).append(p)
+        for sid, group in by_series.items():
             try:
-                self._packer.reopen(sid, p[1], p[1])  # the chunk holding the step becomes rows
-            except (TypeError, sqlite3.InterfaceError):
-                pass  # a step no chunk can hold
-            self._conn.execute(
-                "INSERT INTO points_superseded SELECT series_id, step, time_ms, value, ? "
-                "FROM points_tail WHERE series_id = ? AND step = ?", (now_ms, sid, p[1]))
-            self._conn.execute("INSERT OR REPLACE INTO points_tail VALUES (?, ?, ?, ?)", self._row(sid, p))
-            self._packer.forget(sid)
+                self._packer.reopen_steps(sid, [p[1] for p in group])  # the chunks holding them become rows
+            except TypeError:
+                self._packer.forget(sid)  # a step that compares with no int: no chunk holds it
+            for p in group:
+                self._conn.execute("INSERT INTO points_superseded SELECT series_id, step, time_ms, value, ? "
+                                   "FROM points_tail WHERE series_id = ? AND step = ?", (now_ms, sid, p[1]))
+                self._conn.execute("INSERT OR REPLACE INTO points_tail VALUES (?, ?, ?, ?)", self._row(sid, p))
 
     def supersede(self, from_step: int, to_step: int, rollback: int) -> None:
         """A rollback abandoned steps `from_step`..`to_step`: their points move to `points_superseded` (kept,
@@ -256,6 +263,13 @@ class RunStore:
         conn.close()
 
 
+def _listed(column: Any) -> list[Any]:
+    """A column as a list of Python values (NaN times as None)."""
+    if isinstance(column, list):
+        return column
+    return [None if x != x else x for x in column.tolist()]
+
+
 def connect_writable(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) a rank file with the schema, views and WAL pragmas applied."""
     try:
@@ -263,12 +277,10 @@ def connect_writable(path: Path) -> sqlite3.Connection:
         for pragma in PRAGMAS:
             conn.execute(pragma)
         register(conn)
-        conn.executescript(TABLES)
+        # One transaction: a reader never finds the file with half a schema. The findings view is recreated:
+        # a store written by an older version keeps its own otherwise.
+        conn.executescript("BEGIN;" + TABLES + POINTS_SCHEMA + "DROP VIEW IF EXISTS findings;" + VIEWS + "COMMIT;")
         migrate(conn)  # a store of version 1/2: its points stored once
-        with conn:
-            create_points(conn)
-        # The findings view is recreated: a store written by an older version keeps its own otherwise.
-        conn.executescript("DROP VIEW IF EXISTS findings;" + VIEWS)
     except sqlite3.DatabaseError as exc:
         raise InputError(path, f"not a stethoscope store ({exc})") from None
     return conn

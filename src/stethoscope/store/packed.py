@@ -117,13 +117,10 @@ def register(conn: sqlite3.Connection) -> None:
     conn.create_function("st_f64", 1, _st_f64, deterministic=True)
 
 
-def create(conn: sqlite3.Connection) -> None:
-    """The tail, the chunk index and the `points` view of a version-3 store (in the caller's transaction)."""
-    for statement in [*TAIL.split(";"), POINTS_VIEW, METRICS_VIEW]:
-        if statement.strip():
-            conn.execute(statement)
-    if conn.execute("SELECT COUNT(*) FROM chunk_index").fetchone()[0] < MAX_CHUNK:
-        conn.executemany("INSERT OR IGNORE INTO chunk_index VALUES (?)", ((i,) for i in range(MAX_CHUNK)))
+SCHEMA = (TAIL + "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < %d) "
+          "INSERT OR IGNORE INTO chunk_index SELECT i FROM c;" % (MAX_CHUNK - 1) + POINTS_VIEW + ";" + METRICS_VIEW + ";")
+"""The tail, the chunk index and the views of a version-3 store; the views are left alone in an older store
+(its `points` table and `metrics` view stand until store/packer.py `migrate` replaces them)."""
 
 
 # -- encoding (the writer's side) ---------------------------------------------------------------
@@ -296,6 +293,29 @@ def extremes(query: Query, db: str, sid: int, max_rows: int = 4 * MAX_CHUNK) -> 
     return {"steps": x[keep], "values": y[keep], "nonfinite": nonfinite,
             "n": int(len(loose_x) + sum(c[2] for c in chunks)),
             "last": max(ends + [c[1] for c in chunks[-1:]], default=None), "chunks": len(chunks)}
+
+
+def newest(query: Query, db: str, times: bool = True) -> tuple[int | None, int | None] | None:
+    """(the largest step, the largest time in ms since t0 of each series' newest chunk and the tail rows) over
+    every series of a version-3 store in `db`, from the chunks' ends (no value read); None for an older
+    store. The time is the run's last time unless a clock went back within the newest chunk."""
+    import numpy as np
+
+    if not _is_v3(query, db):
+        return None
+    _, rows = query(f"SELECT MAX(end_step) FROM {db}.points_packed UNION ALL SELECT MAX(step) FROM {db}.points_tail", ())
+    step = max((r[0] for r in rows if r[0] is not None), default=None)
+    if not times:
+        return step, None
+    _, rows = query(f"SELECT MAX(time_ms) FROM {db}.points_tail", ())
+    found = [rows[0][0]] if rows[0][0] is not None else []
+    _, chunks = query(f"SELECT n, t_first, t_slope, times FROM {db}.points_packed c WHERE t_first IS NOT NULL AND "
+                      f"start_step = (SELECT MAX(start_step) FROM {db}.points_packed WHERE series_id = c.series_id)", ())
+    for chunk in chunks:
+        t = decode_times(*chunk)
+        if not np.isnan(t).all():
+            found.append(int(np.nanmax(t)))
+    return step, max(found, default=None)
 
 
 def _uncovered(covered: list[tuple[int, int]]) -> list[tuple[int, int]]:

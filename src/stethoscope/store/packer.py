@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from stethoscope.store.packed import MAX_CHUNK, MIN_CHUNK, POINTS_VIEW, create, decode, decode_times, encode
+from stethoscope.store.packed import MAX_CHUNK, METRICS_VIEW, MIN_CHUNK, POINTS_VIEW, decode, decode_times, encode
 
 if TYPE_CHECKING:
     import numpy as np
@@ -75,6 +75,22 @@ class Packer:
             self._conn.execute("DELETE FROM points_packed WHERE series_id = ? AND start_step = ?", (sid, start))
         self.forget(sid)
 
+    def reopen_steps(self, sid: int, steps: list[Any]) -> None:
+        """`reopen` the chunks of `sid` that hold any of `steps` (one look at the chunk ranges for them all)."""
+        import bisect
+
+        ranges = self._conn.execute("SELECT start_step, end_step FROM points_packed WHERE series_id = ? "
+                                    "ORDER BY start_step", (sid,)).fetchall()
+        starts = [r[0] for r in ranges]
+        hit = set()
+        for step in steps:
+            i = bisect.bisect_right(starts, step) - 1
+            if i >= 0 and step <= ranges[i][1]:
+                hit.add(starts[i])
+        for start in sorted(hit):
+            self.reopen(sid, start, start)
+        self.forget(sid)
+
     def forget(self, sid: int | None = None) -> None:
         """What is held for `sid` (None: every series) no longer matches the store: read it again when used."""
         if sid is None:
@@ -126,11 +142,11 @@ def migrate(conn: sqlite3.Connection) -> None:
         for name in ("t_first INTEGER", "t_slope REAL", "times BLOB"):
             if name.split()[0] not in cols:
                 conn.execute(f"ALTER TABLE points_packed ADD COLUMN {name}")
-        create(conn)
         conn.execute("INSERT INTO points_tail SELECT series_id, step, time_ms, value FROM points")
-        conn.execute("DROP VIEW IF EXISTS metrics")  # the caller creates it again, over the `points` view
+        conn.execute("DROP VIEW IF EXISTS metrics")
         conn.execute("DROP TABLE points")
         conn.execute(POINTS_VIEW)
+        conn.execute(METRICS_VIEW)
         packer = Packer(conn)
         for (sid,) in conn.execute("SELECT id FROM series").fetchall():
             packer._prime(sid)

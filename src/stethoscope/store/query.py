@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stethoscope.errors import NotARunError, QueryRefused
-from stethoscope.store.packed import extremes, read_series, register
+from stethoscope.store.packed import extremes, newest, read_series, register
 from stethoscope.store.schema import FINDINGS_FROM_EVENTS, RANK_FILE_GLOB, RANKED
 
 if TYPE_CHECKING:
@@ -188,6 +188,33 @@ class RunReader:
             self._has_packed[db] = bool(rows)
         return db if db is not None and self._has_packed[db] else None
 
+
+    def last_step(self, rank: int | None = None) -> int | None:
+        """The newest step of any series of `rank` (the lowest by default), without reading the points."""
+        rank = self.ranks[0] if rank is None else rank
+        got = self._newest(rank, times=False)
+        if got is not None:
+            return got[0]
+        _, ids = self.query("SELECT id FROM series WHERE rank = ?", (rank,))
+        tops = [self.query("SELECT MAX(step) FROM points WHERE rank = ? AND series_id = ?", (rank, sid))[1][0][0]
+                for (sid,) in ids]  # a primary-key probe per series of an older store's table
+        return max((t for t in tops if t is not None), default=None)
+
+    def last_time(self, rank: int | None = None) -> float | None:
+        """The time of the newest points of `rank` (unix seconds; None when no point has a time): `MAX(time)` of
+        `metrics` unless a clock went back."""
+        rank = self.ranks[0] if rank is None else rank
+        got = self._newest(rank)
+        if got is None:
+            return self.query("SELECT MAX(time) FROM metrics WHERE rank = ?", (rank,))[1][0][0]
+        if got[1] is None:
+            return None
+        _, t0 = self.query("SELECT CAST(value AS REAL) FROM run WHERE rank = ? AND key = 't0'", (rank,))
+        return t0[0][0] + got[1] / 1000.0 if t0 and t0[0][0] is not None else None
+
+    def _newest(self, rank: int, times: bool = True) -> tuple[int | None, int | None] | None:
+        db = self._db(rank)
+        return newest(self.query, db, times) if db is not None else None
 
     def superseded(self, rank: int | None = None) -> list[tuple[int, int, int, int | None]]:
         """The step ranges rollbacks abandoned: (from_step, to_step, rollback, last event id before it)."""

@@ -99,12 +99,9 @@ FINDINGS_FROM_EVENTS = ("SELECT id, step, time, kind AS type, severity, source, 
 """The findings view's query over an events table (readers use it rather than a file's own view, which an
 older version wrote with its own list of kinds)."""
 
-# Views for people and SQL users. `t0` lives in the run table as unix seconds.
+# Views for people and SQL users (`points` and `metrics`: store/packed.py). `t0` lives in the run table as unix
+# seconds.
 VIEWS = """
-CREATE VIEW IF NOT EXISTS metrics AS
-    SELECT p.step AS step, s.name AS name, p.value AS value,
-           (SELECT CAST(value AS REAL) FROM run WHERE key = 't0') + p.time_ms / 1000.0 AS time
-    FROM points p JOIN series s ON s.id = p.series_id;
 CREATE VIEW IF NOT EXISTS findings AS
     SELECT id, step, time, kind AS type, severity, source, message, data FROM events WHERE kind NOT IN NOT_FINDINGS;
 CREATE VIEW IF NOT EXISTS alerts AS
