@@ -295,6 +295,31 @@ def extremes(query: Query, db: str, sid: int, max_rows: int = 4 * MAX_CHUNK) -> 
             "last": max(ends + [c[1] for c in chunks[-1:]], default=None), "chunks": len(chunks)}
 
 
+def newest_times(query: Query, db: str, sid: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Steps and times (ms since t0) of the newest `n` points of `sid` that have a time, newest first, from a
+    version-3 store: the tail rows and the chunks from the end until `n` are found."""
+    import numpy as np
+
+    _, rows = query(f"SELECT step, time_ms FROM {db}.points_tail WHERE series_id = ? AND time_ms IS NOT NULL", (sid,))
+    xs, ts = [np.array([r[0] for r in rows], np.int64)], [np.array([r[1] for r in rows], np.float64)]
+    found, below = len(rows), 2**62
+    while found < n:
+        _, chunks = query(f"SELECT start_step, n, first, stride, steps, vals, t_first, t_slope, times "
+                          f"FROM {db}.points_packed WHERE series_id = ? AND start_step < ? "
+                          "ORDER BY start_step DESC LIMIT 1", (sid, below))
+        if not chunks:
+            break
+        below, k, first, stride, steps, vals, t_first, t_slope, times = chunks[0]
+        x, t = decode(k, first, stride, steps, vals)[0], decode_times(k, t_first, t_slope, times)
+        keep = ~np.isnan(t)
+        xs.append(x[keep])
+        ts.append(t[keep])
+        found += int(keep.sum())
+    x, t = np.concatenate(xs), np.concatenate(ts)
+    order = np.argsort(-x, kind="stable")[:n]
+    return x[order], t[order]
+
+
 def newest(query: Query, db: str, times: bool = True) -> tuple[int | None, int | None] | None:
     """(the largest step, the largest time in ms since t0 of each series' newest chunk and the tail rows) over
     every series of a version-3 store in `db`, from the chunks' ends (no value read); None for an older

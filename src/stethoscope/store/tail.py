@@ -1,7 +1,7 @@
 """What a live view needs from one rank store, read in one snapshot: each vital sign bucketed to the width
-of a terminal (SQLite aggregates the buckets: no Python row per point), its last value, the recent step
-rate, and the newest findings. Cheap enough to read every second while the run writes (WAL readers never
-block the writer)."""
+of a terminal (numpy over the series read from its packed chunks: no Python row per point), its last value,
+the recent step rate, and the newest findings. Cheap enough to read every second while the run writes (WAL
+readers never block the writer)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from stethoscope import records as R
 from stethoscope.errors import NotARunError, UsageError
-from stethoscope.store import arrow
+from stethoscope.store import arrow, packed
 from stethoscope.store.query import rank_files
 from stethoscope.store.schema import NOT_FINDINGS_SQL
 
@@ -81,6 +81,9 @@ def _last_step(f: Path) -> int | None:
     except UsageError:
         return None
     try:
+        got = packed.newest(_query(conn), "main", times=False)
+        if got is not None:
+            return got[0]
         row = conn.execute("SELECT MAX((SELECT MAX(step) FROM points WHERE series_id = s.id)) FROM series s").fetchone()
         return row[0]
     except sqlite3.DatabaseError:
@@ -93,12 +96,18 @@ def _read(conn: sqlite3.Connection, run: Path, rank: int, ranks: int, width: int
     t0 = conn.execute("SELECT CAST(value AS REAL) FROM run WHERE key = 't0'").fetchone()
     t0 = t0[0] if t0 else None
     meta = dict(conn.execute("SELECT key, value FROM run WHERE key IN ('status', 'end_time')").fetchall())
-    series = {name: (sid, unit, lo, hi) for sid, name, unit, lo, hi in conn.execute(
-        "SELECT id, name, unit, (SELECT MIN(step) FROM points WHERE series_id = s.id), "
-        "(SELECT MAX(step) FROM points WHERE series_id = s.id) FROM series s")}
-    tops = [hi for *_, hi in series.values() if hi is not None]
+    v3 = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'points_tail'").fetchone() is not None
+    if v3:
+        series = {name: (sid, unit, None, None) for sid, name, unit in conn.execute("SELECT id, name, unit FROM series")}
+        top = packed.newest(_query(conn), "main", times=False)
+        tops = [top[0]] if top and top[0] is not None else []
+    else:  # a store of version 1/2: a `points` table, read with its primary key
+        series = {name: (sid, unit, lo, hi) for sid, name, unit, lo, hi in conn.execute(
+            "SELECT id, name, unit, (SELECT MIN(step) FROM points WHERE series_id = s.id), "
+            "(SELECT MAX(step) FROM points WHERE series_id = s.id) FROM series s")}
+        tops = [hi for *_, hi in series.values() if hi is not None]
     snap = Snapshot(run, rank, ranks, _status(meta), max(tops) if tops else None, None, None)
-    snap.curves = [_curve(conn, name, *series[name], width) for name in CURVES if name in series]
+    snap.curves = [_curve(conn, name, series[name][0], series[name][1], width) for name in CURVES if name in series]
     for name in RATES:
         if name in series:
             snap.latest[name] = _last(conn, series[name][0])[1]
@@ -117,38 +126,61 @@ def _status(meta: dict[str, Any]) -> str:
         return status
 
 
+def _query(conn: sqlite3.Connection) -> packed.Query:
+    return lambda sql, args: ([], conn.execute(sql, args).fetchall())
+
+
+def _arrays(conn: sqlite3.Connection, sid: int) -> tuple[Any, Any]:
+    """Steps and values of series `sid` in step order (NaN for NULL)."""
+    import numpy as np
+
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'points_packed'").fetchone() is not None:
+        return packed.read_series(_query(conn), "main", sid)
+    rows = conn.execute("SELECT step, value FROM points WHERE series_id = ? ORDER BY step", (sid,)).fetchall()
+    return np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.float64)
+
+
 def _last(conn: sqlite3.Connection, sid: int) -> tuple[int | None, float | None]:
-    row = conn.execute("SELECT step, value FROM points WHERE series_id = ? ORDER BY step DESC LIMIT 1", (sid,)).fetchone()
-    if row is None:
+    x, y = _arrays(conn, sid)
+    if not len(x):
         return None, None
-    return row[0], (float("nan") if row[1] is None else row[1])
+    return int(x[-1]), float(y[-1])
 
 
-def _curve(conn: sqlite3.Connection, name: str, sid: int, unit: str, lo: int | None, hi: int | None,
-           width: int) -> Curve:
-    if lo is None or hi is None:
+def _curve(conn: sqlite3.Connection, name: str, sid: int, unit: str, width: int) -> Curve:
+    import numpy as np
+
+    x, y = _arrays(conn, sid)
+    if not len(x):
         return Curve(name, unit, [], None, 0, None, None, 0)
-    # Integer bucket numbers 0..width-1 over the step range; SQLite averages each (NULL = NaN is counted apart).
-    rows = conn.execute(
-        "SELECT (step - ?) * ? / (? - ? + 1) AS b, AVG(value), SUM(value IS NULL), COUNT(*), MIN(value), MAX(value) "
-        "FROM points WHERE series_id = ? GROUP BY b ORDER BY b", (lo, width, hi, lo, sid)).fetchall()
-    buckets: list[float | None] = [None] * width
-    for b, mean, nans, _, _, _ in rows:
-        buckets[min(int(b), width - 1)] = float("nan") if nans else mean
-    n = sum(r[3] for r in rows)
-    if n < width:  # fewer points than columns: one column per point, no gaps
-        buckets = [float("nan") if nans else mean for _, mean, nans, _, _, _ in rows]
-    lows = [r[4] for r in rows if r[4] is not None]
-    highs = [r[5] for r in rows if r[5] is not None]
-    last_step, last = _last(conn, sid)
-    return Curve(name, unit, buckets, last, last_step or 0, min(lows) if lows else None,
-                 max(highs) if highs else None, n)
+    lo, hi = int(x[0]), int(x[-1])
+    # Integer bucket numbers 0..width-1 over the step range; a bucket's mean, or NaN when it holds a NaN.
+    b = np.minimum((x - lo) * width // (hi - lo + 1), width - 1)
+    nan = np.isnan(y)
+    counts = np.bincount(b, minlength=width)
+    nans = np.bincount(b, weights=nan, minlength=width)
+    sums = np.bincount(b, weights=np.where(nan, 0.0, y), minlength=width)
+    present = np.flatnonzero(counts)
+    means = [float("nan") if nans[i] else float(sums[i] / (counts[i] - nans[i])) for i in present]
+    if len(x) < width:  # fewer points than columns: one column per point, no gaps
+        buckets: list[float | None] = means
+    else:
+        buckets = [None] * width
+        for i, m in zip(present.tolist(), means):
+            buckets[i] = m
+    finite = y[~nan]
+    return Curve(name, unit, buckets, float(y[-1]), int(x[-1]), float(finite.min()) if len(finite) else None,
+                 float(finite.max()) if len(finite) else None, int(len(x)))
 
 
 def _rate(conn: sqlite3.Connection, sid: int, t0: float | None, window: int = 50) -> tuple[float | None, float | None]:
     """Steps per second over the last `window` points of one series, and the time of its last point."""
-    rows = conn.execute("SELECT step, time_ms FROM points WHERE series_id = ? AND time_ms IS NOT NULL "
-                        "ORDER BY step DESC LIMIT ?", (sid, window)).fetchall()
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'points_tail'").fetchone() is not None:
+        x, t = packed.newest_times(_query(conn), "main", sid, window)
+        rows = list(zip(x.tolist(), t.tolist()))
+    else:
+        rows = conn.execute("SELECT step, time_ms FROM points WHERE series_id = ? AND time_ms IS NOT NULL "
+                            "ORDER BY step DESC LIMIT ?", (sid, window)).fetchall()
     if not rows or t0 is None:
         return None, None
     last = t0 + rows[0][1] / 1000.0
