@@ -1,7 +1,7 @@
 """The user docs cannot rot: every `stethoscope …` command shown in README.md, docs/ and bench/README.md
 names a verb that exists and only options that verb accepts, every relative link points at a file in the
-repository, the README keeps CI's test command and its size, and the settings tables are the fields'
-docstrings (regenerate them with `python tests/test_docs.py --write`; the detectors' table:
+repository, the README keeps CI's test command and its size, and the settings tables (Monitor, Checkpoints)
+are the fields' docstrings (regenerate them with `python tests/test_docs.py --write`; the detectors' table:
 `python tests/detect/test_config.py --write`)."""
 
 from __future__ import annotations
@@ -199,7 +199,11 @@ def test_the_diagnose_page_names_every_finding_type() -> None:
     assert sorted(re.findall(r"`(\w+)`", listed)) == sorted(FINDING_TYPES)
 
 
-SETTINGS = (ROOT / "src" / "stethoscope" / "config.py", "MonitorConfig", ROOT / "docs" / "monitor.md", "| field |")
+SETTINGS = (  # (source, dataclass, page, the table's header line)
+    (ROOT / "src" / "stethoscope" / "config.py", "MonitorConfig", ROOT / "docs" / "monitor.md", "| field |"),
+    (ROOT / "src" / "stethoscope" / "checkpoint" / "manager.py", "CheckpointConfig", ROOT / "docs" / "checkpoints.md",
+     "| field |"),
+)
 
 
 def settings_rows(source: Path, name: str) -> list[str]:
@@ -221,20 +225,20 @@ def _table_span(lines: list[str], header: str) -> tuple[int, int]:
     return start, end
 
 
-def test_the_monitor_settings_table_is_the_fields_docstrings() -> None:
-    source, name, page, header = SETTINGS
+@pytest.mark.parametrize("source, name, page, header", SETTINGS, ids=[s[1] for s in SETTINGS])
+def test_a_settings_table_is_the_fields_docstrings(source: Path, name: str, page: Path, header: str) -> None:
     lines = page.read_text().splitlines()
     start, end = _table_span(lines, header)
     rows = settings_rows(source, name)
-    assert len(rows) >= 10 and all(not row.endswith("|  |") for row in rows), "a field without a docstring"
-    assert lines[start:end] == rows, "docs/monitor.md out of date: python tests/test_docs.py --write"
+    assert len(rows) >= 5 and all(not row.endswith("|  |") for row in rows), "a field without a docstring"
+    assert lines[start:end] == rows, f"{_rel(page)} out of date: python tests/test_docs.py --write"
 
 
 if __name__ == "__main__":
     import sys
 
     if "--write" in sys.argv:
-        source, name, page, header = SETTINGS
-        lines = page.read_text().splitlines()
-        start, end = _table_span(lines, header)
-        page.write_text("\n".join(lines[:start] + settings_rows(source, name) + lines[end:]) + "\n")
+        for source, name, page, header in SETTINGS:
+            lines = page.read_text().splitlines()
+            start, end = _table_span(lines, header)
+            page.write_text("\n".join(lines[:start] + settings_rows(source, name) + lines[end:]) + "\n")
