@@ -232,3 +232,18 @@ def test_a_clock_under_a_time_name_is_not_a_step_time():
 
     clock = [1.7e9 + 0.5 * i + (30.0 if i >= 300 else 0.0) for i in range(600)]  # a timestamp: grows every record
     assert not replay(ThroughputDetector(), [StepRecord(i, {"time": t}) for i, t in enumerate(clock)])
+
+
+def test_contention_on_an_already_busy_machine_and_not_on_a_gpu_run():
+    """The demo on a loaded machine: its share was 25% of a core before and fell to 7%; a CPU run's steps are
+    CPU work, so that is contention whatever the share before. A GPU run whose CPU share falls may be waiting
+    on its device: no contention claimed there."""
+    times = [0.16] * 300 + [0.57] * 300 + [0.16] * 100
+    cpu = [25.0] * 300 + [7.0] * 300 + [25.0] * 100
+    (f,) = of_type(replay(ThroughputDetector(), make_records(range(700), STEP_TIME=times, CPU_PCT=cpu)),
+                   "throughput_drop")
+    assert f.severity == "info" and "other work on the machine took the CPU" in f.causes[0]
+    gpu = [10.0] * 700  # the run reports CUDA memory: a device run
+    (f,) = of_type(replay(ThroughputDetector(), make_records(range(700), STEP_TIME=times, CPU_PCT=cpu,
+                                                             CUDA_ALLOCATED=gpu)), "throughput_drop")
+    assert f.severity == "warning" and not f.causes

@@ -34,6 +34,9 @@ from stethoscope.detect.throughput_findings import (
 )
 from stethoscope.records import (
     CPU_PCT,
+    CUDA_ALLOCATED,
+    CUDA_RESERVED,
+    GPU_UTIL,
     DATA_WAIT,
     GC_PAUSE,
     GLOBAL_BATCH_SIZE,
@@ -55,6 +58,7 @@ _REFRESH = 8  # records between recomputations of the O(window) level and noise
 _MIN_BASELINE = 2  # records before a step can be a dip (the first steps of a log: compile, warm-up)
 _MIN_BASELINE_DROP = 3  # records before a slowdown can be persistent (a level shift needs a level)
 _DOMINANT = 4.0  # a stall this many times bigger than every earlier one starts a new stall pattern
+_DEVICE_SERIES = (CUDA_ALLOCATED, CUDA_RESERVED, GPU_UTIL)
 _CPU_KEPT = 32  # CPU-share samples kept from normal records (the level a slowdown's share is compared with)
 _PRIOR_RATE, _PRIOR_RECORDS = 0.01, 10.0  # slow records expected before the run shows its own rate
 _ALPHA = 0.01  # chance of a streak this long anywhere in the run, under the run's own slow-record rate
@@ -90,6 +94,8 @@ class ThroughputDetector:
         if HANG_SERIES in record.values:
             s["hang_after"] = record.step  # the next step's time holds the hang: reported by the watchdog
         s["cpu"] = record.values.get(CPU_PCT)
+        if s["cpu"] is not None and not s.get("device") and any(k in record.values for k in _DEVICE_SERIES):
+            s["device"] = True  # a step that waits on a device: a falling CPU share says nothing of contention
         t = self._time_like(record.values)
         if t is None:
             return []
@@ -382,7 +388,8 @@ class ThroughputDetector:
 
     def _drop_severity(self, d: dict[str, Any]) -> str:
         d.setdefault("records", len(d["values"]))
-        d["contention"] = contention(self._s.get("cpu_base", []), d.get("cpu", []), d["level"], median(d["values"]))
+        d["contention"] = contention(self._s.get("cpu_base", []), d.get("cpu", []), d["level"], median(d["values"]),
+                                     cpu_run=not self._s.get("device"))
         return drop_severity(d, self._s["total"], self._seconds, self.config)
 
     def _seconds(self, per_record: float) -> float:

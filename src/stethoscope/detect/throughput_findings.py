@@ -36,14 +36,17 @@ REASONS = {
 _NO_CAUSE = "no cause recorded beside it (no eval, perf/gc_pause_s or perf/data_wait_s)"
 
 
-def contention(cpu_before: list[float], cpu_during: list[float], level: float, slow: float) -> dict[str, float] | None:
-    """Evidence that other work on the machine took the CPU: a CPU-bound process (median `system/cpu_pct` at
-    least `_CPU_BUSY` before) whose CPU share fell while its CPU time per step grew by at most half as much as
-    its wall time per step did - the extra wall time was spent waiting for a core. None without it."""
+def contention(cpu_before: list[float], cpu_during: list[float], level: float, slow: float,
+               cpu_run: bool = False) -> dict[str, float] | None:
+    """Evidence that other work on the machine took the CPU: a CPU-bound process (a run on the CPU, no device
+    series: `cpu_run`; else a median `system/cpu_pct` of at least `_CPU_BUSY` before) whose CPU share fell
+    while its CPU time per step grew by at most half as much as its wall time per step did - the extra wall
+    time was spent waiting for a core (a GPU run waiting on its device shows the same fall: hence the bar).
+    None without it."""
     if len(cpu_before) < _CPU_SAMPLES or len(cpu_during) < _CPU_SAMPLES or level <= 0:
         return None
     before, during = median(cpu_before), median(cpu_during)
-    if before < _CPU_BUSY or during >= before:
+    if (before < _CPU_BUSY and not cpu_run) or during >= before:
         return None
     wall = slow / level
     cpu = during * slow / (before * level)
