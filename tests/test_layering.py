@@ -9,9 +9,6 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "stethoscope"
 TOP_LAYERS = ("serve", "cli", "diagnose", "explain", "report", "importers")
-# Lower layers that may read one module of a top layer, because it is pure data (checked below).
-# diagnose/knowledge.py re-exports findings/advice.py (the causes and fixes every alert carries).
-PURE_DATA = {"stethoscope.diagnose.knowledge": ("act",)}
 # The live probe serves the dashboard's page from the training process; its code is imported on the first
 # request for it (inside a function, checked below), never when the probe starts.
 ON_REQUEST = {"stethoscope.serve.dashboard": ("probe",)}
@@ -49,7 +46,7 @@ def test_layering(path):
         if mod in ON_REQUEST and sub in ON_REQUEST[mod]:
             assert not at_top, f"{path.name} imports {mod} at module level: only on a request"
             continue
-        if parts[0] == "stethoscope" and len(parts) > 1 and sub not in TOP_LAYERS + PURE_DATA.get(mod, ()):
+        if parts[0] == "stethoscope" and len(parts) > 1 and sub not in TOP_LAYERS:
             assert parts[1] not in TOP_LAYERS, f"{path.name}: lower layer imports {mod}"
         if sub == "detect":
             assert parts[0] not in FRAMEWORKS + ("numpy", "sqlite3", "os", "pathlib", "socket", "urllib"), \
@@ -61,9 +58,7 @@ def test_layering(path):
             assert not at_top, f"{path.relative_to(PKG)} imports {mod} at module level (must be lazy)"
 
 
-@pytest.mark.parametrize("module", sorted(PURE_DATA))
-def test_pure_data_modules_import_only_records(module):
-    path = PKG.joinpath(*module.split(".")[1:]).with_suffix(".py")
-    ours = {mod for mod, _ in _imports(path) if mod.split(".")[0] == "stethoscope"}
-    assert ours <= {"stethoscope.records", "stethoscope.findings.remedies", "stethoscope.findings.advice"}, \
-        f"{module} is read by lower layers as pure data; it imports {ours}"
+def test_advice_lives_below_its_users():
+    """act/ gives every alert the diagnosis' causes and fixes: they live in findings/ (pure), not in diagnose/."""
+    ours = {mod for mod, _ in _imports(PKG / "findings" / "advice.py") if mod.split(".")[0] == "stethoscope"}
+    assert all(m == "stethoscope.records" or m.startswith("stethoscope.findings.") for m in ours), ours

@@ -142,8 +142,8 @@ class LiveAlerts:
 
 
 def knowledge_advice() -> Callable[[Finding], Finding]:
-    """The diagnosis' causes and fixes per finding type (pure data: `diagnose.knowledge` imports only records)."""
-    from stethoscope.diagnose.knowledge import advise
+    """The diagnosis' causes and fixes per finding type (`findings.advice`: the same advice `diagnose` gives)."""
+    from stethoscope.findings.advice import advise
 
     def advise_copy(f: Finding) -> Finding:
         return advise(Finding.from_dict(f.to_dict()))  # a copy: the finding stored in the run stays as found
