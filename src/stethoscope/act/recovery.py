@@ -47,11 +47,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stethoscope.findings.catalogue import DIVERGENCE, LOSS_SPIKE, NAN
 from stethoscope.records import LOSS, SEVERITIES, Finding, severity_rank
 
 log = logging.getLogger(__name__)
 
-TRIGGERS = ("loss_spike", "divergence", "nan")
+TRIGGERS = (LOSS_SPIKE, DIVERGENCE, NAN)
 _LOSSES = 4096  # recent loss values kept (the level before an incident)
 
 
@@ -184,8 +185,8 @@ class RecoveryPolicy:
                     continue
                 self._last = max(self._last, step)
                 if not math.isfinite(value):
-                    if "nan" in self.config.on:
-                        self._ask(step, "nan", f"non-finite loss ({value}) at step {step}")
+                    if NAN in self.config.on:
+                        self._ask(step, NAN, f"non-finite loss ({value}) at step {step}")
                         return
                     continue
                 self._losses[step] = value
@@ -198,7 +199,7 @@ class RecoveryPolicy:
                     return
             for key, onset in list(self._watch.items()):
                 if self._last - onset >= self.config.patience:
-                    self._ask(onset, "loss_spike", f"loss spike at step {onset} not back after "
+                    self._ask(onset, LOSS_SPIKE, f"loss spike at step {onset} not back after "
                               f"{self._last - onset} steps (patience {self.config.patience})")
                     return
 
@@ -207,7 +208,7 @@ class RecoveryPolicy:
             return False
         on = self.config.on
         symptoms = {s.get("type") for s in f.symptoms or ()}
-        if "nan" in on and (f.type == "nan" or "nan" in symptoms):
+        if NAN in on and (f.type == NAN or NAN in symptoms):
             self._ask(f.step, f.type, f"{f.type.replace('_', ' ')} at step {f.step}: {f.message}")
             return True
         key = f"{f.source}|{f.type}|{f.step}"
@@ -217,10 +218,10 @@ class RecoveryPolicy:
             return False
         if severity_rank(f.severity) < severity_rank(self.config.min_severity):
             return False
-        if f.type == "divergence" and "divergence" in on:
-            self._ask(f.step, "divergence", f"divergence from step {f.step}: {f.message}")
+        if f.type == DIVERGENCE and DIVERGENCE in on:
+            self._ask(f.step, DIVERGENCE, f"divergence from step {f.step}: {f.message}")
             return True
-        if f.type == "loss_spike" and "loss_spike" in on:
+        if f.type == LOSS_SPIKE and LOSS_SPIKE in on:
             self._watch[key] = f.step
             self._hold(f.step)
         return False

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stethoscope.findings.catalogue import DIVERGENCE, NAN
 from stethoscope.records import LOSS, Finding, severity_rank
 
 
@@ -63,9 +64,9 @@ def is_critical(f: Finding) -> bool:
     step the loss scaler skips), or a divergence at error or worse that is still going on."""
     if f.step is None or f.end_step is not None or f.evidence.get("withdrawn") or f.evidence.get("transient"):
         return False
-    if f.type == "nan":
+    if f.type == NAN:
         return LOSS in (f.evidence.get("series") or ())
-    return f.type == "divergence" and severity_rank(f.severity) >= severity_rank("error")
+    return f.type == DIVERGENCE and severity_rank(f.severity) >= severity_rank("error")
 
 
 class CriticalWatch:

@@ -26,6 +26,7 @@ from typing import Any
 
 from stethoscope.detect.throughput import HANG_SERIES as HANG_POINT  # named where the detectors read it
 from stethoscope.errors import InternalError, QueryRefused, UsageError
+from stethoscope.findings.catalogue import HANG
 from stethoscope.probe import registry, stacks
 from stethoscope.probe.config import ProbeConfig
 from stethoscope.probe.server import TOKEN_COOKIE, ProbeServer, Reply, Request
@@ -204,7 +205,7 @@ class LiveProbe:
         if self.inbox is not None:
             self.inbox.put(finding)
             step = finding.step if finding.step is not None else 0
-            stalled = float(finding.evidence.get("stalled_s", 0.0)) if finding.type == "hang" else 0.0
+            stalled = float(finding.evidence.get("stalled_s", 0.0)) if finding.type == HANG else 0.0
             rec.put_point(HANG_POINT, step, 0.0 if finding.end_step is not None else stalled, time.time())
             rec.queue.wake.set()  # the writer hands the finding to the rules now, not at its next interval
         else:
