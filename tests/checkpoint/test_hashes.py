@@ -41,3 +41,21 @@ def test_xxh3_without_xxhash_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "xxhash", None)  # as if the package were not installed
     assert verify(path)[1] == "this checkpoint is hashed with XXH3: pip install xxhash to verify it"
     assert stethoscope.Checkpoints(tmp_path / "x", on_signal=None).config.hash == "crc32"  # the fallback
+
+
+def test_saves_skip_torchs_zip_crc_and_leave_its_setting_as_it_was(tmp_path):
+    """torch.save's CRC-32 of every record halves a save's speed; the manifest's hashes check every byte."""
+    import zipfile
+
+    model, path = _save(tmp_path)
+    with zipfile.ZipFile(path / "model.pt") as archive:
+        assert {i.CRC for i in archive.infolist() if i.file_size} == {0}
+    assert torch.serialization.get_crc32_options() is True  # the user's own torch.save still writes them
+    state = torch.load(path / "model.pt", weights_only=True)
+    assert torch.equal(state["weight"], model.weight.detach())
+    torch.serialization.set_crc32_options(False)
+    try:
+        _save(tmp_path / "again")
+        assert torch.serialization.get_crc32_options() is False  # a setting made by the user stays
+    finally:
+        torch.serialization.set_crc32_options(True)
