@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.console_line import ANSI
 from stethoscope.importers.loglines import LineKeeper, parse_timestamp, strip_rank
 from stethoscope.importers.names import EPOCH, metric
 from stethoscope.importers.source import is_text, read_lines
@@ -288,6 +289,7 @@ class _Reader:
         self.order = list(range(len(_DIALECTS)))  # the dialect that matched last is tried first
         self.warnings: list[str] = []
         self.pending: list[tuple[int, float | None, str]] = []  # dicts waiting for their bar
+        self.bar_evals: Values = {}  # the eval values the bar showed last
         self.bar_row: tuple[tuple[int, int], int, int, float | None, Values] | None = None  # the bar record shown now
 
     def line(self, line: int, text: str) -> bool:
@@ -300,6 +302,8 @@ class _Reader:
     def _segment(self, line: int, text: str) -> bool:
         time, skip = parse_timestamp(text)
         body = strip_rank(text[skip:].lstrip(" |"))
+        if "\x1b" in body:  # tqdm moves the cursor up (`\x1b[A`) before writing under a nested bar
+            body = ANSI.sub("", body)
         self.state.bar_total = None
         parsed = self._parse(body)
         if parsed is None and body.startswith("{") and self.state.last_step is not None:
@@ -332,11 +336,15 @@ class _Reader:
         new count with the old postfix, then again with the new one, and again with `val_loss=` after an
         evaluation; tqdm redraws after a write. The record is kept until the count moves on."""
         key = (self.state.bar_total, step)
+        # the postfix keeps showing the last evaluation's values until the next one (Lightning's val_loss=)
+        carried = {k for k, v in values.items() if k.startswith("eval/") and self.bar_evals.get(k) == v}
+        self.bar_evals.update((k, v) for k, v in values.items() if k.startswith("eval/"))
+        values = {k: v for k, v in values.items() if k not in carried}
         if self.bar_row is not None and self.bar_row[0] == key:
             self.bar_row[4].update(values)
             return
         self._commit()
-        self.bar_row = (key, line, step, time, dict(values))
+        self.bar_row = (key, line, step, time, values)
 
     def _commit(self) -> None:
         if self.bar_row is not None:
