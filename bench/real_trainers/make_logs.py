@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gzip
 import importlib
 import json
 import os
@@ -27,6 +28,15 @@ sys.path.insert(0, str(HERE))
 REPO = HERE.parents[1]
 OUT = REPO / "tests" / "assets" / "real_trainers"
 LIBRARIES = ("hf_trainer", "lightning_trainer", "keras_fit", "ignite_engine", "skorch_net", "mmengine_runner")
+
+
+def gzipped(path: Path) -> Path:
+    """The log gzipped, byte for byte what the library wrote (stethoscope reads .gz; the repository stays small)."""
+    gz = path.with_name(path.name + ".gz")
+    with open(path, "rb") as src, gzip.open(gz, "wb", compresslevel=9) as dst:
+        dst.write(src.read())
+    path.unlink()
+    return gz
 
 
 def run_library(lib: str, faults: list[str], seeds: list[int], out: Path) -> list[dict]:
@@ -47,6 +57,7 @@ def run_library(lib: str, faults: list[str], seeds: list[int], out: Path) -> lis
             t0 = time.time()
             files = mod.run(plan, folder)
             for source, path in files.items():
+                path = gzipped(path)
                 at = getattr(mod, "at", {}).get(source)
                 at = functools.partial(at, plan) if at else lambda kind, n: n
                 lab = labels(plan, mod.SHOWS[source], at)
