@@ -12,9 +12,11 @@
 
 Steps are the log's own counters (nanoGPT/litgpt: the iteration, llm.c main.log from 0, its stdout
 from 1). Known non-problems are not turned into points: modded-nanogpt's `step_avg:nanms` (a division
-by zero before timing starts) and nanoGPT's `mfu -100.00%` (not measured yet). A dict repr after a
-bar (the HF Trainer's `{'loss': 2.3, 'grad_norm': 0.4, …}`) belongs to the bar's step and is read by the
-general console reader's line parser. A line that is a
+by zero before timing starts) and nanoGPT's `mfu -100.00%` (not measured yet). A dict repr written
+under a bar (the HF Trainer's `{'loss': 2.3, 'grad_norm': 0.4, …}`, through `tqdm.write`) takes the step of
+the outer bar's redraw that follows it and is read by the general console reader's line parser. A bar
+drawn again at the same count is one record (as it reads last); a bar reset to 0, an inner bar (an
+evaluation's, a smaller total) and a postfix still showing the last evaluation add no step and no eval. A line that is a
 tqdm bar and something else (an NCCL error glued on without a newline) gives both the metrics and
 a log line; `\\r`-separated bar updates are read one by one. A bar's `key=value` fields are named (and
 their units converted) like CSV columns; a step time among them (NeMo's `train_step_timing in s`) wins over
