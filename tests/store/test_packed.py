@@ -254,3 +254,31 @@ def test_the_summary_read_from_arrays_gives_what_the_sql_over_metrics_gives(tmp_
         rows = r.query("SELECT value FROM metrics WHERE name = ? AND value IS NOT NULL ORDER BY value", (R.STEP_TIME,))[1]
         assert got["step_time_s"] == rows[len(rows) // 2][0]
         assert r.last_time() == one("SELECT MAX(time) FROM metrics") == T0 + 3099.5
+
+
+def test_the_live_tail_buckets_the_arrays_as_sqlite_bucketed_the_rows(tmp_path):
+    """`stethoscope watch` buckets a curve with numpy over the packed series: the same means, NaN buckets,
+    lows, highs and last point as the SQL aggregate over `points` it ran before."""
+    from stethoscope.store import tail
+
+    path = rank_path(tmp_path, 0)
+    store = RunStore(path, t0=T0)
+    store.write_points([("train/loss", s, math.nan if s % 97 == 5 else math.cos(s / 50), T0 + s / 4)
+                        for s in range(0, 9000, 3)])
+    store.close()
+    conn = tail.arrow.connect(path)
+    try:
+        lo, hi, width = 0, 8997, 60
+        rows = conn.execute(
+            "SELECT (step - ?) * ? / (? - ? + 1) AS b, AVG(value), SUM(value IS NULL), MIN(value), MAX(value) "
+            "FROM points WHERE series_id = 1 GROUP BY b ORDER BY b", (lo, width, hi, lo)).fetchall()
+        curve = tail._curve(conn, "train/loss", 1, "", width)
+        rate = tail._rate(conn, 1, T0)
+    finally:
+        conn.close()
+    want = [math.nan if nans else mean for _, mean, nans, _, _ in rows]
+    assert len(curve.buckets) == width and all(b is not None for b in curve.buckets)
+    assert np.allclose(np.array(curve.buckets, float), np.array(want, float), equal_nan=True, rtol=1e-12)
+    assert curve.low == min(r[3] for r in rows) and curve.high == max(r[4] for r in rows)
+    assert (curve.last_step, curve.points) == (8997, 3000) and curve.last == math.cos(8997 / 50)
+    assert rate == (pytest.approx(4.0), T0 + 8997 / 4)

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 MIN_CHUNK = 256  # a series' tail is sealed once it holds this many points (fewer stay rows)
 MAX_CHUNK = 4096
-CHUNK = 1024  # what a store of version 2 sealed (its chunks are still read)
 _FAR = -(2**62)  # "before any step"
 _MAX_GAPS = 64  # a version-2 series cut in more uncovered ranges than this is read row by row
 
