@@ -225,7 +225,7 @@ def test_save_time_is_kept_out_of_step_time(tmp_path, monkeypatch):
     so periodic saves never read as periodic stalls of the run."""
     import time as real_time
 
-    import stethoscope.capture.monitor as monitor_module
+    from stethoscope.capture import monitor, own_work, pending, timing
 
     class Clock:  # the Monitor's clock: 1 s per training step, 10 s per save
         now = 1000.0
@@ -236,7 +236,8 @@ def test_save_time_is_kept_out_of_step_time(tmp_path, monkeypatch):
         def perf_counter(self):
             return Clock.now
 
-    monkeypatch.setattr(monitor_module, "time", Clock())
+    for module in (monitor, timing, own_work, pending):  # the step clock, the saves' clock, the flush's clock
+        monkeypatch.setattr(module, "time", Clock())
     model = torch.nn.Linear(2, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     ck = stethoscope.Checkpoints(tmp_path / "ck", every=5, on_signal=None)

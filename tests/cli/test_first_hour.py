@@ -85,7 +85,7 @@ def test_monitor_never_appends_to_another_run_unless_resume(tmp_path, caplog):
     run = tmp_path / "exp"
     with Monitor(run, strict=True, detect=False) as mon:
         mon.step(0, loss=2.0)
-    with caplog.at_level(logging.WARNING, logger="stethoscope.capture.monitor"):
+    with caplog.at_level(logging.WARNING, logger="stethoscope.capture.run_folder"):
         with Monitor(run, strict=True, detect=False) as other:
             other.step(0, loss=9.0)
     assert other.run_dir == tmp_path / "exp-2" and "resume=True" in caplog.text
