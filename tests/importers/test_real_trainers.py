@@ -103,3 +103,12 @@ def test_lightning_bar_nan_is_read_as_nan() -> None:
     (run,) = read_any(ROOT / case["file"])
     bad = [k for k, v in series(run, LOSS).items() if not math.isfinite(v)]
     assert bad and case["onset"] < min(bad) <= case["onset"] + 8
+
+
+def test_ignite_validation_line_is_the_eval_of_the_epochs_last_iteration() -> None:
+    # `Validation Results - Epoch[1] Avg loss: 1.2550`: the epoch says when the evaluation ran
+    case = next(c for c in CASES if c["library"] == "ignite_engine" and c["fault"] == "healthy"
+                and c["source"] == "console")
+    (run,) = read_any(ROOT / case["file"])
+    assert [[k, v] for k, v in sorted(series(run, EVAL_LOSS).items())] == [
+        [k, pytest.approx(v, abs=1e-4)] for k, v in case["logged_eval"]]

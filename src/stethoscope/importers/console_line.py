@@ -158,6 +158,8 @@ def parse(text: str) -> Line:
     span = step.span() if step else own_span
     cut = (span[0] + pos, span[1] + pos) if span else (len(text), len(text))
     out.values = _values(text, pos, cut)
+    if out.eval and step is None:  # when an eval ran, not what it measured (Ignite's `... - Epoch[1] Avg loss: 0.5`)
+        out.values = [v for v in out.values if v.key.lower() != "epoch"]
     return out
 
 
