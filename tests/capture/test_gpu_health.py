@@ -118,7 +118,7 @@ def test_an_uncorrectable_ecc_error_is_critical_and_names_the_device(tmp_path, c
     ecc_f = [f for f in found if f["type"] == "gpu_ecc_error"]
     xid_f = [f for f in found if f["type"] == "gpu_xid"]
     assert ecc_f and ecc_f[0]["severity"] == "critical" and "GPU 1" in ecc_f[0]["message"]
-    assert 40 <= ecc_f[0]["step"] <= 79
+    assert 39 <= ecc_f[0]["step"] <= 79  # sampled while step 40 trains: stamped with the last step done
     assert xid_f and xid_f[0]["severity"] == "critical" and "XID 79" in xid_f[0]["message"]
     assert "GPU 1" in xid_f[0]["message"]
 
