@@ -201,7 +201,7 @@ def test_a_long_series_is_drawn_from_its_chunks_extremes_without_losing_any(tmp_
     from stethoscope.store import packed
     from stethoscope.store.query import open_run
 
-    n = 20 * packed.CHUNK + 300  # sealed chunks and an unsealed tail
+    n = 20 * 1024 + 200  # sealed chunks and an unsealed tail
     rng = np.random.default_rng(1)
     y = rng.normal(size=n).cumsum()
     spikes = [777, 12_000, n - 10]  # in chunks a few buckets apart, and in the tail
@@ -209,18 +209,21 @@ def test_a_long_series_is_drawn_from_its_chunks_extremes_without_losing_any(tmp_
     nans = [3, 9000, 9001, n - 5]
     y[nans] = np.nan
     store = RunStore(rank_path(tmp_path, 0))
-    store.write_points([(R.LOSS, k, float(v), None) for k, v in enumerate(y)])
+    for a in range(0, n - 200, 1024):  # the writer's batches: each seals a chunk
+        store.write_points([(R.LOSS, k, float(y[k]), None) for k in range(a, min(a + 1024, n - 200))])
+    store.write_points([(R.LOSS, k, float(y[k]), None) for k in range(n - 200, n)])  # fewer than MIN_CHUNK: rows
     store.close()
+    assert packed.MIN_CHUNK > 200
     with open_run(tmp_path) as reader:
         ext = reader.series_extremes(R.LOSS)
         t = data.line(reader, R.LOSS, 0, 60)
         zoom = data.line(reader, R.LOSS, 0, 2000, lo=11_990, hi=12_010)
         fine = data.line(reader, R.LOSS, 0, 2000)  # chunks wider than its buckets: drawn from the points
     assert ext["n"] == n and ext["nonfinite"].tolist() == nans
-    assert len(ext["steps"]) <= 2 * 20 + 300
+    assert len(ext["steps"]) <= 2 * 20 + 200
     for c in range(20):  # every chunk's finite min and max are among what the chart is drawn from
-        a = c * packed.CHUNK
-        block = y[a:a + packed.CHUNK]
+        a = c * 1024
+        block = y[a:a + 1024]
         assert a + int(np.nanargmax(block)) in ext["steps"] and a + int(np.nanargmin(block)) in ext["steps"]
     assert len(t["x"]) <= 60 and set(spikes) <= set(t["x"]) and t["nonfinite"] == nans and t["n"] == n
     assert t["last"] == n - 1 and ext["last"] == n - 1

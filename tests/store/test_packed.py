@@ -97,6 +97,7 @@ def test_rewrite_inside_a_sealed_chunk_reads_the_new_values_and_keeps_the_old(tm
     assert old == [(s, float(s), s * 1000) for s in range(1500, 1600)]  # the old values with their times
     assert new_t == [(9_000_000,)]
     assert _same((steps, values), _rows(tmp_path, "train/loss"))
+    assert _count(path, "points_tail") == 1  # the reopened chunk was packed again: rows only for the tail
 
 
 def _v1_store(path, n):

@@ -120,6 +120,7 @@ class RunStore:
                     self._write_each(list(zip(names, _listed(steps), values, _listed(times))))
                 else:
                     self._write_columns(*cols)
+                self._packer.reseal()
         except BaseException:
             self._packer.forget()  # nothing held can be trusted after a rolled-back write
             self._series.clear()

@@ -31,6 +31,7 @@ class Packer:
         self._seal = seal  # False: every point stays a row (benchmarks and tests of the row path)
         self._sealed: dict[int, int] = {}
         self._pending: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._reopened: list[tuple[int, int, int]] = []  # (sid, start, end) of chunks a write turned into rows
 
     def top(self, sid: int) -> int | None:
         """The newest step of `sid` in the store (chunks and rows)."""
@@ -70,6 +71,7 @@ class Packer:
                                     f"FROM points_packed WHERE series_id = ? AND {cond}", args).fetchall()
         for start, n, first, stride, steps, vals, t_first, t_slope, times in chunks:
             x, y = decode(n, first, stride, steps, vals)
+            self._reopened.append((sid, start, int(x[-1])))
             self._conn.executemany("INSERT INTO points_tail VALUES (?, ?, ?, ?)",
                                    _rows(sid, x, decode_times(n, t_first, t_slope, times), y))
             self._conn.execute("DELETE FROM points_packed WHERE series_id = ? AND start_step = ?", (sid, start))
@@ -91,11 +93,40 @@ class Packer:
             self.reopen(sid, start, start)
         self.forget(sid)
 
+    def reseal(self) -> None:
+        """Pack again the chunks this write reopened (their rows, rewritten values included), so rows stay only
+        for the tail; in the write's transaction. A range holding a step that is not an int stays rows."""
+        import numpy as np
+
+        reopened, self._reopened = self._reopened, []
+        for sid, start, end in reopened:
+            rows = self._conn.execute("SELECT step, time_ms, value FROM points_tail WHERE series_id = ? "
+                                      "AND step BETWEEN ? AND ? ORDER BY step", (sid, start, end)).fetchall()
+            steps = np.array([r[0] for r in rows])
+            if not rows or steps.dtype != np.int64 or (end > self._end(sid) and len(rows) < MIN_CHUNK):
+                continue  # nothing left (a rollback), not packable, or a short newest range: the tail
+            try:
+                times = np.array([r[1] for r in rows], np.float64)
+                vals = np.array([r[2] for r in rows], np.float64)
+            except (TypeError, ValueError):
+                continue
+            self._conn.execute("DELETE FROM points_tail WHERE series_id = ? AND step BETWEEN ? AND ?", (sid, start, end))
+            k = -(-len(steps) // MAX_CHUNK)
+            bounds = [len(steps) * i // k for i in range(k + 1)]
+            self._conn.executemany(_INSERT, [encode(sid, steps[a:b], times[a:b], vals[a:b])
+                                             for a, b in zip(bounds, bounds[1:])])
+            self.forget(sid)
+
+    def _end(self, sid: int) -> int:
+        top = self._conn.execute("SELECT MAX(end_step) FROM points_packed WHERE series_id = ?", (sid,)).fetchone()[0]
+        return _FAR if top is None else int(top)
+
     def forget(self, sid: int | None = None) -> None:
         """What is held for `sid` (None: every series) no longer matches the store: read it again when used."""
         if sid is None:
             self._pending.clear()
             self._sealed.clear()
+            self._reopened.clear()
         else:
             self._pending.pop(sid, None)
             self._sealed.pop(sid, None)
