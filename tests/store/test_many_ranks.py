@@ -158,8 +158,6 @@ def test_cli_query_counts_every_rank(run12, cli_env):
     assert json.loads(res.stdout) == [{"n": 12}]
 
 
-@pytest.mark.xfail(strict=True, reason="points stored once (issue 28.3) live in chunk blobs: damage inside a blob's "
-                   "overflow pages is not seen by SQLite's page checks (a chunk checksum is left to do)")
 def test_a_rank_with_corrupt_pages_is_dropped_after_an_unreadable_one(tmp_path):
     """Rank 0 is not SQLite (left out when opened), rank 2's pages are damaged (found by a query): the query is
     answered from rank 1 alone, and rank 2 is the one named (the attached databases keep their own names)."""

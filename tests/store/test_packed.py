@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import struct
 
 import numpy as np
 import pytest
@@ -283,3 +284,23 @@ def test_the_live_tail_buckets_the_arrays_as_sqlite_bucketed_the_rows(tmp_path):
     assert curve.low == min(r[3] for r in rows) and curve.high == max(r[4] for r in rows)
     assert (curve.last_step, curve.points) == (8997, 3000) and curve.last == math.cos(8997 / 50)
     assert rate == (pytest.approx(4.0), T0 + 8997 / 4)
+
+
+def test_a_damaged_chunk_is_found_by_its_checksum_and_the_rank_is_left_out(tmp_path):
+    """Bytes changed inside a chunk's blob pass SQLite's page checks; the chunk's CRC-32 catches them: the
+    arrays read names the file, and a query over `metrics` leaves that rank out and answers from the rest."""
+    from stethoscope.errors import NotARunError
+
+    for rank in range(2):
+        _write(rank_path(tmp_path, rank), [("train/loss", s, float(rank), None) for s in range(5000)])
+    con = sqlite3.connect(rank_path(tmp_path, 1))
+    vals = bytearray(con.execute("SELECT vals FROM points_packed").fetchone()[0])
+    vals[800:808] = struct.pack("<d", 123.0)
+    con.execute("UPDATE points_packed SET vals = ?", (bytes(vals),))  # what a flipped disk block would do
+    con.commit()
+    con.close()
+    with open_run(tmp_path) as r:
+        with pytest.raises(NotARunError, match="rank-00001.sqlite.*checksum"):
+            r.series_arrays("train/loss", rank=1)
+        assert r.query("SELECT rank, COUNT(*), MAX(value) FROM metrics GROUP BY rank")[1] == [(0, 5000, 0.0)]
+        assert r.ranks == [0] and any("rank-00001" in s and "checksum" in s for s in r.skipped)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import sqlite3
 import struct
 import sys
+import zlib
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
@@ -50,11 +51,13 @@ CREATE TABLE IF NOT EXISTS points_packed (
     t_first    INTEGER,
     t_slope    REAL,
     times      BLOB,
+    crc        INTEGER,
     PRIMARY KEY (series_id, start_step)
 ) WITHOUT ROWID;
 """
 # lo/hi: the chunk's smallest and largest finite value and their steps (NULL when none is finite); bad: how
 # many values are NaN/Inf. A chart of a long series is drawn from these alone (`extremes`), no blob read.
+# crc: CRC-32 of vals, steps and times: damage inside a blob's overflow pages passes SQLite's page checks.
 
 TAIL = """
 CREATE TABLE IF NOT EXISTS points_tail (
@@ -80,6 +83,7 @@ POINTS_VIEW = f"""
 CREATE VIEW IF NOT EXISTS points AS
     SELECT c.series_id AS series_id, {_STEP} AS step, {_TIME_MS} AS time_ms, {_VALUE} AS value
     FROM points_packed c JOIN chunk_index k ON k.i < c.n
+    WHERE st_check(c.crc, c.vals, c.steps, c.times)
     UNION ALL
     SELECT series_id, step, time_ms, value FROM points_tail
 """
@@ -88,6 +92,7 @@ METRICS_VIEW = f"""
 CREATE VIEW IF NOT EXISTS metrics AS
     SELECT {_STEP} AS step, s.name AS name, {_VALUE} AS value, {_T0} + {_TIME_MS} / 1000.0 AS time
     FROM points_packed c JOIN series s ON s.id = c.series_id JOIN chunk_index k ON k.i < c.n
+    WHERE st_check(c.crc, c.vals, c.steps, c.times)
     UNION ALL
     SELECT p.step, s.name, p.value, {_T0} + p.time_ms / 1000.0 FROM points_tail p JOIN series s ON s.id = p.series_id
 """
@@ -110,10 +115,37 @@ def _st_f64(b: bytes) -> float | None:
     return None if x != x else x  # SQLite keeps no NaN: NULL, as the rows have it
 
 
+def crc(vals: bytes, steps: bytes | None, times: bytes | None) -> int:
+    return zlib.crc32(times or b"", zlib.crc32(steps or b"", zlib.crc32(vals)))
+
+
+class CorruptChunk(ValueError):
+    """A chunk whose blobs do not match their checksum."""
+
+
+def _st_check(expected: int | None, vals: bytes, steps: bytes | None, times: bytes | None) -> int:
+    """1 when the chunk's blobs match its checksum (None: a chunk written before checksums); else raises, and
+    the reader looks for the damaged file (store/query.py)."""
+    if expected is not None and crc(vals, steps, times) != expected:
+        raise CorruptChunk("chunk checksum mismatch")
+    return 1
+
+
 def register(conn: sqlite3.Connection) -> None:
     """Put the functions the `points`/`metrics` views unpack chunks with on `conn`."""
     conn.create_function("st_int", 1, _st_int, deterministic=True)
     conn.create_function("st_f64", 1, _st_f64, deterministic=True)
+    conn.create_function("st_check", 4, _st_check, deterministic=True)
+
+
+def damaged(query: Query, db: str) -> str | None:
+    """The first chunk of `db` whose blobs fail their checksum, said in words; None when all match."""
+    _, rows = query(f"SELECT series_id, start_step, end_step, crc, vals, steps, times FROM {db}.points_packed "
+                    "WHERE crc IS NOT NULL", ())
+    for sid, start, end, expected, vals, steps, times in rows:
+        if crc(vals, steps, times) != expected:
+            return f"a packed chunk fails its checksum (series {sid}, steps {start}..{end})"
+    return None
 
 
 SCHEMA = (TAIL + "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < %d) "
@@ -168,8 +200,9 @@ def encode(sid: int, steps: np.ndarray, times: np.ndarray, vals: np.ndarray) -> 
         base = t_first + (t_slope * np.arange(n, dtype=np.float64)).astype(np.int64)
         t_blob = _offsets(t - base, nulls if nulls.any() else None)
     v = np.ascontiguousarray(vals, dtype="<f8")
-    return (sid, int(steps[0]), int(steps[-1]), n, first, stride, step_blob, v.tobytes(), *_extremes_of(steps, v),
-            t_first, t_slope, t_blob)
+    vals_blob = v.tobytes()
+    return (sid, int(steps[0]), int(steps[-1]), n, first, stride, step_blob, vals_blob, *_extremes_of(steps, v),
+            t_first, t_slope, t_blob, crc(vals_blob, step_blob, t_blob))
 
 
 def _extremes_of(steps: np.ndarray, y: np.ndarray) -> tuple[Any, ...]:
@@ -229,11 +262,15 @@ def read_series(query: Query, db: str, sid: int, window: tuple[int, int] | None 
     import numpy as np
 
     lo_w, hi_w = window if window is not None else (_FAR, 2**62)
-    _, chunks = query(f"SELECT start_step, end_step, n, first, stride, steps, vals FROM {db}.points_packed "
+    v3 = _is_v3(query, db)
+    checked = ", crc, times" if v3 else ", NULL, NULL"
+    _, chunks = query(f"SELECT start_step, end_step, n, first, stride, steps, vals{checked} FROM {db}.points_packed "
                       "WHERE series_id = ? AND end_step >= ? AND start_step <= ? ORDER BY start_step",
                       (sid, lo_w, hi_w))
-    pieces = [(c[0], *decode(*c[2:])) for c in chunks]
-    if _is_v3(query, db):  # the rows are the tail and reopened chunks: none holds a chunk's step
+    for c in chunks:
+        _st_check(c[7], c[6], c[5], c[8])
+    pieces = [(c[0], *decode(*c[2:7])) for c in chunks]
+    if v3:  # the rows are the tail and reopened chunks: none holds a chunk's step
         x, y = _rows(query, db, sid, [(lo_w, hi_w)], "points_tail")
         if len(x):
             pieces.append((int(x[0]), x, y))

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 PACKED_VERSION = 3  # the store's schema_version from which points are stored once (tail rows + chunks)
 _FAR = -(2**62)
-_INSERT = "INSERT INTO points_packed VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT = "INSERT INTO points_packed VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 class Packer:
@@ -170,7 +170,7 @@ def migrate(conn: sqlite3.Connection) -> None:
     cols = {r[1] for r in conn.execute("PRAGMA table_info(points_packed)")}
     with conn:
         conn.execute("DELETE FROM points_packed")  # version 2's copies, without times: packed again below
-        for name in ("t_first INTEGER", "t_slope REAL", "times BLOB"):
+        for name in ("t_first INTEGER", "t_slope REAL", "times BLOB", "crc INTEGER"):
             if name.split()[0] not in cols:
                 conn.execute(f"ALTER TABLE points_packed ADD COLUMN {name}")
         conn.execute("INSERT INTO points_tail SELECT series_id, step, time_ms, value FROM points")
