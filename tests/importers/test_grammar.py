@@ -5,6 +5,7 @@ clock or a sample count for a step. Then one test per rule the generator found m
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 
 from stethoscope.cli.main import cli
 from stethoscope.importers import read_any
+from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.console import ConsoleImporter
 from stethoscope.importers.console_reader import ConsoleReader
 from stethoscope.records import EVAL_LOSS, LOSS, STEP_TIME
@@ -42,8 +44,10 @@ def test_generated_logs_of_the_spent_held_out_part(log: lg.Log) -> None:
 
 
 def _refused_with_closest_shape(text: str) -> None:
-    path = _file(text)
-    res = CliRunner().invoke(cli, ["diagnose", str(path)], catch_exceptions=False)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "train.log"
+        path.write_text(text)
+        res = CliRunner().invoke(cli, ["diagnose", str(path)], catch_exceptions=False)
     assert res.exit_code == 2 and "closest shape" in res.stderr and "Traceback" not in res.stderr, res.stderr
 
 
@@ -51,14 +55,15 @@ def test_a_log_without_a_counter_is_refused_naming_the_closest_shape() -> None:
     _refused_with_closest_shape("".join(f"11/27 06:22:{s:02d} loss: {3 - s / 100:.3f} lr: 3e-4\n" for s in range(20)))
 
 
+def _read(text: str) -> ImportedRun:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "train.log"
+        path.write_text(text)
+        return ConsoleImporter().read(path)
+
+
 def _steps(text: str, name: str = LOSS) -> dict[int, float]:
-    return series(ConsoleImporter().read(_file(text)), name)
-
-
-def _file(text: str) -> Path:
-    path = Path(__import__("tempfile").mkdtemp()) / "train.log"
-    path.write_text(text)
-    return path
+    return series(_read(text), name)
 
 
 @pytest.mark.parametrize("stamp", ["07/24 11:20:{s:02d} ", "[11/27 06:22:{s:02d} d2.utils.events]: ",
@@ -85,7 +90,7 @@ def test_a_sample_counter_is_not_a_step() -> None:
     text = "".join(f"Train Epoch: {1 + i // 5} [{(i % 5) * 640}/3200 ({(i % 5) * 20}%)]\tLoss: {2 - i / 100:.6f}\n"
                    for i in range(12))
     text += "\nTest set: Average loss: 0.0341, Accuracy: 9893/10000 (99%)\n"
-    run = ConsoleImporter().read(_file(text))
+    run = _read(text)
     assert sorted(series(run, LOSS)) == list(range(1, 13))
     assert any("numbered 1, 2, 3" in w for w in run.warnings)
 

@@ -38,7 +38,7 @@ class EpochCounter:
             raw = np.concatenate(([last_step], raw))
         diffs = np.diff(raw)
         ahead = diffs[diffs > 0]
-        cadence = max(int(np.median(ahead)) if ahead.size else 1, self.cadence)
+        cadence = max(int(ahead.max()) if ahead.size else 1, self.cadence)
         if ((diffs < 0) & (raw[1:] <= cadence)).any():
             return False
         self.cadence = int(ahead[-1]) if ahead.size else self.cadence

@@ -1,8 +1,12 @@
 """One line of a trainer's console output, read by its shape: the general parser behind `console.py`.
 
 A line is a prefix (launcher rank `[rank0]:`, timestamp, logger `[titan] … - root - INFO -`, `[Rank 0]`,
-glog `I0724 11:20:07.402 123 train.py:80]`), then a step counter (`step N`, `step: N`, `iter N`,
-`step N/TOTAL`, Keras' `N/TOTAL [==>..]`, `[batch=N/T]`, `global_step=N`; tqdm bars are textlog's) and
+glog `I0724 11:20:07.402 123 train.py:80]`; a date or clock of any common form, `loglines.skip_stamp`: never
+a step), then a step counter (a counter word — `step N`, `step: N`, `iter N/TOTAL`, `it=N`, `update N`,
+`Iter(train) [N/T]`, `[batch=N/T]`, `global_step=N` — not inside a name (`time/batch`) nor a setting
+(`Total optimization steps = 500`); a bracketed `[N/T]`; Keras' `N/TOTAL [==>..]`; tqdm bars are textlog's),
+its epoch when one comes before a counter with a total (`console_epochs`), or a sample counter
+(`[640/60000 (1%)]`: no step, the record is numbered in file order), and
 metrics in any of the usual shapes: `key: value`, `key value`, `key=value`, `| key value |`,
 `{'key': value}`, `value unit` (`3415 tok/s`, `0.0% A100 fp16 MFU`, a bare `224.87 ms`); a `nan` that a
 word follows is part of a key (`number of nan iterations`) unless the words before it name a metric
