@@ -75,7 +75,8 @@ def test_async_saves_reuse_their_host_buffers_and_follow_a_changed_state(tmp_pat
 
 
 def _step(model: Tied, opt: torch.optim.Optimizer) -> None:
-    """One real training step: the forward changes BatchNorm's running stats, `step()` the weights and Adam's moments."""
+    """One real training step: the forward changes BatchNorm's running stats, `step()` the weights and the
+    moments."""
     opt.zero_grad()
     model.head(model.norm(model.emb(torch.arange(8)))).square().mean().backward()
     opt.step()
