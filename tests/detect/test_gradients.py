@@ -46,3 +46,14 @@ def test_absolute_ceiling_and_slow_growth():
                    make_records(range(5), GRAD_NORM=[1.0, 2.0, 500.0, 600.0, 1.0]))
     (ceil,) = of_type(found, "grad_explosion")
     assert ceil.step == 2 and ceil.end_step == 3 and ceil.severity == "error"
+
+
+def test_clipping_for_a_while_after_warm_up_is_info_and_never_pages():
+    """The demo's seed 3: clipping on most steps from the end of warm-up for ~50 steps, then rarely."""
+    steps = list(range(400))
+    coef = [0.5 if 40 <= s < 110 or s % 10 == 0 else 1.0 for s in steps]
+    det, live = GradientDetector(), []
+    for r in make_records(steps, GRAD_CLIP_COEF=coef):
+        live += [(f.severity, f.message) for f in det.update(r) if f.type == "clipping"]
+    assert live and all(sev == "info" for sev, _ in live), live
+    assert "back to normal" in live[-1][1] and "LR is probably too high" not in live[-1][1]

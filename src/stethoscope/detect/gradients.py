@@ -198,11 +198,15 @@ class GradientDetector:
             return
         if cond:
             inc["last_step"] = step
+            inc["records"] = inc.get("records", 1) + 1
             v = ev.get("value")
             if v is not None and inc.get("peak") is not None and v > inc["peak"]:
                 inc["peak"] = v
+            if kind == CLIPPING and inc["records"] == self._clip_persists:
+                out.append(self._finding(inc))  # it has lasted: now worth a person's attention
             return
         del opened[kind]
+        inc["over"] = True
         f = self._finding(inc)
         f.end_step = inc["last_step"]
         f.message += f"; back to normal at step {step}"
@@ -212,7 +216,16 @@ class GradientDetector:
         kind = inc["kind"]
         ev = {k: v for k, v in inc.items() if k not in ("kind", "start", "last_step")}
         t, sev, msg = _DESCRIBE[kind](inc)
+        if kind == CLIPPING and (inc.get("over") or inc.get("records", 1) < self._clip_persists):
+            # clipping bounds the update and harms nothing by itself; common for a while after warm-up
+            sev, msg = "info", msg.replace(" the LR is probably too high", " updates bounded; harmless while it passes")
+        ev.pop("over", None)
         return Finding(t, sev, inc["start"], msg, evidence=ev, source=self.name)
+
+    @property
+    def _clip_persists(self) -> int:
+        """Records of clipping on most steps that make it a warning: two clip windows."""
+        return 2 * self.config.clip_window
 
     def state_dict(self) -> dict[str, Any]:
         return {"lr": self.lr.state_dict(), "level": self.level.state_dict(), "clips": list(self.clips),
