@@ -1,13 +1,15 @@
 """Labelled logs of REAL training libraries with faults injected through their own hooks.
 
-    /tmp/trainers/bin/python bench/real_trainers/make_logs.py [--libs hf_trainer,lightning,...]
+    /tmp/trainers/bin/python bench/real_trainers/make_logs.py [--libs hf_trainer,lightning_trainer,...]
                                                           [--faults ...] [--seeds 0,1,2,3] [--out DIR]
 
 Each library runs in its own process (its imports, its console). Every run's console output is
 captured from file descriptors 1 and 2 exactly as the library prints it (progress bars included),
 beside any log file the library writes itself; `labels.json` in the output folder lists every log
 with its library, fault, seed, split (fixed in `common.SPLITS` before scoring) and labels.
-The libraries live in their own virtual environment, never in the project's (see bench/README.md).
+The libraries live in their own virtual environment, never in the project's:
+    python3 -m venv /tmp/trainers && /tmp/trainers/bin/pip install torch==2.13.0 transformers==5.24.0 accelerate
+        lightning==2.6.6 keras pytorch-ignite skorch mmengine   (one command; KERAS_BACKEND=torch is set here)
 """
 
 from __future__ import annotations
