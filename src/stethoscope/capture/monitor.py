@@ -41,6 +41,7 @@ from stethoscope.record.writer import Recorder
 from stethoscope.store.db import RunStore, rank_path
 
 log = logging.getLogger(__name__)
+_PLAIN_NUMBERS = frozenset((float, int))  # values `log` hands to the writer as they are (no tensor to detach)
 
 
 class Monitor:
@@ -199,7 +200,7 @@ class Monitor:
         """Record arbitrary named values (floats or tensors) at `step` (default: the last step)."""
         try:
             step = (self.last_step or 0) if step is None else step
-            if all(type(v) is float or type(v) is int for v in values.values()):
+            if _PLAIN_NUMBERS.issuperset(map(type, values.values())):  # in C: half the cost of a generator
                 self._recorder.put_many(values, step, time.time())
             else:
                 self._pending.add(step, {k: detach(v) for k, v in values.items()})
