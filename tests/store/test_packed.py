@@ -304,3 +304,26 @@ def test_a_damaged_chunk_is_found_by_its_checksum_and_the_rank_is_left_out(tmp_p
             r.series_arrays("train/loss", rank=1)
         assert r.query("SELECT rank, COUNT(*), MAX(value) FROM metrics GROUP BY rank")[1] == [(0, 5000, 0.0)]
         assert r.ranks == [0] and any("rank-00001" in s and "checksum" in s for s in r.skipped)
+
+
+@pytest.mark.parametrize("periodic", [True, False], ids=["same-names-each-step", "mixed"])
+def test_a_batch_of_many_series_with_rewrites_reads_back_as_written(tmp_path, periodic):
+    """The writer groups a batch by series (strided when every step logs the same names in the same order,
+    sorted otherwise); steps written again in the batch keep their old values in `points_superseded`."""
+    names = ["a", "b", "c"]
+
+    def batch(lo, hi, k):
+        pts = [(n, s, float(s * 10 + i + k), T0 + s) for s in range(lo, hi) for i, n in enumerate(names)]
+        return pts if periodic else pts[::-1][:1] + pts[:-1]  # one point out of order: not periodic
+
+    store = RunStore(rank_path(tmp_path, 0), t0=T0)
+    store.write_points(batch(0, 1000, 0))
+    store.write_points(batch(500, 1500, 100_000))  # a resume: steps 500..999 again
+    store.close()
+    with open_run(tmp_path) as r:
+        for i, n in enumerate(names):
+            x, y = r.series_arrays(n)
+            assert x.tolist() == list(range(1500))
+            assert y.tolist() == [float(s * 10 + i + (100_000 if s >= 500 else 0)) for s in range(1500)]
+        _, old = r.query("SELECT COUNT(*), SUM(value) FROM points_superseded")
+    assert old == [(1500, float(sum(s * 10 + i for s in range(500, 1000) for i in range(3))))]

@@ -66,7 +66,8 @@ class BoundedQueue:
         return out
 
     def taken(self, weight: int) -> None:
-        """The drainer took a batch of `weight` points out (it was counted as one item by `drain`)."""
+        """The drainer took out batches holding `weight` - 1 points more than their items (`drain` counted
+        each batch as one): `taken(k)` for one batch of k points."""
         self._extra_out += weight - 1
 
     def __len__(self) -> int:

@@ -7,6 +7,8 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 from typing import Any, Protocol
 
 from stethoscope.errors import InternalError
@@ -25,6 +27,9 @@ class Observer(Protocol):
     def finish(self) -> list[Finding]: ...
 
 
+_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
+
+
 @dataclass(slots=True)
 class _Batch:
     """Points gathered from the queue as columns: a name and a value per point, a step and a time per item
@@ -35,6 +40,31 @@ class _Batch:
     steps: list[Any] = field(default_factory=list)
     times: list[Any] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
+
+    def add_steps(self, items: list[tuple[Any, Any, dict[str, Any]]]) -> None:
+        """Items (step, time, values) of `put_many`, without a Python step per point."""
+        dicts = list(map(_third, items))
+        self.names += chain.from_iterable(dicts)
+        self.values += chain.from_iterable(map(dict.values, dicts))
+        self.steps += map(_first, items)
+        self.times += map(_second, items)
+        self.counts += map(len, dicts)
+
+    def add(self, item: tuple[Any, ...]) -> None:
+        """A `put_many` item (step, time, values) or a point (name, step, value, time)."""
+        if len(item) == 3:
+            step, t, values = item
+            self.names += values
+            self.values += values.values()
+            self.steps.append(step)
+            self.times.append(t)
+            self.counts.append(len(values))
+        else:
+            self.names.append(item[0])
+            self.values.append(item[2])
+            self.steps.append(item[1])
+            self.times.append(item[3])
+            self.counts.append(1)
 
     def columns(self) -> tuple[Any, ...]:
         """(names, steps, values, times): steps and times as numpy arrays when the steps are ints."""
@@ -147,33 +177,24 @@ class Recorder:
             self._handle(items)
 
     def _handle(self, items: list[Any]) -> None:
-        batch = _Batch()
-        taken = self.queue.taken
-        for item in items:
-            kind = type(item)
-            if kind is tuple and len(item) == 3:  # a step's values (put_many)
-                step, t, values = item
-                k = len(values)
-                taken(k)
-                batch.names += values
-                batch.values += values.values()
-                batch.steps.append(step)
-                batch.times.append(t)
-                batch.counts.append(k)
-            elif kind is tuple:  # a point (put_point): (name, step, value, time)
-                batch.names.append(item[0])
-                batch.values.append(item[2])
-                batch.steps.append(item[1])
-                batch.times.append(item[3])
-                batch.counts.append(1)
+        controls = [i for i, item in enumerate(items) if type(item) is not tuple]
+        start = 0
+        for i in [*controls, len(items)]:
+            batch = _Batch()
+            segment = items[start:i]
+            if set(map(len, segment)) <= {3}:  # steps' values only (put_many): gathered in C
+                batch.add_steps(segment)
             else:
-                self._write_points(batch)
-                batch = _Batch()
-                if kind is _Flush:
+                for item in segment:
+                    batch.add(item)
+            self.queue.taken(len(batch.names) - len(batch.counts) + 1)
+            self._write_points(batch)
+            if i < len(items):
+                item, start = items[i], i + 1
+                if type(item) is _Flush:
                     item.done.set()
                 else:
                     self._guard(getattr(self.store, item.method), *item.args)
-        self._write_points(batch)
 
     def _write_points(self, batch: _Batch) -> None:
         if not batch.names:

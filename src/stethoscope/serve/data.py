@@ -9,7 +9,6 @@ rank; a rollback (steps written again) changes `version`, and the page reloads t
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any
 
@@ -187,22 +186,19 @@ def newer(reader: RunReader, after: int, max_points: int = MAX_POINTS) -> dict[s
     ranks = [k for k in reader.ranks if names.get(k)][:MAX_RANKS]
     if len(ranks) > 1:
         wanted |= {(m, k) for m in RANK_METRICS for k in ranks if m in names[k]}
-    metrics = sorted({m for m, _ in wanted})
-    marks = ",".join("?" * len(metrics))
-    _, rows = reader.query(f"SELECT rank, name, step, value FROM metrics WHERE step > ? AND name IN ({marks}) "
-                           f"ORDER BY rank, name, step LIMIT {MAX_NEW_ROWS + 1}", (after, *metrics))
     base = {"version": version(reader), "after": after}
-    if len(rows) > MAX_NEW_ROWS:
-        return {**base, "reload": True}
-    got: dict[tuple[str, int], tuple[list[int], list[float]]] = {}
-    for rank, name, step, value in rows:
-        if (name, rank) in wanted:
-            xs, ys = got.setdefault((name, rank), ([], []))
-            xs.append(step)
-            ys.append(math.nan if value is None else value)
-    traces = [_trace(m, k, np.asarray(xs, np.int64), np.asarray(ys, np.float64), max_points)
-              for (m, k), (xs, ys) in got.items()]
-    last = max((xs[-1] for xs, _ in got.values()), default=None)
+    got: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
+    total = 0
+    for m, k in sorted(wanted, key=lambda w: (w[1], w[0])):  # arrays from the chunks around the window
+        x, y = reader.series_arrays(m, k, window=(after + 1, 2**62))
+        keep = x > after
+        if keep.any():
+            got[(m, k)] = (x[keep], y[keep])
+            total += int(keep.sum())
+        if total > MAX_NEW_ROWS:
+            return {**base, "reload": True}
+    traces = [_trace(m, k, xs, ys, max_points) for (m, k), (xs, ys) in got.items()]
+    last = max((int(xs[-1]) for xs, _ in got.values()), default=None)
     return {**base, "traces": traces, "last_step": last}
 
 

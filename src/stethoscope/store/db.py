@@ -151,21 +151,17 @@ class RunStore:
                        cols: tuple[list[Any], ...]) -> None:
         import numpy as np
 
-        order = np.argsort(sid, kind="stable")
-        sid, step, t_ms, value = sid[order], step[order], t_ms[order], value[order]
-        cuts = np.flatnonzero(sid[1:] != sid[:-1]) + 1
         again: list[int] = []
-        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(sid)]):
-            s = int(sid[a])
-            x = step[a:b]
+        for s, pos in _groups(sid):
+            x = step[pos]
             top = np.maximum.accumulate(np.concatenate([[self._max_step[s]], x]))
             fresh = x > top[:-1]  # above every step the series had, in the store and earlier in the batch
             self._max_step[s] = int(top[-1])
             if fresh.all():
-                self._packer.append(s, x, t_ms[a:b], value[a:b])
+                self._packer.append(s, x, t_ms[pos], value[pos])
                 continue
-            self._packer.append(s, x[fresh], t_ms[a:b][fresh], value[a:b][fresh])
-            again += (order[a:b][~fresh]).tolist()
+            self._packer.append(s, x[fresh], t_ms[pos][fresh], value[pos][fresh])
+            again += np.arange(len(sid))[pos][~fresh].tolist()
         if again:  # written after the fresh points, in the batch's order (as rows were before)
             names, steps, values, times = cols
             steps, times = _listed(steps), _listed(times)  # Python numbers: SQLite binds no numpy scalar
@@ -262,6 +258,21 @@ class RunStore:
         except sqlite3.DatabaseError:
             pass  # a reader holds it: the WAL stays and is folded in by the next writer or reader
         conn.close()
+
+
+def _groups(sid: np.ndarray) -> list[tuple[int, Any]]:
+    """(series id, where its points are in the batch) in batch order per series. A batch of steps that each
+    log the same names in the same order (what `Monitor.log` sends) is periodic: strided slices, no sort."""
+    import numpy as np
+
+    n = len(sid)
+    again = np.flatnonzero(sid == sid[0])
+    p = int(again[1]) if len(again) > 1 else n
+    if n % p == 0 and len(np.unique(sid[:p])) == p and bool((sid.reshape(-1, p) == sid[:p]).all()):
+        return [(int(sid[j]), slice(j, None, p)) for j in range(p)]
+    order = np.argsort(sid, kind="stable")
+    cuts = np.flatnonzero(sid[order][1:] != sid[order][:-1]) + 1
+    return [(int(sid[order[a]]), order[a:b]) for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), n])]
 
 
 def _listed(column: Any) -> list[Any]:
