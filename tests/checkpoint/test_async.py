@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import torch
 
 import stethoscope
@@ -133,3 +134,8 @@ def test_a_failed_overlapping_copy_never_holds_training(tmp_path, monkeypatch):
     monkeypatch.setattr(torch, "_foreach_copy_", fused)
     assert ck.save(2, wait=True) is not None and ck.list()[-1].step == 2
     ck.close()
+
+
+def test_overlap_copy_without_async_save_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="overlap_copy=True needs async_save=True"):
+        stethoscope.Checkpoints(tmp_path, overlap_copy=True, on_signal=None)

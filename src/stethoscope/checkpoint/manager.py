@@ -80,6 +80,8 @@ class CheckpointConfig:
             self.hash = default_hash()
         if self.hash not in HASHES:
             raise ValueError(f"hash must be one of {HASHES}, got {self.hash!r}")
+        if self.overlap_copy and not self.async_save:
+            raise ValueError("overlap_copy=True needs async_save=True (it overlaps the async save's copy)")
         if self.fsync not in FSYNC_MODES:
             raise ValueError(f"fsync must be one of {FSYNC_MODES}, got {self.fsync!r}")
         if self.on_signal not in SIGNAL_MODES:
