@@ -133,9 +133,13 @@ class RunStore:
         step is not an int or a value not a number (then it is written point by point)."""
         import numpy as np
 
-        for name in set(names).difference(self._series):
+        p = _period(names)
+        for name in set(names[:p] if p else names).difference(self._series):
             self.series_id(name)
-        sids = list(map(self._series.__getitem__, names))
+        if p:  # every step logs the same names in the same order: look up one period
+            sids = np.tile(np.array(list(map(self._series.__getitem__, names[:p])), np.int64), len(names) // p)
+        else:
+            sids = list(map(self._series.__getitem__, names))
         step = steps if isinstance(steps, np.ndarray) else np.array(steps)
         if step.dtype != np.int64:
             return None
@@ -258,6 +262,16 @@ class RunStore:
         except sqlite3.DatabaseError:
             pass  # a reader holds it: the WAL stays and is folded in by the next writer or reader
         conn.close()
+
+
+def _period(names: list[str]) -> int:
+    """p when `names` repeats its first p names (all distinct) throughout; 0 otherwise."""
+    try:
+        p = names.index(names[0], 1)
+    except ValueError:
+        p = len(names)
+    head = names[:p]
+    return p if len(names) % p == 0 and len(set(head)) == p and names == head * (len(names) // p) else 0
 
 
 def _groups(sid: np.ndarray) -> list[tuple[int, Any]]:
