@@ -5,11 +5,12 @@ on to update; the write happens on a thread from the copy. One walk of the state
 with a host buffer kept from the previous save (no allocation, no page faults after the first), then one
 `torch._foreach_copy_` copies every CPU tensor. CUDA tensors go to pinned buffers with non-blocking copies
 queued on the current stream: training's later kernels run after them in stream order, and the writer
-thread, not the training thread, waits for them (`settle`). With `overlap_copy` the optimizer's own tensors
-(parameters and state, which only its `step()` changes) are copied by the writer thread too, while the
-next forward and backward run; a pre-hook makes that `step()` wait for the copy. A tensor that several names share (tied
-weights) is copied and written once, as `torch.save` does, and a module's state dict keeps its `_metadata`.
-Bench: bench/checkpoint_speed.py (`async_block`, and the per-tensor copy it replaced).
+thread, not the training thread, waits for them (`settle`). With `overlap_copy` the optimizer's own
+tensors (parameters and state, which only its `step()` changes) are copied by the writer thread too,
+while the next forward and backward run; a pre-hook makes that `step()` wait for the copy. A tensor that
+several names share (tied weights) is copied and written once, as `torch.save` does, and a module's
+state dict keeps its `_metadata`. Bench: bench/checkpoint_speed.py (`async_block` beside the per-tensor
+copy it replaced, `async_overlap`).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class _Walk:
     def stage(self, t: Any, part: str) -> Any:
         # One copy per distinct tensor in a part (not across parts: each file must hold its own). Keyed by the
         # address alone (CUDA's unified addressing keeps it unique across devices); the rare repeat is then
-        # checked to be the same view. Tuples as keys cost ~30% more here (3,200 tensors): GC work.
+        # checked to be the same view.
         ptr = t.data_ptr()
         same = self.src.get(ptr) if t.numel() else None
         if same is not None and same[0] == part and _same_view(same[1], t):
