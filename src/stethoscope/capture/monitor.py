@@ -88,8 +88,8 @@ class Monitor:
         self._recorder = Recorder(store, self.settings.flush_interval, self.settings.max_queue, self.settings.strict)
         self._pending = Pending(self._recorder, self.settings, facts.max_grad_norm, facts.scaler,
                                 placement.device_memory, self._nonfinite)
-        self._facts = RunFacts(self.run_dir, self.rank, self.world_size, config, self._recorder,
-                               lambda exc, what: self._fail(exc, what, always_log=True))
+        self._run_facts = RunFacts(self.run_dir, self.rank, self.world_size, config, self._recorder,
+                                   lambda exc, what: self._fail(exc, what, always_log=True))
         self._detection = detection
         self._probe = self._start("the probe server", lambda: probe(  # the probe server, hang watchdog, cross-rank health
             self.settings, self, self.run_dir, self.rank, self.world_size, self._recorder, model))
@@ -97,13 +97,13 @@ class Monitor:
         if self.recovery is not None:
             self.recovery.bind(self)
         self.exports = start_exports(self._recorder, export, self.run_dir, self.rank, self.world_size,
-                                     self._facts.info.get("config"))
+                                     self._run_facts.info.get("config"))
         chain = observer_chain(detection, self.control, probe=self._probe, alerts=self._alerts,
                                recovery=self.recovery, exports=self.exports)
         if chain is not None:
             self._recorder.observers.append(chain)
         if getattr(self.exports, "prometheus_url", None):  # where to scrape, beside the run's other facts
-            self._facts.add(prometheus_url=self.exports.prometheus_url)
+            self._run_facts.add(prometheus_url=self.exports.prometheus_url)
         self._gc = GcPauses()
         self._gpu = self._start("the GPU health sampler", lambda: start_gpu_health(
             self.settings.gpu_health, self._recorder.put_many, lambda: self.last_step, self.settings.system_every))
@@ -231,8 +231,8 @@ class Monitor:
             if self._alerts is not None:
                 self._alerts.run_ended(status)  # the last message of an open incident says how the run ended
             self._pending.flush(self.last_step)
-            self._facts.add(status=status, end_time=time.time(), steps=self.steps, last_step=self.last_step,
-                            dropped_points=self._recorder.queue.dropped, internal_errors=self.internal_errors)
+            self._run_facts.add(status=status, end_time=time.time(), steps=self.steps, last_step=self.last_step,
+                                dropped_points=self._recorder.queue.dropped, internal_errors=self.internal_errors)
         except Exception as exc:  # noqa: BLE001 - never crash the run, not even on its way out
             self._fail(exc, "closing the run")
         finally:
