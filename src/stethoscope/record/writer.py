@@ -177,7 +177,8 @@ class Recorder:
             self._handle(items)
 
     def _handle(self, items: list[Any]) -> None:
-        controls = [i for i, item in enumerate(items) if type(item) is not tuple]
+        types = list(map(type, items))
+        controls = [] if types.count(tuple) == len(items) else [i for i, k in enumerate(types) if k is not tuple]
         start = 0
         for i in [*controls, len(items)]:
             batch = _Batch()
