@@ -98,8 +98,8 @@ def nonfinite_locator(spec: Any, model: Any, scaler: Any, write_events: Any) -> 
 
 def start_exports(recorder: Any, export: list[Any] | None, run_dir: Any, rank: int, world_size: int,
                   config: Any) -> Any:
-    """The live exporters, started on the recorder (wrapping its other observers, to see their findings),
-    or None. An exporter whose open raises closes the recorder: no writer thread is left behind."""
+    """The live exporters (the last stage of the observer chain, capture/observers.py), or None. An exporter
+    whose open raises closes the recorder: no writer thread is left behind."""
     if export is None:
         return None
     from stethoscope.exporters.live import attach_exports

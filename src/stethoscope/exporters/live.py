@@ -1,7 +1,7 @@
 """Live export: the writer thread's durable points (and the findings raised on them) to the exporters.
 
-`LiveExport` is a record-writer Observer wrapped around the Monitor's own observers (live detection,
-alerts), so it sees the findings they return. Cheap exporters (`inline = True`: Prometheus sets a few
+`LiveExport` is the last stage of the Monitor's observer chain (capture/observers.py), so it gets the
+points and every finding the stages before it returned. Cheap exporters (`inline = True`: Prometheus sets a few
 gauges) run on the writer thread; the others (TensorBoard, W&B, MLflow: file or network I/O) run on one
 export thread behind a bounded queue, so a slow tool never slows the writer, let alone training. A
 full queue drops and counts. Nothing here raises: a failing exporter is logged once and counted.
@@ -23,11 +23,10 @@ log = logging.getLogger(__name__)
 
 
 class LiveExport:
-    """An Observer (see `record.writer.Observer`) forwarding to exporters; wraps the observers before it."""
+    """A stage of the Monitor's observer chain (`see`, `end`) forwarding to exporters."""
 
-    def __init__(self, exporters: Sequence[Any], inner: Sequence[Any] = (), max_batches: int = 10_000) -> None:
+    def __init__(self, exporters: Sequence[Any], max_batches: int = 10_000) -> None:
         self.exporters = list(exporters)
-        self.inner = list(inner)
         self.prometheus_url: str | None = next((e.url for e in self.exporters if getattr(e, "url", None)), None)
         """Where Prometheus scrapes this rank (`http://127.0.0.1:PORT/metrics`), or None."""
         self.errors = 0
@@ -44,30 +43,6 @@ class LiveExport:
             self._thread.start()
 
     # -- writer-thread side ----------------------------------------------------------------------
-    def observe(self, points: Sequence[Point]) -> list[Finding]:
-        found: list[Finding] = []
-        failure: Exception | None = None
-        for obs in self.inner:
-            try:
-                found += obs.observe(points) or []
-            except Exception as exc:  # noqa: BLE001 - re-raised below for the writer to count, after exporting
-                failure = exc
-        self._forward(list(points), found)
-        if failure is not None:
-            raise failure
-        return found
-
-    def finish(self) -> list[Finding]:
-        found: list[Finding] = []
-        for obs in self.inner:
-            try:
-                found += obs.finish() or []
-            except Exception as exc:  # noqa: BLE001
-                self._count(exc, "finishing live detection")
-        self._forward([], found)
-        self.close()
-        return found
-
     def see(self, points: Sequence[Point], findings: list[Finding]) -> list[Finding]:
         """The last stage of the Monitor's observer chain (capture/observers.py): the points and the
         findings every stage before it passed on."""
@@ -156,7 +131,7 @@ def exporters(specs: Any, prometheus_port: int | None) -> list[Any]:
     return out
 
 
-def start_exports(exporters: Sequence[Any], context: ExportContext, inner: Sequence[Any]) -> LiveExport:
+def start_exports(exporters: Sequence[Any], context: ExportContext) -> LiveExport:
     """Open the exporters for the Monitor; one that fails to open (a port in use, an unreachable
     server) is logged and left out, the run goes on without it."""
     opened = []
@@ -174,7 +149,7 @@ def start_exports(exporters: Sequence[Any], context: ExportContext, inner: Seque
                         type(exporter).__name__, exc)
             continue
         opened.append(exporter)
-    return LiveExport(opened, inner)
+    return LiveExport(opened)
 
 
 def attach_exports(recorder: Any, chosen: Sequence[Any], run_dir: Any, rank: int, world_size: int,
@@ -185,7 +160,7 @@ def attach_exports(recorder: Any, chosen: Sequence[Any], run_dir: Any, rank: int
 
     context = ExportContext(run=Path(run_dir).name, run_dir=Path(run_dir), rank=rank, world_size=world_size,
                             config=config if isinstance(config, dict) else {})
-    live = start_exports(chosen, context, ())
+    live = start_exports(chosen, context)
     if live.prometheus_url:
         recorder.call("set_meta", {"prometheus_url": live.prometheus_url})
         # said once, where a person starting the run looks (a scrape config needs it), not only in a log
