@@ -1,7 +1,8 @@
 """Checkpoint save and verify speed against plain torch.save, on ≥ 200 MB of training state (issue 11).
 
-Prints medians of interleaved rounds. One round: plain torch.save, torch.save + fsync, our save as it
-runs by default (XXH3; the fsyncs and the rename that publishes it on a thread: `sync` is the time it
+Prints medians of interleaved rounds. One round: plain torch.save (the previous file deleted first),
+the same into a new folder (the previous one deleted after it, as an atomic save must keep it),
+torch.save + fsync, our save as it runs by default (XXH3; the fsyncs and the rename that publishes it on a thread: `sync` is the time it
 holds the training thread, `sync_durable` until it is fsynced and in place; torch.save's own zip CRC-32
 off), the same with that CRC on as before (`sync_zip_crc`), with `fsync="inline"`, with CRC-32; our
 async save's blocking time (its one fused copy; beside it the per-tensor copy it replaced, and
@@ -25,6 +26,7 @@ import argparse
 import contextlib
 import hashlib
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -237,17 +239,25 @@ def main() -> None:
                               on_signal=None, strict=True, async_save=True, overlap_copy=True)
         zip_crc = Checkpoints(root / "zip_crc", keep_last=1, extra={"model": model, "optimizer": opt}, on_signal=None,
                               strict=True)
-        names = ("plain", "plain_fsync", "sync", "sync_zip_crc", "sync_durable", "inline", "sync_crc32", "async_block",
-                 "async_per_tensor", "async_overlap", "async_total", "work", "verify", "verify_crc32", "verify_disk",
+        names = ("plain", "plain_new_folder", "plain_fsync", "sync", "sync_zip_crc", "sync_durable", "inline",
+                 "sync_crc32", "async_block", "async_per_tensor", "async_overlap", "async_total", "work", "verify", "verify_crc32", "verify_disk",
                  "verify_disk_2")
         r: dict[str, list[float]] = {k: [] for k in names}
-        cpu: dict[str, list[float]] = {k: [] for k in ("plain", "plain_fsync", "sync", "sync_zip_crc", "sync_durable",
-                                                       "inline", "sync_crc32")}
+        cpu: dict[str, list[float]] = {k: [] for k in ("plain", "plain_new_folder", "plain_fsync", "sync",
+                                                       "sync_zip_crc", "sync_durable", "inline", "sync_crc32")}
         for i in range(1, args.rounds + 1):  # interleaved: each round measures every variant once
-            order = ["plain", "plain_fsync", "sync", "sync_zip_crc", "inline", "sync_crc32"]
+            order = ["plain", "plain_new_folder", "plain_fsync", "sync", "sync_zip_crc", "inline", "sync_crc32"]
             if args.save_only:
-                order = ["plain", "sync", "sync_zip_crc"]
+                order = ["plain", "plain_new_folder", "sync", "sync_zip_crc"]
             for name in order if i % 2 else order[::-1]:  # alternate the order: no variant always follows another
+                if name == "plain_new_folder":  # the previous file stays until this one is written, as ours must
+                    (root / f"plain-{i}").mkdir()
+                    wall, c = plain(root / f"plain-{i}" / "plain.pt", model, opt, fsync=False)
+                    disk.fsync_path(root / f"plain-{i}" / "plain.pt")
+                    shutil.rmtree(root / f"plain-{i - 1}", ignore_errors=True)
+                    r[name].append(wall)
+                    cpu[name].append(c)
+                    continue
                 if name.startswith("plain"):
                     (root / "plain.pt").unlink(missing_ok=True)
                     wall, c = plain(root / "plain.pt", model, opt, fsync=name == "plain_fsync")
@@ -303,6 +313,8 @@ def main() -> None:
     print(f"  the same in CPU time of the training thread (less moved by other processes on a shared machine): "
           f"{mcpu['sync'] / mcpu['plain']:.2f}x, with torch.save's zip CRC-32 as before "
           f"{mcpu['sync_zip_crc'] / mcpu['plain']:.2f}x")
+    print(f"  against torch.save into a new folder, the previous one deleted after (as an atomic save must keep "
+          f"it): {med['sync'] / med['plain_new_folder']:.2f}x wall, {mcpu['sync'] / mcpu['plain_new_folder']:.2f}x CPU")
     if args.save_only:
         return
     print(f"  with the manifest hashed by CRC-32 instead of XXH3: {med['sync_crc32'] / med['plain']:.2f}x")
