@@ -2,9 +2,9 @@
 
 Prints medians of interleaved rounds. One round: plain torch.save (the previous file deleted first),
 the same into a new folder (the previous one deleted after it, as an atomic save must keep it),
-torch.save + fsync, our save as it runs by default (XXH3; the fsyncs and the rename that publishes it on a thread: `sync` is the time it
-holds the training thread, `sync_durable` until it is fsynced and in place; torch.save's own zip CRC-32
-off), the same with that CRC on as before (`sync_zip_crc`), with `fsync="inline"`, with CRC-32; our
+torch.save + fsync, our save as it runs by default (XXH3; the fsyncs and the rename that publishes it
+on a thread: `sync` is the time it holds the training thread, `sync_durable` until it is fsynced and
+in place; torch.save's own zip CRC-32 off), the same with that CRC on as before (`sync_zip_crc`), with `fsync="inline"`, with CRC-32; our
 async save's blocking time (its one fused copy; beside it the per-tensor copy it replaced, and
 `overlap_copy=True`; each followed by what training does next: a forward/backward stand-in and
 `optimizer.step()`, which waits for an overlapping copy still running); verify of two of them from the
@@ -240,8 +240,8 @@ def main() -> None:
         zip_crc = Checkpoints(root / "zip_crc", keep_last=1, extra={"model": model, "optimizer": opt}, on_signal=None,
                               strict=True)
         names = ("plain", "plain_new_folder", "plain_fsync", "sync", "sync_zip_crc", "sync_durable", "inline",
-                 "sync_crc32", "async_block", "async_per_tensor", "async_overlap", "async_total", "work", "verify", "verify_crc32", "verify_disk",
-                 "verify_disk_2")
+                 "sync_crc32", "async_block", "async_per_tensor", "async_overlap", "async_total", "work", "verify",
+                 "verify_crc32", "verify_disk", "verify_disk_2")
         r: dict[str, list[float]] = {k: [] for k in names}
         cpu: dict[str, list[float]] = {k: [] for k in ("plain", "plain_new_folder", "plain_fsync", "sync",
                                                        "sync_zip_crc", "sync_durable", "inline", "sync_crc32")}
