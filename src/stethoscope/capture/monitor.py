@@ -4,10 +4,9 @@ The training thread does O(1) Python work per step: it stamps values and appends
 list (pending.py). Device tensors (loss, norms) cross to the host once per flush (`log_every` steps or
 half the flush interval), then go to the writer thread's queue. Nothing here blocks on I/O.
 
-This module is the composition root: it builds the parts beside it and calls them in order. options.py:
-the constructor's typed options; timing.py: step time, throughput, MFU; own_work.py: checkpoint saves and
-rollbacks after a step; run_folder.py: the run's folder and facts (run.json); observers.py: who sees the
-durable points on the writer thread, in order; wiring.py: the optional parts.
+The composition root: it builds the parts beside it and calls them in order. options.py: typed options;
+timing.py: step time, MFU; own_work.py: saves and rollbacks after a step; run_folder.py: the folder, run.json;
+observers.py: who sees the durable points, in order; wiring.py: the optional parts.
 """
 
 from __future__ import annotations
@@ -91,19 +90,7 @@ class Monitor:
         self._run_facts = RunFacts(self.run_dir, self.rank, self.world_size, config, self._recorder,
                                    lambda exc, what: self._fail(exc, what, always_log=True))
         self._detection = detection
-        self._probe = self._start("the probe server", lambda: probe(  # the probe server, hang watchdog, cross-rank health
-            self.settings, self, self.run_dir, self.rank, self.world_size, self._recorder, model))
-        self._alerts = live_alerts(alerts, self._recorder.store, self.rank, self.run_dir, self.settings.strict)
-        if self.recovery is not None:
-            self.recovery.bind(self)
-        self.exports = start_exports(self._recorder, export, self.run_dir, self.rank, self.world_size,
-                                     self._run_facts.info.get("config"))
-        chain = observer_chain(detection, self.control, probe=self._probe, alerts=self._alerts,
-                               recovery=self.recovery, exports=self.exports)
-        if chain is not None:
-            self._recorder.observers.append(chain)
-        if getattr(self.exports, "prometheus_url", None):  # where to scrape, beside the run's other facts
-            self._run_facts.add(prometheus_url=self.exports.prometheus_url)
+        self._observe(model, detection, alerts, export)
         self._gc = GcPauses()
         self._gpu = self._start("the GPU health sampler", lambda: start_gpu_health(
             self.settings.gpu_health, self._recorder.put_many, lambda: self.last_step, self.settings.system_every))
@@ -119,9 +106,24 @@ class Monitor:
         atexit.register(self._atexit)
 
     # -- setup ---------------------------------------------------------------------------------
+    def _observe(self, model: Any, detection: Any, alerts: Any, export: Any) -> None:
+        """The writer thread's side: the probe, the alert rules, recovery and the exporters, in one chain."""
+        self._probe = self._start("the probe server", lambda: probe(  # the probe server, hang watchdog, cross-rank health
+            self.settings, self, self.run_dir, self.rank, self.world_size, self._recorder, model))
+        self._alerts = live_alerts(alerts, self._recorder.store, self.rank, self.run_dir, self.settings.strict)
+        if self.recovery is not None:
+            self.recovery.bind(self)
+        self.exports = start_exports(self._recorder, export, self.run_dir, self.rank, self.world_size,
+                                     self._run_facts.info.get("config"))
+        chain = observer_chain(detection, self.control, probe=self._probe, alerts=self._alerts,
+                               recovery=self.recovery, exports=self.exports)
+        if chain is not None:
+            self._recorder.observers.append(chain)
+        if getattr(self.exports, "prometheus_url", None):  # where to scrape, beside the run's other facts
+            self._run_facts.add(prometheus_url=self.exports.prometheus_url)
+
     def _start(self, what: str, start: Callable[[], Any]) -> Any:
-        """An optional part that may fail to start (a port in use, a driver that misbehaves): the run goes on
-        without it."""
+        """An optional part that may fail to start (a port in use, a bad driver): the run goes on without it."""
         try:
             return start()
         except Exception as exc:  # noqa: BLE001
@@ -183,8 +185,7 @@ class Monitor:
     def _write_events(self, events: Any) -> None:
         self._recorder.call("write_events", events)
 
-    def _checkpoint_event(self, step: int | None, kind: str, severity: str, message: str,
-                          data: dict[str, Any]) -> None:
+    def _checkpoint_event(self, step: int | None, kind: str, severity: str, message: str, data: dict[str, Any]) -> None:
         self._recorder.call("write_events", [(step, time.time(), kind, severity, "checkpoint", message, data)])
 
     def eval(self, step: int, eval_loss: Any = None, **metrics: Any) -> None:
