@@ -29,13 +29,31 @@ def test_live_emits_once_then_one_follow_up():
     assert out[-1].end_step == 19 and out[-1].evidence["recovered"] is True
 
 
-def test_grad_norm_only_and_transient_is_a_warning():
+def test_a_few_grad_norm_only_records_are_a_scaler_skip_and_info():
     steps = list(range(1, 300))
     grad = [NAN if s in (201, 202, 204, 251) else 1.0 for s in steps]
     found = replay(NonFiniteDetector(), make_records(steps, LOSS=[1.0] * len(steps), GRAD_NORM=grad))
     f, g = of_type(found, "nan")  # 47 finite steps between: two incidents (resolve_steps=20)
     assert (f.step, f.end_step, g.step, g.end_step) == (201, 204, 251, 251)
-    assert f.severity == g.severity == "warning" and "loss scaler" in f.message
+    assert f.severity == g.severity == "info" and "loss scaler" in f.message  # as hf_tinyllama's fp16 skips
+    assert "while the loss stayed finite" not in f.message  # the opening's guess replaced by what happened
+
+
+def test_a_grad_norm_only_burst_that_outlasts_a_scaler_is_critical_then_a_warning():
+    det = NonFiniteDetector()
+    live = []
+    for s in range(1, 200):
+        live += det.update(StepRecord(s, {"train/loss": 1.0, "grad/norm": NAN if 100 <= s < 106 else 1.0}))
+    assert [(f.step, f.severity) for f in live if f.end_step is None] == [(100, "info"), (100, "critical")]
+    (end,) = [f for f in live if f.end_step is not None]
+    assert (end.end_step, end.severity) == (105, "warning")
+
+
+def test_a_loss_that_follows_the_grad_norm_is_critical_at_once():
+    det = NonFiniteDetector()
+    out = det.update(StepRecord(10, {"train/loss": 1.0, "grad/norm": NAN}))
+    out += det.update(StepRecord(11, {"train/loss": NAN, "grad/norm": NAN}))
+    assert [f.severity for f in out] == ["info", "critical"] and "train/loss" in out[-1].message
 
 
 def test_a_burst_after_the_resolve_stretch_is_a_new_incident_and_one_inside_it_is_not():

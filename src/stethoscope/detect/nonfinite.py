@@ -3,8 +3,11 @@
 An incident opens at the first non-finite value and folds every later one in until
 `nan_quiet_steps` steps pass without any (by default the catalogue's `resolve_steps` for `nan`: a
 burst after that is a new incident); its follow-up (same key) gives the end step, the count
-and whether the run came back. A grad norm that was non-finite on a few steps while the loss stayed
-finite is the loss scaler skipping fp16 overflow steps: the follow-up lowers it to a warning.
+and whether the run came back. A grad norm that is non-finite while the loss stays finite is, for up to
+`SKIPPED_STEPS` records, what a loss scaler does with an fp16 overflow step (it skips it and lowers the
+scale): harmless when rare, so `info`; it is critical once it lasts longer or the loss follows (without a
+scaler the NaN update reaches the weights and the next loss is non-finite), and a longer grad-only burst
+that ended is a warning.
 
 The opening names what the records before it show (`causes`, answered by the advice): an LR that rose
 in the last `_HISTORY` records, a loss or grad norm that grew, or neither (an LR held and a level kept:
@@ -30,6 +33,7 @@ _MIN_HISTORY = 8
 _LR_ROSE, _LR_HELD = 1.2, 1.05  # LR before the NaN / its lowest in the window
 _GREW, _KEPT = 5.0, 2.0  # the last values before the NaN / their level (median of the window)
 _LAYER_PREFIX = GRAD_NORM + "/"
+SKIPPED_STEPS = 3  # grad-norm-only non-finite records a loss scaler's overflow skips explain
 
 
 class NonFiniteDetector:
@@ -88,7 +92,8 @@ class NonFiniteDetector:
             inc["finite_since"] = None
             new = [b for b in bad if b not in inc["series"]]
             if not new:
-                return []
+                # a grad-only burst outlasting a scaler's skips: the same key again, now critical
+                return [self._opening(inc)] if _grad_only(inc) and inc["count"] == SKIPPED_STEPS + 1 else []
             inc["series"].extend(new)
             return [self._opening(inc)]  # same key: the incident now covers more series
         self._open = {
@@ -105,18 +110,22 @@ class NonFiniteDetector:
         if inc["series"] == [NAN_ITERS]:
             msg = f"the log counts NaN iterations in the interval ending at step {inc['start']}"
         ev = {"series": list(inc["series"]), "values": dict(inc["values"]), "count": inc["count"]}
-        return Finding(NAN, "critical", inc["start"], msg, evidence=ev, source=self.name,
+        severity = "critical"
+        if _grad_only(inc) and inc["count"] <= SKIPPED_STEPS:
+            severity = "info"
+            msg += (" while the loss stayed finite: an fp16 overflow step a loss scaler skips? (critical if it "
+                    f"lasts over {SKIPPED_STEPS} records or the loss follows)")
+        return Finding(NAN, severity, inc["start"], msg, evidence=ev, source=self.name,
                        causes=list(inc.get("causes", [])))
 
     def _follow_up(self, inc: dict[str, Any], recovered: bool, final: bool = False) -> Finding:
         f = self._opening(inc)
         f.end_step = inc["last_bad"]
-        only_grad = set(inc["series"]) <= {GRAD_NORM}
         span = f"{inc['count']} non-finite record(s) between steps {inc['start']} and {inc['last_bad']}"
         if recovered:
-            f.message += f"; {span}, then finite again"
-            if only_grad:
-                f.severity = "warning"
+            f.message = f.message.split(" while the loss stayed finite")[0] + f"; {span}, then finite again"
+            if _grad_only(inc):
+                f.severity = "info" if inc["count"] <= SKIPPED_STEPS else "warning"
                 f.message += " (the loss stayed finite: fp16 overflow steps skipped by the loss scaler?)"
         else:
             f.message += f"; {span}; still non-finite at the last record" if final else f"; {span}"
@@ -129,6 +138,10 @@ class NonFiniteDetector:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._open = state.get("open")
         self._last_step = state.get("last_step")
+
+
+def _grad_only(inc: dict[str, Any]) -> bool:
+    return set(inc["series"]) <= {GRAD_NORM}
 
 
 def _remember_value(values: dict[str, float]) -> float | None:
