@@ -1,23 +1,23 @@
 """Checkpoint save and verify speed against plain torch.save, on ≥ 200 MB of training state (issue 11).
 
-Prints medians of interleaved rounds. One round: plain torch.save (the previous file deleted first),
-the same into a new folder (the previous one deleted after it, as an atomic save must keep it),
-torch.save + fsync, our save as it runs by default (XXH3; the fsyncs and the rename that publishes it
-on a thread: `sync` is the time it holds the training thread, `sync_durable` until it is fsynced and
-in place; torch.save's own zip CRC-32 off), the same with that CRC on as before (`sync_zip_crc`), with `fsync="inline"`, with CRC-32; our
-async save's blocking time (its one fused copy; beside it the per-tensor copy it replaced, and
-`overlap_copy=True`; each followed by what training does next: a forward/backward stand-in and
-`optimizer.step()`, which waits for an overlapping copy still running); verify of two of them from the
-page cache and of one from disk. Wall time and CPU time (plain torch.save and a save's blocking part:
-the calling thread's; `sync_durable`, `inline`, `sync_crc32`: all threads; less moved than wall time by
-other processes on a shared machine). Then the ratios the issues ask for (save ≤ 1.0× plain torch.save,
-verify ≥ 1 GB/s from disk, async blocking ≤ 25% of sync), where a save's time goes (serialising,
-hashing, writing to the page cache, fsync) and the hashes' speed. One torch thread. `verify_disk` drops
-the checkpoint's pages from the page cache first (posix_fadvise DONTNEED after the fsyncs): it reads
-from the disk (on a VM, what its host serves); `verify_disk_2` the same with 2 chunks read at once (as
-before on 2 cores) instead of 8.
+Prints medians of interleaved rounds. One round: plain torch.save (the previous file deleted first), the
+same into a new folder (the previous one deleted after it, as an atomic save must keep it), torch.save +
+fsync, our save as it runs by default (XXH3; the fsyncs and the rename that publishes it on a thread:
+`sync` is the time it holds the training thread, `sync_durable` until it is fsynced and in place;
+torch.save's own zip CRC-32 off), the same with that CRC on as before (`sync_zip_crc`), with
+`fsync="inline"`, with CRC-32; our async save's blocking time (its one fused copy; beside it the
+per-tensor copy it replaced, and `overlap_copy=True`; each followed by what training does next: a
+forward/backward stand-in and `optimizer.step()`, which waits for an overlapping copy still running);
+verify of two of them from the page cache and of one from disk. Wall time and CPU time (plain torch.save
+and a save's blocking part: the calling thread's; `sync_durable`, `inline`, `sync_crc32`: all threads;
+less moved than wall time by other processes on a shared machine). Then the ratios the issues ask for
+(save ≤ 1.0× plain torch.save, verify ≥ 1 GB/s from disk, async blocking ≤ 25% of sync), where a save's
+time goes (serialising, hashing, writing to the page cache, fsync) and the hashes' speed. One torch
+thread. `verify_disk` drops the checkpoint's pages from the page cache first (posix_fadvise DONTNEED
+after the fsyncs): it reads from the disk (on a VM, what its host serves); `verify_disk_2` the same with
+2 chunks read at once (as before on 2 cores) instead of 8.
 
-Usage: python bench/checkpoint_speed.py [--mb 200] [--rounds 5] [--dir /tmp]
+Usage: python bench/checkpoint_speed.py [--mb 200] [--rounds 5] [--dir /tmp] [--save-only]
 """
 
 from __future__ import annotations
