@@ -166,3 +166,36 @@ def test_a_late_sustained_rise_in_a_long_noisy_run_is_still_a_divergence():
                 for s in steps]
         found = of_type(replay(TrendDetector(), make_records(steps, LOSS=loss)), "divergence")
         assert [f.step for f in found if 39_900 <= f.step <= 40_300], (seed, [f.message for f in found])
+
+
+def test_a_frozen_epoch_loss_drifting_in_its_last_float_digits_is_frozen_from_where_it_stopped():
+    # Keras' CSVLogger after every gradient was zeroed at epoch 13 (keras_fit-frozen-s0): Adam's momentum
+    # runs out over two epochs, then the epoch mean moves only in the 7th digit
+    loss = [1.2 * 0.95 ** i for i in range(13)] + [0.6272385, 0.6272774, 0.6273609, 0.62736285, 0.62736285,
+                                                   0.62736279, 0.62736285, 0.62736279]
+    steps = list(range(1, len(loss) + 1))
+    (f,) = of_type(replay(TrendDetector(), make_records(steps, LOSS=loss)), "frozen_loss")
+    assert f.step == 16 and f.evidence["records"] == 6, f.message  # 0.6273609 (step 16) on: unchanged
+
+
+def test_a_loss_still_learning_slowly_at_printed_precision_is_not_frozen():
+    # 4-decimal prints of a slowly improving loss: every record one printed unit below the last
+    steps = list(range(0, 3000, 50))
+    loss = [round(2.5 - 0.0001 * i, 4) for i in range(len(steps))]
+    assert not of_type(replay(TrendDetector(), make_records(steps, LOSS=loss)), "frozen_loss")
+
+
+def test_a_runaway_rise_starts_at_its_first_record_beyond_the_noise_not_at_the_low_before_it():
+    # the HF Trainer's committed log of an LR jump x100 at step 91 (hf_trainer-lr_jump-s1): 84 is the last
+    # low (1.053), 88 (1.106) is still inside the noise of the level, 92 is the first risen record
+    import gzip
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "assets" / "real_trainers"
+    (row,) = [r for r in json.loads((root / "labels.json").read_text()) if r["case"] == "hf_trainer-lr_jump-s1-file"]
+    assert gzip.open(root / row["file"]).read()  # the log these losses came from is committed
+    steps, loss = zip(*row["logged_loss"])
+    found = replay(TrendDetector(), make_records(list(steps), LOSS=list(loss)))
+    (spike,) = of_type(found, "loss_spike")
+    assert spike.step == 92, spike.message

@@ -8,8 +8,8 @@
 * plateau - the loss has not improved by `plateau_max_progress` since the first records, over
   `plateau_min_records` records and `plateau_min_steps` steps (no learning); never judged while the
   LR is still warming up. Or it was falling and stopped at once, for good (`detect.knee`).
-* frozen_loss - exactly the same loss value on consecutive records (the data or the model is not
-  changing); label_masking when that value is exactly 0 (every label masked out).
+* frozen_loss - the same loss value (to a thousandth of its noise) on consecutive records (the data
+  or the model is not changing); label_masking when that value is exactly 0 (every label masked out).
 Resumes and LR-schedule restarts reset the baselines: a fresh session is compared with itself.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 
 from stethoscope.detect.comeback import came_back, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.frozen import SAME_IN_NOISE, sig_digits, uniform_note
 from stethoscope.detect.knee import STOPPED, KneeTracker, knee_finding
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
@@ -56,7 +57,7 @@ class TrendDetector:
         self.recent.clear()
         self.noise.clear()
         self._noise_age = 0
-        self._sigma = 0.0
+        self._sigma = self._step_sigma = 0.0
         self._best: list[float] | None = None  # [lowest median-of-8 loss, its step, raw sigma then]
         self._best_from = 0  # records (self._n) when the search for the best began
         self._above_since: int | None = None
@@ -195,7 +196,7 @@ class TrendDetector:
             and step - self._sure_since >= cfg.divergence_min_steps
         )
         if runaway is not None:
-            self._div = self._open_div(runaway["start"], runaway["value"], step, v, "runaway")
+            self._div = self._open_div(runaway.get("onset", runaway["start"]), runaway["value"], step, v, "runaway")
         elif sustained:
             # the onset is where the loss left its best level for good, not where that best was
             self._div = self._open_div(int(self._above_since), float(best[0]), step, v, "sustained")
@@ -207,6 +208,7 @@ class TrendDetector:
         """Robust spread of the recent raw losses (MAD): slow wiggles count as noise, not as a rise."""
         if self._noise_age <= 0:
             self._sigma = self.noise.robust_sigma()
+            self._step_sigma = self.noise.diff_sigma()  # step-to-step noise, the trend left out
             self._noise_age = _NOISE_REFRESH
         return self._sigma
 
@@ -221,6 +223,8 @@ class TrendDetector:
         r["rises"] += 1
         r["biggest"] = max(r["biggest"], v - r["prev"])
         r["prev"] = v
+        if v > r.get("base", r["value"]) + self._sigma:  # the climb's first record beyond the noise of the level it left
+            r.setdefault("onset", step)
         if r["rises"] < 3:
             return None
         total = v - r["value"]
@@ -367,7 +371,7 @@ class TrendDetector:
         span = p["last_step"] - p["start"]
         msg = (f"loss has not improved since step {p['start']}: {p['start_level']:.4g} -> {p['level']:.4g} "
                f"over {span} steps ({max(p['progress'], 0):.1%} better at best)")
-        uniform = _uniform_note(p["level"], self.config.vocab_size) if self.config.vocab_size else None
+        uniform = uniform_note(p["level"], self.config.vocab_size) if self.config.vocab_size else None
         if uniform:
             msg += f"; {uniform}"
         ev = {"start_level": p["start_level"], "level": p["level"], "progress": p["progress"], "steps": span}
@@ -376,7 +380,7 @@ class TrendDetector:
     # -- frozen loss / masked labels --------------------------------------------------------------
     def _frozen_check(self, step: int, v: float) -> list[Finding]:
         fz = self._frozen
-        if fz is None or v != fz["value"]:
+        if fz is None or abs(v - fz["value"]) > fz.get("tol", 0.0):
             if fz is not None and self._frozen_reported:
                 self._frozen_reported = False
                 f = self._frozen_finding(fz)
@@ -385,7 +389,8 @@ class TrendDetector:
             prev = fz["value"] if fz is not None else None
             # exactly 0 right from the start, or straight after a real loss: masked labels, not rounding
             abrupt = prev is None or abs(prev) >= 0.01
-            self._frozen = {"value": v, "start": step, "last": step, "records": 1, "abrupt": abrupt}
+            tol = SAME_IN_NOISE * self._step_sigma if v else 0.0  # the noise now: a change far below it is none
+            self._frozen = {"value": v, "start": step, "last": step, "records": 1, "abrupt": abrupt, "tol": tol}
             return []
         fz["last"] = step
         fz["records"] += 1
@@ -395,7 +400,7 @@ class TrendDetector:
         if v == 0.0:
             trigger = fz["records"] >= 2 and fz["abrupt"]
         else:
-            digits = _sig_digits(v)  # '0.0003' repeating is rounding of a tiny loss, not a frozen one
+            digits = sig_digits(v)  # '0.0003' repeating is rounding of a tiny loss, not a frozen one
             long_run = fz["records"] >= cfg.frozen_min_records and digits >= 3
             # two records can only speak for a log that holds nothing else: in a long run, two equal
             # values far apart are a coincidence of rounding sooner or later
@@ -414,8 +419,9 @@ class TrendDetector:
         if v == 0.0:
             msg = f"loss is exactly 0 {where}: every label is masked out (or the loss is not computed)"
             return Finding(LABEL_MASKING, "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=self.name)
-        msg = f"loss is identical ({v!r}) {where}: nothing is learning"
-        uniform = _uniform_note(v, self.config.vocab_size)
+        same = f"unchanged ({v!r}, to +-{fz['tol']:.1g})" if fz.get("tol") else f"identical ({v!r})"
+        msg = f"loss is {same} {where}: nothing is learning"
+        uniform = uniform_note(v, self.config.vocab_size)
         if uniform:
             msg += f"; {uniform}"
         return Finding(FROZEN_LOSS, "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=self.name)
@@ -445,24 +451,3 @@ _STATE = (
     "_plateau_done", "_pending", "_frozen", "_frozen_reported", "_stop", "_stop_done",
 )
 
-
-def _sig_digits(v: float) -> int:
-    """Significant digits in the shortest repr of `v` (11.0666 -> 6): how unlikely an exact repeat is."""
-    text = repr(abs(v)).lower()
-    if "e" in text:
-        text = text.split("e")[0]
-    digits = text.replace(".", "").lstrip("0")
-    return len(digits.rstrip("0")) if "." not in text else len(digits)
-
-
-def _uniform_note(level: float, vocab_size: int | None) -> str | None:
-    """'equals ln(V)': the loss of a model that predicts uniformly over the vocabulary."""
-    if vocab_size is not None:
-        ln_v = math.log(vocab_size)
-        if abs(level - ln_v) <= 0.05 * ln_v:
-            return f"that is ln(vocab={vocab_size}) = {ln_v:.4g}: uniform predictions, the model outputs nothing learned"
-        return None
-    if 6.9 <= level <= 12.5:  # ln(1k) .. ln(270k): the range of real vocabularies
-        return (f"that equals ln({math.exp(level):,.0f}): the loss of a uniform guess over a vocabulary of "
-                "that size, i.e. no learning at all")
-    return None

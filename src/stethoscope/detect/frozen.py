@@ -1,0 +1,34 @@
+"""What an unchanging loss value means: how many digits make a repeat unlikely, when a tiny change is
+none (a frozen model's loss still drifts in its last float digits), and the uniform-guess level."""
+
+from __future__ import annotations
+
+import math
+
+SAME_IN_NOISE = 1e-3
+"""A change this many times the record-to-record noise (`stats.diff_sigma`) or less is no change: with its weights
+frozen, a model's epoch-average loss still moves in the 6th-7th digit (Adam's momentum running out, float32
+sums taken in another order), while a learning run's loss moves by about its noise. On a loss printed at 4
+decimals, a merge needs a noise of 0.1 and three records within one printed unit of each other."""
+
+
+def sig_digits(v: float) -> int:
+    """Significant digits in the shortest repr of `v` (11.0666 -> 6): how unlikely an exact repeat is."""
+    text = repr(abs(v)).lower()
+    if "e" in text:
+        text = text.split("e")[0]
+    digits = text.replace(".", "").lstrip("0")
+    return len(digits.rstrip("0")) if "." not in text else len(digits)
+
+
+def uniform_note(level: float, vocab_size: int | None) -> str | None:
+    """'equals ln(V)': the loss of a model that predicts uniformly over the vocabulary."""
+    if vocab_size is not None:
+        ln_v = math.log(vocab_size)
+        if abs(level - ln_v) <= 0.05 * ln_v:
+            return f"that is ln(vocab={vocab_size}) = {ln_v:.4g}: uniform predictions, the model outputs nothing learned"
+        return None
+    if 6.9 <= level <= 12.5:  # ln(1k) .. ln(270k): the range of real vocabularies
+        return (f"that equals ln({math.exp(level):,.0f}): the loss of a uniform guess over a vocabulary of "
+                "that size, i.e. no learning at all")
+    return None
