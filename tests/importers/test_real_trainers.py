@@ -27,8 +27,7 @@ def test_the_set_has_six_libraries_each_with_both_splits() -> None:
 
 
 # Known misreadings, each a bug to fix (strict: the test says when the fix lands)
-KNOWN = {"keras_fit-nan-s0-console": "the console reader counts one epoch of Keras' bar twice once the loss reads nan "
-                                     "(steps from epoch 25 on are 32 too high)"}
+KNOWN: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN[c["case"]], strict=True))
@@ -112,3 +111,18 @@ def test_ignite_validation_line_is_the_eval_of_the_epochs_last_iteration() -> No
     (run,) = read_any(ROOT / case["file"])
     assert [[k, v] for k, v in sorted(series(run, EVAL_LOSS).items())] == [
         [k, pytest.approx(v, abs=1e-4)] for k, v in case["logged_eval"]]
+
+
+def test_a_bar_redrawn_late_in_its_second_half_is_no_new_epoch() -> None:
+    # Keras' bar once the loss is nan (keras_fit-nan-s0, epoch 25): 1/32, 26/32, 32/32, 31/32, 32/32, then epoch 26
+    from stethoscope.importers.console_epochs import bar_step
+    from stethoscope.importers.console_segment import bar_steps
+
+    raw = [1, 26, 32, 31, 32, 1, 21, 32, 2, 32]
+    want = [1, 26, 32, 32, 32, 33, 53, 64, 66, 96]
+    state, one_by_one = None, []
+    for r in raw:
+        step, state = bar_step(state, r)
+        one_by_one.append(step)
+    assert one_by_one == want
+    assert bar_steps(raw[:4], None)[0].tolist() + bar_steps(raw[4:], bar_steps(raw[:4], None)[1])[0].tolist() == want

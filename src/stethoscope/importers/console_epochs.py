@@ -49,8 +49,12 @@ class EpochCounter:
 
 def bar_step(state: tuple[int, int, int] | None, raw: int) -> tuple[int, tuple[int, int, int]]:
     """The global step of a progress bar's counter (Keras) and the bar's (offset, last counter, largest
-    counter) after it: a bar that goes back after reaching its largest counter starts a new epoch."""
+    counter) after it: a bar that goes back after reaching its largest counter starts a new epoch, if it
+    goes back into the first half (a new epoch's bar restarts near 0); a fall into the second half is a
+    redraw printed late (Keras' bar once the loss is nan: 32/32, 31/32, 32/32), read at the bar's place."""
     offset, last, total = state or (0, 0, 0)
     if raw < last and last >= total > 0:
+        if 2 * raw > total:
+            return offset + last, (offset, last, total)
         offset += total
     return offset + raw, (offset, raw, max(total, last, raw))

@@ -153,15 +153,19 @@ def _parts(ids: np.ndarray) -> list[np.ndarray]:
 
 def bar_steps(raw: np.ndarray, state: tuple[int, int, int] | None) -> tuple[np.ndarray, tuple[int, int, int]]:
     """Global steps of a progress bar's counters (in line order) and the bar state after them: a bar that
-    goes back after reaching its largest counter so far starts a new epoch, offset by that counter
-    (`ConsoleReader._step`, one line at a time, does the same)."""
+    goes back after reaching its largest counter so far starts a new epoch, offset by that counter, unless
+    it falls into the second half: a late redraw (`console_epochs.bar_step`, one line at a time, the same)."""
     offset, last, total = state or (0, 0, 0)
     raw = np.asarray(raw, dtype=np.int64)
     if not raw.size:
         return raw, (offset, last, total)
     totals = np.maximum.accumulate(np.concatenate(([total], raw)))  # totals[j]: the total before line j
+    top = totals[:-1]
     before = np.concatenate(([last], raw[:-1]))
-    grow = np.where((raw < before) & (before >= totals[:-1]) & (totals[:-1] > 0), totals[:-1], 0)
+    late = (raw < before) & (before >= top) & (top > 0) & (2 * raw > top)  # a late redraw (`bar_step`)
+    raw = np.where(late, top, raw)
+    before = np.concatenate(([last], raw[:-1]))
+    grow = np.where((raw < before) & (before >= top) & (top > 0), top, 0)
     offsets = offset + np.cumsum(grow)
     return offsets + raw, (int(offsets[-1]), int(raw[-1]), int(totals[-1]))
 
