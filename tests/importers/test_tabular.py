@@ -119,3 +119,18 @@ def test_jsonl_sniff(tmp_path: Path) -> None:
     assert JSONLImporter().sniff(tmp_path / "x.log", '{"iter": 1, "loss": NaN}\n')
     assert not JSONLImporter().sniff(tmp_path / "x.json", '{"a": {"b": 1}}')
     assert not JSONLImporter().sniff(tmp_path / "x.log", "iter 1: loss 2.0, time 3ms")
+
+
+MMENGINE_SCALARS = """{"lr": 0.001, "data_time": 0.0004, "loss": 1.28, "time": 0.0061, "iter": 32, "step": 32}
+{"val/loss": 1.25, "data_time": 0.0009, "time": 0.0014, "step": 32}
+{"lr": 0.001, "data_time": 0.2081, "loss": 1.27, "time": 0.2103, "iter": 36, "step": 36}
+"""
+
+
+def test_times_on_an_evaluation_row_are_the_evaluations_not_a_training_step(write) -> None:
+    # mmengine's scalars.json: the validation record shares the training record's step and writes its own
+    # `time` / `data_time`; read as the step's, they overwrote the training step's time after every eval
+    run = JSONLImporter().read(write("scalars.json", MMENGINE_SCALARS))
+    assert series(run, "time") == {32: 0.0061, 36: 0.2103}
+    assert series(run, "perf/data_wait_s") == {32: 0.0004, 36: 0.2081}
+    assert series(run, "eval/time") == {32: 0.0014} and series(run, EVAL_LOSS) == {32: 1.25}

@@ -25,9 +25,10 @@ from typing import Any
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.fairseq import fairseq_name
-from stethoscope.importers.names import FileNames, scaled_row
+from stethoscope.importers.names import FileNames, metric, scaled_row
 from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
+from stethoscope.records import LOSS, LR
 
 CSV_NAME = "csv"
 JSONL_NAME = "jsonl"
@@ -211,13 +212,27 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
             meta["dialect"] = "fairseq"
         tkey = time_key(list(flat))
         when = unix_time(flat.pop(tkey)) if tkey else None
-        values = {_name(names, k, fairseq): v for k, v in flat.items() if _is_value(v)}
+        values = _eval_row({k: v for k, v in flat.items() if _is_value(v)}, names, fairseq)
         if values:
             table.add_row(line, step, when, *scaled_row(values, names.scales))
     if stepless:
         warnings.append(f"{path}: {stepless} lines without a step key ({', '.join(STEP_KEYS)}, bare or under "
                         f"{', '.join(_STEP_NAMESPACES)}); left out")
     return table, meta, warnings
+
+
+def _eval_row(flat: dict[str, Any], names: FileNames, fairseq: bool) -> dict[str, Any]:
+    """{name: value} of a row; a row with an evaluation's metrics and neither the training loss nor the LR is
+    the evaluation's own record: its times are the evaluation's (mmengine's scalars.json writes `time` and
+    `data_time` beside `val/loss`), not a training step's."""
+    named = {k: _name(names, k, fairseq) for k in flat}
+    if any(n.startswith("eval/") for n in named.values()) and not {LOSS, LR} & set(named.values()):
+        for k in [k for k, n in named.items() if not n.startswith("eval/")]:
+            found = metric(k, "eval")
+            named[k] = found.name
+            if found.scale != 1.0:
+                names.scales[found.name] = found.scale
+    return {named[k]: v for k, v in flat.items()}
 
 
 def _flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
