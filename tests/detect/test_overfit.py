@@ -102,3 +102,24 @@ def test_an_eval_perplexity_alone_is_read_as_its_log():
                for i, v in enumerate(evals)]
     (f,) = of_type(replay(OverfitDetector(DetectConfig(overfit_patience=3)), records), "overfitting")
     assert f.step == 400 and f.severity == "warning"
+
+
+def _epochs(train, evals):
+    """A log counted in epochs (Keras' CSVLogger, skorch's table): one train and one eval loss per step."""
+    return replay(OverfitDetector(), make_records(list(range(len(train))), LOSS=train, EVAL_LOSS=evals))
+
+
+def test_an_epoch_counted_log_whose_train_loss_jumped_with_its_eval_is_not_overfitting():
+    # keras_fit-lr_jump-s1 (CSVLogger): evals flat at 0.89-0.90 from epoch 5, then the LR x100 at epoch 13
+    # lifts the train loss 0.66 -> 1.39 and the eval loss 0.90 -> 1.37 together
+    train = [1.297 * 0.93 ** i for i in range(13)] + [1.243, 1.353, 1.397, 1.47] + [1.387] * 20
+    evals = [1.198, 1.062, 0.974, 0.932, 0.904, 0.898, 0.899, 0.892, 0.893, 0.894, 0.899, 0.898, 0.899] + \
+            [1.323, 1.281, 1.401, 1.541] + [1.37 + 0.01 * (i % 3) for i in range(20)]
+    assert not [f for f in of_type(_epochs(train, evals), "overfitting") if f.severity != "info"]
+
+
+def test_an_epoch_counted_log_that_overfits_is_still_overfitting():
+    train = [1.3 * 0.93 ** i for i in range(30)]
+    evals = [1.2 * 0.93 ** i for i in range(10)] + [1.2 * 0.93 ** 9 * (1 + 0.03 * i) for i in range(1, 21)]
+    (f,) = of_type(_epochs(train, evals), "overfitting")
+    assert f.severity == "warning" and f.step == 9

@@ -77,6 +77,10 @@ class OverfitDetector:
 
     # -- evals ------------------------------------------------------------------------------------
     def _on_eval(self, step: int, v: float) -> list[Finding]:
+        if self._last_eval_step is not None and step > self._last_eval_step:
+            # the train loss at an eval is smoothed over at most the span between evals: a log counted in
+            # epochs (Keras' CSV, skorch) evaluates every step, and 50 of its steps are the whole run
+            self.train.halflife = min(self.train.halflife, float(step - self._last_eval_step))
         self._n_evals += 1
         self._last_eval_step = step
         self.evals.push(v)
