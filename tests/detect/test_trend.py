@@ -199,3 +199,12 @@ def test_a_runaway_rise_starts_at_its_first_record_beyond_the_noise_not_at_the_l
     found = replay(TrendDetector(), make_records(list(steps), LOSS=list(loss)))
     (spike,) = of_type(found, "loss_spike")
     assert spike.step == 92, spike.message
+
+
+def test_a_loss_wandering_by_a_thousandth_of_a_divergences_noise_is_not_frozen():
+    # after a blow-up the step-to-step noise is ~50: a loss that then moves by 0.001-0.03 per record is
+    # still moving (synthetic lr_too_high runs: "unchanged to +-0.05" was a false frozen_loss)
+    wild = [3.0 if i % 2 else 80.0 + i for i in range(40)]
+    calm = [3.1303 + 0.001 * ((7 * i) % 11) for i in range(15)]
+    steps = list(range(0, 10 * (len(wild) + len(calm)), 10))
+    assert not of_type(replay(TrendDetector(), make_records(steps, LOSS=wild + calm)), "frozen_loss")

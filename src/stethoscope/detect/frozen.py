@@ -10,6 +10,9 @@ SAME_IN_NOISE = 1e-3
 frozen, a model's epoch-average loss still moves in the 6th-7th digit (Adam's momentum running out, float32
 sums taken in another order), while a learning run's loss moves by about its noise. On a loss printed at 4
 decimals, a merge needs a noise of 0.1 and three records within one printed unit of each other."""
+SAME_REL = 1e-5
+"""...and at most this fraction of the value (the drift in its 6th digit): after a divergence the noise is huge,
+and a loss that wanders by a thousandth of it is still moving."""
 
 
 def sig_digits(v: float) -> int:

@@ -8,8 +8,8 @@
 * plateau - the loss has not improved by `plateau_max_progress` since the first records, over
   `plateau_min_records` records and `plateau_min_steps` steps (no learning); never judged while the
   LR is still warming up. Or it was falling and stopped at once, for good (`detect.knee`).
-* frozen_loss - the same loss value (to a thousandth of its noise) on consecutive records (the data
-  or the model is not changing); label_masking when that value is exactly 0 (every label masked out).
+* frozen_loss - the same loss value (to 1e-5 of it and a thousandth of its noise) on consecutive records
+  (the data or the model is not changing); label_masking when that value is exactly 0 (every label masked out).
 Resumes and LR-schedule restarts reset the baselines: a fresh session is compared with itself.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from stethoscope.detect.comeback import came_back, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.frozen import SAME_IN_NOISE, sig_digits, uniform_note
+from stethoscope.detect.frozen import SAME_IN_NOISE, SAME_REL, sig_digits, uniform_note
 from stethoscope.detect.knee import STOPPED, KneeTracker, knee_finding
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
@@ -389,7 +389,7 @@ class TrendDetector:
             prev = fz["value"] if fz is not None else None
             # exactly 0 right from the start, or straight after a real loss: masked labels, not rounding
             abrupt = prev is None or abs(prev) >= 0.01
-            tol = SAME_IN_NOISE * self._step_sigma if v else 0.0  # the noise now: a change far below it is none
+            tol = min(SAME_IN_NOISE * self._step_sigma, SAME_REL * abs(v))  # a change far below both is none
             self._frozen = {"value": v, "start": step, "last": step, "records": 1, "abrupt": abrupt, "tol": tol}
             return []
         fz["last"] = step
