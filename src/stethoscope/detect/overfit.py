@@ -46,6 +46,7 @@ class OverfitDetector:
         self._last_step: int | None = None
         self._last_eval_step: int | None = None
         self._min_train: float | None = None
+        self._train_records = 0  # train losses since the last eval
 
     def update(self, record: StepRecord) -> list[Finding]:
         step = record.step
@@ -55,6 +56,7 @@ class OverfitDetector:
         t = record.values.get(LOSS)
         if t is not None and math.isfinite(t):
             self.train.update(step, t)
+            self._train_records += 1
             self._min_train = t if self._min_train is None else min(self._min_train, t)
         v = record.values.get(EVAL_LOSS)
         if v is None:  # a log that gives only the eval perplexity: its log is the eval loss (same trend)
@@ -77,10 +79,11 @@ class OverfitDetector:
 
     # -- evals ------------------------------------------------------------------------------------
     def _on_eval(self, step: int, v: float) -> list[Finding]:
-        if self._last_eval_step is not None and step > self._last_eval_step:
-            # the train loss at an eval is smoothed over at most the span between evals: a log counted in
-            # epochs (Keras' CSV, skorch) evaluates every step, and 50 of its steps are the whole run
+        if self._last_eval_step is not None and step > self._last_eval_step and self._train_records <= 1:
+            # one train loss per eval (an epoch's mean beside the epoch's eval: Keras' CSV, skorch) already
+            # averages the span: smoothing it over 50 steps, i.e. 50 epochs, made it lag the whole run
             self.train.halflife = min(self.train.halflife, float(step - self._last_eval_step))
+        self._train_records = 0
         self._n_evals += 1
         self._last_eval_step = step
         self.evals.push(v)
@@ -220,6 +223,7 @@ class OverfitDetector:
 
 _STATE = (
     "_best", "_since_best", "_open", "_n_evals", "_first_step", "_last_step", "_last_eval_step", "_min_train",
+    "_train_records",
 )
 
 
