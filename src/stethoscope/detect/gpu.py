@@ -17,7 +17,7 @@ from typing import Any
 from stethoscope.detect.config import DetectConfig
 from stethoscope.findings.catalogue import GPU_ECC_ERROR, GPU_THROTTLE, GPU_UNDERUSED
 from stethoscope.findings.catalogue import GPU_XID as GPU_XID_FINDING  # records.GPU_XID: the metric
-from stethoscope.records import (DATA_WAIT, GPU_ECC_UNCORRECTED, GPU_SM_CLOCK, GPU_TEMP, GPU_THROTTLE_HW,
+from stethoscope.records import (DATA_WAIT, GPU_ECC_UNCORRECTED, GPU_SERIES, GPU_SM_CLOCK, GPU_TEMP, GPU_THROTTLE_HW,
                                  GPU_THROTTLE_POWER, GPU_THROTTLE_THERMAL, GPU_UTIL, GPU_XID, STEP_TIME, Finding,
                                  StepRecord)
 
@@ -27,6 +27,7 @@ UNDERUSED_UTIL = 0.5
 UNDERUSED_WINDOW = 60
 INPUT_BOUND_SHARE = 0.2
 _DEVICE = re.compile(r"/gpu(\d+)$")
+_PLAIN = frozenset(GPU_SERIES)
 # XIDs that mean the hardware (memory, bus, NVLink, GSP), not the program: drain the node.
 HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 121, 140})
 APP_XIDS = {13: "graphics engine exception (often an illegal memory access or a kernel assert)",
@@ -41,13 +42,16 @@ class GpuHealthDetector:
 
     def __init__(self, config: DetectConfig | None = None) -> None:
         self.config = config or DetectConfig()
-        self._s: dict[str, Any] = {"ecc": {}, "xid": [], "throttle": {}, "util": [], "wait": [], "under": None}
+        self._s: dict[str, Any] = {"ecc": {}, "xid": [], "throttle": {}, "util": [], "wait": [], "under": None,
+                                   "seen": False}
 
     def update(self, record: StepRecord) -> list[Finding]:
         values = record.values
-        if not any(k.startswith("gpu/") for k in values):
-            self._timing(values)
+        if _PLAIN.isdisjoint(values):  # no NVML sample in this record (device 0 is always under the plain names)
+            if self._s["seen"]:
+                self._timing(values)
             return []
+        self._s["seen"] = True
         out: list[Finding] = []
         for dev, vals in _per_device(values).items():
             out += self._ecc(record.step, dev, vals)
@@ -142,10 +146,12 @@ class GpuHealthDetector:
 
     # -- an idle GPU ---------------------------------------------------------------------------------
     def _timing(self, values: dict[str, float]) -> None:
-        if STEP_TIME in values:
+        step_s = values.get(STEP_TIME)
+        if step_s is not None:
             w = self._s["wait"]
-            w.append((values.get(DATA_WAIT) or 0.0, values[STEP_TIME]))
-            del w[:-UNDERUSED_WINDOW]
+            w.append((values.get(DATA_WAIT) or 0.0, step_s))
+            if len(w) > 2 * UNDERUSED_WINDOW:  # trimmed now and then, not on every record
+                del w[:-UNDERUSED_WINDOW]
 
     def _underused(self, step: int, values: dict[str, float]) -> list[Finding]:
         util = values.get(GPU_UTIL)
@@ -158,7 +164,7 @@ class GpuHealthDetector:
             return []
         self._s["under"] = step
         med = sorted(u)[len(u) // 2]
-        waits = self._s["wait"]
+        waits = self._s["wait"][-UNDERUSED_WINDOW:]
         step_s = sum(t for _, t in waits)
         share = sum(w for w, _ in waits) / step_s if step_s > 0 else None
         if share is not None and share >= INPUT_BOUND_SHARE:
