@@ -175,18 +175,11 @@ def ops_per_step(variant: Variant, cuda: bool, steps: int = 10) -> float:
             variant.step()
         if cuda:
             torch.cuda.synchronize()  # host sync: the profile holds every kernel of the steps
-    n = 0
-    for e in prof.events():
-        if cuda:
-            n += e.device_type == torch.autograd.DeviceType.CUDA
-            continue
-        if not e.name.startswith("aten::"):
-            continue
-        p = e.cpu_parent
-        while p is not None and not p.name.startswith("aten::"):
-            p = p.cpu_parent
-        n += p is None
-    return n / steps
+    if not cuda:
+        from stethoscope.testing import top_level_ops
+
+        return top_level_ops(prof) / steps
+    return sum(e.device_type == torch.autograd.DeviceType.CUDA for e in prof.events()) / steps
 
 
 def spread(values: list[float]) -> tuple[float, float, float]:

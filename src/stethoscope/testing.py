@@ -114,6 +114,21 @@ def count_host_reads() -> Iterator[HostReads]:
                 delattr(torch.Tensor, m)  # it was inherited from TensorBase
 
 
+def top_level_ops(prof: Any) -> int:
+    """The aten ops a `torch.profiler` profile saw dispatched from Python: those with no aten op above
+    them. A fused `torch._foreach_*` op is one (one multi-tensor kernel chain on a GPU); the per-tensor
+    ops the CPU runs under it are not counted."""
+    n = 0
+    for e in prof.events():
+        if not e.name.startswith("aten::"):
+            continue
+        p = e.cpu_parent
+        while p is not None and not p.name.startswith("aten::"):
+            p = p.cpu_parent
+        n += p is None
+    return n
+
+
 def _to_host_copy(args: Any, kwargs: Any) -> bool:
     device = (kwargs or {}).get("device")
     return bool(args) and device is not None and str(device) == "cpu" and args[0].device.type != "cpu"

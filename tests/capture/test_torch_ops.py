@@ -16,20 +16,9 @@ profiler = pytest.importorskip("torch.profiler")
 
 from stethoscope import Monitor  # noqa: E402
 from stethoscope.demo.gpt import GPTConfig, TinyGPT  # noqa: E402
+from stethoscope.testing import top_level_ops  # noqa: E402
 
 STEPS = 10  # one details_every cycle
-
-
-def _top_level_ops(prof) -> int:
-    n = 0
-    for e in prof.events():
-        if not e.name.startswith("aten::"):
-            continue
-        p = e.cpu_parent
-        while p is not None and not p.name.startswith("aten::"):
-            p = p.cpu_parent
-        n += p is None
-    return n
 
 
 def _ops_per_step(tmp_path, monitor: bool, pass_norm: bool = False, **options) -> float:
@@ -58,7 +47,7 @@ def _ops_per_step(tmp_path, monitor: bool, pass_norm: bool = False, **options) -
             step(i)
     if mon is not None:
         mon.close()
-    return _top_level_ops(prof) / STEPS
+    return top_level_ops(prof) / STEPS
 
 
 @pytest.fixture(scope="module")
