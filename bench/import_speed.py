@@ -216,7 +216,7 @@ def main() -> None:
 
 def _native_built() -> bool:
     sys.path.insert(0, str(SRC))
-    from stethoscope.importers import linescan
+    from stethoscope.logtext import linescan
 
     return linescan.available()
 

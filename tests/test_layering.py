@@ -12,6 +12,9 @@ TOP_LAYERS = ("serve", "cli", "diagnose", "explain", "report", "importers")
 # The live probe serves the dashboard's page from the training process; its code is imported on the first
 # request for it (inside a function, checked below), never when the probe starts.
 ON_REQUEST = {"stethoscope.serve.dashboard": ("probe",)}
+# The text-log engine (logtext/) reads lines by their shape; it imports the leaf modules, detect's pure name
+# rules and itself. importers/, explain/ and diagnose/ sit on top of it.
+LOGTEXT_USES = ("records", "errors", "config", "detect", "logtext")
 FRAMEWORKS = ("torch", "transformers", "lightning", "pytorch_lightning", "tensorboard", "wandb", "mlflow")
 
 
@@ -51,6 +54,8 @@ def test_layering(path):
         if sub == "detect":
             assert parts[0] not in FRAMEWORKS + ("numpy", "sqlite3", "os", "pathlib", "socket", "urllib"), \
                 f"detect/ is pure; {path.name} imports {mod}"
+        if sub == "logtext" and parts[0] == "stethoscope" and len(parts) > 1:  # the text-log engine, under importers/
+            assert parts[1] in LOGTEXT_USES, f"logtext/ knows no format nor layer above it; {path.name} imports {mod}"
         if sub == "capture" and parts[0] == "stethoscope" and len(parts) > 1:
             assert parts[1] not in ("store",) or mod in ("stethoscope.store.db", "stethoscope.store.schema"), \
                 f"capture/ never reads the store: {mod}"

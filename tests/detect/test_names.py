@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stethoscope.detect.names import Resolved, recognize, resolve
-from stethoscope.importers.names import metric, metric_name
+from stethoscope.logtext.names import metric, metric_name
 from stethoscope.importers.registry import read_any
 
 GIB = 2.0**30

@@ -6,7 +6,7 @@ import numpy as np
 
 from stethoscope.diagnose.table import Table
 from stethoscope.importers.base import Columns
-from stethoscope.importers.coded import CodedColumns, encode, join
+from stethoscope.logtext.coded import CodedColumns, encode, join
 
 
 def _columns() -> Columns:
@@ -69,7 +69,7 @@ def test_join_of_list_parts_stays_a_list() -> None:
 def test_row_blocks_join_like_the_points_they_hold() -> None:
     """A RowBlock is written straight into `join`'s output: the same points (names, steps, values, NaN,
     -0.0, times and their absence) as the block laid out first, between parts of the other kinds."""
-    from stethoscope.importers.coded import RowBlock, rows_of
+    from stethoscope.logtext.coded import RowBlock, rows_of
 
     timed = rows_of(["x", "b"], [7, 8, 9], [[1.0, -0.0, math.nan], [2.0, 3.0, math.inf]], [1.5, 2.5, 3.5])
     plain = rows_of(["a"], [10, 11], [[4.0, 5.0]], None)

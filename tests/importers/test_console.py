@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from stethoscope.importers import linescan, read_any
+from stethoscope.importers import read_any
 from stethoscope.importers.console import ConsoleImporter, ConsoleReader, strip_ansi
-from stethoscope.importers.names import EPOCH
+from stethoscope.logtext import linescan
+from stethoscope.logtext.names import EPOCH
 from stethoscope.records import (
     CUDA_ALLOCATED, CUDA_PEAK, EVAL_LOSS, GRAD_NORM, LOSS, LR, MFU, SAMPLES_PER_S, STEP_TIME, TFLOPS, TOKENS_PER_S,
 )
@@ -399,7 +400,7 @@ def test_shapes_read_alike_are_read_as_one_run(monkeypatch) -> None:
 
 
 def test_an_exponent_does_not_change_the_shape() -> None:
-    from stethoscope.importers.console_runs import shape_of
+    from stethoscope.logtext.console_runs import shape_of
 
     assert shape_of(b"{'learning_rate': 1.5e-05}") == shape_of(b"{'learning_rate': 0.00012}")
     assert shape_of(b"lr 3.1E+02 | pre-train | loss -0.5") == shape_of(b"lr 310.0 | pre-train | loss 0.5")
@@ -409,7 +410,7 @@ def test_an_exponent_does_not_change_the_shape() -> None:
 
 @pytest.mark.parametrize("case", CASES + MADE_UP, ids=lambda c: c.trainer)
 def test_long_runs_read_as_arrays_like_lists(case: Case, monkeypatch) -> None:
-    import stethoscope.importers.console_reader as reader
+    import stethoscope.logtext.console_reader as reader
 
     data = (case.text * 300).encode()  # runs of hundreds of lines of a shape: read as arrays
     coded = ConsoleReader("coded")
@@ -454,7 +455,7 @@ def test_a_dedicated_reader_that_reads_nothing_hands_over(write) -> None:
 
 
 def test_orjson_columns_are_the_same_doubles_as_float() -> None:
-    from stethoscope.importers.console_tokens import _floats
+    from stethoscope.logtext.console_tokens import _floats
 
     rng = random.Random(0)
     texts = [f"{rng.uniform(-1e6, 1e6):.{rng.randint(0, 12)}e}" for _ in range(5000)]
@@ -547,7 +548,7 @@ def test_a_keras_bar_over_epochs_reads_like_single_lines() -> None:
 def test_a_bar_s_fill_is_not_part_of_its_shape(monkeypatch) -> None:
     """Keras' bar at every width is one shape (`=`, `>` and `.` alike in a shape), so a bar of thousands of
     lines per epoch is learnt once per shape, not once per width, and read as runs; the same points."""
-    from stethoscope.importers.console_runs import shape_of
+    from stethoscope.logtext.console_runs import shape_of
 
     assert shape_of(b"12/300 [=>............] - loss: 2.1") == shape_of(b"99/300 [======>.......] - loss: 1.95")
     assert shape_of(b"loss 2.5") != shape_of(b"loss 25")  # a point stays: a number of another kind
@@ -574,7 +575,7 @@ def test_a_bar_s_fill_is_not_part_of_its_shape(monkeypatch) -> None:
 def test_a_long_run_after_a_short_one_is_read_as_a_run(monkeypatch) -> None:
     """A window of shapes after a short run stops where a run long enough to be read in pieces starts:
     that run is read as one (on threads), not line by line in the window; the same points."""
-    import stethoscope.importers.console_reader as reader
+    import stethoscope.logtext.console_reader as reader
 
     text = "".join(f"step {s} | loss {3 - s / 1e5:.4f}\n" + (f"step {s} | val loss {3 - s / 1e5:.4f}\n"
                                                               if s % 10 == 0 and s < 1000 else "")
@@ -595,12 +596,12 @@ def test_lines_that_take_turns_are_read_as_rows_and_merged_without_a_sort(monkey
     `_turns`), each record line takes the step of the header earlier in its turn and the points are merged
     side by side (`_turns_taken`, `_periodic`); the same points as each shape read alone and merged by
     sorting. Groups that do not take turns are merged by sorting."""
-    from stethoscope.importers import console_segment
+    from stethoscope.logtext import console_segment
 
     stamp = "[2024-07-24 11:20:07,402] " if stamped else ""
     text = "".join(f"{stamp}[epoch=1][batch={b}/9000]:\n\t Train loss/train/total: {3 - b / 1e4:.4f}\n"
                    f"\t Train lr-DecoupledAdamW/group0: {1e-4 * (1 + b % 5):.4e}\n" for b in range(1, 3001))
-    import stethoscope.importers.console_reader as reader
+    import stethoscope.logtext.console_reader as reader
 
     monkeypatch.setattr(reader, "MIN_WINDOW_BYTES", window)  # where the first window ends, the cycle starts
     used: list[str] = []
@@ -650,7 +651,7 @@ def test_a_cycle_of_shapes_is_found_like_a_run(monkeypatch) -> None:
     text = "".join(f"[epoch=1][batch={b}/9000]:\n\t Train loss/train/total: {3 - b / 1e4:.4f}\n"
                    f"\t Train lr-DecoupledAdamW/group0: {1e-4 * (1 + b % 5):.4e}\n"
                    f"\t Train throughput/samples_per_sec: {1000 + b % 13:.2f}\n" for b in range(1, 3001))
-    import stethoscope.importers.console_reader as reader
+    import stethoscope.logtext.console_reader as reader
 
     monkeypatch.setattr(reader, "WINDOW_BYTES", 4096)  # the first shapes are learnt in a small window
     found: list[tuple[int, int]] = []
@@ -664,7 +665,7 @@ def test_a_cycle_of_shapes_is_found_like_a_run(monkeypatch) -> None:
 def test_repeats_counts_the_copies_of_a_shape_like_a_plain_loop() -> None:
     """`_repeats` (doubling then halving blocks, each checked by counting) against one compare per copy,
     on random texts: runs ending anywhere, at the end of the text, a unit that could match off its copies."""
-    from stethoscope.importers.console_runs import repeats as _repeats
+    from stethoscope.logtext.console_runs import repeats as _repeats
 
     rng = random.Random(0)
     for _ in range(5000):

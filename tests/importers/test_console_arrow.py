@@ -1,4 +1,4 @@
-"""Long runs of one line shape read by pyarrow's CSV parser (importers/console_arrow.py) and by the native
+"""Long runs of one line shape read by pyarrow's CSV parser (logtext/console_arrow.py) and by the native
 scanner's token columns (`_linescan.columns`) give exactly what the token-list path gives: the same points
 (steps, values to the last bit, timestamps), warnings, resumes and ranks, also through everything that
 sends a run back to the other paths."""
@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from stethoscope.importers import console_arrow, linescan
-from stethoscope.importers.console_reader import ConsoleReader
+from stethoscope.logtext import console_arrow, linescan
+from stethoscope.logtext.console_reader import ConsoleReader
 
 pytest.importorskip("pyarrow")
 N = console_arrow.MIN_LINES + 500
@@ -87,7 +87,7 @@ def _read(data: bytes, arrow: bool, monkeypatch, native: bool = False) -> tuple:
 @pytest.mark.parametrize("piece_bytes", [1 << 24, 4096], ids=["one-piece", "many-pieces"])
 def test_arrow_reads_exactly_what_the_token_path_reads(writer, options, piece_bytes, monkeypatch):
     """Long runs are read in pieces (two at a time by the native scanner): many small ones give the same."""
-    from stethoscope.importers import console_reader
+    from stethoscope.logtext import console_reader
 
     monkeypatch.setattr(console_reader, "ARROW_CHUNK_BYTES", piece_bytes)
     monkeypatch.setattr(console_reader, "NATIVE_PIECE_BYTES", piece_bytes)
@@ -106,7 +106,7 @@ def test_arrow_reads_exactly_what_the_token_path_reads(writer, options, piece_by
 
 @pytest.mark.skipif(not linescan.available(), reason="the line scanner was not built (no C compiler)")
 def test_a_run_the_native_columns_cannot_read_falls_back_whole():
-    from stethoscope.importers.console_tokens import Plan, _native
+    from stethoscope.logtext.console_tokens import Plan, _native
 
     plan = Plan(width=2, step=0, values=(1,), scales=(1.0,), rank=None, time=None)
     read = _native(plan, b"it 1 loss 2.5\nit 2 loss 2.4\n", 2, None)
@@ -119,7 +119,7 @@ def test_a_run_the_native_columns_cannot_read_falls_back_whole():
 
 def test_a_run_pyarrow_cannot_read_falls_back_whole():
     """A field count that differs inside what was taken as one shape: None, nothing half-read."""
-    from stethoscope.importers.console_tokens import Plan
+    from stethoscope.logtext.console_tokens import Plan
 
     plan = Plan(width=2, step=0, values=(1,), scales=(1.0,), rank=None, time=None)
     read = console_arrow.read(plan, b"it 1 loss 2.5\nit 2 loss 2.4\n", 2, None)

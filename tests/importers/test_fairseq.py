@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stethoscope.importers.fairseq import FairseqImporter
-from stethoscope.importers.names import EPOCH
+from stethoscope.logtext.names import EPOCH
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, SKIPPED, TOKENS_PER_S
 from tests.importers.series import names, series
 

@@ -16,7 +16,7 @@ from stethoscope.cli.main import cli
 from stethoscope.importers import read_any
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.console import ConsoleImporter
-from stethoscope.importers.console_reader import ConsoleReader
+from stethoscope.logtext.console_reader import ConsoleReader
 from stethoscope.records import EVAL_LOSS, LOSS, STEP_TIME
 from tests.importers.series import series
 

@@ -10,7 +10,7 @@ import pytest
 
 from stethoscope.errors import InputError
 from stethoscope.importers.hf import HFTrainerStateImporter, gradient_accumulation
-from stethoscope.importers.names import EPOCH
+from stethoscope.logtext.names import EPOCH
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR
 from tests.importers.series import names, series
 

@@ -6,7 +6,7 @@ import pytest
 
 from stethoscope.errors import InputError
 from stethoscope.importers.lightning import LightningCSVImporter, column_name, read_hparams
-from stethoscope.importers.names import EPOCH
+from stethoscope.logtext.names import EPOCH
 from stethoscope.records import EVAL_LOSS, LOSS, LR
 from tests.importers.series import series
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stethoscope.importers import linescan
+from stethoscope.logtext import linescan
 
 built = pytest.mark.skipif(not linescan.available(), reason="the line scanner was not built (no C compiler)")
 
@@ -179,7 +179,7 @@ def test_the_scanner_is_built_where_a_c_compiler_is() -> None:
     headers = os.path.join(sysconfig.get_paths()["include"], "Python.h")
     if not (shutil.which("cc") or shutil.which("gcc")) or not os.path.exists(headers):
         pytest.skip("no C compiler or no Python headers here")
-    from stethoscope.importers import _linescan  # noqa: F401  (ImportError: the build failed)
+    from stethoscope.logtext import _linescan  # noqa: F401  (ImportError: the build failed)
 
 
 @built

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from stethoscope.importers.loglines import (
+from stethoscope.logtext.loglines import (
     ALERT_HEAD, ALERT_TAIL, CONTEXT_TAIL, LineKeeper, is_alert, parse_timestamp, stamp_seconds, strip_rank,
 )
 

@@ -319,7 +319,7 @@ def _same(columns: Columns) -> list[tuple[object, ...]]:
 @pytest.mark.parametrize(("chunk_bytes", "native"), [(2000, False), (1 << 14, False), (1 << 16, False),
                                                      (2000, True), (1 << 16, True), (1 << 20, True)])
 def test_chunks_read_like_the_general_parser_on_an_awkward_log(write, monkeypatch, chunk_bytes: int, native: bool) -> None:
-    from stethoscope.importers import linescan
+    from stethoscope.logtext import linescan
     from stethoscope.importers.megatron_fast import Template
     from stethoscope.importers.megatron_native import Shape
 
@@ -376,7 +376,7 @@ def test_without_orjson_the_fast_path_reads_the_same(write, monkeypatch) -> None
 def test_the_scanner_reads_past_rank_prefixed_blank_lines(write, monkeypatch) -> None:
     """`[default7]:time (ms)` and `[default7]:` lines between records carry nothing: the scanner's run of
     records goes on past them (one block), and every path reads the same points."""
-    from stethoscope.importers import linescan
+    from stethoscope.logtext import linescan
     from stethoscope.importers.megatron_native import Shape
 
     if not linescan.available():

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from stethoscope.importers.names import metric_name
+from stethoscope.logtext.names import metric_name
 
 
 @pytest.mark.parametrize("raw,name", [

@@ -115,8 +115,8 @@ def test_ignite_validation_line_is_the_eval_of_the_epochs_last_iteration() -> No
 
 def test_a_bar_redrawn_late_in_its_second_half_is_no_new_epoch() -> None:
     # Keras' bar once the loss is nan (keras_fit-nan-s0, epoch 25): 1/32, 26/32, 32/32, 31/32, 32/32, then epoch 26
-    from stethoscope.importers.console_epochs import bar_step
-    from stethoscope.importers.console_segment import bar_steps
+    from stethoscope.logtext.console_epochs import bar_step
+    from stethoscope.logtext.console_segment import bar_steps
 
     raw = [1, 26, 32, 31, 32, 1, 21, 32, 2, 32]
     want = [1, 26, 32, 32, 32, 33, 53, 64, 66, 96]

@@ -3,7 +3,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from stethoscope.importers.table import Layout, PointTable, Rejected, make_points
+from stethoscope.logtext.table import Layout, PointTable, Rejected, make_points
 from stethoscope.records import Point
 
 

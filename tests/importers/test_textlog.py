@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from stethoscope.importers.base import ImportedRun
-from stethoscope.importers.names import EPOCH
+from stethoscope.logtext.names import EPOCH
 from stethoscope.importers.textlog import OPT_STEP, TextLogImporter
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR, MFU, STEP_TIME, TOKENS_PER_S
 from tests.importers.series import series

@@ -31,7 +31,7 @@ from stethoscope.findings.catalogue import HANG, HEALTHY, PLATEAU, UNDERFITTING
 from stethoscope.findings.incidents import with_rollbacks
 from stethoscope.findings.pipeline import combine, finalise, settle
 from stethoscope.importers.base import Columns, ImportedRun, LogLine
-from stethoscope.importers.table import gc_paused
+from stethoscope.logtext.table import gc_paused
 from stethoscope.records import (
     CUDA_ALLOCATED,
     CUDA_RESERVED,

@@ -16,7 +16,7 @@ from stethoscope.store.db import RunStore, rank_path
 from stethoscope.store.query import RunReader, is_run, open_run
 
 if TYPE_CHECKING:
-    from stethoscope.importers.coded import CodedColumns
+    from stethoscope.logtext.coded import CodedColumns
 
 RUN_FORMAT = "stethoscope"
 LOG_LINE_EVENT = "log_line"
@@ -70,7 +70,7 @@ def _packed_columns(reader: RunReader, rank: int) -> CodedColumns | None:
     is kept (what diagnosis reads of the times). None when the rank file is not packed."""
     import numpy as np
 
-    from stethoscope.importers.coded import CodedColumns
+    from stethoscope.logtext.coded import CodedColumns
     from stethoscope.store.packed import read_series
 
     db = reader.aliases.get(rank)

@@ -16,7 +16,7 @@ import numpy as np
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.importers.base import Columns
-from stethoscope.importers.coded import CodedColumns
+from stethoscope.logtext.coded import CodedColumns
 from stethoscope.records import (
     EVAL_LOSS,
     GRAD_NORM,

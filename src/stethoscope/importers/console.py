@@ -1,4 +1,4 @@
-"""Console logs of any trainer, read by the shape of their lines (`console_line.py`), not by a dialect.
+"""Console logs of any trainer, read by the shape of their lines (`logtext/console_line.py`), not by a dialect.
 
 The reader takes what the dedicated importers refuse (it is last in the sniffing order), and what they
 read 0 steps from. Detection is by content: a text file qualifies when lines of its head carry a step
@@ -14,13 +14,13 @@ does. Lines without a counter belong to the step before them when they are a rec
 after `[batch=N/T]:`), or eval values only (llm.c's `val loss X`). Progress-bar counters (`N/TOTAL [`) that
 restart every epoch are made global by adding the earlier epochs' totals.
 
-Speed (`console_reader.py`): a line's shape is its text with the digits removed; the first line of each
+Speed (`logtext/console_reader.py`): a line's shape is its text with the digits removed; the first line of each
 shape is parsed in full and teaches where its step and values are. A long run of lines of one shape is
 found by counting copies of that shape in the log's shapes (no Python per line) and read at once, by
-pyarrow's CSV reader (`console_arrow.py`), as one list of tokens (`console_tokens.py`) or by one regex
-`findall` (`console_fast.py`); where shapes interleave (Composer's blocks, Keras' redrawn bar, eval lines
+pyarrow's CSV reader (`logtext/console_arrow.py`), as one list of tokens (`logtext/console_tokens.py`) or by one regex
+`findall` (`logtext/console_fast.py`); where shapes interleave (Composer's blocks, Keras' redrawn bar, eval lines
 among step lines) the lines of each shape are read at once and merged back in line order
-(`console_segment.py`).
+(`logtext/console_segment.py`).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from pathlib import Path
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
-from stethoscope.importers.console_line import ANSI, key_name, parse
-from stethoscope.importers.console_names import resolve
-from stethoscope.importers.console_reader import NAME, SUMMARY, ConsoleReader, has_loss
-from stethoscope.importers.names import known, metric
+from stethoscope.logtext.console_line import ANSI, key_name, parse
+from stethoscope.logtext.console_names import resolve
+from stethoscope.logtext.console_reader import NAME, SUMMARY, ConsoleReader, has_loss
+from stethoscope.logtext.names import known, metric
 from stethoscope.importers.source import is_text, read_bytes, read_head
-from stethoscope.importers.table import to_float
+from stethoscope.logtext.table import to_float
 from stethoscope.records import LOSS
 
 __all__ = ["NAME", "ConsoleImporter", "ConsoleReader", "console_fallback", "record_values", "strip_ansi",

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.importers.base import ImportedRun
-from stethoscope.importers.loglines import LineKeeper, parse_timestamp
-from stethoscope.importers.names import EPOCH
+from stethoscope.logtext.loglines import LineKeeper, parse_timestamp
+from stethoscope.logtext.names import EPOCH
 from stethoscope.importers.source import is_text, read_lines
-from stethoscope.importers.table import PointTable, describe, to_float
+from stethoscope.logtext.table import PointTable, describe, to_float
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, SKIPPED, TOKENS_PER_S
 
 NAME = "fairseq"

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 from stethoscope.errors import InputError
 from stethoscope.importers import hf_arrow
 from stethoscope.importers.base import Columns, ImportedRun
-from stethoscope.importers.names import metric_name
+from stethoscope.logtext.names import metric_name
 from stethoscope.importers.source import is_text, log_name, read_bytes
-from stethoscope.importers.table import Layout, PointTable, Rejected, describe, gc_paused
+from stethoscope.logtext.table import Layout, PointTable, Rejected, describe, gc_paused
 from stethoscope.records import json_safe
 
 if TYPE_CHECKING:
-    from stethoscope.importers.coded import CodedColumns, RowBlock
+    from stethoscope.logtext.coded import CodedColumns, RowBlock
 
 try:
     import orjson
@@ -221,7 +221,7 @@ class _Rows:
 
     def columns(self, history: hf_arrow.History, start: int, stop: int, keys: tuple[str, ...]) -> bool:
         """`block` for a span of a columnar history: the same conditions, the values as arrays."""
-        from stethoscope.importers.coded import RowBlock
+        from stethoscope.logtext.coded import RowBlock
 
         steps = history.steps[start:stop]
         if stop - start < 2 or "step" not in keys or bool((steps[1:] == steps[:-1]).any()):
@@ -275,7 +275,7 @@ class _Run:
     @property
     def columns(self) -> Columns | CodedColumns:
         # numpy: loaded when a log is read, not when the package is imported
-        from stethoscope.importers.coded import join
+        from stethoscope.logtext.coded import join
 
         return join(self.parts)
 
@@ -317,7 +317,7 @@ def _coded(layout: Layout, steps: list[int], values: list[Any]) -> CodedColumns 
     converts an int as float() does); None otherwise, for `_numbers` and the table to decide."""
     import numpy as np
 
-    from stethoscope.importers.coded import CodedColumns
+    from stethoscope.logtext.coded import CodedColumns
 
     floats = list(chain.from_iterable(values))
     if not set(map(type, floats)) <= _NUMBER_TYPES:

@@ -18,9 +18,9 @@ from typing import Any
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
-from stethoscope.importers.names import EPOCH, FileNames, metric_name, scaled_row
+from stethoscope.logtext.names import EPOCH, FileNames, metric_name, scaled_row
 from stethoscope.importers.source import is_text, log_name, read_text
-from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
+from stethoscope.logtext.table import PointTable, describe, gc_paused, to_float
 from stethoscope.importers.tabular import checked_rows
 
 NAME = "lightning_csv"

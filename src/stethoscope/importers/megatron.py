@@ -36,9 +36,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from stethoscope.importers import linescan
+from stethoscope.logtext import linescan
 from stethoscope.importers.base import Columns, ImportedRun
-from stethoscope.importers.loglines import LineKeeper, parse_timestamp, stamp_seconds, strip_rank
+from stethoscope.logtext.loglines import LineKeeper, parse_timestamp, stamp_seconds, strip_rank
 from stethoscope.importers.megatron_fast import (
     CHUNK_BYTES, STAMPED, Template, chunks, compile_template, line_count, shape,
 )
@@ -46,15 +46,15 @@ from stethoscope.importers.megatron_fields import (
     AFTER_LOSS, COUNTER_KEYS, GLOBAL_BATCH, GLOBAL_BATCH_KEY, LOSS_MISSING, eval_name, field_name, number,
 )
 from stethoscope.importers.megatron_native import Shape, learn, read_scanned
-from stethoscope.importers.names import normalize
+from stethoscope.logtext.names import normalize
 from stethoscope.importers.source import GZIP_ERRORS, check_file, is_text, open_log, read_error
-from stethoscope.importers.table import PointTable, Rejected, describe, gc_paused
+from stethoscope.logtext.table import PointTable, Rejected, describe, gc_paused
 from stethoscope.records import (
     CUDA_ALLOCATED, CUDA_PEAK, CUDA_RESERVED, DATA_WAIT, GRAD_NORM, LOSS, LOSS_SCALE, NAN_ITERS, SKIPPED,
 )
 
 if TYPE_CHECKING:
-    from stethoscope.importers.coded import CodedColumns, RowBlock
+    from stethoscope.logtext.coded import CodedColumns, RowBlock
 
 NAME = "megatron"
 _ZERO_NORM = "grad/norm~zero"  # placeholder until we know whether the log ever printed a real norm
@@ -461,7 +461,7 @@ class _Reader:
     def _columns(self, rename: dict[str, str | None]) -> tuple[Columns | CodedColumns, list[Rejected]]:
         # Blocks never hold the zero-norm placeholder (a template needs a non-zero norm): no rename there.
         # numpy: loaded when a log is read, not when the package is imported
-        from stethoscope.importers.coded import join
+        from stethoscope.logtext.coded import join
 
         parts: list[Columns | CodedColumns | RowBlock] = []
         rejected: list[Rejected] = []

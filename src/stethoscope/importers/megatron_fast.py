@@ -19,12 +19,12 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from stethoscope.importers.megatron_fields import COUNTER_KEYS, GLOBAL_BATCH_KEY, field_name, number
-from stethoscope.importers.table import Layout
+from stethoscope.logtext.table import Layout
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from stethoscope.importers.coded import CodedColumns, RowBlock
+    from stethoscope.logtext.coded import CodedColumns, RowBlock
 
 try:
     import orjson
@@ -62,7 +62,7 @@ class Template:
         value is not a number or a step does not fit in 64 bits (PointTable then reads and names it)."""
         import numpy as np  # loaded when a log is read, not when the package is imported
 
-        from stethoscope.importers.coded import CodedColumns, RowBlock
+        from stethoscope.logtext.coded import CodedColumns, RowBlock
 
         kept = list(compress(rows, map(itemgetter(self.step_at), rows)))  # a skippable line has no step
         if not kept:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from stethoscope.importers.names import normalize
+from stethoscope.logtext.names import normalize
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, PARAM_NORM, SAMPLES_PER_S, STEP_TIME, TFLOPS
 
 LOSS_MISSING = "train/loss_missing"

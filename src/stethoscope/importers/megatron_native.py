@@ -1,4 +1,4 @@
-"""The Megatron importer's native path: record lines found and read by the line scanner (`linescan.py`).
+"""The Megatron importer's native path: record lines found and read by the line scanner (`logtext/linescan.py`).
 
 Once the general parser has read a record line (and learnt its regex template, `megatron_fast.py`), the
 line's shape hash and the places of its numbers make a `Shape`: which number is the step, which are the
@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stethoscope.importers.megatron_fast import STAMPED
 from stethoscope.importers.megatron_fields import COUNTER_KEYS, GLOBAL_BATCH_KEY, field_name, number
-from stethoscope.importers.table import Layout
+from stethoscope.logtext.table import Layout
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from stethoscope.importers.coded import RowBlock
-    from stethoscope.importers.linescan import Scan
+    from stethoscope.logtext.coded import RowBlock
+    from stethoscope.logtext.linescan import Scan
 
 _ITERATION = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)")
 _STAMP = re.compile(r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d(?:\.\d{1,6})?)\]")
@@ -67,7 +67,7 @@ class Shape(NamedTuple):
         """The points of `rows` (lines that fit) as a RowBlock."""
         import numpy as np
 
-        from stethoscope.importers.coded import RowBlock
+        from stethoscope.logtext.coded import RowBlock
 
         base = scan.first[rows]
         values = scan.values
@@ -96,7 +96,7 @@ def learn(raw: bytes, body_at: int, body: str, fields: list[tuple[str, str]], na
     byte `body_at`, read by the general parser into `fields`; None when its numbers cannot be placed
     (non-ASCII text, a stamp with a comma, a value the scanner reads otherwise) or its values are not
     `names` (the regex template's layout)."""
-    from stethoscope.importers.linescan import scan, shape_hash
+    from stethoscope.logtext.linescan import scan, shape_hash
 
     if not raw.isascii():
         return None

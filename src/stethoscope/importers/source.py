@@ -106,7 +106,7 @@ class LineReader(Protocol):
 def read_lines(path: Path, reader: LineReader, cut: re.Pattern[str]) -> ImportedRun:
     """Feed every line of a text log to `reader`; warn when the last line looks cut short (`cut`
     matches it but nothing was read from it)."""
-    from stethoscope.importers.table import gc_paused
+    from stethoscope.logtext.table import gc_paused
 
     lines = read_text(path).split("\n")
     parsed = False

@@ -25,9 +25,9 @@ from typing import Any
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.fairseq import fairseq_name
-from stethoscope.importers.names import FileNames, metric, scaled_row
+from stethoscope.logtext.names import FileNames, metric, scaled_row
 from stethoscope.importers.source import is_text, log_name, read_text
-from stethoscope.importers.table import PointTable, describe, gc_paused, to_float
+from stethoscope.logtext.table import PointTable, describe, gc_paused, to_float
 from stethoscope.records import LOSS, LR
 
 CSV_NAME = "csv"

@@ -18,9 +18,9 @@ from typing import Any
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.detect.names import Resolved
-from stethoscope.importers.names import FileNames
+from stethoscope.logtext.names import FileNames
 from stethoscope.importers.source import check_file
-from stethoscope.importers.table import PointTable, describe, gc_paused
+from stethoscope.logtext.table import PointTable, describe, gc_paused
 
 NAME = "tensorboard"
 _RECORD_OVERHEAD = 16  # length (8) + length crc (4) + data crc (4)

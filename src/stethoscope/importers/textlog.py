@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.importers.base import ImportedRun
-from stethoscope.importers.console_line import ANSI
-from stethoscope.importers.loglines import LineKeeper, parse_timestamp, strip_rank
-from stethoscope.importers.names import EPOCH, metric
+from stethoscope.logtext.console_line import ANSI
+from stethoscope.logtext.loglines import LineKeeper, parse_timestamp, strip_rank
+from stethoscope.logtext.names import EPOCH, metric
 from stethoscope.importers.source import is_text, read_lines
-from stethoscope.importers.table import PointTable, describe, to_float
+from stethoscope.logtext.table import PointTable, describe, to_float
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR, MFU, STEP_TIME, TOKENS_PER_S
 
 NAME = "textlog"

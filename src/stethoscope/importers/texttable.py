@@ -15,11 +15,11 @@ import re
 from pathlib import Path
 
 from stethoscope.importers.base import ImportedRun
-from stethoscope.importers.console_line import ANSI
-from stethoscope.importers.loglines import LineKeeper
-from stethoscope.importers.names import FileNames, scaled_row
+from stethoscope.logtext.console_line import ANSI
+from stethoscope.logtext.loglines import LineKeeper
+from stethoscope.logtext.names import FileNames, scaled_row
 from stethoscope.importers.source import is_text, read_text
-from stethoscope.importers.table import PointTable, describe, to_float
+from stethoscope.logtext.table import PointTable, describe, to_float
 from stethoscope.importers.tabular import step_key
 
 NAME = "texttable"

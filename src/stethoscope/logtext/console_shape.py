@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from stethoscope.importers import console_tokens
-from stethoscope.importers.console_fast import Template, reads_back
-from stethoscope.importers.console_line import Line
-from stethoscope.importers.table import Layout
+from stethoscope.logtext import console_tokens
+from stethoscope.logtext.console_fast import Template, reads_back
+from stethoscope.logtext.console_line import Line
+from stethoscope.logtext.table import Layout
 
 
 class Shape(NamedTuple):

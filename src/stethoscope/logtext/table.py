@@ -18,7 +18,7 @@ from itertools import chain, compress, cycle, repeat
 from operator import is_not, itemgetter, mul
 from typing import NamedTuple
 
-from stethoscope.importers.base import Columns
+from stethoscope.logtext.columns import Columns
 from stethoscope.records import Point
 
 # Point is a frozen slots dataclass without __post_init__; its slot descriptors set a field on a bare

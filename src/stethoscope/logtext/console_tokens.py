@@ -20,9 +20,9 @@ from itertools import compress, repeat
 from operator import add, mul
 from typing import Any, NamedTuple
 
-from stethoscope.importers.console_line import ANSI, NUMBER, Line
-from stethoscope.importers.loglines import stamp_seconds
-from stethoscope.importers.table import Layout
+from stethoscope.logtext.console_line import ANSI, NUMBER, Line
+from stethoscope.logtext.loglines import stamp_seconds
+from stethoscope.logtext.table import Layout
 
 try:
     import orjson
@@ -132,7 +132,7 @@ def read_raw(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None, st
     """`read` of the lines `raw` (each ending in a newline; lines None: as many as it holds), by the native
     scanner into arrays where it was built, else by `number_text(raw).split()` into lists. With `starts`
     (where the lines to read start in `raw`, a numpy array), the native scanner's read only (None without)."""
-    from stethoscope.importers import linescan
+    from stethoscope.logtext import linescan
 
     got = _native(p, raw, lines, keep_rank, starts) if linescan.available() else None
     if got is not None or starts is not None:
@@ -144,7 +144,7 @@ def read_raw(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None, st
 
 
 def _native(p: Plan, raw: bytes, lines: int | None, keep_rank: bytes | None, starts: Any = None) -> Read | None:
-    from stethoscope.importers.linescan import columns
+    from stethoscope.logtext.linescan import columns
 
     picks = native_picks(p, keep_rank)
     if picks is None:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 try:
-    from stethoscope.importers import _linescan
+    from stethoscope.logtext import _linescan
 except ImportError:  # built without a C compiler
     _linescan = None
 

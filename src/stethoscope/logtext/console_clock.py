@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stethoscope.importers.base import Columns
+from stethoscope.logtext.columns import Columns
 from stethoscope.records import STEP_TIME
 
 CLOCK = "perf/train_time_s"

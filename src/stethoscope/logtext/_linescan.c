@@ -1,4 +1,4 @@
-/* The log readers' native line scanner (optional: stethoscope/importers/linescan.py says when it is used).
+/* The log readers' native line scanner (optional: stethoscope/logtext/linescan.py says when it is used).
  *
  * scan(data, offsets=False) reads a block of log text once and gives, for every line, the hash of its
  * *shape* and its numbers:

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from stethoscope.importers.coded import CodedColumns
+from stethoscope.logtext.coded import CodedColumns
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from stethoscope.importers.console_tokens import Read
+    from stethoscope.logtext.console_tokens import Read
 
 
 class Group(NamedTuple):
@@ -58,7 +58,7 @@ def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.nda
     """Lines start.. of `lines` (`console_runs.Lines`), whose shapes are `kinds[ids]`, each shape's lines
     gathered and read at once by its token plan (by the native scanner where they lie, two shapes at a
     time; else pyarrow for many lines of one shape); None when one does not read."""
-    from stethoscope.importers import console_arrow, console_tokens, linescan
+    from stethoscope.logtext import console_arrow, console_tokens, linescan
 
     parts = [(templates[kinds[int(ids[part[0]])]], part + start) for part in _parts(ids)]
     if linescan.available() and _period(ids) > 1:  # a cycle of shapes: its turns read as rows
@@ -96,8 +96,8 @@ def _turns(lines: Any, start: int, count: int, plans: list[Any], keep_rank: byte
     """The lines start..start + count, a cycle of the k shapes of `plans`, read as rows of k lines (one
     pass of the scanner over their bytes, in pieces two at a time; `_linescan.columns`' per_row), each
     shape's columns then made a Read as its own lines would give; None when a row does not read so."""
-    from stethoscope.importers import console_tokens, linescan
-    from stethoscope.importers.console_reader import NATIVE_PIECE_BYTES
+    from stethoscope.logtext import console_tokens, linescan
+    from stethoscope.logtext.console_reader import NATIVE_PIECE_BYTES
 
     picks = [console_tokens.native_picks(p, keep_rank) for p in plans]
     if None in picks:

@@ -10,7 +10,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
-from stethoscope.importers import linescan
+from stethoscope.logtext import linescan
 
 MAX_PERIOD = 8  # the longest cycle of shapes found like a run
 

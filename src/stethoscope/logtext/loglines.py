@@ -13,7 +13,7 @@ import re
 from collections import deque
 from functools import lru_cache
 
-from stethoscope.importers.base import LogLine
+from stethoscope.logtext.columns import LogLine
 
 ALERT_HEAD = 500
 ALERT_TAIL = 2000

@@ -16,9 +16,9 @@ from typing import Any
 from itertools import compress, repeat
 from operator import add, itemgetter
 
-from stethoscope.importers.console_line import NUMBER, Line
-from stethoscope.importers.loglines import stamp_seconds
-from stethoscope.importers.table import Layout
+from stethoscope.logtext.console_line import NUMBER, Line
+from stethoscope.logtext.loglines import stamp_seconds
+from stethoscope.logtext.table import Layout
 
 _ANY_NUMBER = r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _NAN = r"[-+]?(?:nan|NaN|NAN|inf|Inf|INF|infinity|Infinity)"

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from stethoscope.detect.names import Resolved, recognize
-from stethoscope.importers.table import Layout
+from stethoscope.logtext.table import Layout
 from stethoscope.records import (
     EVAL_LOSS, GRAD_NORM, LOSS, LOSS_SCALE, LR, PARAM_NORM, SAMPLES_PER_S, STEP_TIME, TFLOPS, TOKENS_PER_S,
 )

@@ -12,20 +12,20 @@ from collections import Counter
 from itertools import compress
 from typing import TYPE_CHECKING, Any
 
-from stethoscope.importers import console_arrow, console_tokens, linescan
-from stethoscope.importers.base import Columns, ImportedRun
-from stethoscope.importers.console_clock import times_named
-from stethoscope.importers.console_epochs import EpochCounter, bar_step
-from stethoscope.importers.console_fast import Template
-from stethoscope.importers.console_line import ANSI, NUMBER, Line, has_loss, parse
-from stethoscope.importers.console_names import Names, resolve
-from stethoscope.importers.console_runs import Lines, advance, find_cycle, first_where, pieces, repeats, shape_of, window_at
-from stethoscope.importers.console_shape import Shape, learn
-from stethoscope.importers.loglines import LineKeeper
-from stethoscope.importers.table import Layout, PointTable, Rejected, describe
+from stethoscope.logtext import console_arrow, console_tokens, linescan
+from stethoscope.logtext.columns import Columns, ImportedRun
+from stethoscope.logtext.console_clock import times_named
+from stethoscope.logtext.console_epochs import EpochCounter, bar_step
+from stethoscope.logtext.console_fast import Template
+from stethoscope.logtext.console_line import ANSI, NUMBER, Line, has_loss, parse
+from stethoscope.logtext.console_names import Names, resolve
+from stethoscope.logtext.console_runs import Lines, advance, find_cycle, first_where, pieces, repeats, shape_of, window_at
+from stethoscope.logtext.console_shape import Shape, learn
+from stethoscope.logtext.loglines import LineKeeper
+from stethoscope.logtext.table import Layout, PointTable, Rejected, describe
 
 if TYPE_CHECKING:
-    from stethoscope.importers.coded import CodedColumns, RowBlock
+    from stethoscope.logtext.coded import CodedColumns, RowBlock
 
 NAME = "console"
 MAX_TEMPLATES = 4096
@@ -154,7 +154,7 @@ class ConsoleReader:
     def _interleaved(self, lines: Lines, start: int, end: int, ids: Any, kinds: list[bytes]) -> bool:
         """Several shapes interleaved, read a shape at a time and merged (`console_segment`), then the
         reader's state moved on as line-by-line reading would; False (nothing changed) when they do not read."""
-        from stethoscope.importers import console_segment
+        from stethoscope.logtext import console_segment
 
         groups = console_segment.read_groups(self.templates, lines, start, ids, kinds, self.keep_rank,
                                              self._arrow)
@@ -255,7 +255,7 @@ class ConsoleReader:
         if steps is not None and not self._epochs_read(known, steps):
             return False
         if steps is not None and known.bar:
-            from stethoscope.importers.console_segment import bar_steps
+            from stethoscope.logtext.console_segment import bar_steps
 
             steps, self.bar = bar_steps(steps, self.bar)
             steps = steps if console_arrow.is_arrays(read) else steps.tolist()
@@ -285,7 +285,7 @@ class ConsoleReader:
         block part of lists (a new one after rows), column-wise."""
         if len(steps) >= CODED_ROWS:
             # numpy: loaded when a log is read, not when the package is imported
-            from stethoscope.importers.coded import rows_of
+            from stethoscope.logtext.coded import rows_of
 
             block = rows_of(names, steps, values, times)
             if block is not None:
@@ -418,7 +418,7 @@ class ConsoleReader:
 
     def result(self) -> ImportedRun:
         # numpy: loaded when a log is read, not when the package is imported
-        from stethoscope.importers.coded import join
+        from stethoscope.logtext.coded import join
 
         parts: list[Any] = [Columns.empty()]  # a first part of lists: extended in place, as it always was
         rejected: list[Rejected] = []

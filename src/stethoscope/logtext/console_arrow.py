@@ -19,8 +19,8 @@ from __future__ import annotations
 from operator import gt
 from typing import Any
 
-from stethoscope.importers.console_tokens import Plan, Read, number_text
-from stethoscope.importers.loglines import minute_start
+from stethoscope.logtext.console_tokens import Plan, Read, number_text
+from stethoscope.logtext.loglines import minute_start
 
 MIN_LINES = 4096  # below this the token lists cost less than starting the CSV reader
 

@@ -4,9 +4,9 @@ time (`time: 0.36`, settled later as a step time or a clock) come before the gen
 
 from __future__ import annotations
 
-from stethoscope.importers.console_clock import CLOCK_NAMES, time_name
-from stethoscope.importers.console_line import MAGNITUDE, key_name
-from stethoscope.importers.names import metric
+from stethoscope.logtext.console_clock import CLOCK_NAMES, time_name
+from stethoscope.logtext.console_line import MAGNITUDE, key_name
+from stethoscope.logtext.names import metric
 
 Names = dict[tuple[str, str, bool], "tuple[str, float] | None"]
 

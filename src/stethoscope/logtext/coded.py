@@ -15,7 +15,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from stethoscope.importers.base import Columns
+from stethoscope.logtext.columns import Columns
 
 _ARGMAX_LABELS = 64  # up to this many labels, first appearances are found one label at a time
 

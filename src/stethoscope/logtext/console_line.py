@@ -24,8 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from stethoscope.importers.loglines import parse_timestamp, skip_stamp
-from stethoscope.importers.names import known
+from stethoscope.logtext.loglines import parse_timestamp, skip_stamp
+from stethoscope.logtext.names import known
 
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
                     r"|(?<![\w.])[-+]?(?:nan|inf(?:inity)?)(?![\w])", re.IGNORECASE)
