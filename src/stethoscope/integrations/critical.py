@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from stethoscope.findings.catalogue import NAN
+
 log = logging.getLogger(__name__)
 
 ON_CRITICAL = ("stop", "continue")
@@ -45,3 +47,17 @@ def critical_reason(monitor: Any) -> str | None:
     if f is None or recovers(monitor, f.type):
         return None
     return f"{f.type.replace('_', ' ')} at step {f.step}: {f.message}"
+
+
+def stop_reason(monitor: Any, finite: bool, step: Any) -> str | None:
+    """Why a callback with on_critical="stop" stops now: a critical finding recovery will not handle, or a
+    non-finite loss at this step (seen before the detectors flush) that recovery will not roll back from."""
+    why = critical_reason(monitor)
+    if why is None and not finite and not recovers(monitor, NAN):
+        why = f"non-finite loss at step {step}"
+    return why
+
+
+def log_stop(why: str) -> None:
+    log.error("stethoscope: stopping training: %s (on_critical=\"stop\"; resume from the last checkpoint "
+              "saved before it, or pass on_critical=\"continue\")", why)

@@ -26,9 +26,8 @@ import logging
 import os
 from typing import Any
 
-from stethoscope.findings.catalogue import NAN
 from stethoscope.integrations import batches
-from stethoscope.integrations.critical import check_on_critical, critical_reason, finite_flag, is_finite, recovers
+from stethoscope.integrations.critical import check_on_critical, finite_flag, is_finite, log_stop, stop_reason
 from stethoscope.integrations.runs import default_run_dir, folder_name, run_name
 from stethoscope.integrations.guard import guarded
 from stethoscope.records import GRAD_NORM, LR
@@ -268,14 +267,11 @@ class _Adapter:
     def _stop_if_critical(self, control: Any) -> None:
         if self.on_critical != "stop" or self.stopped is not None:
             return
-        why = critical_reason(self.monitor)
-        if why is None and self._nonfinite and not recovers(self.monitor, NAN):
-            why = f"non-finite loss at step {self.monitor.last_step}"
+        why = stop_reason(self.monitor, not self._nonfinite, self.monitor.last_step)
         if why is not None:
             self.stopped = why
             control.should_training_stop = True
-            log.error("stethoscope: stopping training: %s (on_critical=\"stop\"; resume from the last checkpoint "
-                      "saved before it, or pass on_critical=\"continue\")", why)
+            log_stop(why)
 
 
 def _build() -> type:
