@@ -73,6 +73,15 @@ def data(seed: int, n: int, noise: float = 0.1, dim: int = 16, classes: int = 4)
     return x, y
 
 
+def splits(plan: Plan, n_train: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Train and validation data of a run: a tiny noisier train set for the overfitting fault."""
+    overfit = plan.fault == "overfit"
+    noise = 0.3 if overfit else 0.1
+    x, y = data(plan.seed, 64 if overfit else n_train, noise=noise)
+    vx, vy = data(plan.seed + 100, 512, noise=noise)
+    return x, y, vx, vy
+
+
 def model(hidden: int = 64, dim: int = 16, classes: int = 4) -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(dim, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
                                torch.nn.ReLU(), torch.nn.Linear(hidden, classes))

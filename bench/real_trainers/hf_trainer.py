@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import torch
-from common import Injector, Plan, captured, data, model
+from common import Injector, Plan, captured, model, splits
 
 SHOWS = {"console": {"lr", "eval"}, "file": {"lr", "eval"}}  # no step time: see common.labels
 STEPS_PER_EPOCH, EPOCHS = 32, 8
@@ -34,8 +34,7 @@ def run(plan: Plan, out: Path) -> dict[str, Path]:
 
     inj = Injector(plan)
     overfit = plan.fault == "overfit"
-    x, y = data(plan.seed, 64 if overfit else 32 * STEPS_PER_EPOCH, noise=0.3 if overfit else 0.1)
-    vx, vy = data(plan.seed + 100, 512, noise=0.3 if overfit else 0.1)
+    x, y, vx, vy = splits(plan, 32 * STEPS_PER_EPOCH)
     train = [{"x": a, "labels": b} for a, b in zip(x, y)]
     valid = [{"x": a, "labels": b} for a, b in zip(vx, vy)]
 

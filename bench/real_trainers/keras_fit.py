@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from common import Injector, Plan, captured, data
+from common import Injector, Plan, captured, splits
 
 SHOWS = {"console": {"eval", "time"}, "file": {"eval"}}
 EPOCHS = 40
@@ -32,8 +32,7 @@ def run(plan: Plan, out: Path) -> dict[str, Path]:
 
     inj = Injector(plan)
     overfit = plan.fault == "overfit"
-    x, y = data(plan.seed, 64 if overfit else 1024, noise=0.3 if overfit else 0.1)
-    vx, vy = data(plan.seed + 100, 512, noise=0.3 if overfit else 0.1)
+    x, y, vx, vy = splits(plan, 1024)
     keras.utils.set_random_seed(plan.seed)
     hidden = 256 if overfit else 64
     net = keras.Sequential([keras.Input((16,)), keras.layers.Dense(hidden, activation="relu"),

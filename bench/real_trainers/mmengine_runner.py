@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import torch
-from common import Injector, Plan, captured, data, model
+from common import Injector, Plan, captured, model, splits
 
 SHOWS = {"console": {"lr", "eval", "time"}, "file": {"lr", "eval", "time"}}
 STEPS = 256
@@ -27,8 +27,7 @@ def run(plan: Plan, out: Path) -> dict[str, Path]:
 
     inj = Injector(plan)
     overfit = plan.fault == "overfit"
-    x, y = data(plan.seed, 64 if overfit else 1024, noise=0.3 if overfit else 0.1)
-    vx, vy = data(plan.seed + 100, 512, noise=0.3 if overfit else 0.1)
+    x, y, vx, vy = splits(plan, 1024)
     train = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16 if overfit else 32,
                                         shuffle=True, collate_fn=lambda b: torch.utils.data.default_collate(b))
     valid = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(vx, vy), batch_size=256,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from common import Injector, Plan, captured, data, model
+from common import Injector, Plan, captured, model, splits
 
 SHOWS = {"console": {"eval", "time"}}
 EPOCHS = 40
@@ -24,8 +24,7 @@ def run(plan: Plan, out: Path) -> dict[str, Path]:
 
     inj = Injector(plan)
     overfit = plan.fault == "overfit"
-    x, y = data(plan.seed, 64 if overfit else 1024, noise=0.3 if overfit else 0.1)
-    vx, vy = data(plan.seed + 100, 512, noise=0.3 if overfit else 0.1)
+    x, y, vx, vy = splits(plan, 1024)
 
     class Faults(Callback):
         def on_epoch_begin(self, net, **kw):
