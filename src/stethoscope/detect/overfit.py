@@ -18,9 +18,10 @@ import math
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.eval_frozen import EvalFrozen
 from stethoscope.detect.stats import StepEma, Window, lowest_of, shrunk_sigma
 from stethoscope.findings.catalogue import EVAL_SPARSE, OVERFITTING
-from stethoscope.records import EVAL_LOSS, LOSS, Finding, StepRecord
+from stethoscope.records import EVAL_LOSS, LOSS, LR, Finding, StepRecord
 
 EVAL_PPL = "eval/ppl"  # the eval perplexity (`detect.names`: eval_ppl, validation perplexity, lm loss validation ppl)
 
@@ -47,6 +48,8 @@ class OverfitDetector:
         self._last_eval_step: int | None = None
         self._min_train: float | None = None
         self._train_records = 0  # train losses since the last eval
+        self._lr: float | None = None  # the last LR logged
+        self.frozen = EvalFrozen()  # weights that stopped changing, seen on the eval loss
 
     def update(self, record: StepRecord) -> list[Finding]:
         step = record.step
@@ -58,13 +61,19 @@ class OverfitDetector:
             self.train.update(step, t)
             self._train_records += 1
             self._min_train = t if self._min_train is None else min(self._min_train, t)
+        lr = record.values.get(LR)
+        if lr is not None:
+            self._lr = lr
+            self.frozen.lr(lr)
         v = record.values.get(EVAL_LOSS)
         if v is None:  # a log that gives only the eval perplexity: its log is the eval loss (same trend)
             ppl = record.values.get(EVAL_PPL)
             v = math.log(ppl) if ppl is not None and math.isfinite(ppl) and ppl > 0 else None
         if v is None or not math.isfinite(v):
             return []
-        return self._on_eval(step, v)
+        out = self._on_eval(step, v)
+        stopped = self.frozen.update(step, v, self._lr)
+        return out + [stopped] if stopped is not None else out
 
     def finish(self) -> list[Finding]:
         out: list[Finding] = []
@@ -209,13 +218,14 @@ class OverfitDetector:
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {
-            "train": self.train.state_dict(), "evals": self.evals.state_dict(),
+            "train": self.train.state_dict(), "evals": self.evals.state_dict(), "frozen": self.frozen.state_dict(),
             "scalars": {k: getattr(self, k) for k in _STATE},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.train.load_state_dict(state["train"])
         self.evals.load_state_dict(state["evals"])
+        self.frozen.load_state_dict(state.get("frozen", {}))
         for k, value in state["scalars"].items():
             if k in _STATE:
                 setattr(self, k, value)
@@ -223,7 +233,7 @@ class OverfitDetector:
 
 _STATE = (
     "_best", "_since_best", "_open", "_n_evals", "_first_step", "_last_step", "_last_eval_step", "_min_train",
-    "_train_records",
+    "_train_records", "_lr",
 )
 
 

@@ -1,0 +1,141 @@
+"""Weights that stopped changing, seen on the eval loss: after a real descent, the eval loss repeats one
+value (to its last printed digit, or 1e-5 of it) for `_MIN_SAME` evals and more, while the LR is not ~0.
+
+A model that learns moves its eval loss from one eval to the next by far more than that; only a model whose
+weights no longer change gives the same number on the same validation set again and again (a gradient
+hook or scaler that zeroes the gradients, parameters dropped from the optimizer, requires_grad turned off,
+an LR of 0 that the log does not show). The train loss of such a run cannot show the stop when it is one
+batch's loss: it keeps its batch-to-batch noise, and the last stretch of its descent is within that noise.
+
+When the stop happened. Between the stop and the first of the repeats the eval still moves, less each
+time (by under `_TAIL` of the move before: the optimizer's momentum running out), or barely (`_TINY`). The eval before that
+shrinking tail is the last that learned; the stop is in the interval it closes, dated by the share of
+that interval that still learned: the eval's move over what was expected of it (on a descent, the fall
+before it slowed by the curve's own deceleration; on a curve that had levelled off, its usual move).
+
+`warning` when the repeated value has at least `_SURE_DIGITS` significant digits (a coincidence is out of
+the question); `info` when the log prints fewer (a learning run at its floor can repeat a 4-digit print).
+Used by `OverfitDetector`, which already follows the eval loss.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stethoscope.detect.frozen import SAME_REL, sig_digits
+from stethoscope.findings.catalogue import FROZEN_LOSS
+from stethoscope.records import Finding
+
+_MIN_SAME = 3  # evals with one value, the last of them included (a value printed with few digits)
+_MIN_SAME_SURE = 2  # ...of a value with `_SURE_DIGITS` or more: one exact repeat is no coincidence
+_MIN_BEFORE = 3  # evals before the repeats: a descent to compare with
+_DESCENT_TOLS = 100.0  # the largest fall before, in tolerances: a real descent, not a flat curve
+_TAIL = 0.25  # after the stop, each eval moves under this share of the move before (the momentum running out;
+# a converging curve slows down by less than that from one eval to the next)
+_TINY = 0.01  # ...or under this share of the largest move: the eval barely moved, learning or not
+_SURE_DIGITS = 6  # a print this precise repeats by chance only when the weights stand still
+_SCHEDULE_END = 0.1  # an LR under this share of its peak: the schedule's end (annealing), not a stop
+_KEPT = 256  # evals kept (a run evaluates rarely)
+
+
+def _decimals(v: float) -> int:
+    """Decimal places in the shortest repr of `v` (how precisely the log printed it)."""
+    text = repr(abs(v)).lower()
+    if "e" in text:
+        mant, exp = text.split("e")
+        frac = len(mant.split(".")[1]) if "." in mant else 0
+        return max(0, frac - int(exp))
+    return len(text.split(".")[1]) if "." in text else 0
+
+
+class EvalFrozen:
+    """The evals seen and, once, the finding that the weights stopped changing."""
+
+    def __init__(self) -> None:
+        self.evals: list[list[float]] = []  # [step, value, lr or nan]
+        self.peak_lr = 0.0
+        self.reported = False
+
+    def lr(self, lr: float | None) -> None:
+        if lr is not None and math.isfinite(lr) and lr > self.peak_lr:
+            self.peak_lr = lr
+
+    def update(self, step: int, value: float, lr: float | None) -> Finding | None:
+        if self.reported:
+            return None
+        self.evals.append([step, value, math.nan if lr is None else lr])
+        if len(self.evals) > _KEPT:
+            del self.evals[: len(self.evals) - _KEPT]
+        found = self._check()
+        if found is None:
+            return None
+        self.reported = True
+        return found
+
+    def _check(self) -> Finding | None:
+        ev = self.evals
+        if len(ev) < 2 + _MIN_BEFORE:
+            return None
+        last = ev[-1][1]
+        tol = max(SAME_REL * abs(last), 0.5 * 10.0 ** -max(_decimals(e[1]) for e in ev[-2:]))
+        k0 = len(ev) - 1  # the first of the repeats at the end
+        while k0 > 0 and abs(ev[k0 - 1][1] - last) <= tol:
+            k0 -= 1
+        needed = _MIN_SAME_SURE if sig_digits(last) >= _SURE_DIGITS else _MIN_SAME
+        if len(ev) - k0 < needed or k0 < _MIN_BEFORE:
+            return None
+        lr = ev[k0][2]
+        if math.isfinite(lr) and (lr <= 0.0 or (self.peak_lr > 0 and lr < _SCHEDULE_END * self.peak_lr)):
+            return None  # the LR is (nearly) 0: the schedule ended, the weights may well stand still
+        moves = [ev[i - 1][1] - ev[i][1] for i in range(1, k0 + 1)]  # moves[i - 1]: the fall into eval i
+        if max(moves) < _DESCENT_TOLS * tol:
+            return None  # no descent before: a flat curve printed at low precision
+        j = k0  # back over the momentum's tail: moves that each shrank to under half the one before
+        tiny = _TINY * max(abs(m) for m in moves)
+        while j > 1 and (abs(moves[j - 1]) <= _TAIL * abs(moves[j - 2]) or abs(moves[j - 1]) <= tiny):
+            j -= 1
+        scale = sorted(abs(m) for m in moves[:j])[j // 2]  # how far an eval moved while learning
+        return self._finding(ev, moves, j, k0, tol, scale)
+
+    def _finding(self, ev: list[list[float]], moves: list[float], j: int, k0: int, tol: float,
+                 scale: float) -> Finding:
+        onset = _stop_in(ev, moves, j, scale)
+        value, n = ev[-1][1], len(ev) - k0
+        digits = sig_digits(value)
+        sure = digits >= _SURE_DIGITS
+        msg = (f"the weights stopped changing around step {onset}: the eval loss is {value!r} (to +-{tol:.1g}) "
+               f"at all {n} evals from step {int(ev[k0][0])} to {int(ev[-1][0])}, after falling "
+               f"{ev[0][1]:.4g} -> {ev[j][1]:.4g} by step {int(ev[j][0])}; a model that learns moves its eval "
+               "loss more than that. Check that the gradients reach the optimizer (a hook or scaler zeroing "
+               "them, requires_grad off, parameters missing from the optimizer) and that the LR is not 0")
+        if not sure:
+            msg += f" (the log prints {digits} significant digits: a run at its floor can repeat them)"
+        evidence: dict[str, Any] = {"series": "eval/loss", "value": value, "evals": n, "first_same_step":
+                                    int(ev[k0][0]), "last_learning_eval": int(ev[j][0]), "digits": digits}
+        return Finding(FROZEN_LOSS, "warning" if sure else "info", onset, msg, end_step=int(ev[-1][0]),
+                       evidence=evidence, source="overfit")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"evals": [list(e) for e in self.evals], "peak_lr": self.peak_lr, "reported": self.reported}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.evals = [list(e) for e in state.get("evals", [])]
+        self.peak_lr = state.get("peak_lr", 0.0)
+        self.reported = state.get("reported", False)
+
+
+def _stop_in(ev: list[list[float]], moves: list[float], j: int, scale: float) -> int:
+    """The step the weights stopped, inside the interval that ends at eval j, the last eval that moved like
+    the learning before it: the share of the interval that still learned is eval j's move over what was
+    expected of it (on a descent, the fall before it slowed by the curve's own deceleration; on a curve
+    that had levelled off and wandered, its usual move)."""
+    start, end = ev[j - 1][0], ev[j][0]
+    expected = scale
+    if j >= 2 and moves[j - 1] > 0 and moves[j - 2] > 0:
+        ratio = min(1.0, moves[j - 2] / moves[j - 3]) if j >= 3 and moves[j - 3] > 0 else 1.0
+        expected = moves[j - 2] * ratio
+    if expected <= 0:
+        return int(end)
+    share = min(1.0, abs(moves[j - 1]) / expected)
+    return int(round(start + share * (end - start)))

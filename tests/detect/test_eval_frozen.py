@@ -1,0 +1,95 @@
+"""Weights that stopped changing, seen on the eval loss (`detect.eval_frozen`, run by `OverfitDetector`):
+on the committed logs of real libraries with frozen weights, and guards on curves that only look alike."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from stethoscope.detect.eval_frozen import EvalFrozen
+from stethoscope.detect.overfit import OverfitDetector
+from stethoscope.diagnose.engine import diagnose_run
+from stethoscope.importers import read_any
+from stethoscope.records import EVAL_LOSS, LOSS, LR, StepRecord
+
+ROOT = Path(__file__).resolve().parents[1] / "assets" / "real_trainers"
+CASES = {c["case"]: c for c in json.loads((ROOT / "labels.json").read_text())}
+
+
+def _stops(evals: list[tuple[int, float]], lr: float | None = None) -> list:
+    ef, out = EvalFrozen(), []
+    for step, v in evals:
+        ef.lr(lr)
+        f = ef.update(step, v, lr)
+        if f is not None:
+            out.append(f)
+    return out
+
+
+@pytest.mark.parametrize("case", ["hf_trainer-frozen-s0-file", "lightning_trainer-frozen-s1-file",
+                                  "keras_fit-frozen-s2-file"])
+def test_a_real_library_run_whose_weights_froze_is_found_at_the_stop(case: str) -> None:
+    c = CASES[case]
+    (d,) = [diagnose_run(run) for run in read_any(ROOT / c["file"])]
+    (label,) = [lb["step"] for lb in c["labels"] if lb["type"] == "plateau"]
+    losses = [s for s, _ in c["logged_loss"]]
+    gap = sorted(b - a for a, b in zip(losses, losses[1:]))[len(losses) // 2]
+    stops = [f for f in d.findings if f.evidence.get("series") == "eval/loss"]
+    assert len(stops) == 1 and stops[0].type == "frozen_loss" and stops[0].severity == "warning"
+    assert abs(stops[0].step - label) <= 2 * gap, (stops[0].step, label, gap)
+    assert "weights stopped changing" in stops[0].message
+
+
+def test_no_healthy_real_library_run_is_called_frozen() -> None:
+    for name, c in CASES.items():
+        if c["fault"] in ("frozen",) or c["split"] != "dev":
+            continue
+        for run in read_any(ROOT / c["file"]):
+            found = [f for f in diagnose_run(run).findings if f.evidence.get("series") == "eval/loss"]
+            assert not found, (name, found)
+
+
+def test_the_stop_is_dated_inside_the_interval_that_still_learned() -> None:
+    # evals every 32 steps: a descent, the weights stop 3/4 into the third interval, then momentum runs out
+    evals = [(32, 1.30), (64, 1.16), (96, 1.055), (128, 1.0505), (160, 1.05043), (192, 1.050429), (224, 1.050429)]
+    (f,) = _stops(evals)
+    # the fall into 96 (0.105) is 3/4 of what the deceleration predicts (0.14 * 1.0): the stop is at 64 + 24
+    assert f.step == 88 and f.severity == "warning" and f.evidence["first_same_step"] == 160
+
+
+def test_a_low_precision_print_needs_three_repeats_and_is_info() -> None:
+    evals = [(32, 1.3), (64, 1.16), (96, 1.06), (128, 1.0512), (160, 1.0512)]
+    assert _stops(evals) == []  # one repeat of a 5-digit print (4 decimals): a coincidence at a floor is possible
+    (f,) = _stops(evals + [(192, 1.0512)])
+    assert f.severity == "info" and "significant digits" in f.message
+
+
+def test_an_lr_annealed_to_zero_is_the_schedule_ending_not_a_stop() -> None:
+    evals = [(32, 1.30), (64, 1.16), (96, 1.055), (128, 1.0505), (160, 1.050429), (192, 1.050429)]
+    ef = EvalFrozen()
+    ef.lr(1e-3)
+    assert [f for s, v in evals if (f := ef.update(s, v, 1e-6)) is not None] == []
+
+
+def test_a_flat_curve_without_a_descent_before_is_not_a_stop() -> None:
+    # a loss printed at 2 decimals that never moved much: repeats say nothing about the weights
+    assert _stops([(i * 10, 2.31 + (0.01 if i % 3 == 0 else 0.0)) for i in range(1, 7)] + [(70, 2.31), (80, 2.31)]) == []
+
+
+def test_the_overfit_detector_reports_it_once_from_records() -> None:
+    det, out = OverfitDetector(), []
+    evals = dict([(32, 1.30), (64, 1.16), (96, 1.055), (128, 1.0505), (160, 1.050429), (192, 1.050429),
+                  (224, 1.050429)])
+    for step in range(1, 225):
+        values = {LOSS: 1.0 + 0.1 * math.sin(step), LR: 1e-3}
+        if step in evals:
+            values[EVAL_LOSS] = evals[step]
+        out += det.update(StepRecord(step=step, values=values))
+    stops = [f for f in out if f.evidence.get("series") == "eval/loss"]
+    assert len(stops) == 1 and stops[0].step == 88
+    restored = OverfitDetector()
+    restored.load_state_dict(json.loads(json.dumps(det.state_dict())))
+    assert restored.frozen.reported and restored.frozen.evals == det.frozen.evals
