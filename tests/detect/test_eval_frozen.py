@@ -38,9 +38,18 @@ def test_a_real_library_run_whose_weights_froze_is_found_at_the_stop(case: str) 
     losses = [s for s, _ in c["logged_loss"]]
     gap = sorted(b - a for a, b in zip(losses, losses[1:]))[len(losses) // 2]
     stops = [f for f in d.findings if f.evidence.get("series") == "eval/loss"]
-    assert len(stops) == 1 and stops[0].type == "frozen_loss" and stops[0].severity == "warning"
+    assert len(stops) == 1 and stops[0].type == "frozen_loss" and stops[0].severity in ("warning", "error")
     assert abs(stops[0].step - label) <= 2 * gap, (stops[0].step, label, gap)
     assert "weights stopped changing" in stops[0].message
+
+
+def test_one_stop_seen_on_the_eval_and_then_the_train_loss_is_one_incident_at_the_earlier_onset() -> None:
+    # Keras' CSV: the eval loss repeats from epoch 15 (the stop dated 13), the epoch-mean train loss from 16
+    c = CASES["keras_fit-frozen-s2-file"]
+    (d,) = [diagnose_run(run) for run in read_any(ROOT / c["file"])]
+    stops = [f for f in d.findings if f.type in ("frozen_loss", "plateau", "grad_vanishing")]
+    assert [(f.type, f.step) for f in stops] == [("frozen_loss", 13)]
+    assert stops[0].severity == "error"  # the train loss's exact repeat raised it
 
 
 def test_no_healthy_real_library_run_is_called_frozen() -> None:

@@ -95,7 +95,10 @@ _TYPES = (
     FindingType(EVAL_SPARSE, "too few evals to judge overfitting"),
     FindingType(UNDERFITTING, "the loss stays far above what the run should reach", symptoms=frozenset({PLATEAU})),
     FindingType(PLATEAU, "the loss stopped improving", ("loss", "lr")),
-    FindingType(FROZEN_LOSS, "the loss repeats one exact value", ("loss", "lr")),
+    # one stop of learning, seen on several series (the eval loss repeating, then the train loss; a knee in
+    # the curve; gradients gone to 0): one incident
+    FindingType(FROZEN_LOSS, "the loss repeats one exact value", ("loss", "lr"),
+                symptoms=frozenset({FROZEN_LOSS, PLATEAU, GRAD_VANISHING})),
     FindingType(LABEL_MASKING, "a loss of exactly 0: every label masked"),
     FindingType(THROUGHPUT_DROP, "a persistent slowdown", ("throughput", "step_time")),
     FindingType(PERIODIC_STALL, "slow steps at intervals (GC, evals, I/O)", ("step_time", "throughput")),
