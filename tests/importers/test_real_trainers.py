@@ -86,6 +86,17 @@ def test_lightning_bar_redraws_are_one_record_and_inner_bars_no_steps() -> None:
     assert sorted(series(run, EVAL_LOSS)) == list(range(32, 257, 32))
 
 
+def test_lightning_bar_repeating_a_value_after_a_validation_is_a_new_eval() -> None:
+    # frozen weights: every validation gives val_loss=0.935 again; a validation bar ran before each repeat,
+    # so each is an eval of its own (the sign of weights that stopped changing), not the postfix carried over
+    case = next(c for c in CASES if c["library"] == "lightning_trainer" and c["fault"] == "frozen"
+                and c["seed"] == 0 and c["source"] == "console")
+    (run,) = read_any(ROOT / case["file"])
+    evals = series(run, EVAL_LOSS)
+    assert sorted(evals) == list(range(32, 257, 32))
+    assert [evals[s] for s in (128, 160, 192, 224, 256)] == [0.935] * 5
+
+
 def test_mmengine_eval_loop_counter_is_no_training_step() -> None:
     # `Iter(val) [2/2]  val/loss: ...`: the validation loop's own counter; its values belong to the train step
     case = next(c for c in CASES if c["library"] == "mmengine_runner" and c["fault"] == "healthy"

@@ -292,6 +292,7 @@ class _Reader:
         self.warnings: list[str] = []
         self.pending: list[tuple[int, float | None, str]] = []  # dicts waiting for their bar
         self.bar_evals: Values = {}  # the eval values the bar showed last
+        self.evaluated = False  # an evaluation's bar ran since the bar last showed eval values
         self.bar_row: tuple[tuple[int, int], int, int, float | None, Values] | None = None  # the bar record shown now
 
     def line(self, line: int, text: str) -> bool:
@@ -320,6 +321,8 @@ class _Reader:
             # a bar reset (Lightning's at an epoch's end) shows what was measured before; an inner bar (an
             # evaluation's, a smaller total) counts its own batches: neither is a training step
             if self.state.bar_done == 0 or self.state.bar_total < self.state.main_total:
+                if self.state.bar_total < self.state.main_total and self.state.bar_done > 0:
+                    self.evaluated = True  # an evaluation's bar ran: the postfix's next eval values are its
                 return True
             self._redraw(line, step, time, values)
             self._flush(step)
@@ -338,9 +341,14 @@ class _Reader:
         new count with the old postfix, then again with the new one, and again with `val_loss=` after an
         evaluation; tqdm redraws after a write. The record is kept until the count moves on."""
         key = (self.state.bar_total, step)
-        # the postfix keeps showing the last evaluation's values until the next one (Lightning's val_loss=)
-        carried = {k for k, v in values.items() if k.startswith("eval/") and self.bar_evals.get(k) == v}
-        self.bar_evals.update((k, v) for k, v in values.items() if k.startswith("eval/"))
+        # the postfix keeps showing the last evaluation's values until the next one (Lightning's val_loss=); a
+        # value equal to the last one is a new evaluation's only when an evaluation's bar ran in between (the
+        # same value again is the sign of weights that stopped changing)
+        shown = {k: v for k, v in values.items() if k.startswith("eval/")}
+        carried = set() if self.evaluated and shown else {k for k, v in shown.items() if self.bar_evals.get(k) == v}
+        if shown:
+            self.evaluated = False
+        self.bar_evals.update(shown)
         values = {k: v for k, v in values.items() if k not in carried}
         if self.bar_row is not None and self.bar_row[0] == key:
             self.bar_row[4].update(values)
