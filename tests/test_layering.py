@@ -11,7 +11,9 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "stethoscope"
 TOP_LAYERS = ("serve", "cli", "diagnose", "explain", "report", "importers")
 # The live probe serves the dashboard's page from the training process; its code is imported on the first
 # request for it (inside a function, checked below), never when the probe starts.
-ON_REQUEST = {"stethoscope.serve.dashboard": ("probe",)}
+# What a live alert says is the incident `run_incidents` computes (act/truth.py): imported on the first alert,
+# on the alerts' own thread.
+ON_REQUEST = {"stethoscope.serve.dashboard": ("probe",), "stethoscope.diagnose.stored": ("act",)}
 # The text-log engine (logtext/) reads lines by their shape; it imports the leaf modules, detect's pure name
 # rules and itself. importers/, explain/ and diagnose/ sit on top of it.
 LOGTEXT_USES = ("records", "errors", "config", "detect", "logtext")

@@ -42,6 +42,9 @@ class Alert:
     run_dir: str = ""
     note: str = ""
     time: float = 0.0
+    basis: str = ""
+    """What the text was rendered from: `run_incidents` (the run's incidents, as `diagnose` shows them), or
+    `streaming finding: <why>` when that could not be computed in time (act/truth.py)."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -4,7 +4,10 @@
 each batch of durable points goes to the detectors, their findings (already folded into incidents)
 go through the rules, the deliveries to the dispatcher's own thread, and what became of them
 (sent, failed) is written to the run's store as `alert` events, with the counts as
-`stethoscope/alerts_sent` and `stethoscope/alerts_failed` points. At the end of the run the
+`stethoscope/alerts_sent` and `stethoscope/alerts_failed` points. With the store's `wait_durable` (a
+Monitor's), what each alert says is the incident `run_incidents` computes when it goes out (act/truth.py):
+the rules decide when to page, the run's incidents what the page says and whether it reaches a channel's
+`min_severity`; a page held back that way is recorded as `held`. At the end of the run the
 detectors close their incidents, still-open incidents get their `stop` message, and delivery gets
 at most `timeout_s` to finish. A failure here is counted (`stethoscope/alerts_errors`) and logged once;
 it never reaches training (with `strict`, tests, it is re-raised to the writer, which re-raises it later).
@@ -21,6 +24,7 @@ from typing import Any
 from stethoscope.act.config import AlertsConfig
 from stethoscope.act.dispatch import Dispatcher, Outcome
 from stethoscope.act.rules import AlertRules, Delivery
+from stethoscope.act.truth import Truth
 from stethoscope.records import Finding
 
 log = logging.getLogger(__name__)
@@ -37,13 +41,16 @@ class LiveAlerts:
     def __init__(self, detection: Any, config: AlertsConfig, write_events: Callable[[list[Any]], Any],
                  write_points: Callable[[list[Any]], Any], rank: int = 0, run_dir: str = "",
                  advise: Callable[[Finding], Finding] | None = None, clock: Callable[[], float] = time.time,
-                 strict: bool = False) -> None:
+                 strict: bool = False, wait_durable: Callable[[float], bool] | None = None) -> None:
         self.detection = detection
         self.config = config
         severities = [getattr(ch, "min_severity", "warning") for ch in config.channels]
         self.rules = AlertRules(severities, config.rules, rank, run_dir, advise,
                                 [bool(getattr(ch, "escalates_itself", False)) for ch in config.channels])
-        self.dispatcher = Dispatcher(config.channels, config.retries)
+        self.truth = Truth(run_dir, rank, severities, wait_durable, self._onset) \
+            if wait_durable is not None and run_dir else None
+        self.dispatcher = Dispatcher(config.channels, config.retries, settle=None if self.truth is None else self.truth.settle,
+                                     settle_s=config.timeout_s)
         self.errors = 0
         self.strict = strict
         self._write_events, self._write_points = write_events, write_points
@@ -90,6 +97,8 @@ class LiveAlerts:
         self._record(self.dispatcher.outcomes())
 
     def _on_end(self, findings: list[Finding]) -> None:
+        if self.truth is not None:  # the writer stores them after this stage: the last messages still see them
+            self.truth.pending = list(findings)
         now = self._clock()
         deliveries = self.rules.on_findings(findings, now, self._onset) if findings else []
         self._submit(deliveries + self.rules.run_ended(self._status, self._last[0], now))
@@ -135,10 +144,13 @@ class LiveAlerts:
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """The rules' state (open alerts, cooldowns): saved with a checkpoint, a resumed run does not re-page."""
-        return {"rules": self.rules.state_dict()}
+        held = sorted(self.truth.held) if self.truth is not None else []
+        return {"rules": self.rules.state_dict(), "held": [list(h) for h in held]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rules.load_state_dict(state.get("rules", {}))
+        if self.truth is not None:
+            self.truth.held = {(int(ch), str(key)) for ch, key in state.get("held", [])}
 
 
 def knowledge_advice() -> Callable[[Finding], Finding]:
@@ -153,8 +165,8 @@ def knowledge_advice() -> Callable[[Finding], Finding]:
 def _event(o: Outcome) -> tuple[int | None, float, str, str, str, str, dict[str, Any]]:
     """An `alert` event row: (step, time, kind, severity, source, message, data)."""
     a = o.alert
-    status = "sent" if o.ok else "failed"
-    message = f"{status} to {o.channel} ({o.target}): {a.title()}"
+    status = "sent" if o.ok else "held" if o.held else "failed"
+    message = f"{status} {'back from' if o.held else 'to'} {o.channel} ({o.target}): {a.title()}"
     if o.error:
         message += f" — {o.error}"
     data = {"status": status, "channel": o.channel, "target": o.target, "attempts": o.attempts, "error": o.error,

@@ -33,7 +33,7 @@ from stethoscope.capture.system import GcPauses
 from stethoscope.capture.tensors import detach, length
 from stethoscope.capture.timing import StepTiming
 from stethoscope.capture.wiring import (alerts_config, exporters, live_alerts, live_detection, nonfinite_locator, probe,
-                                        recovery_policy, start_exports)
+                                        recorded_detect, recovery_policy, start_exports)
 from stethoscope.config import MonitorConfig
 from stethoscope.errors import InternalError
 from stethoscope.record.writer import Recorder
@@ -90,6 +90,7 @@ class Monitor:
         self._run_facts = RunFacts(self.run_dir, self.rank, self.world_size, config, self._recorder,
                                    lambda exc, what: self._fail(exc, what, always_log=True))
         self._detection = detection
+        self._recorder.call("set_meta", recorded_detect(detection))  # the views replay the run with these
         self._observe(model, detection, alerts, export)
         self._gc = GcPauses()
         self._gpu = self._start("the GPU health sampler", lambda: start_gpu_health(
@@ -110,7 +111,7 @@ class Monitor:
         """The writer thread's side: the probe, the alert rules, recovery and the exporters, in one chain."""
         self._probe = self._start("the probe server", lambda: probe(  # the probe server, hang watchdog, cross-rank health
             self.settings, self, self.run_dir, self.rank, self.world_size, self._recorder, model))
-        self._alerts = live_alerts(alerts, self._recorder.store, self.rank, self.run_dir, self.settings.strict)
+        self._alerts = live_alerts(alerts, self._recorder, self.rank, self.run_dir, self.settings.strict)
         if self.recovery is not None:
             self.recovery.bind(self)
         self.exports = start_exports(self._recorder, export, self.run_dir, self.rank, self.world_size,

@@ -25,6 +25,16 @@ def live_detection(detect: Any) -> Any:
     return LiveDetection(DetectorSet(config=config))
 
 
+def recorded_detect(detection: Any) -> dict[str, Any]:
+    """The run metadata that records the thresholds the live detectors run with (`detect.config.META_KEY`):
+    `diagnose` and the views replay the stored run with them, not with the defaults. Empty without detectors."""
+    if detection is None:
+        return {}
+    from stethoscope.detect.config import META_KEY
+
+    return {META_KEY: detection.detectors.config.as_recorded()}
+
+
 def exporters(export: Any, prometheus_port: int | None) -> list[Any] | None:
     """The live exporters `Monitor(export=..., prometheus_port=...)` asks for (a misspelt name or a missing
     package fails here, before any thread starts), or None."""
@@ -111,14 +121,16 @@ def start_exports(recorder: Any, export: list[Any] | None, run_dir: Any, rank: i
         raise
 
 
-def live_alerts(config: Any, store: Any, rank: int, run_dir: Any, strict: bool) -> Any:
-    """The alert rules as a stage of the observer chain (capture/observers.py), or None without alerts."""
+def live_alerts(config: Any, recorder: Any, rank: int, run_dir: Any, strict: bool) -> Any:
+    """The alert rules as a stage of the observer chain (capture/observers.py), or None without alerts. What an
+    alert says is the run's incident as `diagnose` computes it, once the recorder made the store durable."""
     if config is None:
         return None
     from stethoscope.act.live import LiveAlerts, knowledge_advice
 
+    store = recorder.store
     return LiveAlerts(None, config, store.write_events, store.write_points, rank, str(Path(run_dir).resolve()),
-                      knowledge_advice(), strict=strict)
+                      knowledge_advice(), strict=strict, wait_durable=recorder.wait_durable)
 
 
 def probe(settings: Any, owner: Any, run_dir: Any, rank: int, world_size: int, recorder: Any, model: Any) -> Any:

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from typing import Any
+
+META_KEY = "detect"
+"""The `run` table key under which a Monitor records the thresholds it ran with (`DetectConfig.as_recorded`);
+`diagnose` and every view replay a stored run with them (`DetectConfig.from_recorded`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +216,22 @@ class DetectConfig:
                 raise ValueError(f"expected key=value, got {item!r} (e.g. spike_sigma=8)")
             values[key.strip()] = text.strip()
         return self.updated(values)
+
+    def as_recorded(self) -> dict[str, Any]:
+        """Every field, for the run's metadata (`META_KEY`)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_recorded(cls, values: object) -> DetectConfig | None:
+        """The config a run recorded (`as_recorded`), fields a later version dropped left out and fields it
+        lacks at their defaults; None when there is none or it is not valid (the replay then uses the defaults)."""
+        if not isinstance(values, dict):
+            return None
+        names = {f.name for f in fields(cls)}
+        try:
+            return cls().updated({k: v for k, v in values.items() if k in names})
+        except (TypeError, ValueError):
+            return None
 
     def updated(self, values: dict[str, object]) -> DetectConfig:
         """A copy with `values` ({field: number, or a string to parse}) applied and validated."""

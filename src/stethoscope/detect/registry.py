@@ -55,6 +55,8 @@ class DetectorSet:
     def __init__(self, detectors: Iterable[Detector] | None = None, config: DetectConfig | None = None,
                  strict: bool = False) -> None:
         cfg = config or DetectConfig()
+        self.config = cfg
+        """The thresholds the default detectors were built with (recorded in the run's metadata)."""
         self.schedule: LrTracker | None = None  # the schedule context, updated once per record, here
         if detectors is None:
             self.schedule = LrTracker(cfg)

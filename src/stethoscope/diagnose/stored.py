@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,17 +20,21 @@ if TYPE_CHECKING:
     from stethoscope.diagnose.engine import Diagnosis
 
 
-def run_incidents(reader: RunReader, rank: int | None = None, config: DetectConfig | None = None) -> Diagnosis:
+def run_incidents(reader: RunReader, rank: int | None = None, config: DetectConfig | None = None,
+                  pending: Sequence[Finding] = ()) -> Diagnosis:
     """The incidents of one rank (the lowest by default) of a stored run, live, finished, rolled back or
     imported: findings ranked by severity then step (causes, fixes and stored batch ids attached), verdicts
-    and the curve's class."""
+    and the curve's class. The replay uses `config`, else the thresholds the run's Monitor recorded
+    (`recorded_config`), else the defaults. `pending`: live findings made but not stored yet (the ones a run's
+    end makes, while its alerts go out), taken as recorded after the stored ones."""
     from stethoscope.diagnose.batches import attach_batch_ids, store_lookup
     from stethoscope.diagnose.engine import conclude_run
     from stethoscope.diagnose.sources import from_store
 
     run = from_store(reader, rank)
     rank = reader.ranks[0] if rank is None else rank
-    d = conclude_run(run, recorded_findings(reader, rank), config, _rollbacks(reader, rank))
+    config = config if config is not None else recorded_config(reader, rank)
+    d = conclude_run(run, recorded_findings(reader, rank) + list(pending), config, _rollbacks(reader, rank))
     attach_batch_ids(d.findings, store_lookup(reader.query, rank))
     return d
 
@@ -44,6 +49,18 @@ def incidents_at(path: str | os.PathLike[str], rank: int | None = None,
         with open_run(path) as reader:
             return [run_incidents(reader, rank, config)]
     return [diagnose_run(run, config) for run in load(path, rank)]
+
+
+def recorded_config(reader: RunReader, rank: int | None = None) -> DetectConfig | None:
+    """The thresholds the run's live detectors ran with, as its Monitor recorded them; None for a run that
+    recorded none (imported, detection off, or written before they were recorded)."""
+    from stethoscope.detect.config import META_KEY, DetectConfig
+
+    text = reader.meta(rank).get(META_KEY)
+    try:
+        return DetectConfig.from_recorded(json.loads(text)) if text else None
+    except ValueError:
+        return None
 
 
 def run_findings(reader: RunReader) -> list[Finding]:

@@ -143,11 +143,18 @@ class Recorder:
         """Block until everything enqueued before this call is durable. False on timeout."""
         if self._closed or not self._thread.is_alive():
             return False
-        done = threading.Event()
-        self.queue.put_control(_Flush(done))
-        ok = done.wait(timeout)
+        ok = self.wait_durable(timeout)
         self._raise_if_strict()
         return ok
+
+    def wait_durable(self, timeout: float | None) -> bool:
+        """`flush()` for a thread other than the owner's (the alerts' settle thread): never raises, and leaves
+        a failure for the owner's own flush or close to report. False on timeout or once closed."""
+        if self._closed or not self._thread.is_alive() or threading.current_thread() is self._thread:
+            return False
+        done = threading.Event()
+        self.queue.put_control(_Flush(done))
+        return done.wait(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
         if getattr(self, "_closed", True):
