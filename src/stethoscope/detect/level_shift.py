@@ -11,8 +11,9 @@ the latest block of records, taken together, sits above what came before:
 * a rank test (Mann-Whitney) says the block is higher than the reference with a z-score that
   survives testing the whole run again and again (`z_needed`, a Bonferroni bound).
 
-The onset is the changepoint of a sign CUSUM: the record from which the records lie above the
-midpoint (geometric) between the old and the new level more often than below it, for good.
+The onset is the changepoint of a step-plus-ramp least-squares fit (`detect.slowdown.ramp_onset`): a
+shift may be a jump or a climb, and a climb is dated where it left the old level, not where it crossed
+the midpoint to the new one.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+
+from stethoscope.detect.slowdown import ramp_onset
 
 BLOCK = 16  # records in the block tested
 REFERENCE = 64  # records before the block that are its reference...
@@ -64,21 +67,11 @@ def find_shift(values: Sequence[float], min_rel: float, z_min: float) -> Shift |
     if z < z_min:
         return None
     tail = list(values[-BLOCK - REFERENCE // 2:])
-    onset = n - len(tail) + sign_cusum_onset(tail, math.sqrt(level * slow))
+    onset = n - len(tail) + ramp_onset([float(i) for i in range(len(tail))], tail)
     hist_sorted = sorted(history)
     mid = _median(history)
     spread = hist_sorted[min(len(hist_sorted) - 1, int(0.9 * len(hist_sorted)))] / mid - 1 if mid > 0 else 0.0
     return Shift(onset, level, _median(list(values[onset:])), usual, spread, z)
-
-
-def sign_cusum_onset(values: list[float], mid: float) -> int:
-    """The index s maximising sum(sign(v - mid) for v in values[s:]): where the series moved above mid."""
-    best, best_at, run = -math.inf, len(values) - 1, 0
-    for i in range(len(values) - 1, -1, -1):
-        run += 1 if values[i] > mid else -1
-        if run >= best:  # ties go to the earlier index: the shift began at its first slow record
-            best, best_at = run, i
-    return best_at
 
 
 def _mann_whitney_z(high: list[float], low: list[float]) -> float:

@@ -18,7 +18,8 @@ from collections import deque
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.level_shift import find_shift, sign_cusum_onset, z_needed
+from stethoscope.detect.level_shift import find_shift, z_needed
+from stethoscope.detect.slowdown import extend, lost, open_drop, ramp_onset, recent
 from stethoscope.detect.stall_patterns import STALLS_KEPT, add_stall, new_stalls, regular_start
 from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.detect.step_time_alias import StepTimeAlias
@@ -205,8 +206,7 @@ class ThroughputDetector:
                     if len(slow) >= _MAX_TRIAL:  # that long and still not: it was jitter, after all
                         out.extend(self._streak_over(slow, keep=True))
                     return out
-                s["drop"] = {"start": self._onset(slow, level, step, t), "level": level, "values": [x[1] for x in slow],
-                             "last_step": step, "peak": max(x[1] for x in slow), **shift}
+                s["drop"] = open_drop(self._onset(slow, level, step, t), level, [x[1] for x in slow], step, **shift)
                 s["slow"] = []
                 out.append(self._drop_finding(s["drop"]))
             return out
@@ -218,15 +218,15 @@ class ThroughputDetector:
         return out
 
     def _onset(self, slow: list[list[Any]], level: float, step: int, t: float) -> int:
-        """Where the slowdown began: the sign-CUSUM changepoint over the streak and the records before it
-        (a streak may have started late, broken by a fast record of a noisy series), else the streak's
-        first record halfway to its median."""
+        """Where the slowdown began: the step-plus-ramp changepoint (`detect.slowdown.ramp_onset`) over the
+        streak and the records before it (a streak may have started late, broken by a fast record of a
+        noisy series, or a ramp may have climbed out of the noise slowly), records of a stall on top left
+        out; else the streak's first record halfway to its median."""
         n = len(slow) - 1 + _ONSET_LOOKBACK
         if len(self.raw_steps) != len(self.raw) or len(self.raw) < n:
             return _onset(slow, level)
         values, steps = self.raw.last(n) + [t], list(self.raw_steps)[-n:] + [step]
-        mid = math.sqrt(level * median([x[1] for x in slow]))
-        return steps[sign_cusum_onset(values, mid)]
+        return steps[ramp_onset([float(x) for x in steps], values)]
 
     def _block_check(self, step: int, t: float) -> list[Finding]:
         """The noisy-series path (`detect.level_shift`): the latest block of records sits above the
@@ -240,8 +240,8 @@ class ThroughputDetector:
             return []
         s = self._s
         slow = values[shift.onset:]
-        s["drop"] = {"start": steps[shift.onset], "level": shift.level, "values": slow[-64:], "last_step": step,
-                     "peak": max(slow), "records": len(slow), "spread": shift.spread, "usual_max": shift.usual_max}
+        s["drop"] = open_drop(steps[shift.onset], shift.level, slow, step, spread=shift.spread,
+                              usual_max=shift.usual_max)
         s["slow"] = []
         return [self._drop_finding(s["drop"])]
 
@@ -304,11 +304,11 @@ class ThroughputDetector:
 
     def _in_drop(self, step: int, t: float) -> list[Finding]:
         d = self._s["drop"]
-        d["records"] = d.get("records", len(d["values"]))
+        d.setdefault("records", len(d["values"]))
         cpu = self._s.get("cpu")
         if cpu is not None and math.isfinite(cpu) and len(d.setdefault("cpu", [])) < 64:
             d["cpu"].append(cpu)
-        slow_level = median(d["values"])
+        slow_level = recent(d)  # a ramp's latest level, not its first: its new records are no stalls on it
         if t >= _STALL_IN_DROP * slow_level:  # a stall on top of the slowdown: counted with the stalls
             d["last_step"] = step
             d["records"] += 1
@@ -320,8 +320,7 @@ class ThroughputDetector:
             f.end_step = d["last_step"]
             f.message = f.message.replace(" so far", "", 1) + f"; back to normal at step {step}"
             out = [f]
-            mean = sum(d["values"]) / len(d["values"])
-            excess = (mean - d["level"]) * d["records"]
+            excess = lost(d)
             cheap = excess < self.config.periodic_warn_cost * self._s["total"]
             if d["records"] < PERSISTENT_RECORDS or cheap:  # a passing slowdown: a stall, counted with the dips
                 f.severity = "info"
@@ -330,10 +329,7 @@ class ThroughputDetector:
                 out.extend(self._on_dip([d["start"], d["level"] + excess, d["level"], [], peak]))
             f.evidence["recovered"] = True  # the incident is over (an alert on it resolves)
             return out
-        d["last_step"] = step
-        d["records"] += 1
-        if len(d["values"]) < 64:
-            d["values"].append(t)
+        extend(d, t, step)
         if self._drop_severity(d) != d.get("reported"):  # it has lasted and cost enough: now worth a page
             return [self._drop_finding(d)]
         return []

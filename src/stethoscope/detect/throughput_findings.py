@@ -16,6 +16,7 @@ import math
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.slowdown import BLOCK, growth, lost, recent
 from stethoscope.detect.stall_patterns import is_regular
 from stethoscope.findings.catalogue import PERIODIC_STALL, THROUGHPUT_DROP
 from stethoscope.records import STEP_TIME, Finding
@@ -59,12 +60,12 @@ def drop_severity(d: dict[str, Any], total: float, seconds: Any, cfg: DetectConf
     """Warning only for a slowdown that has lasted and cost the run real seconds, with no evidence that other
     work on the machine took its CPU (its share of the time since its onset is the slowdown itself, at
     least `drop_min_rel`: BLOOM's slow GPU cost 5%, for weeks)."""
-    slow = median(d["values"])
+    slow = max(median(d["values"]), recent(d))
     if seconds(slow - d["level"]) < MIN_SLOWDOWN_S:  # microseconds: no one cares
         return "info"
-    lost = max(slow - d["level"], 0.0) * d["records"]
-    d["cost"] = lost / total if total > 0 else 0.0
-    lost_s = seconds(lost)
+    excess = lost(d)  # block by block: a ramp's cost grows with it
+    d["cost"] = excess / total if total > 0 else 0.0
+    lost_s = seconds(excess)
     d["lost_s"] = lost_s if math.isfinite(lost_s) else None
     if d["records"] < PERSISTENT_RECORDS or lost_s < WARN_LOST_S:
         return "info"
@@ -89,7 +90,8 @@ def drop_finding(d: dict[str, Any], name: str, scale: float, sev: str, source: s
     """Quoted in the series' own unit (seconds per step, or the rate as logged), with the run's usual
     spread (90th percentile over median, one record) next to it: it was found because its median stood
     above every median of as many records in a row before it. `scale` takes a time per sample to seconds."""
-    slow = median(d["values"])
+    grown = growth(d)
+    slow = grown[1] if grown else median(d["values"])
     rel = slow / d["level"] - 1
     spread = d.get("spread", 0.0)
     duration = d["last_step"] - d["start"]
@@ -97,18 +99,23 @@ def drop_finding(d: dict[str, Any], name: str, scale: float, sev: str, source: s
     if name == STEP_TIME:
         before, after, usual = d["level"] * scale, slow * scale, usual * scale
         what = f"step time up {rel:.0%} ({fmt(before)} -> {fmt(after)} s)"
+        first = None if grown is None else fmt(grown[0] * scale) + " s"
     else:  # a rate, watched inverted: quote the rate itself
         before, after, usual = 1.0 / d["level"], 1.0 / slow, 1.0 / usual
         what = f"{name} down {1 - after / before:.0%} ({fmt(before)} -> {fmt(after)})"
+        first = None if grown is None else fmt(1.0 / grown[0])
+    if grown is not None:  # a ramp: say so, and how far it has come
+        what += (f" and growing: from {first} over its first {BLOCK} records to {fmt(after)}"
+                 f"{' s' if name == STEP_TIME else ''} at step {d['last_step']}")
     cost = d.get("cost")
-    lost = d.get("lost_s")
+    lost_s = d.get("lost_s")
     price = "" if cost is None else f", costing {cost:.1%} of the run time" + (
-        f" ({fmt(lost)} s)" if lost is not None else "")
+        f" ({fmt(lost_s)} s)" if lost_s is not None else "")
     msg = (f"throughput dropped from step {d['start']}: {what}, against a usual spread of +{spread:.0%} "
            f"(90th percentile), for {duration} steps so far{price}")
     ev = {"series": name, "level": before, "slow_level": after, "slowdown": rel, "typical_spread": spread,
           "duration_steps": duration, "records": d.get("records", len(d["values"])),
-          "usual_worst_level": usual, "time_cost": cost, "lost_s": lost}
+          "usual_worst_level": usual, "time_cost": cost, "lost_s": lost_s, "growing": grown is not None}
     causes = []
     busy = d.get("contention")
     if busy:

@@ -1,0 +1,118 @@
+"""One slowdown in progress: where it began, what it has cost so far, and whether it is still growing.
+
+A slowdown need not be a step. A leak, a growing queue or a cache that misses more each step makes each
+step a little slower than the one before: a ramp. Read as a step, a ramp goes wrong three ways: dated
+where it crossed the midpoint between the old and the new level, its onset comes late by half its climb;
+priced by the median of its first records, its cost is a fraction of the truth; and once it is three times
+its first slow level, every new record looks like a stall on top of it ("a stall every step"). So:
+
+* the onset is the changepoint of a step-plus-ramp least-squares fit (`ramp_onset`): the old level before
+  it, a line (a jump, a slope, or both) from it;
+* the cost is the sum over blocks of `BLOCK` records of the block's median above the old level (`lost`):
+  it follows a ramp, and a stall inside a block does not move it;
+* the slow level quoted is the latest records' (`recent`), and a slowdown whose latest block is well
+  above its first and above the block before is growing (`growth`).
+Used by `detect.throughput`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+BLOCK = 16  # records per block: the cost, the first and the latest slow level are block medians
+KEPT = 64  # the latest records of a slowdown kept for its current level
+_SPIKE, _NEAR = 3.0, 2  # a record this many times the median of its neighbours (this many on each side) is a stall
+GROWN = 1.5  # the latest block this many times the first: the slowdown has grown, not just wobbled
+
+
+def open_drop(start: int, level: float, values: list[float], last_step: int, **extra: Any) -> dict[str, Any]:
+    """A slowdown found at `start` over the old `level`, with the slow records seen so far."""
+    d: dict[str, Any] = {"start": start, "level": level, "values": [], "last_step": last_step, "records": 0,
+                         "lost": 0.0, "block": [], "first_slow": None, "peak": max(values), **extra}
+    for v in values:
+        extend(d, v)
+    d["last_step"] = last_step
+    return d
+
+
+def extend(d: dict[str, Any], t: float, step: int | None = None) -> None:
+    """One more record of the slowdown."""
+    d["records"] = d.get("records", 0) + 1
+    if step is not None:
+        d["last_step"] = step
+    d["values"] = (d["values"] + [t])[-KEPT:]
+    if "block" not in d:  # a slowdown saved before blocks were kept: priced from here on
+        d["block"], d["lost"] = [], 0.0
+    d["block"].append(t)
+    if len(d["block"]) == BLOCK:
+        m = median(d["block"])
+        d["lost"] += (m - d["level"]) * BLOCK
+        if d.get("first_slow") is None:
+            d["first_slow"] = m
+        d["prev_block"], d["block"] = m, []
+
+
+def lost(d: dict[str, Any]) -> float:
+    """The record time lost so far to the slowdown (block medians above the old level, never below 0)."""
+    if "block" not in d:
+        return max(median(d["values"]) - d["level"], 0.0) * d.get("records", len(d["values"]))
+    part = (median(d["block"]) - d["level"]) * len(d["block"]) if d["block"] else 0.0
+    return max(d["lost"] + part, 0.0)
+
+
+def recent(d: dict[str, Any]) -> float:
+    """The slowdown's current level: the median of its latest block (all it has when shorter)."""
+    return median(d["values"][-BLOCK:])
+
+
+def growth(d: dict[str, Any]) -> tuple[float, float] | None:
+    """(first slow level, latest slow level) when the slowdown is still growing: its latest block at least
+    `GROWN` times its first, and above the block before it. None for a slowdown that holds its level."""
+    first = d.get("first_slow")
+    if first is None or len(d["values"]) < 2 * BLOCK:
+        return None
+    now, before = recent(d), median(d["values"][-2 * BLOCK: -BLOCK])
+    if now >= GROWN * first and now > before and now > first:
+        return first, now
+    return None
+
+
+def ramp_onset(xs: list[float], ys: list[float]) -> int:
+    """The index k where `ys` (at positions `xs`) leaves its old level: the best least-squares fit of a level
+    before k and a line c + b (x - x_k) from k on (a jump, a climb, or both), at least two points after k,
+    ties to the earlier k. Stalls on top are left out: a record `_SPIKE` times the median of the `_NEAR`
+    records on either side of it (an eval, a GC pause); a jump or a climb holds its neighbours."""
+    # the first records are judged among the first 2 _NEAR + 1 (a stall opening the window has no left side);
+    # the last among those up to them (the newest records are the new level, not a stall to drop)
+    pts = [(x, y, i) for i, (x, y) in enumerate(zip(xs, ys))
+           if y <= _SPIKE * median(ys[max(0, i - _NEAR): max(i + _NEAR, 2 * _NEAR) + 1])]
+    if len(pts) < 3:
+        return 0
+    s1, s2 = [0.0], [0.0]  # prefix sums for the level's residuals before k (its own mean: a noisy
+    for _, y, _ in pts:   # series' median and mean differ, and a fit is judged against the mean)
+        s1.append(s1[-1] + y)
+        s2.append(s2[-1] + y * y)
+    best, best_k = math.inf, 0
+    for k in range(len(pts) - 1):
+        pre = s2[k] - s1[k] * s1[k] / k if k else 0.0
+        sse = pre + _line_sse(pts[k:])
+        if sse < best * (1 - 1e-9):
+            best, best_k = sse, k
+    return pts[best_k][2]
+
+
+def _line_sse(pts: list[tuple[float, float, int]]) -> float:
+    """The residual sum of squares of the least-squares line through the points."""
+    n = len(pts)
+    mx = sum(p[0] for p in pts) / n
+    my = sum(p[1] for p in pts) / n
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    sxy = sum((p[0] - mx) * (p[1] - my) for p in pts)
+    syy = sum((p[1] - my) ** 2 for p in pts)
+    return max(syy - (sxy * sxy / sxx if sxx > 0 else 0.0), 0.0)
+
+
+def median(values: list[float]) -> float:
+    s = sorted(values)
+    return s[len(s) // 2] if s else math.nan

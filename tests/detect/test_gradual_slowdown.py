@@ -1,0 +1,81 @@
+"""A gradual slowdown (each step a little slower than the one before, from some onset): one growing
+`throughput_drop`, dated at the ramp's start and priced by what it really cost, not a "stall every step"."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from stethoscope.detect.slowdown import extend, growth, lost, open_drop, ramp_onset
+from stethoscope.detect.throughput import ThroughputDetector
+from stethoscope.diagnose.engine import diagnose_run
+from stethoscope.importers.registry import read_any
+
+from .conftest import make_records, replay
+
+
+def _ramp(n: int = 1000, onset: int = 600, seed: int = 0) -> list[float]:
+    """0.25 s per step +-3% until `onset`, then 1% of it slower each step (5x at step 1000)."""
+    rng = random.Random(seed)
+    return [0.25 * (1 + max(0, i - onset) / 100) * rng.uniform(0.97, 1.03) for i in range(1, n + 1)]
+
+
+def test_a_growing_slowdown_is_one_warning_dated_at_its_start_and_priced_in_full():
+    times = _ramp()
+    truth_lost = sum(t - 0.25 for t in times[600:])  # ~200 s of ~450 s
+    found = replay(ThroughputDetector(), make_records(range(1, 1001), STEP_TIME=times))
+    assert [f.type for f in found] == ["throughput_drop"], found  # no "periodic stall every 1 step"
+    f = found[0]
+    assert f.severity == "warning"
+    assert 599 <= f.step <= 603, f.step
+    assert f.evidence["growing"] is True
+    assert f.evidence["slow_level"] > 1.0  # the level reached, not the first records' 0.33 s
+    assert abs(f.evidence["lost_s"] - truth_lost) < 0.15 * truth_lost, (f.evidence["lost_s"], truth_lost)
+    assert f.evidence["time_cost"] > 0.35
+    assert "growing" in f.message and "at step 1000" in f.message
+
+
+def test_a_step_slowdown_holds_its_level_and_is_not_called_growing():
+    rng = random.Random(1)
+    times = [(0.25 if i <= 600 else 0.4) * rng.uniform(0.97, 1.03) for i in range(1, 1001)]
+    found = replay(ThroughputDetector(), make_records(range(1, 1001), STEP_TIME=times))
+    drops = [f for f in found if f.type == "throughput_drop"]
+    assert len(drops) == 1 and drops[0].severity == "warning"
+    assert 600 <= drops[0].step <= 602, drops[0].step
+    assert drops[0].evidence["growing"] is False and "growing" not in drops[0].message
+    assert abs(drops[0].evidence["lost_s"] - 0.15 * 400) < 6
+
+
+def test_a_console_log_of_a_gradual_slowdown_diagnoses_as_a_growing_drop(tmp_path: Path):
+    rng = random.Random(2)
+    times = _ramp(seed=2)
+    lines = [f"step {i} | loss {4.0 * 0.999 ** i * rng.uniform(0.99, 1.01):.4f} | interval_runtime {t:.3f} | lr 1e-4"
+             for i, t in enumerate(times, start=1)]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    found = diagnose_run(read_any(path)[0]).findings
+    slow = [f for f in found if f.type in ("throughput_drop", "periodic_stall")]
+    assert [(f.type, f.severity) for f in slow] == [("throughput_drop", "warning")], slow
+    assert 597 <= slow[0].step <= 603 and slow[0].evidence["growing"]  # the ramp's first step is 601
+
+
+def test_ramp_onset_dates_a_climb_where_it_left_the_old_level_and_a_jump_where_it_jumped():
+    rng = random.Random(4)
+    xs = [float(i) for i in range(60)]
+    climb = [1.0 * rng.uniform(0.98, 1.02) + max(0, i - 30) * 0.01 for i in range(60)]
+    assert abs(ramp_onset(xs, climb) - 30) <= 2
+    jump = [(1.0 if i < 40 else 1.5) * rng.uniform(0.98, 1.02) for i in range(60)]
+    assert ramp_onset(xs, jump) == 40
+    stalls = [v * (20.0 if i % 8 == 3 else 1.0) for i, v in enumerate(jump)]  # big stalls on top are left out
+    assert ramp_onset(xs, stalls) == 40
+
+
+def test_a_drops_cost_follows_its_blocks_and_growth_needs_a_climb():
+    d = open_drop(0, 1.0, [2.0] * 8, 8)
+    for i in range(8, 64):
+        extend(d, 2.0 + i * 0.1 if i >= 32 else 2.0, i)
+    assert growth(d) is not None and growth(d)[1] > 1.5 * growth(d)[0]
+    flat = open_drop(0, 1.0, [2.0] * 64, 64)
+    assert growth(flat) is None and abs(lost(flat) - 64.0) < 1e-9
+    flat_with_a_stall = open_drop(0, 1.0, [2.0] * 15 + [50.0], 16)
+    assert abs(lost(flat_with_a_stall) - 16.0) < 1e-9  # one stall inside a block does not move its median
