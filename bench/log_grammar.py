@@ -42,6 +42,14 @@ def _pool(dimension: str, dev: list[str], spent: list[str], spent2: list[str], h
     SPENT_OUT[dimension], SPENT2_OUT[dimension], HELD_OUT[dimension] = set(spent), set(spent2), set(held)
 
 
+# Step times under the names and units trainers print them with (each a step time in seconds, `t`, as
+# printed), and a data wait that is not one (`_extra`).
+STEP_TIME_EXTRAS = ["batch_t_avg", "time_data_avg", "interval_runtime_s", "duration_ms", "batch_time", "iter_time_ms",
+                    "step_time_paren_ms", "elapsed_per_iter_ms", "iteration_time_ms", "data_time"]
+_EXTRAS_DEV = ["lr", "grad_norm", "time_s", "seconds", "dt_ms", "mem_gib", "mem_mb", "tok_s", "mfu", "nonascii",
+               *STEP_TIME_EXTRAS]
+
+
 # -- the parts: development, first held-out (spent), second held-out ------------------------------
 _pool("date", ["none", "iso_point", "mmdd", "bracket_iso_comma", "clock", "mmddyyyy"],
       ["ddmmyyyy", "iso_comma", "yyyymmdd_slash", "bracket_clock", "iso_t"], ["bracket_ddmmyyyy", "iso_micro", "syslog"],
@@ -66,7 +74,7 @@ _pool("fields", ["two_blanks", "pipe", "comma"], ["dash", "tab"], ["double_pipe"
 _pool("loss_name", ["loss", "train_loss", "Loss", "train/loss", "lm loss"],
       ["training_loss", "Train Loss", "trainLoss", "train-loss"], ["Loss/train", "train_loss_step", "LOSS"],
       ["Training Loss", "loss_train", "train/lm_loss", "TrainingLoss"])
-_pool("extras", ["lr", "grad_norm", "time_s", "seconds", "dt_ms", "mem_gib", "mem_mb", "tok_s", "mfu", "nonascii"],
+_pool("extras", _EXTRAS_DEV,
       ["interval_runtime", "batch_t", "us_unit"], ["step_time_ms", "it_s", "grad_dash_norm"],
       ["step_time_s", "samples_s"])
 _pool("cadence", ["1", "5", "10", "50", "100"], ["7", "25", "200"], ["3", "20", "250"],
@@ -112,6 +120,7 @@ class Log:
     samples: list[int] = field(default_factory=list)
     evals: list[float] = field(default_factory=list)
     step_time: bool = False  # a step time is printed (under some name)
+    step_seconds: list[list[float]] | None = None  # each record's step times printed, in s (None: not known)
 
 
 def _pools(part: str, dim: str) -> list[str]:
@@ -247,8 +256,8 @@ def _counter(kind: str, step: int, total: int, per_epoch: int, kv: str) -> tuple
             "Step_colon_total": f"Step: {step}/{total}", "bracket_iter": f"[iter {step}]", "iters_eq": f"iters={step}"}[kind], None
 
 
-def _extra(kind: str, r: _Rand, kv: str) -> tuple[str, bool]:
-    """One other metric as printed, and whether it is a step time."""
+def _extra(kind: str, r: _Rand, kv: str) -> tuple[str, float | None]:
+    """One other metric as printed, and the step time in seconds when it is one."""
     t = 0.2 + r.random() * 0.3
     out = {"lr": (f"lr{kv}{3e-4 * (0.5 + r.random()):.3e}", False),
            "grad_norm": (f"grad_norm{kv}{0.2 + r.random():.4f}", False),
@@ -257,12 +266,21 @@ def _extra(kind: str, r: _Rand, kv: str) -> tuple[str, bool]:
            "mem_mb": (f"max_mem{kv}{2600 + int(r.random() * 100)}MB", False),
            "tok_s": (f"{15000 + int(r.random() * 1000)} tok/s", False), "mfu": (f"mfu{kv}{40 + r.random():.2f}%", False),
            "nonascii": (f"débit{kv}{800 + r.random() * 10:.1f}", False),
+           "batch_t_avg": (f"Batch (t){kv}{t:.3f} ({0.35:.3f})", True),
+           "time_data_avg": (f"Time{kv}{t:.3f} ({0.35:.3f})  Data{kv}{t / 20:.3f} ({0.02:.3f})", True),
+           "interval_runtime_s": (f"interval_runtime{kv}{t:.3f}", True),
+           "duration_ms": (f"duration{kv}{t * 1000:.0f}", True),  # no unit: its magnitude says ms
+           "batch_time": (f"batch_time{kv}{t:.3f}", True), "iter_time_ms": (f"iter_time{kv}{t * 1000:.1f}ms", True),
+           "step_time_paren_ms": (f"step_time(ms){kv}{t * 1000:.1f}", True),
+           "elapsed_per_iter_ms": (f"elapsed_time_per_iteration (ms){kv}{t * 1000:.1f}", True),
+           "iteration_time_ms": (f"iteration_time{kv}{t * 1000:.0f}", True),
+           "data_time": (f"data_time{kv}{t / 20:.4f}", False),
            "interval_runtime": (f"interval_runtime{kv}{t:.3f}", True), "batch_t": (f"Batch (t){kv}{t:.3f}", True),
            "us_unit": (f"fwd{kv}{1000 + int(r.random() * 100)}µs", False),
            "step_time_ms": (f"step_time{kv}{t * 1000:.0f}ms", True), "it_s": (f"{1 / t:.2f} it/s", True),
            "grad_dash_norm": (f"grad-norm{kv}{0.2 + r.random():.4f}", False),
            "step_time_s": (f"step_time_s{kv}{t:.4f}", True), "samples_s": (f"throughput {800 + int(r.random() * 50)} samples/s", False)}[kind]
-    return out
+    return out[0], (t if out[1] else None)
 
 
 def _loss_text(r: _Rand) -> str:
@@ -313,6 +331,7 @@ def render(g: Grammar) -> Log:
     extras = [str(e) for e in p["extras"]]  # type: ignore[attr-defined]
     between = [str(b) for b in p["between"]]  # type: ignore[attr-defined]
     log = Log("", g, [], [], ordinal=counter == "epoch_samples")
+    log.step_seconds = [] if all(e in _EXTRAS_DEV for e in extras) else None
     lines: list[str] = []
     eval_every = 1 + int(r.random() * 4)
     eval_kind = str(p["eval"])
@@ -323,10 +342,14 @@ def render(g: Grammar) -> Log:
         head, seen = _counter(counter, step, total, per_epoch, kv)
         loss = _loss_text(r)
         fields = [f"{str(p['loss_name'])}{kv}{loss}"]
+        printed = []
         for e in extras:
-            text, is_time = _extra(e, r, kv)
+            text, seconds = _extra(e, r, kv)
             fields.append(text)
-            log.step_time |= is_time
+            log.step_time |= seconds is not None
+            printed += [] if seconds is None else [seconds]
+        if log.step_seconds is not None:
+            log.step_seconds.append(printed)
         if ansi == "values":
             fields = [re.sub(r"(-?\d[\d.eE+\-]*)(?=\S*$)", "\x1b[33m\\1\x1b[0m", f, count=1) for f in fields]
         if ansi == "keys":
@@ -359,13 +382,13 @@ class Outcome:
     kind: str
     why: str = ""
     step_time: bool | None = None  # a step time printed and read (None: none printed)
+    seconds: bool | None = None  # every step time read is one the log printed, in s (None: truth not known)
 
 
 def score(log: Log, directory: str | None = None) -> Outcome:
     """Read `log` as `stethoscope import` does and compare with its truth."""
     from stethoscope.errors import InputError
     from stethoscope.importers import read_any
-    from stethoscope.records import LOSS, STEP_TIME
 
     with tempfile.TemporaryDirectory(dir=directory) as d:
         path = Path(d) / "train.log"
@@ -375,6 +398,14 @@ def score(log: Log, directory: str | None = None) -> Outcome:
         except InputError as exc:
             return Outcome(REFUSED, str(exc)[:200])
         names, steps, values, _ = (list(c) for c in run.columns)
+    outcome = _outcome(log, names, steps, values)
+    outcome.seconds = _seconds_read(log, names, steps, values)
+    return outcome
+
+
+def _outcome(log: Log, names: list, steps: list, values: list) -> Outcome:
+    from stethoscope.records import LOSS, STEP_TIME
+
     if not steps:
         return Outcome(REFUSED, "0 steps")
     losses = [(int(s), float(v)) for n, s, v in zip(names, steps, values) if n == LOSS]
@@ -410,3 +441,16 @@ def _loss_mismatch(losses: list[tuple[int, float]], log: Log, read_time: bool | 
         return Outcome(MISREAD, f"losses not the train loss: {bad[:4]}", read_time)
     return Outcome(PARTIAL, f"{len(losses)} of {len(log.losses)} train losses read"
                             f"{'' if want is None else f' (first {losses[:3]} vs {want[:3]})'}", read_time)
+
+
+def _seconds_read(log: Log, names: list, steps: list, values: list) -> bool | None:
+    """Whether the step times read are the ones printed, in seconds, at their records' steps (and none is
+    read where none was printed: a data wait is not one); None when the log's truth is not known."""
+    from stethoscope.records import STEP_TIME
+
+    if log.step_seconds is None or not steps:
+        return None
+    keys = range(1, len(log.step_seconds) + 1) if log.ordinal else log.steps
+    truth = {k: t for k, t in zip(keys, log.step_seconds) if t}
+    got = [(int(s), float(v)) for n, s, v in zip(names, steps, values) if n == STEP_TIME]
+    return {s for s, _ in got} == set(truth) and all(any(abs(v - t) <= 6e-4 for t in truth[s]) for s, v in got)

@@ -25,6 +25,7 @@ def rates(part: str, count: int, seed: int, show: int) -> None:
     rng = random.Random(seed)
     outcomes: Counter[str] = Counter()
     times: Counter[bool] = Counter()
+    seconds: Counter[bool] = Counter()
     shown: Counter[str] = Counter()
     by_part: dict[str, Counter[str]] = {}
     with tempfile.TemporaryDirectory() as d:
@@ -34,6 +35,11 @@ def rates(part: str, count: int, seed: int, show: int) -> None:
             outcomes[out.kind] += 1
             if out.step_time is not None:
                 times[out.step_time] += 1
+            if out.seconds is not None:
+                seconds[out.seconds] += 1
+                if not out.seconds and shown["seconds"] < show:
+                    shown["seconds"] += 1
+                    print(f"  [step time in s wrong]\n      {log.text.splitlines()[0][:150]!r}")
             pools = {lg.SPENT: lg.SPENT_OUT, lg.SPENT2: lg.SPENT2_OUT, lg.HELD: lg.HELD_OUT}.get(part)
             for name in (log.grammar.held_parts(pools) if pools else []):
                 by_part.setdefault(name, Counter())[out.kind] += 1
@@ -44,7 +50,9 @@ def rates(part: str, count: int, seed: int, show: int) -> None:
     n = sum(outcomes.values())
     print(f"{part}: {n} logs  recovered {outcomes[lg.RECOVERED] / n:.2%}  refused {outcomes[lg.REFUSED] / n:.2%}  "
           f"partial {outcomes[lg.PARTIAL] / n:.2%}  misread {outcomes[lg.MISREAD] / n:.2%} "
-          f"({outcomes[lg.MISREAD]} logs)  step time read in {times[True]}/{sum(times.values())} logs that print one")
+          f"({outcomes[lg.MISREAD]} logs)  step time read in {times[True]}/{sum(times.values())} logs that print one; "
+          f"the printed step times in seconds (and none where none is printed) in {seconds[True]}/{sum(seconds.values())} "
+          "logs of development extras")
     for name, c in sorted(by_part.items()):
         total = sum(c.values())
         print(f"    {name:28s} {total:5d} logs  recovered {c[lg.RECOVERED] / total:.1%}  misread {c[lg.MISREAD]}")

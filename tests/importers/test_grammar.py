@@ -33,6 +33,7 @@ def test_generated_logs_are_read_or_refused(log: lg.Log) -> None:
         _refused_with_closest_shape(log.text)
     if log.step_time:
         assert outcome.step_time, (log.grammar.parts, log.text[:300])
+    assert outcome.seconds is not False, (log.grammar.parts, log.text[:300])  # printed step times, in seconds
 
 
 @settings(max_examples=30, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

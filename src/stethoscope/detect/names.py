@@ -297,3 +297,9 @@ def time_like(raw: str) -> float | None:
     if not timing or not words <= {"time", "timing", "duration", "runtime", "latency", "t"} | set(_TIME_UNITS):
         return None
     return units[-1] if units else (1.0 if words & _BARE_SECONDS else 0.0)
+
+
+def names_time_unit(raw: str) -> bool:
+    """Whether `raw`'s own words give a time unit (`step_ms`, `iter time (s)`, `seconds`); `step_time` and
+    `time` give none: their values' magnitude decides (`detect.step_time_alias.judge_times`)."""
+    return any(w in _TIME_UNITS for w in _words(_CAMEL.sub("_", raw.strip()).lower()))

@@ -3,12 +3,15 @@
 (a timestamp, the wall time since the start) grows on every record; a step time hovers around its level.
 The unit is the name's when it gives one, else the magnitude's: values of 30 and more are milliseconds
 (a step of half a minute is rare in a log that does not name its units; 30 ms steps are everyday).
-Used by `detect.throughput` when the run logs no step time or rate under a known name.
+`judge_times` is that rule, once: `detect.throughput` applies it to a live run's first records when the
+run logs no step time or rate under a known name, the console reader (`logtext.console_clock`) to a
+whole log's series.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from stethoscope.detect.names import time_like
@@ -16,6 +19,33 @@ from stethoscope.detect.names import time_like
 _TRIAL = 8  # records a candidate is watched before it is adopted or rejected
 _SEARCH_RECORDS = 64  # records after which no new candidate is looked for
 _MS_FROM = 30.0  # a unit-less median at or above this is milliseconds
+_CLOCK_FROM = 4  # records before a series can be called a clock (3 step times in order that double: 1 in 20)
+_NO_STEP_FROM = 1e6  # a unit-less level no step takes (16 min in ms): a date, an id, a count
+CLOCK, STEP = "clock", "step"
+
+
+def judge_times(values: Sequence[float], scale: float) -> tuple[str, float] | None:
+    """What a series logged under a time name is (`values` in step order; `scale` the factor to seconds its
+    name gives, 0.0 when it gives none) and the factor to seconds: (CLOCK, f) when it grows from record to
+    record, over 4 records at least, to twice its first value or on every record over 8 (a timestamp, the
+    time since the start: never a step time), (STEP, f) when it hovers around a
+    level, None when it is no duration (a negative value, no level above 0, a date)."""
+    if not values or min(values) < 0:
+        return None
+    median = sorted(values)[len(values) // 2]
+    rising = len(values) >= _CLOCK_FROM and all(b >= a for a, b in zip(values, values[1:])) and (
+        values[-1] > 2 * values[0] > 0 or len(values) >= _TRIAL and all(b > a for a, b in zip(values, values[1:]))
+        or values[0] == 0 and sum(b > a for a, b in zip(values, values[1:])) >= _CLOCK_FROM - 1)  # `0 sec`, `1 sec`…
+    if rising:
+        return CLOCK, scale or 1.0
+    if median <= 0 or (not scale and median >= _NO_STEP_FROM):
+        return None
+    return STEP, scale or magnitude_scale(median)
+
+
+def magnitude_scale(level: float) -> float:
+    """The factor to seconds of a step time whose name gives no unit, from its level (median)."""
+    return 1e-3 if level >= _MS_FROM else 1.0
 
 
 class StepTimeAlias:
@@ -59,16 +89,12 @@ class StepTimeAlias:
 
     def _decide(self) -> None:
         s = self.s
-        trial = s["trial"]
-        rising = all(b > a for a, b in zip(trial, trial[1:]))
-        if rising or min(trial) <= 0:  # a clock, or not a duration
+        found = judge_times(s["trial"], s["scale"])
+        if found is None or found[0] != STEP:  # a clock, or not a duration
             s["rejected"].append(s["key"])
             s["key"], s["trial"] = None, []
             return
-        if not s["scale"]:
-            median = sorted(trial)[len(trial) // 2]
-            s["scale"] = 1e-3 if median >= _MS_FROM else 1.0
-        s["adopted"], s["trial"] = True, []
+        s["scale"], s["adopted"], s["trial"] = found[1], True, []
 
     def state_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, list) else v for k, v in self.s.items()}

@@ -66,6 +66,7 @@ _TOKEN = re.compile(
     r"|(?P<word>[A-Za-z_][\w./\-]*(?:\([A-Za-z%/]+\)|\[[A-Za-z%/]+\])?)"
     r"|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<assign>[:=]\s*)|(?P<sep>[|,;]|\s-\s|\t)",
     re.IGNORECASE)
+_KEY_UNIT = re.compile(r"\([A-Za-z%/]{1,8}\)")  # a unit or a letter in brackets after a key's words
 _WORD_AFTER = re.compile(r"[ \t]*[A-Za-z_]")
 _TIME_UNITS = {"ms", "us", "µs", "ns", "s", "sec", "min"}
 # Words that mean something in a trainer's line but not to the resolver (see the module docstring of
@@ -234,6 +235,11 @@ def _values(text: str, pos: int, cut: tuple[int, int]) -> list[Value]:
             last_was_value = False
             continue
         if kind == "open" and values and last_was_value and _one_number_group(text, m.end()):
+            skip_paren = 1
+            continue
+        unit = _KEY_UNIT.match(text, m.start()) if kind == "open" and words else None
+        if unit:  # `step time (ms): 350`, `Batch (t) 0.25`: the bracket is part of the key
+            words.append(unit.group())
             skip_paren = 1
             continue
         if kind == "assign" or (kind == "open" and words and text[m.start()] == "["):

@@ -1,12 +1,15 @@
 """What a key of a console line means: our metric name and the factor to our unit, cached per (key as
 written, attached unit, eval line or not). A trainer's clock (`console_clock.CLOCK_NAMES`) and a plain
-time (`time: 0.36`, settled later as a step time or a clock) come before the general resolver."""
+time (`time: 0.36`, settled later as a step time or a clock) come before the general resolver; a step time
+whose name gives no unit (`iter_time: 250`) is settled later too, by its magnitude."""
 
 from __future__ import annotations
 
-from stethoscope.logtext.console_clock import CLOCK_NAMES, time_name
+from stethoscope.detect.names import names_time_unit
+from stethoscope.logtext.console_clock import CLOCK_NAMES, UNITLESS_STEP, time_name
 from stethoscope.logtext.console_line import MAGNITUDE, key_name
 from stethoscope.logtext.names import metric
+from stethoscope.records import STEP_TIME
 
 Names = dict[tuple[str, str, bool], "tuple[str, float] | None"]
 
@@ -23,5 +26,7 @@ def resolve(cache: Names, key: str, unit: str, eval_line: bool) -> tuple[str, fl
         else:
             found = metric(raw, "eval" if eval_line else None)
             plain = None if "/" in found.name or eval_line else time_name(raw)
+            if found.name == STEP_TIME and not names_time_unit(raw):
+                plain = (f"{UNITLESS_STEP}|{raw}", 1.0)  # `iter_time: 250`: its magnitude says ms or s
             cache[at] = plain or (found.name, found.scale * MAGNITUDE.get(unit, 1.0))
     return cache[at]
