@@ -79,3 +79,27 @@ def test_a_drops_cost_follows_its_blocks_and_growth_needs_a_climb():
     assert growth(flat) is None and abs(lost(flat) - 64.0) < 1e-9
     flat_with_a_stall = open_drop(0, 1.0, [2.0] * 15 + [50.0], 16)
     assert abs(lost(flat_with_a_stall) - 16.0) < 1e-9  # one stall inside a block does not move its median
+
+
+def test_a_slowdown_that_steps_up_again_is_a_new_slowdown_not_a_stall_every_record():
+    rng = random.Random(5)
+    times = [(1.0 if i < 100 else 1.3 if i < 300 else 5.0) * rng.uniform(0.98, 1.02) for i in range(500)]
+    found = replay(ThroughputDetector(), make_records(range(500), STEP_TIME=times))
+    assert [f.type for f in found] == ["throughput_drop", "throughput_drop"], found
+    first, second = found
+    assert first.step == 100 and first.end_step == 299 and "slower still from step 300" in first.message
+    assert second.step == 300 and second.severity == "warning" and 3.8 < second.evidence["slowdown"] < 4.2
+
+
+def test_a_real_data_loader_stall_after_a_small_drift_is_dated_at_its_onset():
+    """mmengine, logged every 4 steps: a small drift from step ~56, then a 0.15 s fetch every 6 batches from
+    step 155 (two of every three records ~10x slower); evals every 32 steps show in two records each."""
+    path = Path(__file__).parents[1] / "assets" / "real_trainers" / "mmengine_runner-stall-s3" / "console.log.gz"
+    found = diagnose_run(read_any(path)[0]).findings
+    drops = [f for f in found if f.type == "throughput_drop"]
+    late = [f for f in drops if f.step >= 150]
+    assert len(late) == 1 and 147 <= late[0].step <= 163, drops  # +-2 logged steps of 155
+    assert late[0].evidence["slowdown"] > 5
+    stalls = [f for f in found if f.type == "periodic_stall"]
+    # the new level is no train of stalls "about every 4 steps" (every record); the evals' stalls stay stalls
+    assert all(f.evidence["period_steps"] != 4 and f.evidence["dips"] <= 16 for f in stalls), stalls

@@ -23,6 +23,8 @@ from typing import Any
 BLOCK = 16  # records per block: the cost, the first and the latest slow level are block medians
 KEPT = 64  # the latest records of a slowdown kept for its current level
 _SPIKE, _NEAR = 3.0, 2  # a record this many times the median of its neighbours (this many on each side) is a stall
+JUMP_RECORDS = 3  # stalls on top of a slowdown in a row that are a new, higher level (a stall lasts a record
+# or two: an eval between two logged records shows in both)
 GROWN = 1.5  # the latest block this many times the first: the slowdown has grown, not just wobbled
 
 
@@ -76,6 +78,19 @@ def growth(d: dict[str, Any]) -> tuple[float, float] | None:
     if now >= GROWN * first and now > before and now > first:
         return first, now
     return None
+
+
+def hold(d: dict[str, Any], stall: list[Any]) -> bool:
+    """Keep a record that stands `_SPIKE`-fold above the slowdown until the next one says what it was; True
+    once `JUMP_RECORDS` of them came in a row: the slowdown stepped up again."""
+    d["over"] = d.get("over", []) + [stall]
+    return len(d["over"]) >= JUMP_RECORDS
+
+
+def release(d: dict[str, Any]) -> list[list[Any]]:
+    """The records kept by `hold`, handed back (and forgotten)."""
+    over, d["over"] = d.get("over", []), []
+    return over
 
 
 def ramp_onset(xs: list[float], ys: list[float]) -> int:

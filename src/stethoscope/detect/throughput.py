@@ -19,7 +19,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.level_shift import find_shift, z_needed
-from stethoscope.detect.slowdown import extend, lost, open_drop, ramp_onset, recent
+from stethoscope.detect.slowdown import extend, hold, lost, open_drop, ramp_onset, recent, release
 from stethoscope.detect.stall_patterns import STALLS_KEPT, add_stall, new_stalls, regular_start
 from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.detect.step_time_alias import StepTimeAlias
@@ -146,6 +146,7 @@ class ThroughputDetector:
         out: list[Finding] = []
         s = self._s
         if s["drop"] is not None:
+            out.extend(self._stalls_on_top(s["drop"]))
             f = self._drop_finding(s["drop"])
             f.end_step = s["drop"]["last_step"]
             f.message = f.message.replace(" so far", "", 1) + "; still slow at the last record"
@@ -309,10 +310,31 @@ class ThroughputDetector:
         if cpu is not None and math.isfinite(cpu) and len(d.setdefault("cpu", [])) < 64:
             d["cpu"].append(cpu)
         slow_level = recent(d)  # a ramp's latest level, not its first: its new records are no stalls on it
-        if t >= _STALL_IN_DROP * slow_level:  # a stall on top of the slowdown: counted with the stalls
-            d["last_step"] = step
+        if t >= _STALL_IN_DROP * slow_level:  # a stall on top of the slowdown, or the start of a higher level
             d["records"] += 1
-            return self._on_dip([step, t, slow_level, self._s.get("why") or []])
+            return self._stepped_up(d) if hold(d, [step, t, slow_level, self._s.get("why") or []]) else []
+        out = self._stalls_on_top(d)  # the slow level is back: they were stalls
+        return out + self._at_level(d, step, t)
+
+    def _stalls_on_top(self, d: dict[str, Any]) -> list[Finding]:
+        out = []
+        for x in release(d):
+            d["last_step"] = x[0]
+            out.extend(self._on_dip(x))
+        return out
+
+    def _stepped_up(self, d: dict[str, Any]) -> list[Finding]:
+        """Stalls on top in a row (`detect.slowdown.JUMP_RECORDS`): the slowdown stepped up again. It ends where
+        they began, and a new one starts there over the run's old level."""
+        over = release(d)
+        f = self._drop_finding(d)
+        f.end_step = d["last_step"]
+        f.message = f.message.replace(" so far", "", 1) + f"; slower still from step {over[0][0]}"
+        new = self._s["drop"] = open_drop(over[0][0], d["level"], [x[1] for x in over], over[-1][0],
+                                          spread=d.get("spread", 0.0), usual_max=d.get("usual_max", math.nan))
+        return [f, self._drop_finding(new)]
+
+    def _at_level(self, d: dict[str, Any], step: int, t: float) -> list[Finding]:
         if self._back_to_normal(d, t):
             self._s["drop"] = None
             self._push(t)
