@@ -103,3 +103,13 @@ def test_a_real_data_loader_stall_after_a_small_drift_is_dated_at_its_onset():
     stalls = [f for f in found if f.type == "periodic_stall"]
     # the new level is no train of stalls "about every 4 steps" (every record); the evals' stalls stay stalls
     assert all(f.evidence["period_steps"] != 4 and f.evidence["dips"] <= 16 for f in stalls), stalls
+
+
+def test_a_real_keras_slowdown_logged_more_often_while_slow_is_dated_in_steps():
+    """Keras' console prints a progress line per epoch while fast and many while slow: a climb is a line
+    in steps, not in records. Each faulty epoch is a little slower than the one before, from step 705."""
+    path = Path(__file__).parents[1] / "assets" / "real_trainers" / "keras_fit-slowdown-s0" / "console.log.gz"
+    found = diagnose_run(read_any(path)[0]).findings
+    drops = [f for f in found if f.type == "throughput_drop"]
+    assert len(drops) == 1 and 699 <= drops[0].step <= 711, drops  # +-2 logged steps (3 steps each)
+    assert drops[0].evidence["slowdown"] > 3

@@ -49,8 +49,10 @@ def z_needed(records: int, alpha: float = 0.01) -> float:
     return NormalDist().inv_cdf(1 - alpha / tests)
 
 
-def find_shift(values: Sequence[float], min_rel: float, z_min: float) -> Shift | None:
-    """Is there an upward level shift ending the series? `values` is the history, latest last."""
+def find_shift(values: Sequence[float], min_rel: float, z_min: float,
+               steps: Sequence[float] | None = None) -> Shift | None:
+    """Is there an upward level shift ending the series? `values` is the history, latest last; `steps` their
+    steps (a log may print more often while slow: a climb is a line in steps, not in records)."""
     n = len(values)
     if n < BLOCK + MIN_REFERENCE:
         return None
@@ -67,7 +69,8 @@ def find_shift(values: Sequence[float], min_rel: float, z_min: float) -> Shift |
     if z < z_min:
         return None
     tail = list(values[-BLOCK - REFERENCE // 2:])
-    onset = n - len(tail) + ramp_onset([float(i) for i in range(len(tail))], tail)
+    xs = [float(x) for x in (steps if steps is not None else range(n))[n - len(tail):]]
+    onset = n - len(tail) + ramp_onset(xs, tail)
     hist_sorted = sorted(history)
     mid = _median(history)
     spread = hist_sorted[min(len(hist_sorted) - 1, int(0.9 * len(hist_sorted)))] / mid - 1 if mid > 0 else 0.0

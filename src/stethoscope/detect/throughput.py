@@ -236,7 +236,7 @@ class ThroughputDetector:
             return []
         values = self.raw.values() + [t]
         steps = list(self.raw_steps) + [step]
-        shift = find_shift(values, self.config.drop_min_rel, z_needed(max(self._s["records"], 1)))
+        shift = find_shift(values, self.config.drop_min_rel, z_needed(max(self._s["records"], 1)), steps)
         if shift is None:
             return []
         s = self._s
