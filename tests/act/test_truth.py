@@ -78,6 +78,8 @@ def test_a_computation_past_its_budget_falls_back_and_the_next_does_not_wait_for
     finally:
         release.set()
         truth._busy.join(5)
+    (sent,), _ = truth.settle([(0, _alert("resolve"))], 0.2)  # done by now, but past the budget once: not again
+    assert "not tried again" in sent[1].basis
 
 
 def test_an_alert_not_among_the_incidents_goes_out_as_found():

@@ -15,6 +15,7 @@ pytest.importorskip("accelerate")
 
 import stethoscope  # noqa: E402
 from stethoscope.integrations.hf import STATE_FILE, StethoscopeCallback  # noqa: E402
+from stethoscope.diagnose.stored import run_incidents  # noqa: E402
 from stethoscope.store.query import open_run  # noqa: E402
 
 torch.set_num_threads(1)
@@ -243,7 +244,10 @@ def test_a_nan_stops_training_at_its_step_and_is_not_saved(tmp_path, caplog):
     trainer.callback_handler.callbacks.insert(0, NanAfter(30))
     with caplog.at_level(logging.ERROR):
         trainer.train()
-    assert trainer.state.global_step == 31 and "non-finite loss at step 31" in cb.stopped
+    assert trainer.state.global_step == 31 and cb.stopped.startswith("nan at step 31: non-finite train/loss")
+    assert "1 non-finite record(s) between steps 31 and 31" in cb.stopped  # the incident, as diagnose words it
+    with open_run(_run(tmp_path)) as run:
+        assert ("nan", 31) in {(f.type, f.step) for f in run_incidents(run).findings}
     assert not (tmp_path / "checkpoint-31").exists()  # the save due at the NaN step was held
     assert "on_critical" in caplog.text
     with open_run(_run(tmp_path)) as run:

@@ -171,7 +171,8 @@ def test_a_nan_stops_training_at_its_step(tmp_path, caplog):
     trainer = _trainer(tmp_path, [NanAfter(30), cb], max_steps=60, val_check_interval=None, limit_val_batches=0)
     with caplog.at_level(logging.ERROR):
         trainer.fit(TinyLM(), _data(512))
-    assert trainer.global_step == 31 and "non-finite loss at step 31" in cb.stopped
+    assert trainer.global_step == 31 and cb.stopped.startswith("nan at step 31: non-finite train/loss")
+    assert "non-finite record(s) between steps" in cb.stopped  # the incident, as diagnose words it
     assert "on_critical" in caplog.text
     with open_run(_run(tmp_path)) as run:
         assert run.meta()["status"] == "stopped"
@@ -184,7 +185,7 @@ def test_recovery_out_of_rollbacks_stops_at_the_nan_step(tmp_path):
     cb = StethoscopeCallback(checkpoints=ck, recovery=stethoscope.Recovery(max_rollbacks=0))
     trainer = _trainer(tmp_path, [NanAfter(30), cb], max_steps=60, val_check_interval=None, limit_val_batches=0)
     trainer.fit(TinyLM(), _data(512))
-    assert trainer.global_step == 31 and "non-finite loss at step 31" in cb.stopped
+    assert trainer.global_step == 31 and cb.stopped.startswith("nan at step 31: non-finite train/loss")
     assert not (tmp_path / "checkpoints").exists()  # nothing saved of the NaN state
 
 

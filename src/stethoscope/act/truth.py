@@ -55,6 +55,7 @@ class Truth:
         self.seconds = 0.0
         """Time spent computing incidents (waits for the store included), for `stethoscope/alerts_truth_s`."""
         self._busy: threading.Thread | None = None
+        self._over: float | None = None  # seconds the computation once took past its budget
 
     def settle(self, deliveries: list[Delivery], budget_s: float) -> tuple[list[Delivery], list[Held]]:
         """(what to send, rendered from the run's incidents; what to hold back, with why)."""
@@ -128,6 +129,9 @@ class Truth:
         """The run's incidents, within `budget_s` (TimeoutError past it)."""
         if self._busy is not None and self._busy.is_alive():
             raise TimeoutError("the previous computation of the run's incidents is still running")
+        if self._over is not None:  # the store only grows: a run past the budget once stays past it
+            raise TimeoutError(f"computing the run's incidents took longer than {self._over:.3g} s once; the store "
+                               "only grows: not tried again")
         start = time.monotonic()
         deadline = start + budget_s
         if self.wait_durable is not None:
@@ -138,7 +142,7 @@ class Truth:
         worker.join(max(0.0, deadline - time.monotonic()))
         self.seconds += time.monotonic() - start
         if worker.is_alive():
-            self._busy = worker
+            self._busy, self._over = worker, budget_s
             raise TimeoutError(f"computing the run's incidents took longer than {budget_s:.3g} s")
         if "error" in box:
             raise box["error"]
@@ -159,21 +163,34 @@ class Truth:
 
 
 def of_alert(findings: list[Finding], alert: Alert) -> Finding | None:
-    """The incident among `findings` that an alert is about: of its type (or of the type it was opened as)
-    at its step; else the incident that owns that finding as a symptom; else the nearest of its type whose
-    span holds the step or that starts within `_NEAR_STEPS` of it."""
+    """The incident among `findings` that an alert is about (of its type, or of the type it was opened as)."""
     opened_as = alert.key.rsplit("/", 1)[-1].rsplit("@", 1)[0]
-    types = [alert.type] + ([opened_as] if opened_as != alert.type else [])
+    return incident_of(findings, [alert.type] + ([opened_as] if opened_as != alert.type else []), alert.step)
+
+
+def incident_of(findings: list[Finding], types: list[str], step: int | None) -> Finding | None:
+    """The incident of one of `types` at `step`; else the incident that owns such a finding as a symptom; else
+    the nearest of those types whose span holds the step or that starts within `_NEAR_STEPS` of it."""
     for t in types:
-        found = next((f for f in findings if f.type == t and f.step == alert.step), None)
+        found = next((f for f in findings if f.type == t and f.step == step), None)
         if found is None:
-            found = next((f for f in findings if any(s.get("type") == t and s.get("step") == alert.step
+            found = next((f for f in findings if any(s.get("type") == t and s.get("step") == step
                                                      for s in f.symptoms)), None)
         if found is not None:
             return found
-    if alert.step is None:
+    if step is None:
         return None
     near = [f for f in findings if f.type in types and f.step is not None and
-            (f.step <= alert.step <= (f.end_step if f.end_step is not None else f.step)
-             or abs(f.step - alert.step) <= _NEAR_STEPS)]
-    return min(near, key=lambda f: abs(f.step - alert.step)) if near else None  # type: ignore[operator]
+            (f.step <= step <= (f.end_step if f.end_step is not None else f.step) or abs(f.step - step) <= _NEAR_STEPS)]
+    return min(near, key=lambda f: abs(f.step - step)) if near else None  # type: ignore[operator]
+
+
+def incident_at(run_dir: str, rank: int, type_: str, step: int | None, budget_s: float,
+                wait_durable: Callable[[float], bool] | None = None) -> tuple[Finding | None, str]:
+    """The incident `run_incidents` computes for a finding of `type_` at `step` (the callbacks' stop message),
+    within `budget_s`; (None, why) when there is none or it could not be computed. Never raises."""
+    try:
+        found = incident_of(Truth(run_dir, rank, [], wait_durable)._bounded(budget_s), [type_], step)
+    except Exception as exc:  # noqa: BLE001 - the caller falls back to the streaming finding's words
+        return None, f"{type(exc).__name__}: {exc}"
+    return found, "" if found is not None else "not among the run's incidents"

@@ -26,7 +26,7 @@ def alert_rows(run: str) -> list[dict[str, Any]]:
         out.append({"time": t, "rank": rank, "step": step, "severity": severity, "kind": alert.get("kind"),
                     "type": alert.get("type"), "channel": d.get("channel"), "to": d.get("target"),
                     "status": d.get("status"), "attempts": d.get("attempts"), "error": d.get("error"),
-                    "title": alert.get("title") or message, "key": alert.get("key")})
+                    "title": alert.get("title") or message, "key": alert.get("key"), "basis": alert.get("basis")})
     return out
 
 
@@ -45,8 +45,11 @@ def list_alerts(run: str, as_json: bool, failed_only: bool) -> int:
               r["status"], r["attempts"], r["error"] or "") for r in shown]
     con.print(render.rows_table(cols, table, title=f"alerts of {run}"))
     sent = sum(r["status"] == "sent" for r in rows)
-    con.print(f"{sent} delivered, {len(rows) - sent} failed" +
-              (" — failed deliveries name the error; the run itself was not slowed" if len(rows) > sent else ""))
+    held = sum(r["status"] == "held" for r in rows)
+    failed = len(rows) - sent - held
+    con.print(f"{sent} delivered, {failed} failed" + (f", {held} held back (the run's incidents grade them below "
+              "the channel's min_severity)" if held else "") +
+              (" — failed deliveries name the error; the run itself was not slowed" if failed else ""))
     return 0
 
 

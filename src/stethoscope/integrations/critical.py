@@ -1,5 +1,10 @@
 """What the adapters do when a run goes bad: stop on a critical finding (`on_critical`) unless automatic
-recovery rolls back from it, and never save a non-finite state. Shared by the HF and Lightning callbacks."""
+recovery rolls back from it, and never save a non-finite state. Shared by the HF and Lightning callbacks.
+
+The decision is immediate (the live detectors' critical finding, or the step's on-device finite flag); what
+the stop says is the incident `run_incidents` computes, as `diagnose` and the alerts say it (act/truth.py):
+once, when the run stops, the store made durable and the computation bounded by `STOP_MESSAGE_S`. Past it,
+or on any failure, the streaming finding's words, with why."""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from stethoscope.findings.catalogue import NAN
 log = logging.getLogger(__name__)
 
 ON_CRITICAL = ("stop", "continue")
+STOP_MESSAGE_S = 5.0
+"""The most the training thread waits, once, for the stop message's incident (the run is stopping anyway)."""
 
 
 def check_on_critical(value: str) -> str:
@@ -41,21 +48,30 @@ def recovers(monitor: Any, kind: str) -> bool:
         and len(policy.rollbacks) < policy.config.max_rollbacks
 
 
-def critical_reason(monitor: Any) -> str | None:
-    """Why the run should stop: the live detectors' first critical finding, unless recovery handles it."""
-    f = monitor.control.critical
-    if f is None or recovers(monitor, f.type):
-        return None
-    return f"{f.type.replace('_', ' ')} at step {f.step}: {f.message}"
-
-
 def stop_reason(monitor: Any, finite: bool, step: Any) -> str | None:
-    """Why a callback with on_critical="stop" stops now: a critical finding recovery will not handle, or a
-    non-finite loss at this step (seen before the detectors flush) that recovery will not roll back from."""
-    why = critical_reason(monitor)
-    if why is None and not finite and not recovers(monitor, NAN):
-        why = f"non-finite loss at step {step}"
-    return why
+    """Why a callback with on_critical="stop" stops now (None: it goes on): a critical finding recovery will not
+    handle, or a non-finite loss at this step (seen before the detectors flush) that recovery will not roll back
+    from; in the words of the incident `run_incidents` computes for it."""
+    f = monitor.control.critical
+    if f is not None and not recovers(monitor, f.type):
+        return stop_message(monitor, f.type, f.step, f"{_what(f.type, f.step)}: {f.message}")
+    if not finite and not recovers(monitor, NAN):
+        return stop_message(monitor, NAN, step, f"non-finite loss at step {step}")
+    return None
+
+
+def stop_message(monitor: Any, kind: str, step: Any, streaming: str) -> str:
+    """The incident's type, step and message (`act.truth.incident_at`); else `streaming`, saying why."""
+    from stethoscope.act.truth import incident_at
+
+    f, why = incident_at(str(monitor.run_dir), monitor.rank, kind, step, STOP_MESSAGE_S, monitor.flush)
+    if f is None:
+        return f"{streaming} (the streaming finding: {why})"
+    return f"{_what(f.type, f.step)}: {f.message}"
+
+
+def _what(kind: str, step: Any) -> str:
+    return f"{kind.replace('_', ' ')} at step {step}"
 
 
 def log_stop(why: str) -> None:
