@@ -47,7 +47,7 @@ def test_hparams_absent(tmp_path: Path) -> None:
 @pytest.mark.parametrize("column,name", [
     ("train_loss_step", "train/loss"), ("train_loss_epoch", "train/loss_epoch"), ("train_loss", "train/loss"),
     ("val_loss", "eval/loss"), ("val_loss_epoch", "eval/loss"), ("lr-AdamW", "opt/lr"),
-    ("lr-AdamW/pg2", "opt/lr/group1"), ("epoch", "train/epoch"), ("train_perplexity_step", "train/perplexity"),
+    ("lr-AdamW/pg2", "opt/lr/group1"), ("epoch", "train/epoch"), ("train_perplexity_step", "train/ppl"),
     ("my_metric", "my_metric"),
 ])
 def test_column_names(column: str, name: str) -> None:

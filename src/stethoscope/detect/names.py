@@ -57,6 +57,10 @@ _EVAL = {"val": "eval", "valid": "eval", "validation": "eval", "eval": "eval", "
          "heldout": "eval", "test": "test"}
 _EVAL_LOSS_WORDS = frozenset({"nll", "ce", "xent", "xentropy"})  # an eval loss by its maths (val_nll, eval ce)
 _PERPLEXITY = frozenset({"ppl", "perplexity"})
+CROSS_ENTROPY = "train/cross_entropy"  # the train loss by its maths (`xent`, `nll`): the loss when none is named
+# Words that say which value of the train loss a trainer prints, not another quantity: diffusers' `step_loss`,
+# kohya's `avr_loss`, Lightning's `loss_step`, `running_loss`, `batch_loss`.
+_PER_STEP_LOSS = frozenset({"step", "iter", "batch", "avr", "running", "smoothed"})
 # Words that say nothing about the quantity: namespaces, fillers, averaging.
 _FILLER = frozenset({"train", "training", "perf", "performance", "metrics", "stats", "timer", "timers", "per",
                      "in", "of", "the", "avg", "mean", "average", "global", "speed", "throughput", "all",
@@ -165,9 +169,13 @@ def _loss(words: list[str], namespace: str | None) -> Resolved | None:
     if namespace == "eval" and ({"cross", "entropy"} <= set(words) or _EVAL_LOSS_WORDS & set(words)) and \
             not set(words) - _FILLER - {"language", "lm", "cross", "entropy", "loss", "epoch"} - _EVAL_LOSS_WORDS:
         return Resolved(EVAL_LOSS)  # an eval metric that is the LM loss (LLM Foundry: LanguageCrossEntropy; val_nll)
-    if namespace and _PERPLEXITY & set(words) and not set(words) - _FILLER - _PERPLEXITY - {"lm", "epoch"}:
-        return Resolved(f"{namespace}/ppl")  # exp(loss): its trend is the loss's (`detect.overfit` takes the log)
-    rest = set(words) - _FILLER - {"samples", "reduced", "lm", "loss", "total"}
+    if _PERPLEXITY & set(words) and not set(words) - _FILLER - _PERPLEXITY - {"lm", "epoch"}:
+        return Resolved(f"{namespace or 'train'}/ppl")  # exp(loss): its trend is the loss's (`detect.overfit` takes the log)
+    if namespace in (None, "train") and "loss" not in words and (
+            {"cross", "entropy"} <= set(words) or _EVAL_LOSS_WORDS & set(words)) and \
+            not set(words) - _FILLER - {"cross", "entropy", "lm", "token"} - _EVAL_LOSS_WORDS:
+        return Resolved(CROSS_ENTROPY)  # OpenNMT's `xent`: the loss by its maths, when no loss is named
+    rest = set(words) - _FILLER - _PER_STEP_LOSS - {"samples", "reduced", "lm", "loss", "total"}
     if namespace == "eval":
         rest -= {"epoch"}  # Lightning's val_loss_epoch: an eval is one value per epoch anyway
     if "loss" not in words or rest - {"scale"}:
@@ -202,7 +210,7 @@ def _only(words: list[str], allowed: frozenset[str] | set[str]) -> bool:
 
 def _rate(words: list[str]) -> Resolved | None:
     counted = [_COUNTED[w] for w in words if w in _COUNTED]
-    if len(set(counted)) != 1 or not _only(words, set(_COUNTED) | _DEVICE):
+    if len(set(counted)) != 1 or not _only(words, set(_COUNTED) | _DEVICE | {"timing"}):  # t5x: timing/steps_per_second
         return None
     device = any(w in _DEVICE for w in words) or "tgs" in words
     return Resolved(counted[0] + ("_per_device" if device else ""))

@@ -16,11 +16,13 @@ class EpochCounter:
         self.state: tuple[int, int, int] | None = None
         self.cadence = 1  # the counter's last step forward: how far from zero an epoch restarts it
 
-    def step(self, epoch: int, raw: int, total: int) -> int:
-        """The global step of counter `raw` (of `total`) printed after `epoch`."""
+    def step(self, epoch: int, raw: int, total: int | None) -> int:
+        """The global step of counter `raw` (of `total`) printed after `epoch`. Without a total (ESPnet's
+        `3epoch:train:401-500batch`) an epoch is as long as its last counter (a step further when the new one
+        counts from 0): the steps stay in order, close to the trainer's own."""
         last_epoch, offset, last = self.state or (epoch, 0, raw)
         if epoch > last_epoch and raw < last:
-            offset += total * (epoch - last_epoch)
+            offset += total * (epoch - last_epoch) if total else last + (raw == 0) * self.cadence
         elif raw > last:
             self.cadence = raw - last
         self.state = (epoch, offset, raw)

@@ -37,6 +37,7 @@ _PREFIX = re.compile(
     rf"|{_LEVEL}(?::[\w.<>]+:|\s*[-|:]\s|\s+)"  # INFO:root:  INFO -
     rf"|[-|]\s*[\w.<>]+\s*-\s*(?={_LEVEL})"  # - root - (before INFO)
     r"|[IWEF]\d{4}\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.\-]+:\d+\]"  # glog/absl
+    r"|\([\w.\-]+:\d+\)"  # a logger's source line (ESPnet: `(trainer:732)`)
     r"|[-|:]\s)")
 _STEP = re.compile(
     r"\[(?:batch|step|iter|iteration|ba)=(?P<a>\d+)(?:/(?P<at>\d+))?\]"  # Composer [batch=10/100]
@@ -51,6 +52,16 @@ _STEP = re.compile(
 # (`[640/60000 (1%)]`, PyTorch's examples) it says how far through the data set the epoch is: a sample
 # counter, which becomes a step only when the output says so (a counter word).
 _FRACTION = re.compile(r"\[\s*(?P<f>\d+)\s*/\s*(?P<ft>\d+)\s*(?P<pct>\(\s*\d+(?:\.\d+)?\s*%\s*\))?\s*\]")
+# Counters with no counter word around them, tried when no other counter is on the line: a bracketed count
+# heading the metrics (t5x after its absl prefix: `[500] train/loss=2.5`), counts heading the line between
+# pipes, the step last and the epoch before it (torchtune: `1|500|Loss: 2.5`), a count glued before its
+# counter word, a range of batches by its end, the epoch glued likewise before it (ESPnet:
+# `3epoch:train:401-500batch:`, `500iter`).
+_KEYED = r"[A-Za-z_][\w./\-]*\s?[:=]\s*[-+]?(?:\d|\.\d|(?i:nan|inf))"  # `loss=2.5`, `Loss: nan`: a metric follows
+_BARE = re.compile(
+    rf"^\s*\[\s*(?P<h>\d+)\s*\](?=[\s|,;]+{_KEYED})"
+    rf"|^\s*(?:(?P<pe>\d+)\s*\|\s*)?(?P<p>\d+)\s*\|(?=[\s|,;]*{_KEYED})"
+    r"|(?<![\w.\-])(?:(?P<ge>\d+)(?i:epoch)\b[^\d\s]{0,16})?(?:\d+-)?(?P<gl>\d+)(?i:batch|batches|iter|iters|step|steps)\b(?!/)")
 # Words that make a counter word a setting or a count: `Total optimization steps = 500`, `warmup steps: 100`.
 _SETTING = re.compile(r"\b(?i:total|max|maximum|num|number\s+of|warmup|warm-up|accumulation|every|per|remaining|"
                       r"save|logging)\b[\w\s]{0,20}$")
@@ -152,11 +163,17 @@ def parse(text: str) -> Line:
             out.eval = _EVAL_LINE.search(body[:step.start()]) is not None or _EVAL_LINE.search(tags) is not None
             out.body = body
             return out
+    if step is None and not own:
+        step = _BARE.search(body)
+        if step and _EVAL_LINE.search(step.group()):  # ESPnet's `3epoch:valid:1-100batch`: the eval's batches
+            own, own_span, step = True, step.span(), None
     if step:
         _read_step(out, step, text, pos)
         if out.total is not None and not out.bar:
             epoch = _EPOCH.search(body, 0, step.start())
             out.epoch = int(epoch[1]) if epoch else None
+        elif "ge" in step.re.groupindex and (step["ge"] or step["pe"]):
+            out.epoch = int(step["ge"] or step["pe"])  # an epoch with no total: `console_epochs` learns it
     out.eval = _EVAL_LINE.search(body[:step.start()] if step else body[:12]) is not None or (
         step is not None and "Eval" in body[:step.start() + 6]) or _EVAL_LINE.search(tags) is not None
     out.record = body.lstrip().startswith("{") or (indented and step is None)
@@ -175,7 +192,8 @@ def launcher_rank(text: str) -> str | None:
 
 
 def _read_step(out: Line, m: re.Match[str], text: str, offset: int) -> None:
-    for name, total in (("a", "at"), ("b", None), ("c", "ct"), ("d", "dt"), ("e", "et"), ("g", None), ("f", "ft")):
+    for name, total in (("a", "at"), ("b", None), ("c", "ct"), ("d", "dt"), ("e", "et"), ("g", None), ("f", "ft"),
+                        ("h", None), ("p", None), ("gl", None)):
         if name in m.re.groupindex and m.group(name) is not None:
             out.step = int(m.group(name).replace(",", ""))
             out.total = int(m.group(total)) if total and m.group(total) else None

@@ -1,6 +1,6 @@
 """The reader behind `console.py`. A long run of lines of one shape is found without touching its lines
-one by one (`console_runs.py`) and read at once (by pyarrow, `console_arrow.py`; by tokens, `console_tokens.py`; else by a
-regex, `console_fast.py`); between long runs, a window of lines is grouped by shape and interleaved shapes
+one by one (`console_runs.py`) and read at once (pyarrow: `console_arrow.py`; tokens: `console_tokens.py`; else a
+regex: `console_fast.py`); between long runs, a window of lines is grouped by shape and interleaved shapes
 read a shape at a time (`console_segment.py`); every other line goes through the full line parser
 (`console_line.py`). The state a console log needs is kept here: the last step (for record lines), the kept
 rank, resumes, bar epochs, and the near-misses that name the closest shape of a log read to 0 steps.
@@ -22,6 +22,7 @@ from stethoscope.logtext.console_names import Names, resolve
 from stethoscope.logtext.console_runs import Lines, advance, find_cycle, first_where, pieces, repeats, shape_of, window_at
 from stethoscope.logtext.console_shape import Shape, learn
 from stethoscope.logtext.loglines import LineKeeper
+from stethoscope.logtext.stand_ins import stand_ins
 from stethoscope.logtext.table import Layout, PointTable, Rejected, describe
 
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ NATIVE_PIECE_BYTES = 1 << 22  # the scanner's columns: smaller pieces, so that t
 LONG_RUN = 64  # a run of a shape this long is read alone; shorter ones are read with their neighbours
 WINDOW_BYTES = 1 << 20  # the lines between long runs: shapes this many bytes at a time, at most
 MIN_WINDOW_BYTES = 1 << 12  # ... and at first, doubling while no long run cuts a window short
-MIN_STRETCH = 32
-MAX_PERIOD = 8  # the longest cycle of shapes found like a run (Composer: a header and its record lines)  # interleaved shapes read a shape at a time from this many lines on
+MIN_STRETCH = 32  # interleaved shapes: read a shape at a time from this many lines on
+MAX_PERIOD = 8  # the longest cycle of shapes found like a run (Composer: a header and its record lines)
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
 SUMMARY = "train_runtime"  # the HF Trainer's end-of-run summary dict: not a step
 
@@ -372,8 +373,7 @@ class ConsoleReader:
     def _step_of(self, number: int, text: str, line: Line, pairs: list[Any]) -> int | None:
         if line.step is not None:
             before = self.last_step
-            raw = line.step if line.epoch is None or line.total is None else \
-                self.epochs.step(line.epoch, line.step, line.total)
+            raw = line.step if line.epoch is None else self.epochs.step(line.epoch, line.step, line.total)
             self.last_step = self._step(raw, line.bar)
             if before is not None and self.last_step < before:
                 self.resumes += 1
@@ -427,8 +427,7 @@ class ConsoleReader:
                 part, more = part.build_columns()
                 rejected += more
             parts.append(part)
-        columns = join(parts)
-        columns = times_named(columns, {found[0] for found in self.names.values() if found})
+        columns = stand_ins(times_named(join(parts), {found[0] for found in self.names.values() if found}))
         meta: dict[str, Any] = {"confidence": round(self.step_lines / self.lines, 3) if self.lines else 0.0}
         if self.shapes:
             meta["key_consistency"] = round(self.shapes.most_common(1)[0][1] / max(1, self.step_lines), 3)

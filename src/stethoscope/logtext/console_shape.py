@@ -27,7 +27,7 @@ class Shape(NamedTuple):
 def learn(text: str, original: str, line: Line, layout: Layout, values: list[Any]) -> Shape:
     """The shape of `line` (`text`: `original` without its ANSI codes), parsed into `values`. The regex
     template needs a line without ANSI codes; the token plan does not."""
-    per_epoch = line.epoch is not None and line.total is not None
+    per_epoch = line.epoch is not None
     if line.progress:
         return Shape(None, None, layout, False, False, False, False, True)
     template: Template | None = None
