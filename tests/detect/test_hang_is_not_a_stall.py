@@ -23,7 +23,7 @@ def _run(path, hang_s: float) -> list:
         time.sleep(hang_s)
         for step in range(30, 60):
             time.sleep(0.02)
-            mon.step(step, loss=0.1)
+            mon.step(step, loss=1.0 / (step + 1))
     return mem.sent
 
 

@@ -11,6 +11,16 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.records import Finding
 
 
+END_SHARE = 0.25  # a rise that lasted this share of the log to its end, before `divergence_min_steps` passed
+
+
+def up_to_the_end(records: int, since: int, first_step: int, last_step: int, cfg: DetectConfig) -> bool:
+    """Did the log end inside a sustained rise that had no time to become a divergence (a short run: the
+    loss level stayed well above its best on `divergence_min_records` records and for the last `END_SHARE`
+    of the log)? A run that ends that way did not come back: a divergence, dated where the rise began."""
+    return records >= cfg.divergence_min_records and last_step - since >= END_SHARE * (last_step - first_step)
+
+
 def came_back(before: float, now: float | None, cfg: DetectConfig) -> bool:
     """Is the loss level at the end back within `divergence_rise_rel` of its level before an incident? Then
     the incident was a jump the run took long to undo (a spike, at warning), not a divergence."""

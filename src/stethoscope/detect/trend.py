@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stethoscope.detect.comeback import came_back, withdrawn_divergence
+from stethoscope.detect.comeback import came_back, up_to_the_end, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.frozen import SAME_IN_NOISE, SAME_REL, sig_digits, uniform_note
 from stethoscope.detect.knee import STOPPED, KneeTracker, knee_finding
@@ -108,6 +108,9 @@ class TrendDetector:
 
     def finish(self) -> list[Finding]:
         out: list[Finding] = []
+        if self._div is None and self._sure_since is not None and self._above_since is not None and self._best and \
+                up_to_the_end(self._sure_records, self._sure_since, self._first_step, self._last_step, self.config):
+            self._div = self._open_div(self._above_since, self._best[0], self._last_step, self.recent.median(), "sustained")
         if self._div is not None:
             out.extend(self._div_final(self._div))
         if self._plateau is not None and self._last_step is not None:
