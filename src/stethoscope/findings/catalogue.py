@@ -80,8 +80,9 @@ _TYPES = (
     # 20 finite steps: a loss scaler's overflow run is over within a few; a NaN back after that is news
     # A loss of exactly 0 (or one repeated value) while the gradients are NaN is no masked label: the HF
     # Trainer's `logging_nan_inf_filter` logs a window of only NaN losses as 0.
+    # A NaN in another series inside an open NaN incident (the eval loss after the train loss) is the same one.
     FindingType(NAN, "a NaN/Inf loss, grad norm or eval loss", resolve_steps=20,
-                symptoms=frozenset({LABEL_MASKING, FROZEN_LOSS})),
+                symptoms=frozenset({NAN, LABEL_MASKING, FROZEN_LOSS})),
     FindingType(LOSS_SPIKE, "the loss jumped far above its recent level", ("loss",),
                 symptoms=frozenset({GRAD_SPIKE, GRAD_EXPLOSION, LOSS_SCALE_COLLAPSE, NAN, CLIPPING})),
     FindingType(GRAD_SPIKE, "the gradient norm jumped far above its level", ("grad_norm", "loss")),
