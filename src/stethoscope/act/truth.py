@@ -53,7 +53,7 @@ class Truth:
         """(channel, alert key) of first pages held back: the incident's later messages stay off that channel."""
         self.fallbacks = 0
         self.seconds = 0.0
-        """Time spent computing incidents (waits for the store included), for `stethoscope/alerts_truth_s`."""
+        """Seconds spent computing incidents so far, waits for the store included (bench/alert_truth.py)."""
         self._busy: threading.Thread | None = None
         self._over: float | None = None  # seconds the computation once took past its budget
 
