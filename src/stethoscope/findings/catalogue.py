@@ -90,7 +90,9 @@ _TYPES = (
                 escalates=GRAD_SPIKE),
     FindingType(GRAD_VANISHING, "gradients shrank towards zero", ("grad_norm",)),
     FindingType(DIVERGENCE, "the loss rose and did not come back", ("loss", "grad_norm"), symptoms=_INSTABILITY),
-    FindingType(LOSS_SCALE_COLLAPSE, "the fp16 loss scale fell to its floor", ("loss_scale", "loss")),
+    # every update skipped: the weights stand still, which the eval and train losses then show
+    FindingType(LOSS_SCALE_COLLAPSE, "the fp16 loss scale fell to its floor", ("loss_scale", "loss"),
+                symptoms=frozenset({FROZEN_LOSS, PLATEAU})),
     FindingType(CLIPPING, "gradient clipping on most steps", ("grad_norm",)),
     FindingType(OVERFITTING, "eval loss rising while train loss falls"),
     FindingType(EVAL_SPARSE, "too few evals to judge overfitting"),
