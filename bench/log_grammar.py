@@ -47,7 +47,12 @@ def _pool(dimension: str, dev: list[str], spent: list[str], spent2: list[str], h
 STEP_TIME_EXTRAS = ["batch_t_avg", "time_data_avg", "interval_runtime_s", "duration_ms", "batch_time", "iter_time_ms",
                     "step_time_paren_ms", "elapsed_per_iter_ms", "iteration_time_ms", "data_time"]
 _EXTRAS_DEV = ["lr", "grad_norm", "time_s", "seconds", "dt_ms", "mem_gib", "mem_mb", "tok_s", "mfu", "nonascii",
-               *STEP_TIME_EXTRAS]
+               *STEP_TIME_EXTRAS, "steps_per_s"]
+# Cumulative clocks (the time since the start, in whole seconds as OpenNMT prints it, or finer): never a step
+# time; a reader may difference one into step times when nothing else gives them (their truth: not known).
+CLOCK_EXTRAS = ["sec_clock", "wall_clock", "train_time_clock"]
+CLOCK_S = 0.4  # the clocks' seconds per step
+_MAX_STEP_S = 1.0  # above every printed step time (0.2 to 0.5 s) and a clock's seconds per step: a clock's value
 
 
 # -- the parts: development, first held-out (spent), second held-out ------------------------------
@@ -62,7 +67,8 @@ _pool("rank", ["none", "torchrun_rank", "torchrun_default", "bracket_Rank"], ["m
       ["worker", "angle_rank"])
 _pool("ansi", ["none", "keys"], ["line_bold"], ["values"],
       [])
-_pool("counter", ["step", "step_colon", "Step_total", "iter_total", "bracket_total", "Iteration", "global_step",
+_pool("counter", ["bracket_bare", "pipe_epoch_step", "glued_epoch_batch", "glued_iter",
+                  "step", "step_colon", "Step_total", "iter_total", "bracket_total", "Iteration", "global_step",
                   "mm_iter", "epoch_samples"],
       ["it_eq", "step_eq", "update", "steps_colon", "mm_epoch", "epoch_batch"],
       ["Iteration_colon_total", "bracket_Step", "ITER", "iteration_eq", "epoch_iter", "epoch_of_step"],
@@ -71,10 +77,10 @@ _pool("kv", ["colon", "equals", "space"], ["colon_tight", "equals_spaced"], ["co
       [])
 _pool("fields", ["two_blanks", "pipe", "comma"], ["dash", "tab"], ["double_pipe", "semicolon"],
       ["box"])
-_pool("loss_name", ["loss", "train_loss", "Loss", "train/loss", "lm loss"],
+_pool("loss_name", ["loss", "train_loss", "Loss", "train/loss", "lm loss", "xent", "step_loss", "avr_loss", "loss_step"],
       ["training_loss", "Train Loss", "trainLoss", "train-loss"], ["Loss/train", "train_loss_step", "LOSS"],
       ["Training Loss", "loss_train", "train/lm_loss", "TrainingLoss"])
-_pool("extras", _EXTRAS_DEV,
+_pool("extras", [*_EXTRAS_DEV, *CLOCK_EXTRAS],
       ["interval_runtime", "batch_t", "us_unit"], ["step_time_ms", "it_s", "grad_dash_norm"],
       ["step_time_s", "samples_s"])
 _pool("cadence", ["1", "5", "10", "50", "100"], ["7", "25", "200"], ["3", "20", "250"],
@@ -121,6 +127,7 @@ class Log:
     evals: list[float] = field(default_factory=list)
     step_time: bool = False  # a step time is printed (under some name)
     step_seconds: list[list[float]] | None = None  # each record's step times printed, in s (None: not known)
+    clock: bool = False  # a cumulative clock is printed (never a step time)
 
 
 def _pools(part: str, dim: str) -> list[str]:
@@ -253,12 +260,17 @@ def _counter(kind: str, step: int, total: int, per_epoch: int, kv: str) -> tuple
             "step_eq": f"step={step}", "update": f"update {step}", "steps_colon": f"steps: {step}",
             "Iteration_colon_total": f"Iteration: {step}/{total}", "bracket_Step": f"[Step {step}]",
             "ITER": f"ITER {step}", "iteration_eq": f"iteration={step}", "it_colon": f"it: {step}",
-            "Step_colon_total": f"Step: {step}/{total}", "bracket_iter": f"[iter {step}]", "iters_eq": f"iters={step}"}[kind], None
+            "Step_colon_total": f"Step: {step}/{total}", "bracket_iter": f"[iter {step}]", "iters_eq": f"iters={step}",
+            # no counter word: t5x's `[N]`, torchtune's `epoch|step|`, ESPnet's glued `3epoch:train:1-10batch:`
+            "bracket_bare": f"[{step}]", "pipe_epoch_step": f"{1 + step // per_epoch}|{step}|",
+            "glued_epoch_batch": f"{1 + step // per_epoch}epoch:train:{max(step - 9, 0)}-{step}batch:",
+            "glued_iter": f"{step}iter:"}[kind], None
 
 
-def _extra(kind: str, r: _Rand, kv: str) -> tuple[str, float | None]:
+def _extra(kind: str, r: _Rand, kv: str, step: int = 0) -> tuple[str, float | None]:
     """One other metric as printed, and the step time in seconds when it is one."""
     t = 0.2 + r.random() * 0.3
+    elapsed = CLOCK_S * step + r.random() * 0.01  # a cumulative clock: grows with the step (`step`: since the start)
     out = {"lr": (f"lr{kv}{3e-4 * (0.5 + r.random()):.3e}", False),
            "grad_norm": (f"grad_norm{kv}{0.2 + r.random():.4f}", False),
            "time_s": (f"time{kv}{t:.4f}", True), "seconds": (f"seconds{kv}{t:.3f}", True),
@@ -266,6 +278,9 @@ def _extra(kind: str, r: _Rand, kv: str) -> tuple[str, float | None]:
            "mem_mb": (f"max_mem{kv}{2600 + int(r.random() * 100)}MB", False),
            "tok_s": (f"{15000 + int(r.random() * 1000)} tok/s", False), "mfu": (f"mfu{kv}{40 + r.random():.2f}%", False),
            "nonascii": (f"débit{kv}{800 + r.random() * 10:.1f}", False),
+           "steps_per_s": (f"timing/steps_per_second{kv}{1 / t:.5f}", True),  # t5x: the step time is its inverse
+           "sec_clock": (f"{int(elapsed)} sec", False), "wall_clock": (f"wall{kv}{int(elapsed)}", False),
+           "train_time_clock": (f"train_time{kv}{elapsed * 1000:.0f}ms", False),
            "batch_t_avg": (f"Batch (t){kv}{t:.3f} ({0.35:.3f})", True),
            "time_data_avg": (f"Time{kv}{t:.3f} ({0.35:.3f})  Data{kv}{t / 20:.3f} ({0.02:.3f})", True),
            "interval_runtime_s": (f"interval_runtime{kv}{t:.3f}", True),
@@ -332,6 +347,7 @@ def render(g: Grammar) -> Log:
     between = [str(b) for b in p["between"]]  # type: ignore[attr-defined]
     log = Log("", g, [], [], ordinal=counter == "epoch_samples")
     log.step_seconds = [] if all(e in _EXTRAS_DEV for e in extras) else None
+    log.clock = any(e in CLOCK_EXTRAS for e in extras)
     lines: list[str] = []
     eval_every = 1 + int(r.random() * 4)
     eval_kind = str(p["eval"])
@@ -344,7 +360,7 @@ def render(g: Grammar) -> Log:
         fields = [f"{str(p['loss_name'])}{kv}{loss}"]
         printed = []
         for e in extras:
-            text, seconds = _extra(e, r, kv)
+            text, seconds = _extra(e, r, kv, step - start)
             fields.append(text)
             log.step_time |= seconds is not None
             printed += [] if seconds is None else [seconds]
@@ -445,11 +461,17 @@ def _loss_mismatch(losses: list[tuple[int, float]], log: Log, read_time: bool | 
 
 def _seconds_read(log: Log, names: list, steps: list, values: list) -> bool | None:
     """Whether the step times read are the ones printed, in seconds, at their records' steps (and none is
-    read where none was printed: a data wait is not one); None when the log's truth is not known."""
+    read where none was printed: a data wait is not one), and no value of a cumulative clock is read as one;
+    None when the log's truth is not known."""
     from stethoscope.records import STEP_TIME
 
-    if log.step_seconds is None or not steps:
+    if not steps:
         return None
+    per_record = int(str(log.grammar.parts["cadence"])) if log.ordinal else 1  # records numbered 1, 2, 3 …
+    if log.clock and any(float(v) > _MAX_STEP_S * per_record for n, v in zip(names, values) if n == STEP_TIME):
+        return False  # a clock's value read as a step time
+    if log.step_seconds is None:
+        return True if log.clock else None
     keys = range(1, len(log.step_seconds) + 1) if log.ordinal else log.steps
     truth = {k: t for k, t in zip(keys, log.step_seconds) if t}
     got = [(int(s), float(v)) for n, s, v in zip(names, steps, values) if n == STEP_TIME]

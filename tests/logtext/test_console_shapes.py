@@ -106,3 +106,17 @@ def test_a_progress_bar_step_loss_is_the_loss() -> None:
     text = "".join(f"Steps:  {i / 10:.0f}%|##  | {i}/1000 [00:{i % 60:02d}<04:30, 2.50it/s, lr=0.0001, "
                    f"step_loss={_loss(i, 1000):.3f}]\n" for i in range(1, 1001))
     _check_loss(_read(text), 1000)
+
+
+@pytest.mark.parametrize("first", [0, 400])  # from the start, and an excerpt of a longer log
+def test_a_clock_in_whole_seconds_is_never_a_step_time(first: int) -> None:
+    """A clock printed coarser than a step (0.4 s steps, whole seconds) rises on some records only."""
+    run = _read("".join(f"Step {1000 + i}/2000; xent: 2.5; {first + int(0.4 * i)} sec\n" for i in range(12)))
+    times = list(series(run, STEP_TIME).values())
+    assert all(t <= 0.5 + 1e-9 for t in times), times
+
+
+@pytest.mark.parametrize("kv", [": ", "=", " "])
+def test_a_bracketed_count_after_a_file_line_logger_is_the_step(kv: str) -> None:
+    run = _read("".join(f"07/24 11:00:{i:02d} INFO train.py:80] [{5 * i}] | lm loss{kv}{3 - i / 100:.3f}\n" for i in range(30)))
+    assert sorted(series(run, LOSS)) == [5 * i for i in range(30)]

@@ -37,7 +37,7 @@ _PREFIX = re.compile(
     rf"|{_LEVEL}(?::[\w.<>]+:|\s*[-|:]\s|\s+)"  # INFO:root:  INFO -
     rf"|[-|]\s*[\w.<>]+\s*-\s*(?={_LEVEL})"  # - root - (before INFO)
     r"|[IWEF]\d{4}\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.\-]+:\d+\]"  # glog/absl
-    r"|\([\w.\-]+:\d+\)"  # a logger's source line (ESPnet: `(trainer:732)`)
+    r"|\([\w.\-]+:\d+\)|[\w\-]+\.\w+:\d+\]"  # a logger's source line: ESPnet's `(trainer:732)`, `INFO train.py:80]`
     r"|[-|:]\s)")
 _STEP = re.compile(
     r"\[(?:batch|step|iter|iteration|ba)=(?P<a>\d+)(?:/(?P<at>\d+))?\]"  # Composer [batch=10/100]
@@ -57,7 +57,8 @@ _FRACTION = re.compile(r"\[\s*(?P<f>\d+)\s*/\s*(?P<ft>\d+)\s*(?P<pct>\(\s*\d+(?:
 # pipes, the step last and the epoch before it (torchtune: `1|500|Loss: 2.5`), a count glued before its
 # counter word, a range of batches by its end, the epoch glued likewise before it (ESPnet:
 # `3epoch:train:401-500batch:`, `500iter`).
-_KEYED = r"[A-Za-z_][\w./\-]*\s?[:=]\s*[-+]?(?:\d|\.\d|(?i:nan|inf))"  # `loss=2.5`, `Loss: nan`: a metric follows
+# A metric follows: `loss=2.5`, `Loss: nan`, `lm loss 2.5` (not `NCCL INFO Channel 00/32`)
+_KEYED = r"[A-Za-z_][\w./\-]*(?: [A-Za-z_][\w./\-]*)?(?:\s?[:=]\s*|\s+)[-+]?(?:\d|\.\d|(?i:nan|inf))"
 _BARE = re.compile(
     rf"^\s*\[\s*(?P<h>\d+)\s*\](?=[\s|,;]+{_KEYED})"
     rf"|^\s*(?:(?P<pe>\d+)\s*\|\s*)?(?P<p>\d+)\s*\|(?=[\s|,;]*{_KEYED})"
