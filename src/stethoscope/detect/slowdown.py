@@ -44,6 +44,7 @@ def extend(d: dict[str, Any], t: float, step: int | None = None) -> None:
     if step is not None:
         d["last_step"] = step
     d["values"] = (d["values"] + [t])[-KEPT:]
+    d["excess"] = d.get("excess", 0.0) + t - d["level"]  # every second, stalls in it too: a passing one's price
     if "block" not in d:  # a slowdown saved before blocks were kept: priced from here on
         d["block"], d["lost"] = [], 0.0
     d["block"].append(t)

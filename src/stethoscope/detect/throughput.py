@@ -342,7 +342,7 @@ class ThroughputDetector:
             f.end_step = d["last_step"]
             f.message = f.message.replace(" so far", "", 1) + f"; back to normal at step {step}"
             out = [f]
-            excess = lost(d)
+            excess = d.get("excess", lost(d))  # a passing slowdown is priced like a stall: every second of it
             cheap = excess < self.config.periodic_warn_cost * self._s["total"]
             if d["records"] < PERSISTENT_RECORDS or cheap:  # a passing slowdown: a stall, counted with the dips
                 f.severity = "info"
