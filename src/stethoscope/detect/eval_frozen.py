@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stethoscope.detect.frozen import SAME_REL, sig_digits
+from stethoscope.detect.frozen import SAME_REL, decimals, sig_digits
 from stethoscope.findings.catalogue import FROZEN_LOSS
 from stethoscope.records import Finding
 
@@ -37,16 +37,6 @@ _TINY = 0.01  # ...or under this share of the largest move: the eval barely move
 _SURE_DIGITS = 6  # a print this precise repeats by chance only when the weights stand still
 _SCHEDULE_END = 0.1  # an LR under this share of its peak: the schedule's end (annealing), not a stop
 _KEPT = 256  # evals kept (a run evaluates rarely)
-
-
-def _decimals(v: float) -> int:
-    """Decimal places in the shortest repr of `v` (how precisely the log printed it)."""
-    text = repr(abs(v)).lower()
-    if "e" in text:
-        mant, exp = text.split("e")
-        frac = len(mant.split(".")[1]) if "." in mant else 0
-        return max(0, frac - int(exp))
-    return len(text.split(".")[1]) if "." in text else 0
 
 
 class EvalFrozen:
@@ -78,7 +68,7 @@ class EvalFrozen:
         if len(ev) < 2 + _MIN_BEFORE:
             return None
         last = ev[-1][1]
-        tol = max(SAME_REL * abs(last), 0.5 * 10.0 ** -max(_decimals(e[1]) for e in ev[-2:]))
+        tol = max(SAME_REL * abs(last), 0.5 * 10.0 ** -max(decimals(e[1]) for e in ev[-2:]))
         k0 = len(ev) - 1  # the first of the repeats at the end
         while k0 > 0 and abs(ev[k0 - 1][1] - last) <= tol:
             k0 -= 1

@@ -15,6 +15,31 @@ SAME_REL = 1e-5
 and a loss that wanders by a thousandth of it is still moving."""
 
 
+_CHANCE = 0.01  # how likely a run of repeated prints may be, by chance, anywhere in the log
+
+
+def decimals(v: float) -> int:
+    """Decimal places in the shortest repr of `v`: how precisely the log printed it (0.834 -> 3)."""
+    text = repr(abs(v)).lower()
+    if "e" in text:
+        mant, exp = text.split("e")
+        return max(0, (len(mant.split(".")[1]) if "." in mant else 0) - int(exp))
+    return len(text.split(".")[1]) if "." in text else 0
+
+
+def repeats_needed(v: float, sigma: float, records: int, minimum: int) -> int:
+    """Records in a row showing `v` before the repeat is no coincidence of the print: two successive prints of a
+    loss with noise `sigma` (per record) agree by chance with p ~ resolution / (sigma * 2 sqrt(pi)), so k in a row
+    somewhere in `records` with about p^(k-1) * records; under `_CHANCE`. A 3-decimal print of a loss with noise
+    0.02 needs 4; a full-precision float, `minimum`; a print as coarse as the noise, never."""
+    if sigma <= 0 or not math.isfinite(sigma):
+        return minimum
+    p = min(0.9, 10.0 ** -decimals(v) / (sigma * 3.545))
+    if p <= 0:
+        return minimum
+    return max(minimum, 1 + math.ceil(math.log(_CHANCE / max(records, 1)) / math.log(p)))
+
+
 def sig_digits(v: float) -> int:
     """Significant digits in the shortest repr of `v` (11.0666 -> 6): how unlikely an exact repeat is."""
     text = repr(abs(v)).lower()

@@ -19,7 +19,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.eval_frozen import EvalFrozen
-from stethoscope.detect.stats import StepEma, Window, lowest_of, shrunk_sigma
+from stethoscope.detect.stats import StepEma, Window, diff_sigma, lowest_of, shrunk_sigma
 from stethoscope.findings.catalogue import EVAL_SPARSE, OVERFITTING
 from stethoscope.records import EVAL_LOSS, LOSS, LR, Finding, StepRecord
 
@@ -107,7 +107,7 @@ class OverfitDetector:
         self._since_best.append([step, v])
         del self._since_best[: -self.config.overfit_patience * 4]
         if self._open is not None:
-            self._open.update(last_step=step, last=v, worst=max(self._open["worst"], v))
+            self._open.update(last_step=step, last=v, worst=max(self._open["worst"], v), evals=len(self._since_best))
             return self._escalate(self._open)
         if len(self._since_best) < self.config.overfit_patience or best.get("reported"):
             return []
@@ -147,7 +147,7 @@ class OverfitDetector:
         if rise < cfg.overfit_min_rel * scale and v - best["value"] < cfg.overfit_min_rel * scale:
             return []
         n = len(self.evals)
-        sigma = shrunk_sigma(self.evals.diff_sigma(tails=False), n, cfg.eval_prior_rel_noise * scale, cfg.prior_weight)
+        sigma = shrunk_sigma(_eval_noise(self.evals.values()), n, cfg.eval_prior_rel_noise * scale, cfg.prior_weight)
         if v - best["value"] <= sigma:
             return []  # within one sigma of the best: eval noise, not even a possibility worth a note
         worst = max(x[1] for x in self._since_best)
@@ -166,7 +166,9 @@ class OverfitDetector:
             "sigma": sigma, "severity": "warning" if significant else "info",
             # where the evals stood around the best: the median of the last 2 x patience up to it, or the best
             # past its luck (a flat stretch's best is a low draw, not the level the evals after it left)
-            "before": max(best["value"] + luck, _median(before[-2 * cfg.overfit_patience:])),
+            # (only the evals that competed with it: on a falling curve the ones before it were far above)
+            "before": max(best["value"] + luck, _median([x for x in before[-2 * cfg.overfit_patience:]
+                                                         if x <= best["value"] + _COMPETED * sigma] or [0.0])),
         }
         return [self._finding(self._open)]
 
@@ -174,13 +176,18 @@ class OverfitDetector:
         """A possible overfitting (info) whose last `overfit_patience` evals, and the median of the evals
         since the best, stand clear of where the evals stood around the best (past its noise) is one: a
         warning, still naming the best step. An open incident sees many evals: three in a row up by
-        chance is no evidence, nor are evals back at the level the lucky best sat under."""
+        chance is no evidence, nor are evals back at the level the lucky best sat under. A climb is: every eval
+        since the best higher than the one before, `overfit_patience` + 1 of them or more (1 in 24 by chance,
+        judged once per best), ending past the best's noise (a steep descent inflates where the evals 'stood')."""
         since = sorted(x[1] for x in self._since_best)  # the newest evals since the best (up to 4 x patience)
         recent = [x[1] for x in self._since_best[-self.config.overfit_patience:]]
         if inc["severity"] != "info" or len(recent) < self.config.overfit_patience:
             return []
         bar = inc.get("before", inc["best"]) + self.config.overfit_sigma * inc["sigma"]
-        if min(recent) <= bar or since[len(since) // 2] <= bar:  # the rise holds, not a lucky run of evals
+        climb = [inc["best"]] + [x[1] for x in self._since_best]
+        steady = (len(climb) > self.config.overfit_patience + 1 and all(b > a for a, b in zip(climb, climb[1:]))
+                  and climb[-1] > inc["best"] + self.config.overfit_sigma * inc["sigma"])
+        if not steady and (min(recent) <= bar or since[len(since) // 2] <= bar):  # the rise holds, not luck
             return []
         inc["severity"] = "warning"
         return [self._finding(inc)]
@@ -235,6 +242,17 @@ _STATE = (
     "_best", "_since_best", "_open", "_n_evals", "_first_step", "_last_step", "_last_eval_step", "_min_train",
     "_train_records", "_lr",
 )
+
+
+def _eval_noise(values: list[float]) -> float:
+    """One eval's noise, free of the curve's trend: from second differences (a line through three evals in a
+    row; sigma = median |d2| / (0.6745 sqrt 6)), three evals of one value left out, else from first differences. Evals are
+    few and far apart: on a descent, first differences are mostly the descent (a steep one made a 42% rise over
+    five evals in a row read as 'within the eval noise')."""
+    d2 = sorted(abs(a - 2 * b + c) for a, b, c in zip(values, values[1:], values[2:]) if not a == b == c)
+    if len(d2) < 2:  # evals that repeat one value (weights that stopped changing) tell no noise
+        return diff_sigma(values, tails=False)
+    return d2[len(d2) // 2] / (0.6745 * math.sqrt(6.0))
 
 
 def _median(values: list[float]) -> float:

@@ -20,7 +20,7 @@ from typing import Any
 
 from stethoscope.detect.comeback import came_back, up_to_the_end, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.frozen import SAME_IN_NOISE, SAME_REL, sig_digits, uniform_note
+from stethoscope.detect.frozen import SAME_IN_NOISE, SAME_REL, repeats_needed, sig_digits, uniform_note
 from stethoscope.detect.knee import STOPPED, KneeTracker, knee_finding
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
@@ -404,7 +404,8 @@ class TrendDetector:
             trigger = fz["records"] >= 2 and fz["abrupt"]
         else:
             digits = sig_digits(v)  # '0.0003' repeating is rounding of a tiny loss, not a frozen one
-            long_run = fz["records"] >= cfg.frozen_min_records and digits >= 3
+            need = repeats_needed(v, self._step_sigma, self._n, cfg.frozen_min_records)
+            long_run = fz["records"] >= need and digits >= 3
             # two records can only speak for a log that holds nothing else: in a long run, two equal
             # values far apart are a coincidence of rounding sooner or later
             whole_log = fz["records"] >= self._n + 1
