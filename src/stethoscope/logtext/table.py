@@ -11,6 +11,7 @@ were added, so repeated steps of a resumed run stay in the order they were logge
 from __future__ import annotations
 
 import gc
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -259,7 +260,12 @@ def make_points(names: list[str], steps: list[int], values: list[float], times: 
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while millions of small objects are built (it would rescan them all)."""
+    """Pause the cyclic GC while millions of small objects are built (it would rescan them all): on the main
+    thread only. The GC is the whole process's: paused from a background thread (an alert settling the run's
+    incidents beside training) it would hold the training loop's collections for seconds."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     was_enabled = gc.isenabled()
     gc.disable()
     try:
