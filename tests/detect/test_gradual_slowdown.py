@@ -32,7 +32,7 @@ def test_a_growing_slowdown_is_one_warning_dated_at_its_start_and_priced_in_full
     assert f.evidence["slow_level"] > 1.0  # the level reached, not the first records' 0.33 s
     assert abs(f.evidence["lost_s"] - truth_lost) < 0.15 * truth_lost, (f.evidence["lost_s"], truth_lost)
     assert f.evidence["time_cost"] > 0.35
-    assert "growing" in f.message and "at step 1000" in f.message
+    assert "growing: from" in f.message and "at step 1000" in f.message
 
 
 def test_a_step_slowdown_holds_its_level_and_is_not_called_growing():

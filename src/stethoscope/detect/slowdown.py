@@ -25,15 +25,17 @@ KEPT = 64  # the latest records of a slowdown kept for its current level
 _SPIKE, _NEAR = 3.0, 2  # a record this many times the median of its neighbours (this many on each side) is a stall
 JUMP_RECORDS = 3  # stalls on top of a slowdown in a row that are a new, higher level (a stall lasts a record
 # or two: an eval between two logged records shows in both)
-GROWN = 1.5  # the latest block this many times the first: the slowdown has grown, not just wobbled
+GROWN = 1.5  # the latest block this many times the second: the slowdown has grown, not just wobbled (the first
+# block may straddle the onset: half old level, half new)
 
 
-def open_drop(start: int, level: float, values: list[float], last_step: int, **extra: Any) -> dict[str, Any]:
-    """A slowdown found at `start` over the old `level`, with the slow records seen so far."""
-    d: dict[str, Any] = {"start": start, "level": level, "values": [], "last_step": last_step, "records": 0,
-                         "lost": 0.0, "block": [], "first_slow": None, "peak": max(values), **extra}
-    for v in values:
-        extend(d, v)
+def open_drop(start: int, level: float, values: list[float], last_step: int, steps: list[int] | None = None,
+              **extra: Any) -> dict[str, Any]:
+    """A slowdown found at `start` over the old `level`, with the slow records seen so far (at `steps`)."""
+    d: dict[str, Any] = {"start": start, "level": level, "values": [], "last_step": start, "records": 0,
+                         "lost": 0.0, "block": [], "blocks": 0, "first_slow": None, "peak": max(values), **extra}
+    for i, v in enumerate(values):
+        extend(d, v, steps[i] if steps else None)
     d["last_step"] = last_step
     return d
 
@@ -51,9 +53,10 @@ def extend(d: dict[str, Any], t: float, step: int | None = None) -> None:
     if len(d["block"]) == BLOCK:
         m = median(d["block"])
         d["lost"] += (m - d["level"]) * BLOCK
-        if d.get("first_slow") is None:
-            d["first_slow"] = m
-        d["prev_block"], d["block"] = m, []
+        d["blocks"] = d.get("blocks", 0) + 1
+        if d["blocks"] == 2:  # the reference of growth: the first block wholly inside the slowdown
+            d["first_slow"], d["first_at"] = m, d["last_step"]
+        d["block"] = []
 
 
 def lost(d: dict[str, Any]) -> float:
@@ -70,10 +73,11 @@ def recent(d: dict[str, Any]) -> float:
 
 
 def growth(d: dict[str, Any]) -> tuple[float, float] | None:
-    """(first slow level, latest slow level) when the slowdown is still growing: its latest block at least
-    `GROWN` times its first, and above the block before it. None for a slowdown that holds its level."""
+    """(early slow level, latest slow level) when the slowdown is still growing: its latest block at least
+    `GROWN` times its second one (`first_slow`, at step `first_at`), and above the block before it. None for
+    a slowdown that holds its level, and for one too short to tell (fewer than three blocks)."""
     first = d.get("first_slow")
-    if first is None or len(d["values"]) < 2 * BLOCK:
+    if first is None or d.get("records", 0) < 3 * BLOCK or len(d["values"]) < 2 * BLOCK:
         return None
     now, before = recent(d), median(d["values"][-2 * BLOCK: -BLOCK])
     if now >= GROWN * first and now > before and now > first:

@@ -207,7 +207,8 @@ class ThroughputDetector:
                     if len(slow) >= _MAX_TRIAL:  # that long and still not: it was jitter, after all
                         out.extend(self._streak_over(slow, keep=True))
                     return out
-                s["drop"] = open_drop(self._onset(slow, level, step, t), level, [x[1] for x in slow], step, **shift)
+                s["drop"] = open_drop(self._onset(slow, level, step, t), level, [x[1] for x in slow], step,
+                                      [x[0] for x in slow], **shift)
                 s["slow"] = []
                 out.append(self._drop_finding(s["drop"]))
             return out
@@ -241,7 +242,7 @@ class ThroughputDetector:
             return []
         s = self._s
         slow = values[shift.onset:]
-        s["drop"] = open_drop(steps[shift.onset], shift.level, slow, step, spread=shift.spread,
+        s["drop"] = open_drop(steps[shift.onset], shift.level, slow, step, steps[shift.onset:], spread=shift.spread,
                               usual_max=shift.usual_max)
         s["slow"] = []
         return [self._drop_finding(s["drop"])]
@@ -331,7 +332,8 @@ class ThroughputDetector:
         f.end_step = d["last_step"]
         f.message = f.message.replace(" so far", "", 1) + f"; slower still from step {over[0][0]}"
         new = self._s["drop"] = open_drop(over[0][0], d["level"], [x[1] for x in over], over[-1][0],
-                                          spread=d.get("spread", 0.0), usual_max=d.get("usual_max", math.nan))
+                                          [x[0] for x in over], spread=d.get("spread", 0.0),
+                                          usual_max=d.get("usual_max", math.nan))
         return [f, self._drop_finding(new)]
 
     def _at_level(self, d: dict[str, Any], step: int, t: float) -> list[Finding]:

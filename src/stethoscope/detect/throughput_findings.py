@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.slowdown import BLOCK, growth, lost, recent
+from stethoscope.detect.slowdown import growth, lost, recent
 from stethoscope.detect.stall_patterns import is_regular
 from stethoscope.findings.catalogue import PERIODIC_STALL, THROUGHPUT_DROP
 from stethoscope.records import STEP_TIME, Finding
@@ -105,7 +105,7 @@ def drop_finding(d: dict[str, Any], name: str, scale: float, sev: str, source: s
         what = f"{name} down {1 - after / before:.0%} ({fmt(before)} -> {fmt(after)})"
         first = None if grown is None else fmt(1.0 / grown[0])
     if grown is not None:  # a ramp: say so, and how far it has come
-        what += (f" and growing: from {first} over its first {BLOCK} records to {fmt(after)}"
+        what += (f" and growing: from {first} at step {d.get('first_at', d['start'])} to {fmt(after)}"
                  f"{' s' if name == STEP_TIME else ''} at step {d['last_step']}")
     cost = d.get("cost")
     lost_s = d.get("lost_s")
