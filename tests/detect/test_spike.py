@@ -241,3 +241,15 @@ def test_a_one_record_blip_never_pages_even_for_a_moment():
     losses[201] = 2.65  # the same jump that holds a second record: a spike, paged one record later
     live = _live(losses)
     assert live[0] == (200, "info") and (200, "warning") in live, live
+
+
+def test_a_spike_over_after_one_step_says_one_step() -> None:
+    from stethoscope.detect.spike import SpikeDetector
+    from stethoscope.records import LOSS, StepRecord
+
+    det, out = SpikeDetector(), []
+    for step in range(1, 200):
+        v = 2.0 + 0.01 * ((step * 37) % 7 - 3)
+        out += det.update(StepRecord(step=step, values={LOSS: 9.0 if step == 150 else v}))
+    msgs = [f.message for f in out if f.type == "loss_spike" and "recovered after" in f.message]
+    assert msgs and msgs[-1].endswith("recovered after 1 step")

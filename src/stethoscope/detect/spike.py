@@ -327,7 +327,8 @@ class SpikeDetector:
         self._release(inc)
         f = self._loss_finding(inc)
         f.end_step = step
-        f.message += f"; recovered after {step - inc['start']} steps"
+        took = step - inc["start"]
+        f.message += f"; recovered after {took} step{'' if took == 1 else 's'}"
         f.evidence.update(recovered="fully", recovered_step=step)
         out.append(f)
         if inc["diverged"]:  # it stayed up long enough to be called a divergence, and then came back
