@@ -601,7 +601,7 @@ def test_lines_that_take_turns_are_read_as_rows_and_merged_without_a_sort(monkey
     stamp = "[2024-07-24 11:20:07,402] " if stamped else ""
     text = "".join(f"{stamp}[epoch=1][batch={b}/9000]:\n\t Train loss/train/total: {3 - b / 1e4:.4f}\n"
                    f"\t Train lr-DecoupledAdamW/group0: {1e-4 * (1 + b % 5):.4e}\n" for b in range(1, 3001))
-    import stethoscope.logtext.console_reader as reader
+    import stethoscope.logtext.console_walk as reader
 
     monkeypatch.setattr(reader, "MIN_WINDOW_BYTES", window)  # where the first window ends, the cycle starts
     used: list[str] = []
@@ -651,7 +651,7 @@ def test_a_cycle_of_shapes_is_found_like_a_run(monkeypatch) -> None:
     text = "".join(f"[epoch=1][batch={b}/9000]:\n\t Train loss/train/total: {3 - b / 1e4:.4f}\n"
                    f"\t Train lr-DecoupledAdamW/group0: {1e-4 * (1 + b % 5):.4e}\n"
                    f"\t Train throughput/samples_per_sec: {1000 + b % 13:.2f}\n" for b in range(1, 3001))
-    import stethoscope.logtext.console_reader as reader
+    import stethoscope.logtext.console_walk as reader
 
     monkeypatch.setattr(reader, "WINDOW_BYTES", 4096)  # the first shapes are learnt in a small window
     found: list[tuple[int, int]] = []

@@ -16,7 +16,9 @@ restart every epoch are made global by adding the earlier epochs' totals.
 
 Speed (`logtext/console_reader.py`): a line's shape is its text with the digits removed; the first line of each
 shape is parsed in full and teaches where its step and values are. A long run of lines of one shape is
-found by counting copies of that shape in the log's shapes (no Python per line) and read at once, by
+found by comparing the lines' shapes with it in one C pass (`logtext/console_walk.py`; without the native
+scanner, by counting copies of it in the log's shapes: no Python per line either; a big log is mapped, not
+copied) and read at once, by
 pyarrow's CSV reader (`logtext/console_arrow.py`), as one list of tokens (`logtext/console_tokens.py`) or by one regex
 `findall` (`logtext/console_fast.py`); where shapes interleave (Composer's blocks, Keras' redrawn bar, eval lines
 among step lines) the lines of each shape are read at once and merged back in line order
@@ -29,9 +31,11 @@ import re
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
+from stethoscope.logtext import linescan
 from stethoscope.logtext.console_line import ANSI, key_name, parse
 from stethoscope.logtext.console_names import resolve
 from stethoscope.logtext.console_reader import NAME, SUMMARY, ConsoleReader, has_loss
@@ -61,9 +65,9 @@ class ConsoleImporter:
     def read(self, path: Path) -> ImportedRun:
         if "numpy" not in sys.modules:  # the reader needs it: imported on a thread while the log is read
             threading.Thread(target=_import_numpy, name="stethoscope-numpy", daemon=True).start()
-        data = read_bytes(path)
-        if b"\x08" in data:  # Keras' backspaces before a redraw
-            data = data.replace(b"\x08", b"")
+        data: Any = linescan.mapped(str(path)) or read_bytes(path)  # a big log mapped, not copied
+        if data.find(b"\x08") >= 0:  # Keras' backspaces before a redraw
+            data = bytes(data).replace(b"\x08", b"")
         reader = ConsoleReader(str(path))
         reader.feed(data)
         return reader.result()

@@ -38,6 +38,12 @@
  * line_kinds(data, start, end) numbers the distinct lines of data[start:end] (split at `\n`, as
  * bytes.split gives them: the text after the last newline is a line, even empty) in the order they first
  * appear: (int32 id per line, int64 start of each line, int64 index of each kind's first line).
+ *
+ * A line's console *shape* (console_runs.shape_of) is its text without digits, `eE+-`, with `=` and `>`
+ * written as `.`. shapes(data, start, end) is the shape text of data[start:end] (bytes); repeats(data,
+ * start, unit) counts how many times the shape text from data[start] repeats `unit` (shapes each ending
+ * in a newline: one line's, or a cycle's), in one pass over the lines and without writing their shapes:
+ * (count, the offset past the last whole repeat). Both without the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -706,6 +712,80 @@ release:
     return result;
 }
 
+static int SHAPE[256]; /* a byte's place in a shape: itself, '.' for '=' and '>', -1 left out */
+
+static void init_shape(void) {
+    for (int c = 0; c < 256; c++)
+        SHAPE[c] = c;
+    for (const char *c = "0123456789eE+-"; *c; c++)
+        SHAPE[(unsigned char)*c] = -1;
+    SHAPE['='] = SHAPE['>'] = '.';
+}
+
+static PyObject *shapes(PyObject *Py_UNUSED(module), PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "y*nn:shapes", &view, &start, &end))
+        return NULL;
+    PyObject *result = NULL;
+    if (start < 0 || end < start || end > view.len) {
+        PyErr_SetString(PyExc_ValueError, "shapes: start or end out of range");
+        goto release;
+    }
+    result = PyBytes_FromStringAndSize(NULL, end - start); /* written in place, then cut to size: no copy */
+    if (result == NULL)
+        goto release;
+    char *out = PyBytes_AS_STRING(result);
+    const unsigned char *s = view.buf;
+    Py_ssize_t n = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = start; i < end; i++) {
+        const int c = SHAPE[s[i]];
+        out[n] = (char)c;
+        n += c >= 0;
+    }
+    Py_END_ALLOW_THREADS
+    if (_PyBytes_Resize(&result, n) < 0)
+        result = NULL;
+release:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *repeats(PyObject *Py_UNUSED(module), PyObject *args) {
+    Py_buffer view, unit_view;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "y*ny*:repeats", &view, &start, &unit_view))
+        return NULL;
+    PyObject *result = NULL;
+    if (start < 0 || start > view.len || unit_view.len == 0) {
+        PyErr_SetString(PyExc_ValueError, "repeats: start out of range or an empty unit");
+        goto release;
+    }
+    const unsigned char *s = view.buf, *unit = unit_view.buf;
+    const Py_ssize_t n = view.len, m = unit_view.len;
+    Py_ssize_t count = 0, end = start, j = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = start; i < n; i++) {
+        const int c = SHAPE[s[i]];
+        if (c < 0)
+            continue;
+        if (c != unit[j])
+            break;
+        if (++j == m) {
+            j = 0;
+            count++;
+            end = i + 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("(nn)", count, end);
+release:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&unit_view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_VARARGS | METH_KEYWORDS,
      "scan(data, offsets=False) -> (hashes, counts, starts, values, number_starts): see the module source."},
@@ -715,6 +795,9 @@ static PyMethodDef methods[] = {
      "lines_from(data, start, count, store) -> (found, end, offsets past each newline or None): see the module source."},
     {"line_kinds", line_kinds, METH_VARARGS,
      "line_kinds(data, start, end) -> (ids, starts, firsts): see the module source."},
+    {"shapes", shapes, METH_VARARGS, "shapes(data, start, end) -> the shape text of data[start:end]: see the module source."},
+    {"repeats", repeats, METH_VARARGS,
+     "repeats(data, start, unit) -> (count, end): how many times the shapes from data[start] repeat unit."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -724,5 +807,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_linescan", "The log
 PyMODINIT_FUNC PyInit__linescan(void) {
     init_kinds();
     init_tokens();
+    init_shape();
     return PyModule_Create(&module);
 }

@@ -1,5 +1,5 @@
 """The reader behind `console.py`. A long run of lines of one shape is found without touching its lines
-one by one (`console_runs.py`) and read at once (pyarrow: `console_arrow.py`; tokens: `console_tokens.py`; else a
+one by one (`console_walk.py`, `console_runs.py`) and read at once (pyarrow: `console_arrow.py`; tokens: `console_tokens.py`; else a
 regex: `console_fast.py`); between long runs, a window of lines is grouped by shape and interleaved shapes
 read a shape at a time (`console_segment.py`); every other line goes through the full line parser
 (`console_line.py`). The state a console log needs is kept here: the last step (for record lines), the kept
@@ -19,8 +19,9 @@ from stethoscope.logtext.console_epochs import EpochCounter, bar_step
 from stethoscope.logtext.console_fast import Template
 from stethoscope.logtext.console_line import ANSI, NUMBER, Line, has_loss, parse
 from stethoscope.logtext.console_names import Names, resolve
-from stethoscope.logtext.console_runs import Lines, advance, find_cycle, first_where, pieces, repeats, shape_of, window_at
+from stethoscope.logtext.console_runs import Lines, first_where, pieces, shape_of
 from stethoscope.logtext.console_shape import Shape, learn
+from stethoscope.logtext.console_walk import walk
 from stethoscope.logtext.loglines import LineKeeper
 from stethoscope.logtext.stand_ins import stand_ins
 from stethoscope.logtext.table import Layout, PointTable, Rejected, describe
@@ -33,11 +34,7 @@ MAX_TEMPLATES = 4096
 CHUNK_LINES = 16384
 ARROW_CHUNK_BYTES = 1 << 24  # pyarrow reads a run this many bytes at a time (memory the allocator reuses)
 NATIVE_PIECE_BYTES = 1 << 22  # the scanner's columns: smaller pieces, so that two threads share a run
-LONG_RUN = 64  # a run of a shape this long is read alone; shorter ones are read with their neighbours
-WINDOW_BYTES = 1 << 20  # the lines between long runs: shapes this many bytes at a time, at most
-MIN_WINDOW_BYTES = 1 << 12  # ... and at first, doubling while no long run cuts a window short
 MIN_STRETCH = 32  # interleaved shapes: read a shape at a time from this many lines on
-MAX_PERIOD = 8  # the longest cycle of shapes found like a run (Composer: a header and its record lines)
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
 SUMMARY = "train_runtime"  # the HF Trainer's end-of-run summary dict: not a step
 
@@ -62,57 +59,20 @@ class ConsoleReader:
         self.near: dict[str, tuple[int, int, str]] = {}  # kind → (count, first line, its text)
         self.lines = self.step_lines = self.resumes = 0
         self.shapes: Counter[tuple[str, ...]] = Counter()
-        self.window_bytes = MIN_WINDOW_BYTES
+        self.window_bytes = 0  # console_walk's window of shapes (0: none yet)
         self.use_arrow: bool | None = None  # pyarrow reads long runs (console_arrow); None: not looked up yet
 
     def feed(self, data: bytes) -> None:
         """Read a whole log (ANSI codes may stay in it): a long run of lines of one shape at once (found by
-        counting copies of the run's shape in the log's shapes: no Python per line, the lines not even
-        split), the lines between long runs a window at a time (`_window`)."""
+        comparing shapes: no Python per line, the lines not even split), the lines between long runs a window
+        at a time (`_window`); `console_walk`."""
         self._data = data
-        shapes = shape_of(data)
-        at = where = q = 0  # a line, where its shape starts in `shapes`, where it starts in `data`
-        while True:
-            end = shapes.find(b"\n", where)
-            if end < 0:  # the text after the last newline
-                self._run(at, at + 1, shapes[where:], q, len(data) + 1)
-                at += 1
-                break
-            shape = shapes[where:end]
-            k = repeats(shapes, where, shape + b"\n")
-            if k >= LONG_RUN:
-                after = where + k * (len(shape) + 1)
-                q_end = len(data) if after == len(shapes) else advance(data, q, k, after - where)
-                self._run(at, at + k, shape, q, q_end)
-                at, where, q = at + k, after, q_end
-                continue
-            cycle = find_cycle(shapes, where, self._planned, LONG_RUN)
-            if cycle is not None:  # Composer's header + record lines, repeated: one stretch, no window
-                import numpy as np
-
-                kinds, count = cycle
-                span = count * (sum(map(len, kinds)) + len(kinds))
-                n = count * len(kinds)  # lines found on first use (rows of a cycle need none)
-                lines = Lines(data, at, q, advance(data, q, n, self._data_bytes(span, shapes)), count=n)
-                ids = np.tile(np.arange(len(kinds), dtype=np.int32), count)
-                self._stretch(lines, at, at + count * len(kinds), ids, kinds)
-                at, where, q = at + count * len(kinds), where + span, lines.q_end
-                continue
-            ids, kinds, span, cut = window_at(shapes, where, self.window_bytes, console_arrow.MIN_LINES)
-            # a window no long run cut short: the next is twice as big
-            self.window_bytes = MIN_WINDOW_BYTES if cut else min(WINDOW_BYTES, self.window_bytes * 2)
-            lines = Lines.of(data, at, q, ids.size, self._data_bytes(span, shapes))
-            self._window(lines, ids, kinds)
-            at, where, q = at + ids.size, where + span, lines.q_end
+        at = walk(self, data)
         self._data = b""
         last = data[data.rfind(b"\n") + 1:].decode("utf-8", "replace")
         if last.strip() and NUMBER.search(last) and self.last_row != at:
             self.warnings.append(f"{self.path}:{at}: the last line looks cut short (no newline, no "
                                  "metrics read from it)")
-
-    def _data_bytes(self, span: int, shapes: bytes) -> int:
-        """About how many bytes of the log hold lines whose shapes take `span` bytes (digits come back)."""
-        return span * len(self._data) // max(1, len(shapes))
 
     def _window(self, lines: Lines, ids: Any, kinds: list[bytes]) -> None:
         """`lines`, whose shapes are `kinds[ids]`: stretches of lines whose shapes all have token

@@ -164,12 +164,14 @@ def line_kinds(text: bytes, start: int, end: int) -> tuple[Any, Any, list[bytes]
     return ids, starts + start, list(index)
 
 
-def window_at(shapes: bytes, where: int, size: int, long_run: int) -> tuple[Any, list[bytes], int, bool]:
+def window_at(shapes: bytes, where: int, size: int, long_run: int,
+              open_end: bool = False) -> tuple[Any, list[bytes], int, bool]:
     """The lines whose shapes lie in `shapes[where: where + size]` (at least one), up to where a run of one
     shape at least `long_run` lines long starts after the first line (read as a run, not in a window: a
     long run between the lines that end Keras' epochs); the window's last run is measured in `shapes`,
     past the window's end. Returns the lines' shape ids into the window's shapes (`line_kinds`), those
-    shapes, the lines' bytes in `shapes` (newlines included) and whether such a run cut the window short."""
+    shapes, the lines' bytes in `shapes` (newlines included) and whether such a run cut the window short.
+    With `open_end` (`shapes` are a segment of the log's), a last run that reaches their end may be long."""
     import numpy as np
 
     end = shapes.rfind(b"\n", where, where + size)
@@ -181,7 +183,9 @@ def window_at(shapes: bytes, where: int, size: int, long_run: int) -> tuple[Any,
     cut = int(runs[long[0]]) if long.size else len(ids)
     if not long.size and runs.size > 1:
         last = int(runs[-1])
-        if repeats(shapes, int(starts[last]), kinds[int(ids[last])] + b"\n") >= long_run:
+        unit = kinds[int(ids[last])] + b"\n"
+        count = repeats(shapes, int(starts[last]), unit)
+        if count >= long_run or (open_end and int(starts[last]) + count * len(unit) == len(shapes)):
             cut = last
     return ids[:cut], kinds, int(starts[cut]) - where, cut < len(ids)
 
@@ -199,11 +203,11 @@ def first_where(ids: Any, at: int, differs: Any) -> int:
     return len(ids)
 
 
-def find_cycle(shapes: bytes, where: int, planned: Callable[[bytes], bool],
-               min_lines: int) -> tuple[list[bytes], int] | None:
+def find_cycle(shapes: bytes, where: int, planned: Callable[[bytes], bool], min_lines: int,
+               count_units: Callable[[bytes], int] | None = None) -> tuple[list[bytes], int] | None:
     """(the shapes of one cycle, how many cycles) when the lines from `where` repeat a cycle of 2 to
     MAX_PERIOD shapes, all `planned`, for at least `min_lines` lines (Composer: a header and its record
-    lines), counted as `repeats` counts a run; else None."""
+    lines), counted as `repeats` counts a run (or by `count_units(unit)`: over the log itself); else None."""
     head = shapes[where: where + (MAX_PERIOD + 1) * 256].split(b"\n", MAX_PERIOD + 1)[:MAX_PERIOD + 1]
     for period in range(2, min(MAX_PERIOD, len(head) - 1) + 1):
         if head[period] != head[0]:
@@ -211,7 +215,8 @@ def find_cycle(shapes: bytes, where: int, planned: Callable[[bytes], bool],
         kinds = head[:period]
         if not all(map(planned, kinds)):
             return None
-        count = repeats(shapes, where, b"\n".join(kinds) + b"\n")
+        unit = b"\n".join(kinds) + b"\n"
+        count = repeats(shapes, where, unit) if count_units is None else count_units(unit)
         return (kinds, count) if count * period >= min_lines else None
     return None
 

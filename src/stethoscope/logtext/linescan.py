@@ -13,6 +13,7 @@ compare them).
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -120,6 +121,38 @@ def line_kinds(data: bytes, start: int, end: int) -> tuple[np.ndarray, np.ndarra
     starts[-1] = end + 1
     first = np.frombuffer(firsts, np.int64)
     return np.frombuffer(ids, np.int32), starts, [data[starts[i]: starts[i + 1] - 1] for i in first.tolist()]
+
+
+MAP_FROM = 1 << 22  # a log this big is mapped (`mapped`), not copied into memory
+
+
+def mapped(path: str) -> mmap.mmap | None:
+    """The file at `path` mapped read-only, where the native scanner reads it (the readers' bytes calls
+    on it: find, rfind, slices, the buffer): no copy of a big log, whose pages the scans fault in as they
+    go (a copy costs a pass over memory, about 0.2 s a GB here). None for a small, gzipped or unmappable
+    file, or without the scanner: read it as bytes."""
+    if not available():
+        return None
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size < MAP_FROM or f.read(2) == b"\x1f\x8b":
+                return None
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+
+
+def shapes(data: bytes, start: int, end: int) -> bytes:
+    """The console shape text of data[start:end] (`console_runs.shape_of`), without slicing the data first."""
+    assert _linescan is not None
+    return _linescan.shapes(data, start, end)
+
+
+def repeats(data: bytes, start: int, unit: bytes) -> tuple[int, int]:
+    """(how many times the lines from data[start] repeat the shapes `unit` (each ending in a newline), the
+    offset past the last whole repeat): `console_runs.repeats` over the log itself, its shapes never made."""
+    assert _linescan is not None
+    return _linescan.repeats(data, start, unit)
 
 
 def shape_hash(line: bytes) -> int:
