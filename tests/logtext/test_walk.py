@@ -55,7 +55,6 @@ def _shape_log(write, lines: int) -> bytes:
 
 def _small_segments(monkeypatch) -> None:
     monkeypatch.setattr(console_walk, "FIRST_SEGMENT_BYTES", 1 << 12)
-    monkeypatch.setattr(console_walk, "PREFETCH_FROM", 1 << 13)
     monkeypatch.setattr(console_walk, "SEGMENT_BYTES", 1 << 14)
 
 
@@ -80,8 +79,7 @@ def _line_by_line(data: bytes):
 @pytest.mark.parametrize("shape", list(import_speed.CONSOLE_SHAPES))
 def test_every_bench_shape_reads_as_line_by_line_with_or_without_the_scanner(shape, native, monkeypatch) -> None:
     """Each shape `bench/import_speed.py` times, with segments of 4 to 16 KiB (runs and cycles cut where they
-    end, windows made from a segment's shapes, the next one's made on a thread): the same points as the full
-    line parser reads."""
+    end, windows made from a segment's shapes): the same points as the full line parser reads."""
     monkeypatch.setenv("STETHOSCOPE_NATIVE", native)
     _small_segments(monkeypatch)
     data = _shape_log(import_speed.CONSOLE_SHAPES[shape], 3000)

@@ -4,16 +4,15 @@ Composer's) is found and read at once, the lines between long runs a window at a
 Where the native scanner was built, a run (or a cycle) is found over the log itself
 (`linescan.repeats`: one pass that compares each line's shape with the run's, writing none), so a log
 that is one long run never has its shapes made; the shapes of the other lines are made a segment of
-the log at a time (from `FIRST_SEGMENT_BYTES`, doubling up to `SEGMENT_BYTES` while no run takes over; in
-a log of windows, the next segment's shapes are made on a thread meanwhile). Without the scanner, the shapes are made and counted in Python
-(`console_runs.repeats`), a segment at a time too. Either way the reader gets the same lines in the same
+the log at a time (from `FIRST_SEGMENT_BYTES`, doubling up to `SEGMENT_BYTES` while no run takes over; a
+thread making the next segment's shapes meanwhile cost more than it saved on two busy cores). Without the
+scanner, the shapes are made and counted in Python (`console_runs.repeats`), a segment at a time too. Either way the reader gets the same lines in the same
 runs, windows and stretches, except that a run may be cut where a segment ends (the next part is read
 as its own run: the same points).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from stethoscope.logtext import console_arrow, linescan
@@ -27,7 +26,6 @@ WINDOW_BYTES = 1 << 20  # the lines between long runs: shapes this many bytes at
 MIN_WINDOW_BYTES = 1 << 12  # ... and at first, doubling while no long run cuts a window short
 SEGMENT_BYTES = 1 << 23  # the shapes of the lines between long runs: made this many bytes of the log at a time
 FIRST_SEGMENT_BYTES = 1 << 16  # ... and at first (or after a run), doubling from one segment to the next
-PREFETCH_FROM = 1 << 20  # segments this big, one after another: the next one's shapes are made on a thread
 _HEAD_BYTES = 9 * 256  # the lines a cycle is looked for in (console_runs.MAX_PERIOD + 1 lines of a few hundred bytes)
 
 
@@ -37,26 +35,18 @@ def walk(reader: ConsoleReader, data: bytes) -> int:
     reader.window_bytes = reader.window_bytes or MIN_WINDOW_BYTES
     native = linescan.available()
     size = FIRST_SEGMENT_BYTES if native else SEGMENT_BYTES  # small at first: a run may take over at its end
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="stethoscope-shapes") as pool:
-        ahead: tuple[int, int, Future[bytes]] | None = None  # the next segment's shapes, made meanwhile
-        while True:
-            if native:
-                took = _native_run(reader, data, at, q)
-                if took is not None:
-                    at, q, size = *took, FIRST_SEGMENT_BYTES
-                    continue
-            cut = _segment_end(data, q, size)
-            if ahead is not None and ahead[:2] == (q, cut):
-                shapes = ahead[2].result()
-            else:
-                shapes = linescan.shapes(data, q, cut) if native else shape_of(data[q:cut])
-            size, ahead = min(SEGMENT_BYTES, 2 * size), None
-            if native and cut < len(data) and size >= PREFETCH_FROM:  # segment after segment: windows
-                following = _segment_end(data, cut, size)
-                ahead = (cut, following, pool.submit(linescan.shapes, data, cut, following))
-            at, q = _segment(reader, data, shapes, at, q, cut, native)
-            if cut == len(data):
-                return at
+    while True:
+        if native:
+            took = _native_run(reader, data, at, q)
+            if took is not None:
+                at, q, size = *took, FIRST_SEGMENT_BYTES
+                continue
+        cut = _segment_end(data, q, size)
+        shapes = linescan.shapes(data, q, cut) if native else shape_of(data[q:cut])
+        at, q = _segment(reader, data, shapes, at, q, cut, native)
+        if cut == len(data):
+            return at
+        size = min(SEGMENT_BYTES, 2 * size)
 
 
 def _native_run(reader: ConsoleReader, data: bytes, at: int, q: int) -> tuple[int, int] | None:
