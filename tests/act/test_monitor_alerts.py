@@ -148,7 +148,9 @@ def _wait_for(mem: MemoryChannel, n: int, timeout: float = 10.0) -> list:
 
 def test_nan_bursts_apart_are_incidents_apart_each_paged_and_resolved_while_the_run_goes_on(tmp_path):
     """NaN at 50-59, 100-109 and 150-249: each burst resolves after the catalogue's stretch of finite steps
-    (nan: 20) and the next one is a new incident that pages, the default cooldown notwithstanding."""
+    (nan: 20) and the next one is a new incident; the second pages, the default cooldown notwithstanding (a
+    critical is news), the third comes inside the cooldown of that repeat and is counted, not paged (a NaN
+    flapping every few steps would page every burst)."""
     from stethoscope.findings.catalogue import CATALOGUE
 
     mem = MemoryChannel()
@@ -161,13 +163,12 @@ def test_nan_bursts_apart_are_incidents_apart_each_paged_and_resolved_while_the_
                 before = [(a.kind, a.step) for a in _wait_for(mem, 2)]
             mon.step(step, loss=float("nan") if bad(step) else curve[step], grad_norm=0.5)
         mon.flush()
-        during = [(a.kind, a.step, a.note) for a in _wait_for(mem, 6)]
+        during = [(a.kind, a.step, a.note) for a in _wait_for(mem, 4)]
     assert CATALOGUE["nan"].resolve_steps == 20
     assert before == [("trigger", 50), ("resolve", 50)]  # told while the run went on, not at close()
     assert during == [("trigger", 50, ""), ("resolve", 50, "resolved at step 59"), ("trigger", 100, ""),
-                      ("resolve", 100, "resolved at step 109"), ("trigger", 150, ""),
-                      ("resolve", 150, "resolved at step 249")]
-    assert len({a.key for a in _sent(mem)}) == 3
+                      ("resolve", 100, "resolved at step 109")]
+    assert len({a.key for a in _sent(mem)}) == 2
 
 
 def test_a_nan_weight_at_a_constant_lr_is_not_blamed_on_the_lr(tmp_path):

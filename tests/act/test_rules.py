@@ -176,6 +176,21 @@ def test_a_critical_incident_after_a_resolve_pages_despite_the_cooldown():
     assert (again.kind, again.step) == ("trigger", 100) and rules.suppressed == 0
 
 
+def test_a_nan_flapping_inside_the_cooldown_pages_once_more_then_is_counted():
+    rules, clock = _rules(cooldown_s=600), FakeClock()
+    paged = []
+    for burst in range(6):  # a NaN for 5 steps, back to finite, again 25 steps later: every 25 s
+        start = 50 + 25 * burst
+        paged += [a for _, a in rules.on_findings([_nan(start)], clock()) if a.kind == "trigger"]
+        clock.advance(5)
+        rules.on_findings([_nan(start, end_step=start + 5, evidence={"recovered": True})], clock())
+        clock.advance(20)
+    assert [a.step for a in paged] == [50, 75]  # the first, and once "it is back"; the rest counted
+    assert rules.suppressed >= 4
+    clock.advance(600)
+    assert [a.kind for _, a in rules.on_findings([_nan(900)], clock())] == ["trigger"]  # the cooldown passed
+
+
 def test_a_run_wide_hang_pages_once_across_ranks_and_the_paging_rank_resolves_it(tmp_path):
     ranks = [AlertRules(["warning"], RuleConfig(), rank=r, run_dir=str(tmp_path)) for r in (0, 1, 2)]
     clock = FakeClock()

@@ -6,7 +6,8 @@
 * a channel gets an alert at or above its `min_severity`; the rules' own `min_severity` is the floor;
 * cooldown: a new incident of a type paged less than `cooldown_s` ago is counted, not paged, unless
   it is critical (the run is at stake: a page too many costs less than a missed one; the catalogue's
-  `resolve_steps` keeps a flapping NaN from paging per step);
+  `resolve_steps` keeps a flapping NaN from paging per step) -- and then once: a critical that comes back
+  again inside the cooldown of that repeat (a NaN flapping every 25 steps) is counted, not paged;
 * run-wide types (a hang stalls every rank) page once across ranks: the rank that claims the incident
   (`act.claims`) pages, the others keep it open silently;
 * escalation: an incident whose severity rises, or that is still open `escalate_after_s` after it
@@ -98,6 +99,7 @@ class AlertRules:
         self.advise = advise
         self.open: list[_Open] = []
         self.last_paged: dict[str, float] = {}
+        self.repeated: dict[str, float] = {}  # when a critical of the type last paged inside the cooldown
         self.suppressed = 0
         name = run_dir.rstrip("/").rsplit("/", 1)[-1][:80]
         self._tag = f"stethoscope/{name}-{hashlib.sha1(run_dir.encode()).hexdigest()[:8]}"  # unique per run
@@ -150,9 +152,12 @@ class AlertRules:
         if severity_rank(f.severity) < severity_rank(self.config.min_severity):
             return []
         last = self.last_paged.get(f.type)
-        if last is not None and now - last < self.config.cooldown_s and f.severity != SEVERITIES[-1]:
-            self.suppressed += 1
-            return []
+        if last is not None and now - last < self.config.cooldown_s:
+            again = self.repeated.get(f.type)
+            if f.severity != SEVERITIES[-1] or (again is not None and now - again < self.config.cooldown_s):
+                self.suppressed += 1
+                return []
+            self.repeated[f.type] = now
         onset = onset_time(f.step) if onset_time is not None else None
         a = _Open(key, f.type, f.severity, f.step, onset, now, key, [key], [key], [], f.to_dict())
         if run_wide(f.type):
@@ -237,11 +242,12 @@ class AlertRules:
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {"open": [dataclasses.asdict(a) for a in self.open], "last_paged": dict(self.last_paged),
-                "suppressed": self.suppressed}
+                "repeated": dict(self.repeated), "suppressed": self.suppressed}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.open = [_Open(**d) for d in state.get("open", [])]
         self.last_paged = dict(state.get("last_paged", {}))
+        self.repeated = dict(state.get("repeated", {}))
         self.suppressed = int(state.get("suppressed", 0))
 
 
