@@ -51,6 +51,13 @@ def test_healthy_run_has_no_warnings_and_several_paths_give_a_list(tmp_path, cli
     assert isinstance(out, list) and len(out) == 2
 
 
+def test_rank_on_a_foreign_log_is_not_ignored_silently(tmp_path, cli_env):
+    f = _hf_state(tmp_path / "trainer_state.json", _healthy())
+    res = run_cli("diagnose", str(f), "--rank", "3", env=cli_env)
+    assert res.returncode == 0, res.stderr
+    assert "--rank applies to stethoscope runs" in res.stderr and str(f) in res.stderr
+
+
 def test_diagnose_bad_input(tmp_path, cli_env):
     junk = tmp_path / "junk.bin"
     junk.write_bytes(bytes(range(256)) * 10)

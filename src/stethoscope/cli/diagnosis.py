@@ -67,6 +67,11 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
                 continue
             with _status(path, "reading"):
                 runs = _with_steps(read_input(load, path, rank), RUN_FORMAT)
+            if rank is not None:  # a foreign log keeps one rank's lines (the first seen) whatever --rank says
+                read = sorted({r.meta["rank"] for r in runs if "rank" in r.meta})
+                click.echo(f"stethoscope: note: {path}: --rank applies to stethoscope runs; this log is read as "
+                           + (f"rank {read[0]}'s lines (the first rank seen)" if read else "one stream of records"),
+                           err=True)
         except UsageError as exc:
             crash = _crash_log(path)
             if crash is not None:  # no training steps, but a failure `explain` names: explained as it does
