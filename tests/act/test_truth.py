@@ -87,3 +87,10 @@ def test_an_alert_not_among_the_incidents_goes_out_as_found():
     (sent,), _ = truth.settle([(0, _alert())], 5.0)
     assert sent[1].basis == "streaming finding: not among the run's incidents" and sent[1].severity == "warning"
     assert of_alert([_incident("grad_spike", 60, "error", end_step=None)], _alert()).step == 60  # within 50 steps
+
+
+def test_an_alert_about_the_runs_own_rollback_is_sent_as_written_without_a_fallback(caplog):
+    truth = Truth("run", 0, ["warning"], incidents=lambda: [_incident("loss_spike", 151, "error")])
+    (sent,), held = truth.settle([(0, _alert(type_="rollback", step=151))], 5.0)
+    assert held == [] and sent[1].type == "rollback" and sent[1].basis.startswith("the run's own event")
+    assert truth.fallbacks == 0 and "streaming finding" not in caplog.text

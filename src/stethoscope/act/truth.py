@@ -23,12 +23,15 @@ from collections.abc import Callable
 from typing import Any
 
 from stethoscope.act.alert import Alert, headline_numbers
+from stethoscope.findings.catalogue import CATALOGUE
 from stethoscope.records import Finding, severity_rank
 
 log = logging.getLogger(__name__)
 
 RUN_INCIDENTS = "run_incidents"
 """`Alert.basis` of an alert rendered from the incident `run_incidents` computed."""
+EVENT = "the run's own event (a rollback, a recovery): not a finding"
+"""`Alert.basis` of an alert about something the run did, which no incident describes."""
 _NEAR_STEPS = 50  # the default DetectConfig.lead_steps: a streaming onset this close is the same incident
 
 Delivery = tuple[int, Alert]
@@ -67,7 +70,9 @@ class Truth:
         held: list[Held] = []
         for ch, alert in deliveries:
             incident = of_alert(found, alert) if found is not None else None
-            if incident is None:
+            if alert.type not in CATALOGUE:  # the run's own act (a rollback), not a finding: says what it did
+                alert = dataclasses.replace(alert, basis=EVENT)
+            elif incident is None:
                 alert = self._fallback(alert, why or "not among the run's incidents")
             else:
                 alert = self._rendered(alert, incident)
