@@ -120,3 +120,25 @@ def test_a_clock_in_whole_seconds_is_never_a_step_time(first: int) -> None:
 def test_a_bracketed_count_after_a_file_line_logger_is_the_step(kv: str) -> None:
     run = _read("".join(f"07/24 11:00:{i:02d} INFO train.py:80] [{5 * i}] | lm loss{kv}{3 - i / 100:.3f}\n" for i in range(30)))
     assert sorted(series(run, LOSS)) == [5 * i for i in range(30)]
+
+
+@pytest.mark.parametrize("n", LINES)
+def test_running_averages_in_brackets_that_repeat_the_units_are_side_figures(n: int) -> None:
+    """timm: `Time: 0.401s, 640.00/s (0.393s, 600.00/s)`: the bracket repeats the units before it, in order (the
+    running averages); the step time is the record's own, once per record; `Train: 3` before the counter is the epoch."""
+    text = "".join(f"Train: 3 [{i:>4d}/{n} ({100 * i // n:>2d}%)]  Loss: {_loss(i, n):#.3g} (4.23)  Time: "
+                   f"{0.4 + (i % 5) / 1000:.3f}s,  640.00/s  (0.350s,  600.00/s)  LR: 1.000e-04  Data: 0.012 (0.015)\n"
+                   for i in range(1, n + 1))
+    run = _read(text)
+    times = [p for p in run.points if p.name == STEP_TIME]
+    assert len(times) == n and all(0.4 <= p.value <= 0.405 for p in times)
+    assert series(run, "train/epoch")[1] == 3 and not {p.name for p in run.points} & {"s", "/s", "train"}
+
+
+def test_a_clock_never_falls_and_a_step_time_hovers() -> None:
+    from stethoscope.detect.step_time_alias import CLOCK, STEP, judge_times
+
+    assert judge_times([0, 2, 4], 1.0)[0] == CLOCK  # from 0: a step takes time
+    assert judge_times([400, 400, 401, 401, 402, 402, 402, 403], 1.0)[0] == CLOCK  # whole seconds, an excerpt
+    assert judge_times([0.41, 0.40, 0.42, 0.40, 0.43, 0.41, 0.40, 0.42], 1.0)[0] == STEP
+    assert judge_times([0.40, 0.40, 0.40, 0.40, 0.40, 0.40, 0.40, 0.40], 1.0)[0] == STEP  # level: never rises

@@ -27,17 +27,18 @@ CLOCK, STEP = "clock", "step"
 def judge_times(values: Sequence[float], scale: float) -> tuple[str, float] | None:
     """What a series logged under a time name is (`values` in step order; `scale` the factor to seconds its
     name gives, 0.0 when it gives none) and the factor to seconds: (CLOCK, f) when it grows from record to
-    record, over 4 records at least, to twice its first value, on every record over 8, or, printed coarser
-    than a record's time (OpenNMT's `400 sec`), without ever falling, twice from 0 or 3 times over 8 records (a
-    timestamp, the time since the start: never a step time), (STEP, f) when it hovers around a
+    record without ever falling: twice from 0, to twice its first value over 4 records at least, or 3 times
+    over 8 (a timestamp, the time since the start, printed as finely as a step's time or coarser, OpenNMT's
+    `400 sec`: never a step time), (STEP, f) when it hovers around a
     level, None when it is no duration (a negative value, no level above 0, a date)."""
     if not values or min(values) < 0:
         return None
     median = sorted(values)[len(values) // 2]
-    rising = len(values) >= _CLOCK_FROM and all(b >= a for a, b in zip(values, values[1:])) and (
-        values[-1] > 2 * values[0] > 0 or len(values) >= _TRIAL and all(b > a for a, b in zip(values, values[1:]))
-        or sum(b > a for a, b in zip(values, values[1:])) >= (_CLOCK_FROM - 2 if values[0] == 0 else
-                                                              _CLOCK_FROM - 1 if len(values) >= _TRIAL else len(values)))
+    rises = sum(b > a for a, b in zip(values, values[1:]))
+    rising = len(values) >= 3 and all(b >= a for a, b in zip(values, values[1:])) and (
+        values[0] == 0 and rises >= 2  # from 0 (a step takes time: 0 s is none), printed coarser than a step
+        or len(values) >= _CLOCK_FROM and values[-1] > 2 * values[0] > 0
+        or len(values) >= _TRIAL and rises >= _CLOCK_FROM - 1)  # OpenNMT's `400 sec` of a log's excerpt
     if rising:
         return CLOCK, scale or 1.0
     if median <= 0 or (not scale and median >= _NO_STEP_FROM):

@@ -58,11 +58,16 @@ _FRACTION = re.compile(r"\[\s*(?P<f>\d+)\s*/\s*(?P<ft>\d+)\s*(?P<pct>\(\s*\d+(?:
 # counter word, a range of batches by its end, the epoch glued likewise before it (ESPnet:
 # `3epoch:train:401-500batch:`, `500iter`).
 # A metric follows: `loss=2.5`, `Loss: nan`, `lm loss 2.5` (not `NCCL INFO Channel 00/32`)
-_KEYED = r"[A-Za-z_][\w./\-]*(?: [A-Za-z_][\w./\-]*)?(?:\s?[:=]\s*|\s+)[-+]?(?:\d|\.\d|(?i:nan|inf))"
+_KEYED = r"[A-Za-z_][\w./\-]*(?: [A-Za-z_][\w./\-]*)?(?:\s?[:=]\s*|\s+)[-+]?(?:\d|\.\d|(?i:nan|inf)(?![A-Za-z]))"
+# The line's head, or after what a prefix it did not shed ends with: a tag (`(Trainer pid=1234) `), a clock,
+# ` - `, `INFO:root:`
+_HEAD = r"(?:^|(?<=[\])>\d]\s)|(?<=\s-\s)|(?<=[A-Za-z]:))\s*"
+_SEPS = r"[\s|,;:\-│]*"
 _BARE = re.compile(
-    rf"^\s*\[\s*(?P<h>\d+)\s*\](?=[\s|,;]+{_KEYED})"
-    rf"|^\s*(?:(?P<pe>\d+)\s*\|\s*)?(?P<p>\d+)\s*\|(?=[\s|,;]*{_KEYED})"
+    rf"{_HEAD}\[\s*(?P<h>\d+)\s*\](?={_SEPS}{_KEYED})"
+    rf"|{_HEAD}(?:(?P<pe>\d+)\s*\|\s*)?(?P<p>\d+)\s*\|(?={_SEPS}{_KEYED})"
     r"|(?<![\w.\-])(?:(?P<ge>\d+)(?i:epoch)\b[^\d\s]{0,16})?(?:\d+-)?(?P<gl>\d+)(?i:batch|batches|iter|iters|step|steps)\b(?!/)")
+_COUNT_BEFORE = re.compile(r"(?<![\w.])(\d+)\s*$")  # a count right before a sample counter is its epoch
 # Words that make a counter word a setting or a count: `Total optimization steps = 500`, `warmup steps: 100`.
 _SETTING = re.compile(r"\b(?i:total|max|maximum|num|number\s+of|warmup|warm-up|accumulation|every|per|remaining|"
                       r"save|logging)\b[\w\s]{0,20}$")
@@ -73,7 +78,7 @@ _EVAL_LINE = re.compile(r"\b(?:val|valid|validate|validation|eval|evaluate|evalu
 _TOKEN = re.compile(
     r"(?P<num>" + NUMBER.pattern + r")"
     r"(?P<unit>(?:[kKMB](?![A-Za-z])|\s?(?:%|(?:ms|us|µs|ns|s|sec|min)(?:/(?:it|iter|step|batch))?(?![A-Za-z])|"
-    r"GiB|MiB|KiB|GB|MB|KB|TB|TiB|(?:tok|toks|tokens|samples|seqs|it|iters|steps)/s(?:ec)?(?![A-Za-z])|"
+    r"GiB|MiB|KiB|GB|MB|KB|TB|TiB|(?:tok|toks|tokens|samples|seqs|it|iters|steps)?/s(?:ec)?(?![A-Za-z])|"
     r"x(?![A-Za-z]))))?"
     r"|(?P<word>[A-Za-z_][\w./\-]*(?:\([A-Za-z%/]+\)|\[[A-Za-z%/]+\])?)"
     r"|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<assign>[:=]\s*)|(?P<sep>[|,;]|\s-\s|\t)",
@@ -161,6 +166,9 @@ def parse(text: str) -> Line:
             out.progress = step["pct"] is not None
             cut = (step.start() + pos, step.end() + pos)
             out.values = _values(text, pos, cut)
+            epoch = _COUNT_BEFORE.search(body, 0, step.start())  # timm's `Train: 3 [100/1251 (8%)]`: the epoch
+            at = _token_index(text, pos + epoch.start(1)) if epoch else None
+            out.values = [Value("epoch", v.text, v.unit, v.token) if v.token == at else v for v in out.values]
             out.eval = _EVAL_LINE.search(body[:step.start()]) is not None or _EVAL_LINE.search(tags) is not None
             out.body = body
             return out
@@ -253,7 +261,8 @@ def _values(text: str, pos: int, cut: tuple[int, int]) -> list[Value]:
             words.append(m.group("word"))
             last_was_value = False
             continue
-        if kind == "open" and values and last_was_value and _one_number_group(text, m.end()):
+        if kind == "open" and values and last_was_value and (
+                _one_number_group(text, m.end()) or _repeats_units(text, m.end(), values, keyless)):
             skip_paren = 1
             continue
         unit = _KEY_UNIT.match(text, m.start()) if kind == "open" and words else None
@@ -277,6 +286,16 @@ def _one_number_group(text: str, start: int) -> bool:
     return len(NUMBER.findall(inner)) == 1 and not re.search(r"\d\s?(?:ms|s|sec|us)\b", inner)
 
 
+def _repeats_units(text: str, start: int, values: list[Value], keyless: list[tuple[str, str, int]]) -> bool:
+    """Whether the parenthesis opened at `start` repeats the units of the numbers just before it, in order: their
+    running averages (timm's `Time: 0.401s, 640.00/s (0.393s, 600.00/s)`), a side figure; llm.c's
+    `lr 8.6e-07 | (80.05 ms | 6546 tok/s)` brings numbers of their own."""
+    end = text.find(")", start)
+    inner = [(m.group("unit") or "").strip() for m in _TOKEN.finditer(text, start, max(end, start)) if m.lastgroup in ("num", "unit")]
+    prior = [u for _, u in sorted([(v.token, v.unit) for v in values] + [(k[2], k[1]) for k in keyless])]
+    return 0 < len(inner) <= len(prior) and any(inner) and prior[-len(inner):] == inner
+
+
 def _flush_keyless(values: list[Value], keyless: list[tuple[str, str, int]], words: list[str]) -> None:
     """Numbers that came without a key: `3415 tok/s`, `0.0% A100 fp16 MFU` take the words after them;
     a bare time (`224.87 ms`, Keras `20ms/step`) is the step time."""
@@ -292,7 +311,7 @@ def _flush_keyless(values: list[Value], keyless: list[tuple[str, str, int]], wor
             text, unit, token = times[0]
             values.append(Value("time", text, unit.split("/")[0], token))
         for text, unit, token in keyless:
-            if "/" in unit and unit.split("/")[0] not in _TIME_UNITS:
+            if "/" in unit and unit.split("/")[0] not in _TIME_UNITS | {""}:  # a bare `640.00/s`: a rate of what?
                 values.append(Value(unit, text, "", token))
     keyless.clear()
 
