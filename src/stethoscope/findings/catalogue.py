@@ -83,8 +83,9 @@ _TYPES = (
     # A NaN in another series inside an open NaN incident (the eval loss after the train loss) is the same one.
     FindingType(NAN, "a NaN/Inf loss, grad norm or eval loss", resolve_steps=20,
                 symptoms=frozenset({NAN, LABEL_MASKING, FROZEN_LOSS})),
+    # an update/weight ratio that jumped just before is the spike's own lead-up (an LR x100), not a second page
     FindingType(LOSS_SPIKE, "the loss jumped far above its recent level", ("loss",),
-                symptoms=frozenset({GRAD_SPIKE, GRAD_EXPLOSION, LOSS_SCALE_COLLAPSE, NAN, CLIPPING})),
+                symptoms=frozenset({GRAD_SPIKE, GRAD_EXPLOSION, LOSS_SCALE_COLLAPSE, NAN, CLIPPING, UPDATE_RATIO})),
     FindingType(GRAD_SPIKE, "the gradient norm jumped far above its level", ("grad_norm", "loss")),
     FindingType(GRAD_EXPLOSION, "the gradient norm grew by orders of magnitude", ("grad_norm", "loss"),
                 escalates=GRAD_SPIKE),
