@@ -170,7 +170,7 @@ def _loss(words: list[str], namespace: str | None) -> Resolved | None:
             not set(words) - _FILLER - {"language", "lm", "cross", "entropy", "loss", "epoch"} - _EVAL_LOSS_WORDS:
         return Resolved(EVAL_LOSS)  # an eval metric that is the LM loss (LLM Foundry: LanguageCrossEntropy; val_nll)
     if _PERPLEXITY & set(words) and not set(words) - _FILLER - _PERPLEXITY - {"lm", "epoch"}:
-        return Resolved(f"{namespace or 'train'}/ppl")  # exp(loss): its trend is the loss's (`detect.overfit` takes the log)
+        return Resolved(f"{namespace or 'train'}/ppl")  # exp(loss): its trend is the loss's (`detect.overfit`: log)
     if namespace in (None, "train") and "loss" not in words and (
             {"cross", "entropy"} <= set(words) or _EVAL_LOSS_WORDS & set(words)) and \
             not set(words) - _FILLER - {"cross", "entropy", "lm", "token"} - _EVAL_LOSS_WORDS:

@@ -66,7 +66,8 @@ _SEPS = r"[\s|,;:\-│]*"
 _BARE = re.compile(
     rf"{_HEAD}\[\s*(?P<h>\d+)\s*\](?={_SEPS}{_KEYED})"
     rf"|{_HEAD}(?:(?P<pe>\d+)\s*\|\s*)?(?P<p>\d+)\s*\|(?={_SEPS}{_KEYED})"
-    r"|(?<![\w.\-])(?:(?P<ge>\d+)(?i:epoch)\b[^\d\s]{0,16})?(?:\d+-)?(?P<gl>\d+)(?i:batch|batches|iter|iters|step|steps)\b(?!/)")
+    r"|(?<![\w.\-])(?:(?P<ge>\d+)(?i:epoch)\b[^\d\s]{0,16})?(?:\d+-)?(?P<gl>\d+)"
+    r"(?i:batch|batches|iter|iters|step|steps)\b(?!/)")
 _COUNT_BEFORE = re.compile(r"(?<![\w.])(\d+)\s*$")  # a count right before a sample counter is its epoch
 # Words that make a counter word a setting or a count: `Total optimization steps = 500`, `warmup steps: 100`.
 _SETTING = re.compile(r"\b(?i:total|max|maximum|num|number\s+of|warmup|warm-up|accumulation|every|per|remaining|"
@@ -291,7 +292,8 @@ def _repeats_units(text: str, start: int, values: list[Value], keyless: list[tup
     running averages (timm's `Time: 0.401s, 640.00/s (0.393s, 600.00/s)`), a side figure; llm.c's
     `lr 8.6e-07 | (80.05 ms | 6546 tok/s)` brings numbers of their own."""
     end = text.find(")", start)
-    inner = [(m.group("unit") or "").strip() for m in _TOKEN.finditer(text, start, max(end, start)) if m.lastgroup in ("num", "unit")]
+    inner = [(m.group("unit") or "").strip() for m in _TOKEN.finditer(text, start, max(end, start))
+             if m.lastgroup in ("num", "unit")]
     prior = [u for _, u in sorted([(v.token, v.unit) for v in values] + [(k[2], k[1]) for k in keyless])]
     return 0 < len(inner) <= len(prior) and any(inner) and prior[-len(inner):] == inner
 
