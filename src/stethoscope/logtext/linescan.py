@@ -14,6 +14,7 @@ compare them).
 from __future__ import annotations
 
 import mmap
+import time
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -124,18 +125,21 @@ def line_kinds(data: bytes, start: int, end: int) -> tuple[np.ndarray, np.ndarra
 
 
 MAP_FROM = 1 << 22  # a log this big is mapped (`mapped`), not copied into memory
+MAP_QUIET_S = 60.0  # ...when nothing wrote to it for this long: a live log may be truncated under a map
 
 
 def mapped(path: str) -> mmap.mmap | None:
     """The file at `path` mapped read-only, where the native scanner reads it (the readers' bytes calls
     on it: find, rfind, slices, the buffer): no copy of a big log, whose pages the scans fault in as they
     go (a copy costs a pass over memory, about 0.2 s a GB here). None for a small, gzipped or unmappable
-    file, or without the scanner: read it as bytes."""
+    file, one written to in the last `MAP_QUIET_S` (a live log: logrotate's copytruncate shrinking it under
+    the map would end the process with SIGBUS; a copy is safe), or without the scanner: read it as bytes."""
     if not available():
         return None
     try:
         with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size < MAP_FROM or f.read(2) == b"\x1f\x8b":
+            st = os.fstat(f.fileno())
+            if st.st_size < MAP_FROM or time.time() - st.st_mtime < MAP_QUIET_S or f.read(2) == b"\x1f\x8b":
                 return None
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
