@@ -42,12 +42,16 @@ def _pool(dimension: str, dev: list[str], spent: list[str], spent2: list[str], h
     SPENT_OUT[dimension], SPENT2_OUT[dimension], HELD_OUT[dimension] = set(spent), set(spent2), set(held)
 
 
+# Units after the values (PaddlePaddle's `avg_batch_cost: 0.41 s`, a data wait `avg_reader_cost: 0.01 s`, a rate
+# `ips: 153.3 samples/s`), a rate key after a value (`loss=4.2 samples/sec=153`), two step times of which the
+# larger is the step's (ESPnet's `iter_time=1.2e-04 ... train_time=0.417`).
+UNIT_EXTRAS = ["batch_cost_s", "reader_cost_s", "ips_samples", "samples_per_sec_key", "part_and_whole_times"]
 # Step times under the names and units trainers print them with (each a step time in seconds, `t`, as
 # printed), and a data wait that is not one (`_extra`).
 STEP_TIME_EXTRAS = ["batch_t_avg", "time_data_avg", "interval_runtime_s", "duration_ms", "batch_time", "iter_time_ms",
                     "step_time_paren_ms", "elapsed_per_iter_ms", "iteration_time_ms", "data_time"]
 _EXTRAS_DEV = ["lr", "grad_norm", "time_s", "seconds", "dt_ms", "mem_gib", "mem_mb", "tok_s", "mfu", "nonascii",
-               *STEP_TIME_EXTRAS, "steps_per_s"]
+               *STEP_TIME_EXTRAS, "steps_per_s", *UNIT_EXTRAS]
 # Cumulative clocks (the time since the start, in whole seconds as OpenNMT prints it, or finer): never a step
 # time; a reader may difference one into step times when nothing else gives them (their truth: not known).
 CLOCK_EXTRAS = ["sec_clock", "wall_clock", "train_time_clock"]
@@ -85,7 +89,7 @@ _pool("extras", [*_EXTRAS_DEV, *CLOCK_EXTRAS],
       ["step_time_s", "samples_s"])
 _pool("cadence", ["1", "5", "10", "50", "100"], ["7", "25", "200"], ["3", "20", "250"],
       ["2", "40", "500"])
-_pool("eval", ["none", "step_val", "dict", "evaluation_eq"], ["bracket_eval", "validation_pipe"],
+_pool("eval", ["none", "step_val", "dict", "evaluation_eq", "results_valid"], ["bracket_eval", "validation_pipe"],
       ["stars_eval", "val_pipe_step", "validation_loss"],
       ["eval_colon_step", "valid_loss"])
 _pool("between", ["none", "tqdm", "userwarning", "saving", "blank"], ["nccl", "saved_at_step"],
@@ -278,6 +282,9 @@ def _extra(kind: str, r: _Rand, kv: str, step: int = 0) -> tuple[str, float | No
            "mem_mb": (f"max_mem{kv}{2600 + int(r.random() * 100)}MB", False),
            "tok_s": (f"{15000 + int(r.random() * 1000)} tok/s", False), "mfu": (f"mfu{kv}{40 + r.random():.2f}%", False),
            "nonascii": (f"débit{kv}{800 + r.random() * 10:.1f}", False),
+           "batch_cost_s": (f"avg_batch_cost{kv}{t:.5f} s", True), "reader_cost_s": (f"avg_reader_cost{kv}{t / 40:.5f} s", False),
+           "ips_samples": (f"ips{kv}{64 / t:.1f} samples/s", False), "samples_per_sec_key": (f"samples/sec{kv}{64 / t:.2f}", False),
+           "part_and_whole_times": (f"iter_time{kv}{t / 3000:.1e}, train_time{kv}{t:.3f}", True),
            "steps_per_s": (f"timing/steps_per_second{kv}{1 / t:.5f}", True),  # t5x: the step time is its inverse
            "sec_clock": (f"{int(elapsed)} sec", False), "wall_clock": (f"wall{kv}{int(elapsed)}", False),
            "train_time_clock": (f"train_time{kv}{elapsed * 1000:.0f}ms", False),
@@ -304,7 +311,9 @@ def _loss_text(r: _Rand) -> str:
 
 
 def _eval_line(kind: str, step: int, value: str, kv: str) -> str:
-    return {"step_val": f"step {step}: val loss {value}", "dict": f"{{'eval_loss': {value}, 'eval_runtime': 1.5}}",
+    return {"step_val": f"step {step}: val loss {value}",
+            "results_valid": f"{1 + step // 1000}epoch results: [valid] loss{kv}{value}, acc{kv}0.5, time{kv}10 seconds",
+            "dict": f"{{'eval_loss': {value}, 'eval_runtime': 1.5}}",
             "evaluation_eq": f"Evaluation: eval_loss = {value}", "bracket_eval": f"[Eval] step {step} | loss {value}",
             "validation_pipe": f"Validation | loss: {value}", "stars_eval": f"*** eval *** loss {value}",
             "val_pipe_step": f"val | step {step} | loss {value}", "validation_loss": f"Validation loss: {value}",

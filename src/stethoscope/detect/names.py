@@ -68,7 +68,7 @@ _FILLER = frozenset({"train", "training", "perf", "performance", "metrics", "sta
 _DEVICE = frozenset({"device", "dev", "gpu", "rank"})
 _TIME_WORDS = frozenset({"time", "timing", "timings", "duration", "latency", "elapsed"})
 _STEP_WORDS = frozenset({"step", "steps", "iter", "iters", "iteration", "iterations", "it", "batch", "dt"})
-_PHASES = {"data": DATA_WAIT, "dataloader": DATA_WAIT, "dataloading": DATA_WAIT, "forward": "perf/forward_time_s",
+_PHASES = {"data": DATA_WAIT, "dataloader": DATA_WAIT, "dataloading": DATA_WAIT, "reader": DATA_WAIT, "forward": "perf/forward_time_s",
            "fwd": "perf/forward_time_s", "backward": "perf/backward_time_s", "bwd": "perf/backward_time_s",
            "optimizer": "perf/optimizer_time_s", "optim": "perf/optimizer_time_s"}
 _PHASE_WORDS = frozenset({"loading", "load", "wait", "inner", "allreduce", "microstep"})
@@ -196,7 +196,7 @@ def _measure(words: list[str], train: bool) -> Resolved | None:
         return Resolved(MFU, 0.01 if percent else 1.0) if _only(rest, {"mfu", "estimated"} | _DEVICE) else None
     if {"tflops", "tflop", "gflops", "flops"} & set(rest):
         return _flops(rest, "persec" in units)
-    if "persec" in units or {"tps", "wps", "tgs"} & set(rest):
+    if "persec" in units or {"tps", "wps", "tgs", "ips"} & set(rest):
         return _rate(rest)
     if {"lr", "learning"} & set(rest) or {"grad", "gradient", "gnorm"} & set(rest):
         return _optimizer(rest)
@@ -209,8 +209,9 @@ def _only(words: list[str], allowed: frozenset[str] | set[str]) -> bool:
 
 
 def _rate(words: list[str]) -> Resolved | None:
-    counted = [_COUNTED[w] for w in words if w in _COUNTED]
-    if len(set(counted)) != 1 or not _only(words, set(_COUNTED) | _DEVICE | {"timing"}):  # t5x: timing/steps_per_second
+    counted = [_COUNTED[w] for w in words if w in _COUNTED] or [SAMPLES_PER_S] * ("ips" in words)
+    # PaddlePaddle's `ips` (items per second) counts what its unit says (`ips: 153 samples/s`), else samples
+    if len(set(counted)) != 1 or not _only(words, set(_COUNTED) | _DEVICE | {"timing", "ips"}):  # t5x: timing/steps_per_second
         return None
     device = any(w in _DEVICE for w in words) or "tgs" in words
     return Resolved(counted[0] + ("_per_device" if device else ""))
@@ -237,6 +238,8 @@ def _optimizer(words: list[str]) -> Resolved | None:
 
 def _time(words: list[str], unit: float | None, percent: bool, train: bool) -> Resolved | None:
     rest = set(words) - _FILLER
+    if unit is not None and "cost" in rest:  # PaddlePaddle's `batch_cost: 0.41 s`: a cost in seconds is a time
+        rest = rest - {"cost"} | {"time"}
     phases = {_PHASES[w] for w in rest if w in _PHASES}
     if phases:
         if len(phases) > 1 or not rest <= set(_PHASES) | _PHASE_WORDS | _TIME_WORDS | {"samples"}:

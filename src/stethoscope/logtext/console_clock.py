@@ -20,6 +20,7 @@ CLOCK_NAMES = {"step avg (ms)": ("perf/step_avg_s", 1e-3), "train time (ms)": (C
                "training time (ms)": (CLOCK, 1e-3), "step avg (s)": ("perf/step_avg_s", 1.0),
                "train time (s)": (CLOCK, 1.0)}
 A_TIME = "perf/time_s"  # a plain time on step lines (`A_TIME|time`) until `settle_times` names it
+_PART = 3.0  # two step times on a line: one this many times the other's is the step, the other a part of it
 UNITLESS_STEP = "perf/step_time_units"  # a step time without a unit (`UNITLESS_STEP|iter time`): ms or s
 
 
@@ -36,20 +37,17 @@ def settle_times(columns: Columns) -> None:
     """Name each plain time (A_TIME|name) for what its values say (`detect.step_time_alias.judge_times`, the
     rule the live detector applies): a clock, the step time (in ms when it names no unit and its level is 30
     or more), or a name of its own (not a duration: a date); the first of each kind wins, a second keeps its
-    own name."""
+    own name, but a step time a `_PART` of another's or less is a part of that step, never the step's."""
     series: dict[str, list[tuple[int, float]]] = {}
     for name, step, value in zip(columns.names, columns.steps, columns.values):
         if name.startswith((A_TIME, UNITLESS_STEP)):
             series.setdefault(name, []).append((step, value))
     taken = set(columns.names)
     rename, factors = {}, {}
-    for name, values in series.items():
-        values.sort(key=lambda pair: pair[0])
-        raw, level = name.split("|", 1)[1], [v for _, v in values]
-        if name.startswith(UNITLESS_STEP):  # named a step time: only its unit is open
-            found: tuple[str, float] | None = (STEP, magnitude_scale(sorted(level)[len(level) // 2]))
-        else:
-            found = judge_times(level, 1.0 if time_like(raw) else 0.0)  # values: in seconds if named
+    judged = {name: _judge(name, values) for name, values in series.items()}
+    longest = max(level for _, level in judged.values()) if judged else 0.0
+    for name, (found, _) in sorted(judged.items(), key=lambda item: item[1][1] * _PART < longest):
+        raw = name.split("|", 1)[1]
         kind = {None: None, CLOCK_KIND: CLOCK, STEP: STEP_TIME}[found and found[0]]
         rename[name] = kind if kind is not None and kind not in taken else raw.replace(" ", "_")
         taken.add(rename[name])
@@ -58,6 +56,19 @@ def settle_times(columns: Columns) -> None:
     if factors:
         columns.values[:] = [v * factors[n] if n in factors else v for n, v in zip(columns.names, columns.values)]
     columns.names[:] = [rename.get(n, n) for n in columns.names]
+
+
+def _judge(name: str, values: list[tuple[int, float]]) -> tuple[tuple[str, float] | None, float]:
+    """What a plain time's series is (`judge_times`) and its level in seconds: of two step times on a line
+    far apart the larger is the step's, the smaller a part of it (ESPnet's `iter_time=1.2e-04 ... train_time=0.417`)."""
+    values.sort(key=lambda pair: pair[0])
+    raw, level = name.split("|", 1)[1], [v for _, v in values]
+    median = sorted(level)[len(level) // 2]
+    if name.startswith(UNITLESS_STEP):  # named a step time: only its unit is open
+        found: tuple[str, float] | None = (STEP, magnitude_scale(median))
+    else:
+        found = judge_times(level, 1.0 if time_like(raw) else 0.0)  # values: in seconds if named
+    return found, median * found[1] if found and found[0] == STEP else 0.0
 
 
 def times_named(columns: Any, used: set[str]) -> Any:

@@ -63,6 +63,7 @@ _KEYED = r"[A-Za-z_][\w./\-]*(?: [A-Za-z_][\w./\-]*)?(?:\s?[:=]\s*|\s+)[-+]?(?:\
 # ` - `, `INFO:root:`
 _HEAD = r"(?:^|(?<=[\])>\d]\s)|(?<=\s-\s)|(?<=[A-Za-z]:))\s*"
 _SEPS = r"[\s|,;:\-│]*"
+_FIRST_KEYED = re.compile(rf"(?<![\w./\-]){_KEYED}")
 _BARE = re.compile(
     rf"{_HEAD}\[\s*(?P<h>\d+)\s*\](?={_SEPS}{_KEYED})"
     rf"|{_HEAD}(?:(?P<pe>\d+)\s*\|\s*)?(?P<p>\d+)\s*\|(?={_SEPS}{_KEYED})"
@@ -80,7 +81,7 @@ _TOKEN = re.compile(
     r"(?P<num>" + NUMBER.pattern + r")"
     r"(?P<unit>(?:[kKMB](?![A-Za-z])|\s?(?:%|(?:ms|us|µs|ns|s|sec|min)(?:/(?:it|iter|step|batch))?(?![A-Za-z])|"
     r"GiB|MiB|KiB|GB|MB|KB|TB|TiB|(?:tok|toks|tokens|samples|seqs|it|iters|steps)?/s(?:ec)?(?![A-Za-z])|"
-    r"x(?![A-Za-z]))))?"
+    r"x(?![A-Za-z])))(?!\s*[:=]))?"  # a unit before `=`/`:` is the next key (`loss=4.2 samples/sec=153`)
     r"|(?P<word>[A-Za-z_][\w./\-]*(?:\([A-Za-z%/]+\)|\[[A-Za-z%/]+\])?)"
     r"|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<assign>[:=]\s*)|(?P<sep>[|,;]|\s-\s|\t)",
     re.IGNORECASE)
@@ -184,7 +185,7 @@ def parse(text: str) -> Line:
             out.epoch = int(epoch[1]) if epoch else None
         elif "ge" in step.re.groupindex and (step["ge"] or step["pe"]):
             out.epoch = int(step["ge"] or step["pe"])  # an epoch with no total: `console_epochs` learns it
-    out.eval = _EVAL_LINE.search(body[:step.start()] if step else body[:12]) is not None or (
+    out.eval = _EVAL_LINE.search(body[:step.start()] if step else body[:_head_end(body)]) is not None or (
         step is not None and "Eval" in body[:step.start() + 6]) or _EVAL_LINE.search(tags) is not None
     out.record = body.lstrip().startswith("{") or (indented and step is None)
     span = step.span() if step else own_span
@@ -193,6 +194,13 @@ def parse(text: str) -> Line:
     if out.eval and step is None:  # when an eval ran, not what it measured (Ignite's `... - Epoch[1] Avg loss: 0.5`)
         out.values = [v for v in out.values if v.key.lower() != "epoch"]
     return out
+
+
+def _head_end(body: str) -> int:
+    """Where the words that head a line without a step end: at its first metric (ESPnet's `3epoch results:
+    [valid] loss=2.8` is an eval's; `loss=2.5 val_loss=2.6` is not), within its first 12 characters without one."""
+    first = _FIRST_KEYED.search(body)
+    return max(12, first.start()) if first else 12
 
 
 def launcher_rank(text: str) -> str | None:

@@ -25,7 +25,8 @@ def resolve(cache: Names, key: str, unit: str, eval_line: bool) -> tuple[str, fl
             cache[at] = CLOCK_NAMES[raw]
         else:
             found = metric(raw, "eval" if eval_line else None)
-            plain = None if "/" in found.name or eval_line else time_name(raw)
+            plain = None if ("/" in found.name and not found.name.startswith("train/")) or eval_line \
+                else time_name(raw)  # `train_time`: a time the trainer's name leaves open (a step's or a clock)
             if found.name == STEP_TIME and not names_time_unit(raw):
                 plain = (f"{UNITLESS_STEP}|{raw}", 1.0)  # `iter_time: 250`: its magnitude says ms or s
             cache[at] = plain or (found.name, found.scale * MAGNITUDE.get(unit, 1.0))
