@@ -10,7 +10,7 @@ import pytest
 
 from stethoscope.importers import read_any
 from stethoscope.importers.base import ImportedRun
-from stethoscope.records import DATA_WAIT, EVAL_LOSS, LOSS, SAMPLES_PER_S, STEP_TIME
+from stethoscope.records import DATA_WAIT, EVAL_LOSS, LOSS, SAMPLES_PER_S, STEP_TIME, TOKENS_PER_S
 from tests.importers.series import names, series
 
 LINES = [40, 3000]
@@ -83,3 +83,20 @@ def test_of_two_step_times_on_a_line_the_larger_is_the_steps(n: int) -> None:
     assert len(times) == n and times[3] == pytest.approx(_time(3))
     assert series(run, "iter_time")[3] == pytest.approx(1.2e-4)
 
+
+
+@pytest.mark.parametrize("n", LINES)
+def test_a_count_of_updates_is_the_step_and_frames_per_second_a_throughput(n: int) -> None:
+    """Stable-Baselines3's table on one line: `n_updates` counts the updates made (the step), `fps` is a rate."""
+    run = _read("".join(f"| time/ | total_timesteps {64 * i} | train/ | loss {3 - i / n:.4g} | n_updates {i} | "
+                        f"fps {150 + i % 9} |\n" for i in range(1, n + 1)))
+    assert sorted(series(run, LOSS)) == list(range(1, n + 1))
+    assert series(run, SAMPLES_PER_S)[4] == 154
+
+
+def test_an_abbreviated_rate_name_and_a_unit_spelled_as_the_key() -> None:
+    """`tput: 5000 tok/s` is a throughput; in `s/it: 0.41` the unit is the key, not the step counter's unit."""
+    run = _read("".join(f"step {i} | tput: {5000 + i} tok/s | s/it: {_time(i):.2f} | loss {3 - i / 40:.3f}\n"
+                        for i in range(1, 41)))
+    assert series(run, TOKENS_PER_S)[3] == 5003
+    assert series(run, STEP_TIME)[3] == pytest.approx(_time(3))

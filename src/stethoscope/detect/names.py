@@ -63,7 +63,7 @@ CROSS_ENTROPY = "train/cross_entropy"  # the train loss by its maths (`xent`, `n
 _PER_STEP_LOSS = frozenset({"step", "iter", "batch", "avr", "running", "smoothed"})
 # Words that say nothing about the quantity: namespaces, fillers, averaging.
 _FILLER = frozenset({"train", "training", "perf", "performance", "metrics", "stats", "timer", "timers", "per",
-                     "in", "of", "the", "avg", "mean", "average", "global", "speed", "throughput", "all",
+                     "in", "of", "the", "avg", "mean", "average", "global", "speed", "throughput", "tput", "all",
                      "current", "usage", "torch", "cuda", "gpu", "device", "dev", "sys", "system"})
 _DEVICE = frozenset({"device", "dev", "gpu", "rank"})
 _TIME_WORDS = frozenset({"time", "timing", "timings", "duration", "latency", "elapsed"})
@@ -76,6 +76,7 @@ _COUNTED = {**dict.fromkeys(("tokens", "token", "tok", "toks", "tks", "words", "
             **dict.fromkeys(("samples", "sample", "seqs", "sequences", "examples", "images", "imgs"), SAMPLES_PER_S),
             **dict.fromkeys(("it", "its", "iter", "iters", "iterations", "steps", "step", "batches", "batch",
                              "updates", "ups"), "perf/steps_per_s")}
+_ITEMS_PER_S = frozenset({"ips", "fps"})  # a rate of items: samples unless its unit says what it counts
 _MEMORY_WORDS = frozenset({"mem", "memory", "vram"})
 _PEAK = frozenset({"max", "peak"})
 _MEMORY_KINDS = {"rss": RSS, "host": RSS, "reserved": CUDA_RESERVED, "cached": CUDA_RESERVED,
@@ -196,7 +197,7 @@ def _measure(words: list[str], train: bool) -> Resolved | None:
         return Resolved(MFU, 0.01 if percent else 1.0) if _only(rest, {"mfu", "estimated"} | _DEVICE) else None
     if {"tflops", "tflop", "gflops", "flops"} & set(rest):
         return _flops(rest, "persec" in units)
-    if "persec" in units or {"tps", "wps", "tgs", "ips"} & set(rest):
+    if "persec" in units or {"tps", "wps", "tgs"} & set(rest) or _ITEMS_PER_S & set(rest):
         return _rate(rest)
     if {"lr", "learning"} & set(rest) or {"grad", "gradient", "gnorm"} & set(rest):
         return _optimizer(rest)
@@ -209,9 +210,9 @@ def _only(words: list[str], allowed: frozenset[str] | set[str]) -> bool:
 
 
 def _rate(words: list[str]) -> Resolved | None:
-    counted = [_COUNTED[w] for w in words if w in _COUNTED] or [SAMPLES_PER_S] * ("ips" in words)
-    # PaddlePaddle's `ips` (items per second) counts what its unit says (`ips: 153 samples/s`), else samples
-    if len(set(counted)) != 1 or not _only(words, set(_COUNTED) | _DEVICE | {"timing", "ips"}):  # t5x: timing/steps_per_second
+    counted = [_COUNTED[w] for w in words if w in _COUNTED] or [SAMPLES_PER_S] * bool(_ITEMS_PER_S & set(words))
+    # PaddlePaddle's `ips`, SB3's `fps` (items, frames per second) count what their unit says, else samples
+    if len(set(counted)) != 1 or not _only(words, set(_COUNTED) | _DEVICE | _ITEMS_PER_S | {"timing"}):  # t5x: timing/steps_per_second
         return None
     device = any(w in _DEVICE for w in words) or "tgs" in words
     return Resolved(counted[0] + ("_per_device" if device else ""))

@@ -42,6 +42,7 @@ _PREFIX = re.compile(
 _STEP = re.compile(
     r"\[(?:batch|step|iter|iteration|ba)=(?P<a>\d+)(?:/(?P<at>\d+))?\]"  # Composer [batch=10/100]
     r"|\bglobal[_ ]step['\"]?\s*[:=]?\s*(?P<b>\d+)(?![\d.])"  # global_step=N
+    r"|\b(?:n|num)_updates['\"]?\s*[:=]?\s*(?P<u>\d+)(?![\d.])"  # the updates made so far (SB3, fairseq)
     r"|\b(?:it|It|IT)\s+(?P<e>\d+)\s*/\s*(?P<et>\d+)(?![\d.])"  # `it 10/1200`: `it` only with a total
     r"|\b(?:it|It|IT)\s*[:=]\s*(?P<g>\d+)(?![\d.])"  # ... or assigned: `it=10`
     # a counter word (not the end of a name: `time/batch`), its value after a blank, `:`, `=`, `#` or inside brackets (`Iter(train) [ 50/1000]`)
@@ -81,7 +82,7 @@ _TOKEN = re.compile(
     r"(?P<num>" + NUMBER.pattern + r")"
     r"(?P<unit>(?:[kKMB](?![A-Za-z])|\s?(?:%|(?:ms|us|µs|ns|s|sec|min)(?:/(?:it|iter|step|batch))?(?![A-Za-z])|"
     r"GiB|MiB|KiB|GB|MB|KB|TB|TiB|(?:tok|toks|tokens|samples|seqs|it|iters|steps)?/s(?:ec)?(?![A-Za-z])|"
-    r"x(?![A-Za-z])))(?!\s*[:=]))?"  # a unit before `=`/`:` is the next key (`loss=4.2 samples/sec=153`)
+    r"x(?![A-Za-z])))(?!\s*[:=]|/))?"  # a unit before `=`/`:` is the next key (`loss=4.2 samples/sec=153`, `s/it:`)
     r"|(?P<word>[A-Za-z_][\w./\-]*(?:\([A-Za-z%/]+\)|\[[A-Za-z%/]+\])?)"
     r"|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<assign>[:=]\s*)|(?P<sep>[|,;]|\s-\s|\t)",
     re.IGNORECASE)
@@ -211,7 +212,7 @@ def launcher_rank(text: str) -> str | None:
 
 def _read_step(out: Line, m: re.Match[str], text: str, offset: int) -> None:
     for name, total in (("a", "at"), ("b", None), ("c", "ct"), ("d", "dt"), ("e", "et"), ("g", None), ("f", "ft"),
-                        ("h", None), ("p", None), ("gl", None)):
+                        ("h", None), ("p", None), ("gl", None), ("u", None)):
         if name in m.re.groupindex and m.group(name) is not None:
             out.step = int(m.group(name).replace(",", ""))
             out.total = int(m.group(total)) if total and m.group(total) else None
