@@ -63,6 +63,7 @@ class _State:
         self.bar_total: int | None = None  # the total of the bar the segment just read was
         self.main_total = 0  # the largest bar total seen: the outer (training) bar
         self.bar_done = 0  # that bar's count
+        self.other_bar = ""  # the bar the segment just read counts other work: "eval", "other" (its name says)
 
 
 _NONFINITE_POINT = re.compile(r"^([-+]?(?:nan|inf))\.0+$", re.IGNORECASE)
@@ -178,7 +179,20 @@ def _nanochat_eval(m: re.Match[str], state: _State) -> Parsed:
     return int(m["step"]), {f"eval/{m['what'].strip().lower().replace(' ', '_')}": float(m["value"])}
 
 
+_EVAL_BAR = re.compile(r"(?i)\b(?:eval(?:uat(?:e|ing|ion))?|valid(?:ation|ating)?|test(?:ing)?|predict(?:ing|ion)?)\b")
+"""A bar named so (`Evaluating:`, `Validation DataLoader 0:`) counts an evaluation's batches, never training steps."""
+
+
+_OTHER_BAR = re.compile(r"(?i)\b(?:load|download|sav|map|tokeni[sz]|preprocess|fetch|convert|writ|read)\w*")
+"""...nor does a bar of other work (`Loading checkpoint shards:`, datasets' `Map:`, `Downloading`)."""
+
+
 def _progress(m: re.Match[str], state: _State) -> Parsed:
+    name = m.string[:m.start()]
+    kind = "eval" if _EVAL_BAR.search(name) else "other" if _OTHER_BAR.search(name) else ""
+    if kind:
+        state.other_bar, state.bar_total, state.bar_done = kind, int(m["total"]), int(m["n"])
+        return 0, {}
     fields = dict(_pairs(m["post"] or ""))
     values: Values = {}
     smoothed = "reduced_train_loss" in fields or "train_loss" in fields
@@ -307,7 +321,7 @@ class _Reader:
         body = strip_rank(text[skip:].lstrip(" |"))
         if "\x1b" in body:  # tqdm moves the cursor up (`\x1b[A`) before writing under a nested bar
             body = ANSI.sub("", body)
-        self.state.bar_total = None
+        self.state.bar_total, self.state.other_bar = None, ""
         parsed = self._parse(body)
         if parsed is None and body.startswith("{") and self.state.last_step is not None:
             self.pending.append((line, time, body))  # the HF Trainer's dict: its step is the bar's next redraw
@@ -320,8 +334,9 @@ class _Reader:
         if self.state.bar_total is not None:
             # a bar reset (Lightning's at an epoch's end) shows what was measured before; an inner bar (an
             # evaluation's, a smaller total) counts its own batches: neither is a training step
-            if self.state.bar_done == 0 or self.state.bar_total < self.state.main_total:
-                if self.state.bar_total < self.state.main_total and self.state.bar_done > 0:
+            inner = bool(self.state.other_bar) or self.state.bar_total < self.state.main_total
+            if self.state.bar_done == 0 or inner:
+                if inner and self.state.other_bar != "other" and self.state.bar_done > 0:
                     self.evaluated = True  # an evaluation's bar ran: the postfix's next eval values are its
                 return True
             self._redraw(line, step, time, values)
