@@ -162,3 +162,21 @@ def test_verify_a_checkpoint_a_rollback_superseded(tmp_path):
     assert code == 0 and row["step"] == 170 and row["status"] == "ok" and "superseded" in row["reason"]
     code, out = _ckpt("verify", str(aside))
     assert code == 0 and "1 ok, 0 bad" in out and "says -1" not in out
+
+
+def test_list_shows_what_a_rollback_set_aside_and_reads_a_run_folder(tmp_path):
+    """`ckpt list RUN` looks in the run's checkpoint folder, and lists the checkpoints a rollback set aside
+    (superseded, never resumed from) beside the live ones; `verify` checks their hashes too."""
+    model = torch.nn.Linear(3, 2)
+    ck = stethoscope.Checkpoints(tmp_path / "checkpoints", keep_last=None, extra={"model": model}, on_signal=None,
+                                 strict=True)
+    for s in (100, 170):
+        ck.save(s, wait=True)
+    assert ck.rollback(150) == 100
+    ck.close()
+    code, out = _ckpt("list", str(tmp_path), "--json")
+    rows = {r["step"]: r for r in json.loads(out)}
+    assert code == 0 and set(rows) == {100, 170}
+    assert rows[170]["status"] == "superseded" and rows[100]["status"] == "unverified"
+    code, out = _ckpt("verify", str(tmp_path), "--json")
+    assert code == 0 and {r["step"]: r["status"] for r in json.loads(out)} == {100: "ok", 170: "ok"}

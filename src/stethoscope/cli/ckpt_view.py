@@ -33,6 +33,17 @@ def _root(path: str) -> Path:
     return p
 
 
+def _checkpoints_of(root: Path) -> Path:
+    """`root`, or the checkpoint folder of the run folder `root` (`runs/demo` -> `runs/demo/checkpoints`) when
+    it holds no checkpoint itself."""
+    if (root / "manifest.json").is_file() or any(root.glob("step-*")) or any(root.glob("superseded-step-*")):
+        return root
+    for name in ("checkpoints", "ckpt"):
+        if (root / name).is_dir():
+            return root / name
+    return root
+
+
 @ckpt.command("list")
 @click.argument("dir", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
@@ -45,8 +56,9 @@ def list_(dir: str, as_json: bool) -> None:
       stethoscope ckpt list runs/demo/ckpt
       stethoscope ckpt list output/ --json
     """
-    rows = _rows(_root(dir), verify=False)
-    _print(rows, as_json, f"checkpoints in {dir}")
+    root = _checkpoints_of(_root(dir))
+    rows = _rows(root, verify=False)
+    _print(rows, as_json, f"checkpoints in {root if root != Path(dir) else dir}")
     if not as_json and any(r["status"] == "unverified" for r in rows):
         click.echo(_UNVERIFIED)
 
@@ -65,9 +77,9 @@ def verify(ctx: click.Context, dir: str, as_json: bool) -> None:
       stethoscope ckpt verify runs/demo/ckpt
       stethoscope ckpt verify runs/demo/ckpt/step-00000500 --json
     """
-    root = _root(dir)
+    root = _checkpoints_of(_root(dir))
     rows = _rows(root, verify=True)
-    _print(rows, as_json, f"verified {dir}")
+    _print(rows, as_json, f"verified {root if root != Path(dir) else dir}")
     bad = [r for r in rows if r["status"] not in ("ok", "foreign")]
     if not as_json:
         click.echo(f"{len(rows) - len(bad)} ok, {len(bad)} bad" + ("" if not bad else
@@ -154,6 +166,12 @@ def _rows(root: Path, verify: bool) -> list[dict]:
     if (root / "manifest.json").is_file():  # one checkpoint folder
         return [disk.describe(root, disk.step_of(root), verify).to_dict()]
     ours = [i.to_dict() for i in disk.catalogue(root, check_hashes=verify)]
+    for p in sorted(root.glob("superseded-step-*")):  # set aside by a rollback: kept, listed, never resumed from
+        if p.is_dir():
+            row = disk.describe(p, disk.step_of(p), verify).to_dict()
+            if not verify and row["status"] == "unverified":  # verify says what the hashes say (its reason: superseded)
+                row["status"] = "superseded"
+            ours.append(row)
     foreign = [{"step": step, "path": str(p), "status": "foreign", "reason": f"{kind} layout (no manifest to verify)",
                 "bytes": sum(f.stat().st_size for f in p.rglob("*") if f.is_file()), "time": None, "metrics": {},
                 "milestone": False, "verified": False}
