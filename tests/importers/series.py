@@ -1,8 +1,21 @@
-"""Reading one metric out of an ImportedRun, for assertions."""
+"""Reading one metric out of an ImportedRun, for assertions; reading a log's text as `diagnose` does."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
+from stethoscope.importers import read_any
 from stethoscope.importers.base import ImportedRun
+
+
+def read_text(text: str) -> ImportedRun:
+    """The one run `read_any` reads from `text` written to a file `train.log`."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "train.log"
+        path.write_text(text)
+        (run,) = read_any(path)
+    return run
 
 
 def series(run: ImportedRun, name: str) -> dict[int, float]:

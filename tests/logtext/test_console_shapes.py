@@ -7,17 +7,14 @@ at a time (a long one, the fast paths)."""
 from __future__ import annotations
 
 import math
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from stethoscope.diagnose.engine import diagnose_run
-from stethoscope.importers import read_any
 from stethoscope.importers.base import ImportedRun
 from stethoscope.logtext.names import metric
 from stethoscope.records import LOSS, STEP_TIME
-from tests.importers.series import series
+from tests.importers.series import read_text, series
 
 LINES = [40, 3000]  # a short log (line by line) and a long one (read a shape at a time)
 NAN_FROM = 0.6  # the loss is NaN from this fraction of the log on
@@ -25,14 +22,6 @@ NAN_FROM = 0.6  # the loss is NaN from this fraction of the log on
 
 def _loss(i: int, n: int) -> float:
     return float("nan") if i >= NAN_FROM * n else 3 * math.exp(-i / 250) + 1.2 + (i % 7) * 0.01
-
-
-def _read(text: str) -> ImportedRun:
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "train.log"
-        path.write_text(text)
-        (run,) = read_any(path)
-    return run
 
 
 def _check_loss(run: ImportedRun, n: int, steps: list[int] | None = None) -> None:
@@ -48,7 +37,7 @@ def test_a_bracketed_count_after_an_absl_prefix_is_the_step_and_steps_per_second
     text = "".join(f"I1127 10:00:{i % 60:02d}.000000 139 train.py:42] [{i}] train/loss={_loss(i, n):.4f}, "
                    f"train/learning_rate=0.001, timing/steps_per_second={2.5 + (i % 3) * 0.01:.2f}\n"
                    for i in range(1, n + 1))
-    run = _read(text)
+    run = read_text(text)
     _check_loss(run, n)
     times = series(run, STEP_TIME)
     assert len(times) == n and all(abs(t - 0.4) < 0.01 for t in times.values())  # 1 / 2.5 steps/s
@@ -56,7 +45,7 @@ def test_a_bracketed_count_after_an_absl_prefix_is_the_step_and_steps_per_second
 
 @pytest.mark.parametrize("n", LINES)
 def test_counts_heading_a_line_between_pipes_are_the_epoch_and_the_step(n: int) -> None:
-    run = _read("".join(f"{1 + i // 500}|{i}|Loss: {_loss(i, n)}\n" for i in range(1, n + 1)))
+    run = read_text("".join(f"{1 + i // 500}|{i}|Loss: {_loss(i, n)}\n" for i in range(1, n + 1)))
     _check_loss(run, n)
 
 
@@ -66,7 +55,7 @@ def test_a_count_glued_before_its_counter_word_is_the_step_and_its_epoch_restart
     text = "".join(f"[host] 2026-11-27 10:00:00,000 (trainer:732) INFO: {1 + (i - 1) // per_epoch}epoch:train:"
                    f"{(i - 1) % per_epoch + 1}-{(i - 1) % per_epoch + 1}batch: forward_time=0.1, "
                    f"loss={_loss(i, n):.3f}, lr_0=1.0e-04, train_time=0.412\n" for i in range(1, n + 1))
-    run = _read(text)
+    run = read_text(text)
     _check_loss(run, n)  # epoch e's batch b is step (e - 1) * 500 + b: the steps stay in order
     assert "trainer" not in {p.name for p in run.points}  # `(trainer:732)`: the logger's source line
 
@@ -76,7 +65,7 @@ def test_opennmt_cross_entropy_is_the_loss_and_its_elapsed_seconds_no_step_time(
     text = "".join(f"[2026-11-27 10:00:{i % 60:02d},123 INFO] Step {i}/ {n}; acc: 20.5; ppl: {math.exp(_loss(i, n)):.2f}; "
                    f"xent: {_loss(i, n):.4f}; lr: 0.00100; sents: 2000; bsz: 1000/1000/64; 3000/2000 tok/s; "
                    f"{int(i * 0.4)} sec\n" for i in range(1, n + 1))
-    run = _read(text)
+    run = read_text(text)
     _check_loss(run, n)
     assert series(run, LOSS)[5] == pytest.approx(_loss(5, n), abs=1e-4)  # the xent, not log(ppl)
     times = list(series(run, STEP_TIME).values())
@@ -87,13 +76,13 @@ def test_opennmt_cross_entropy_is_the_loss_and_its_elapsed_seconds_no_step_time(
 
 @pytest.mark.parametrize("n", LINES)
 def test_a_perplexity_alone_gives_the_loss_as_its_log(n: int) -> None:
-    run = _read("".join(f"step {i} | ppl {math.exp(_loss(i, n)):.4f} | lr 3e-4\n" for i in range(1, n + 1)))
+    run = read_text("".join(f"step {i} | ppl {math.exp(_loss(i, n)):.4f} | lr 3e-4\n" for i in range(1, n + 1)))
     _check_loss(run, n)
     assert series(run, LOSS)[10] == pytest.approx(_loss(10, n), abs=1e-4)
 
 
 def test_a_named_loss_wins_over_its_maths() -> None:
-    run = _read("".join(f"step {i} | loss {2 + i / 100:.3f} | xent {1 + i / 100:.3f} | ppl 9.0\n" for i in range(1, 50)))
+    run = read_text("".join(f"step {i} | loss {2 + i / 100:.3f} | xent {1 + i / 100:.3f} | ppl 9.0\n" for i in range(1, 50)))
     assert series(run, LOSS)[10] == pytest.approx(2.1)
 
 
@@ -105,20 +94,20 @@ def test_the_value_of_the_train_loss_a_trainer_prints_is_the_loss(raw: str) -> N
 def test_a_progress_bar_step_loss_is_the_loss() -> None:
     text = "".join(f"Steps:  {i / 10:.0f}%|##  | {i}/1000 [00:{i % 60:02d}<04:30, 2.50it/s, lr=0.0001, "
                    f"step_loss={_loss(i, 1000):.3f}]\n" for i in range(1, 1001))
-    _check_loss(_read(text), 1000)
+    _check_loss(read_text(text), 1000)
 
 
 @pytest.mark.parametrize("first", [0, 400])  # from the start, and an excerpt of a longer log
 def test_a_clock_in_whole_seconds_is_never_a_step_time(first: int) -> None:
     """A clock printed coarser than a step (0.4 s steps, whole seconds) rises on some records only."""
-    run = _read("".join(f"Step {1000 + i}/2000; xent: 2.5; {first + int(0.4 * i)} sec\n" for i in range(12)))
+    run = read_text("".join(f"Step {1000 + i}/2000; xent: 2.5; {first + int(0.4 * i)} sec\n" for i in range(12)))
     times = list(series(run, STEP_TIME).values())
     assert all(t <= 0.5 + 1e-9 for t in times), times
 
 
 @pytest.mark.parametrize("kv", [": ", "=", " "])
 def test_a_bracketed_count_after_a_file_line_logger_is_the_step(kv: str) -> None:
-    run = _read("".join(f"07/24 11:00:{i:02d} INFO train.py:80] [{5 * i}] | lm loss{kv}{3 - i / 100:.3f}\n" for i in range(30)))
+    run = read_text("".join(f"07/24 11:00:{i:02d} INFO train.py:80] [{5 * i}] | lm loss{kv}{3 - i / 100:.3f}\n" for i in range(30)))
     assert sorted(series(run, LOSS)) == [5 * i for i in range(30)]
 
 
@@ -129,7 +118,7 @@ def test_running_averages_in_brackets_that_repeat_the_units_are_side_figures(n: 
     text = "".join(f"Train: 3 [{i:>4d}/{n} ({100 * i // n:>2d}%)]  Loss: {_loss(i, n):#.3g} (4.23)  Time: "
                    f"{0.4 + (i % 5) / 1000:.3f}s,  640.00/s  (0.350s,  600.00/s)  LR: 1.000e-04  Data: 0.012 (0.015)\n"
                    for i in range(1, n + 1))
-    run = _read(text)
+    run = read_text(text)
     times = [p for p in run.points if p.name == STEP_TIME]
     assert len(times) == n and all(0.4 <= p.value <= 0.405 for p in times)
     assert series(run, "train/epoch")[1] == 3 and not {p.name for p in run.points} & {"s", "/s", "train"}

@@ -3,25 +3,13 @@ line (short) and a shape at a time (long), and the series must hold what the tra
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from stethoscope.importers import read_any
-from stethoscope.importers.base import ImportedRun
 from stethoscope.records import DATA_WAIT, EVAL_LOSS, LOSS, SAMPLES_PER_S, STEP_TIME, TOKENS_PER_S
-from tests.importers.series import names, series
+from tests.importers.series import names, read_text, series
 
 LINES = [40, 3000]
-
-
-def _read(text: str) -> ImportedRun:
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "train.log"
-        path.write_text(text)
-        (run,) = read_any(path)
-    return run
 
 
 def _time(i: int) -> float:
@@ -35,7 +23,7 @@ def test_a_cost_in_seconds_is_a_time_and_a_rate_unit_names_the_rate(n: int) -> N
     text = "".join(f"[2026/11/27 10:00:00] ppocr INFO: epoch: [1/10], global_step: {i}, lr: 0.001000, loss: "
                    f"{3 - i / n:.6f}, avg_reader_cost: 0.01000 s, avg_batch_cost: {_time(i):.5f} s, avg_samples: "
                    f"64.0, ips: {64 / _time(i):.1f} samples/s\n" for i in range(1, n + 1))
-    run = _read(text)
+    run = read_text(text)
     times = series(run, STEP_TIME)
     assert sorted(times) == list(range(1, n + 1)) and times[3] == pytest.approx(_time(3))
     assert series(run, DATA_WAIT)[5] == pytest.approx(0.01)
@@ -45,7 +33,7 @@ def test_a_cost_in_seconds_is_a_time_and_a_rate_unit_names_the_rate(n: int) -> N
 @pytest.mark.parametrize("n", LINES)
 def test_a_key_after_a_value_is_the_next_metric_not_the_values_unit(n: int) -> None:
     """`loss=4.2267 samples/sec=153.26`: `samples/sec=` is a metric of its own, not the loss's unit."""
-    run = _read("".join(f"[iter {i}/{n}] loss={3 - i / n:.4f} samples/sec={153 + i % 7:.2f}\n"
+    run = read_text("".join(f"[iter {i}/{n}] loss={3 - i / n:.4f} samples/sec={153 + i % 7:.2f}\n"
                         for i in range(1, n + 1)))
     assert series(run, LOSS)[2] == pytest.approx(3 - 2 / n, abs=1e-4)
     assert series(run, SAMPLES_PER_S)[2] == pytest.approx(155)
@@ -53,7 +41,7 @@ def test_a_key_after_a_value_is_the_next_metric_not_the_values_unit(n: int) -> N
 
 
 def test_a_time_unit_before_an_assignment_is_a_key_too() -> None:
-    run = _read("".join(f"step {i} loss {3 - i / 40:.3f} ms: 5\n" for i in range(1, 41)))
+    run = read_text("".join(f"step {i} loss {3 - i / 40:.3f} ms: 5\n" for i in range(1, 41)))
     assert series(run, LOSS)[1] == pytest.approx(2.975)
 
 
@@ -67,7 +55,7 @@ def test_an_eval_word_heading_a_line_without_a_step_makes_its_metrics_evals(n: i
         if i % 10 == 0:
             lines.append(f"[host] 2026-11-27 10:00:00,000 (trainer:338) INFO: 1epoch results: [valid] "
                          f"loss={2 + i / n:.3f}, acc=0.5, time=10 seconds\n")
-    run = _read("".join(lines))
+    run = read_text("".join(lines))
     evals = series(run, EVAL_LOSS)
     assert sorted(evals) == list(range(10, n + 1, 10)) and evals[20] == pytest.approx(2 + 20 / n, abs=1e-3)
     assert series(run, LOSS)[20] == pytest.approx(3 - 20 / n, abs=1e-3)
@@ -76,7 +64,7 @@ def test_an_eval_word_heading_a_line_without_a_step_makes_its_metrics_evals(n: i
 @pytest.mark.parametrize("n", LINES)
 def test_of_two_step_times_on_a_line_the_larger_is_the_steps(n: int) -> None:
     """ESPnet's `iter_time` (the wait on the data iterator) is a part of `train_time` (the whole step)."""
-    run = _read("".join(f"[host] 2026-11-27 10:00:00,000 (trainer:732) INFO: 1epoch:train:{i}-{i}batch: "
+    run = read_text("".join(f"[host] 2026-11-27 10:00:00,000 (trainer:732) INFO: 1epoch:train:{i}-{i}batch: "
                         f"iter_time={1.2e-4 + (i % 3) * 1e-5:.2e}, loss={3 - i / n:.3f}, train_time={_time(i):.3f}\n"
                         for i in range(1, n + 1)))
     times = series(run, STEP_TIME)
@@ -88,7 +76,7 @@ def test_of_two_step_times_on_a_line_the_larger_is_the_steps(n: int) -> None:
 @pytest.mark.parametrize("n", LINES)
 def test_a_count_of_updates_is_the_step_and_frames_per_second_a_throughput(n: int) -> None:
     """Stable-Baselines3's table on one line: `n_updates` counts the updates made (the step), `fps` is a rate."""
-    run = _read("".join(f"| time/ | total_timesteps {64 * i} | train/ | loss {3 - i / n:.4g} | n_updates {i} | "
+    run = read_text("".join(f"| time/ | total_timesteps {64 * i} | train/ | loss {3 - i / n:.4g} | n_updates {i} | "
                         f"fps {150 + i % 9} |\n" for i in range(1, n + 1)))
     assert sorted(series(run, LOSS)) == list(range(1, n + 1))
     assert series(run, SAMPLES_PER_S)[4] == 154
@@ -96,7 +84,7 @@ def test_a_count_of_updates_is_the_step_and_frames_per_second_a_throughput(n: in
 
 def test_an_abbreviated_rate_name_and_a_unit_spelled_as_the_key() -> None:
     """`tput: 5000 tok/s` is a throughput; in `s/it: 0.41` the unit is the key, not the step counter's unit."""
-    run = _read("".join(f"step {i} | tput: {5000 + i} tok/s | s/it: {_time(i):.2f} | loss {3 - i / 40:.3f}\n"
+    run = read_text("".join(f"step {i} | tput: {5000 + i} tok/s | s/it: {_time(i):.2f} | loss {3 - i / 40:.3f}\n"
                         for i in range(1, 41)))
     assert series(run, TOKENS_PER_S)[3] == 5003
     assert series(run, STEP_TIME)[3] == pytest.approx(_time(3))
