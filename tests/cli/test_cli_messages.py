@@ -42,3 +42,15 @@ def test_two_steps_are_too_few_to_judge_not_no_problems(tmp_path):
     res = CliRunner().invoke(cli, ["diagnose", str(log)])
     assert res.exit_code == 0 and "2 steps: too few to judge" in res.stdout
     assert "no problems found" not in res.stdout
+
+
+def test_a_state_file_with_every_row_refused_is_bad_input_not_a_crash_log(tmp_path):
+    """A trainer_state.json whose only row has step "x" and a NaN loss used to be explained as a crash log
+    (the NaN text matched a failure signature): exit 0, a CRITICAL nan. It is malformed input: exit 2 naming
+    the row and what was expected."""
+    state = tmp_path / "trainer_state.json"
+    state.write_text('{"log_history": [{"step": "x", "loss": NaN}], "global_step": 1}')
+    res = CliRunner().invoke(cli, ["diagnose", str(state)])
+    assert res.exit_code == 2, res.output
+    assert "log_history[0]" in res.output and "integer `step`" in res.output
+    assert "crash log" not in res.output and "CRITICAL" not in res.output

@@ -73,7 +73,7 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
                            + (f"rank {read[0]}'s lines (the first rank seen)" if read else "one stream of records"),
                            err=True)
         except UsageError as exc:
-            crash = _crash_log(path)
+            crash = None if getattr(exc, "structured", False) else _crash_log(path)
             if crash is not None:  # no training steps, but a failure `explain` names: explained as it does
                 results.append(crash)
                 continue
@@ -151,6 +151,11 @@ def _crash_log(path: str) -> Any:
     return Diagnosis(path, "crash log", 0, findings, {"label": "crashed"})
 
 
+# Files whose format is known by their structure (a JSON state, a CSV/JSONL table, event files): one whose rows
+# were all refused is malformed input (exit 2 naming the rows), never a crash log to explain.
+_STRUCTURED = ("hf_trainer_state", "lightning_csv", "tensorboard", "csv", "jsonl")
+
+
 def _with_steps(runs: list[ImportedRun], own_format: str) -> list[ImportedRun]:
     """A foreign log from which no training step was read is never "no problems found": exit 2 naming
     it and the closest shape seen when nothing else was read; a warning and the others otherwise."""
@@ -158,6 +163,12 @@ def _with_steps(runs: list[ImportedRun], own_format: str) -> list[ImportedRun]:
 
     empty = [r for r in runs if r.format != own_format and not r.meta.get("source_format") and not r.n_points]
     if empty and len(empty) == len(runs):
+        if empty[0].format in _STRUCTURED:  # rows of a known file, each refused: why, not a crash-log reading
+            error = InputError(empty[0].path, f"no usable record in this {empty[0].format} file: "
+                               + ("; ".join(w.removeprefix(f"{empty[0].path}: ") for w in empty[0].warnings[:3])
+                                  or "it holds no step with a metric"))
+            error.structured = True  # type: ignore[attr-defined]
+            raise error
         raise UsageError(zero_steps(empty[0]))
     for run in empty:
         click.echo(f"stethoscope: warning: {zero_steps(run)}", err=True)
