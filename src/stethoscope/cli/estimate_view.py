@@ -97,12 +97,6 @@ def _shape(config: str | None, params: str | None, **dims: Any) -> Any:
     return from_numbers(params=count, **dims)
 
 
-def _need_shape(shape: Any, what: str) -> Any:
-    if isinstance(shape, int):
-        raise UsageError(f"--params alone does not say {what}: add --layers and --hidden (or give a config.json)")
-    return shape
-
-
 def _plan(seq: int, batch: int, grad_accum: int, gpus: int, zero: int, fsdp: str | None, precision: str,
           optimizer: str, checkpointing: bool, attention: str, lora_rank: int, lora_targets: str, qlora: bool) -> Any:
     from stethoscope.debug.estimate import Plan
@@ -201,6 +195,8 @@ def _memory_of_count(n: int, plan: Any, target: Any, as_json: bool) -> None:
 def _model_dict(shape: Any) -> dict[str, Any]:
     import dataclasses
 
+    if isinstance(shape, int):  # --params alone
+        return {"params": shape}
     out = dataclasses.asdict(shape)
     out["params"] = shape.params
     return out
@@ -265,7 +261,6 @@ def checkpoint(shape: Any, plan: Any, every: int, steps: int | None, keep_last: 
     """
     from stethoscope.debug.estimate import checkpoint as ck
 
-    shape = _need_shape(shape, "what LoRA adapters and the shape weigh")
     if keep_last < 0:
         raise UsageError(f"--keep-last must be 0 (keep all) or positive, got {keep_last}")
     parts = ck.per_save(shape, plan, optimizer=not no_optimizer)
@@ -308,7 +303,7 @@ def mfu(config: str | None, params: str | None, seq: int, tokens_per_s: float | 
     from stethoscope.debug.estimate.mfu import mfu as compute
 
     target = gpu(gpu_name)
-    shape = _need_shape(_shape(config, params, **dims), "the attention's FLOPs (layers, width)")
+    shape = _shape(config, params, **dims)
     if tokens_per_s is None:
         if step_time is None or global_batch is None:
             raise UsageError("give --tokens-per-s, or --step-time with --global-batch")
@@ -329,6 +324,8 @@ def mfu(config: str | None, params: str | None, seq: int, tokens_per_s: float | 
         ("MFU", f"{100 * result['mfu']:.1f}%"),
         ("tokens/s at 30/40/50% MFU", " / ".join(f"{v:,.0f}" for v in result["tokens_per_s_at"].values())),
     ]))
+    if result["note"]:
+        out.print(Text(f"note: {result['note']}"))
 
 
 COMMANDS = [estimate]

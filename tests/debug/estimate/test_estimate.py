@@ -248,8 +248,7 @@ def test_cli_checkpoint_and_mfu(llama):
     (["memory", "--layers", "-3", "--hidden", "64"], "--layers must be positive, got -3"),
     (["memory", "--params=-7B", "--layers", "3", "--hidden", "64"], "--params must be a positive number"),
     (["memory", "--params", "7B", "--lora-rank", "16"], "--lora-rank needs the model's shape"),
-    (["mfu", "--params", "7B", "--tokens-per-s", "10", "--gpu", "H100"], "--params alone does not say"),
-    (["checkpoint", "--params", "7B"], "--params alone does not say"),
+    (["checkpoint", "--params", "7B", "--lora-rank", "16"], "--params alone does not say what the LoRA adapters"),
     (["memory", "--layers", "2", "--hidden", "64", "--batch", "0"], "--batch must be a positive whole number"),
     (["memory", "--layers", "2", "--hidden", "64", "--precision", "fp8"], "unknown --precision 'fp8'; known: fp32"),
     (["memory", "--layers", "2", "--hidden", "64", "--qlora"], "--qlora needs --lora-rank"),
@@ -294,3 +293,21 @@ def test_memory_from_a_parameter_count_alone():
     code, out, _ = _cli("memory", "--params", "7B", "--gpu", "H100", "--gpus", "8", "--zero", "3")
     assert code == 0 and "total before activations" in out and "not estimated: activations" in out
     assert "H100-80GB 61.68 GiB" in out and "gathered whole" in out
+
+
+def test_checkpoint_and_mfu_from_a_parameter_count_alone():
+    """`estimate checkpoint --params 7B` and `estimate mfu --params 7B` used to exit 2 asking for the shape. A full
+    fine-tune's save needs the count only (the same bytes as from a full shape of that count); MFU from the count
+    is 6·N with no attention term, and says so."""
+    from stethoscope.debug.estimate import checkpoint as ck
+
+    shape = from_numbers(layers=32, hidden=4096, heads=32, intermediate=11008)
+    code, out, err = _cli("checkpoint", "--params", str(shape.params), "--json")
+    assert code == 0 and not err, err
+    assert json.loads(out)["per_save"] == ck.per_save(shape, Plan())
+    code, out, _ = _cli("mfu", "--params", "7e9", "--tokens-per-s", "3000", "--gpu", "H100", "--json")
+    res = json.loads(out)
+    assert code == 0 and res["flops_per_token"] == 6 * 7e9 and res["attention_flops_per_token"] == 0
+    assert "--layers and --hidden" in res["note"]
+    code, out, _ = _cli("mfu", "--params", "7e9", "--tokens-per-s", "3000", "--gpu", "H100")
+    assert code == 0 and "12.7%" in out and "note: 6·N from the parameter count alone" in out

@@ -16,13 +16,18 @@ RNG_BYTES = 12_000
 SMALL_STATE_BYTES = 16_000
 
 
-def per_save(shape: ModelShape, plan: Plan, optimizer: bool = True) -> dict[str, int]:
-    """Bytes one save writes, by part, over all ranks."""
+def per_save(shape: ModelShape | int, plan: Plan, optimizer: bool = True) -> dict[str, int]:
+    """Bytes one save writes, by part, over all ranks. `shape` may be a parameter count alone: a full
+    fine-tune's save depends on the count only; LoRA adapters' on the layers and widths they attach to."""
     w, _, m, st, _ = PRECISIONS[plan.precision]
     if plan.lora:
+        if isinstance(shape, int):
+            raise UsageError("--params alone does not say what the LoRA adapters weigh (their size follows the "
+                             "layers and widths they attach to): add --layers and --hidden (or give a config.json)")
         trainable, weights, master, state_bytes = lora_params(shape, plan), lora_params(shape, plan) * 4, 0, 4
     else:
-        trainable, weights, master, state_bytes = shape.params, shape.params * w, m, st
+        n = shape if isinstance(shape, int) else shape.params
+        trainable, weights, master, state_bytes = n, n * w, m, st
     opt = plan.optimizer
     per_param = OPTIMIZERS_8BIT[opt] if opt in OPTIMIZERS_8BIT else OPTIMIZERS[opt] * state_bytes
     parts = {"weights": weights,
