@@ -102,6 +102,9 @@ class DetectConfig:
     """Fewer evals than this over a run of eval_sparse_min_steps steps is 'eval too sparse'."""
     eval_sparse_min_steps: int = 1000
     """Runs shorter than this are not told their evals are too sparse."""
+    eval_loss_window: int = 1
+    """The log prints the eval loss as the mean of the last this many evals (mmengine's LogProcessor window_size,
+    which the importer reads): overfitting and frozen weights are judged on the evals recovered from the means."""
 
     # -- gradients ------------------------------------------------------------------------------
     grad_norm_ceiling: float | None = None
@@ -177,7 +180,7 @@ class DetectConfig:
         self._check_positive(
             "spike_sigma", "spike_window", "level_window", "grad_spike_min_ratio", "grad_explosion_ratio",
             "trend_halflife_steps", "overfit_patience", "clip_window", "lr_zero_records",
-            "loss_scale_storm_halvings", "drop_records", "periodic_min_dips",
+            "loss_scale_storm_halvings", "drop_records", "periodic_min_dips", "eval_loss_window",
         )
         self._check_ratio("clip_fraction", "memory_near_limit")
         if self.grad_recover_ratio >= self.grad_spike_min_ratio:

@@ -15,6 +15,8 @@ before it slowed by the curve's own deceleration; on a curve that had levelled o
 
 `warning` when the repeated value has at least `_SURE_DIGITS` significant digits (a coincidence is out of
 the question); `info` when the log prints fewer (a learning run at its floor can repeat a 4-digit print).
+An eval recovered from a printed running mean (`running_mean`) comes with an error bound: it is the
+tolerance, and the digits it leaves are the digits that count.
 Used by `OverfitDetector`, which already follows the eval loss.
 """
 
@@ -43,7 +45,7 @@ class EvalFrozen:
     """The evals seen and, once, the finding that the weights stopped changing."""
 
     def __init__(self) -> None:
-        self.evals: list[list[float]] = []  # [step, value, lr or nan]
+        self.evals: list[list[float]] = []  # [step, value, lr or nan, error bound of the value]
         self.peak_lr = 0.0
         self.reported = False
 
@@ -51,10 +53,11 @@ class EvalFrozen:
         if lr is not None and math.isfinite(lr) and lr > self.peak_lr:
             self.peak_lr = lr
 
-    def update(self, step: int, value: float, lr: float | None) -> Finding | None:
+    def update(self, step: int, value: float, lr: float | None, err: float = 0.0) -> Finding | None:
+        """`err`: the bound of the value's error, where it was recovered from a printed running mean."""
         if self.reported:
             return None
-        self.evals.append([step, value, math.nan if lr is None else lr])
+        self.evals.append([step, value, math.nan if lr is None else lr, err])
         if len(self.evals) > _KEPT:
             del self.evals[: len(self.evals) - _KEPT]
         found = self._check()
@@ -68,11 +71,12 @@ class EvalFrozen:
         if len(ev) < 2 + _MIN_BEFORE:
             return None
         last = ev[-1][1]
-        tol = max(SAME_REL * abs(last), 0.5 * 10.0 ** -max(decimals(e[1]) for e in ev[-2:]))
+        printed = 0.5 * 10.0 ** -max(decimals(e[1]) for e in ev[-2:])
+        tol = max(SAME_REL * abs(last), printed, *(_err(e) for e in ev[-2:]))
         k0 = len(ev) - 1  # the first of the repeats at the end
         while k0 > 0 and abs(ev[k0 - 1][1] - last) <= tol:
             k0 -= 1
-        needed = _MIN_SAME_SURE if sig_digits(last) >= _SURE_DIGITS else _MIN_SAME
+        needed = _MIN_SAME_SURE if _digits(last, _err(ev[-1])) >= _SURE_DIGITS else _MIN_SAME
         if len(ev) - k0 < needed or k0 < _MIN_BEFORE:
             return None
         lr = ev[k0][2]
@@ -92,14 +96,16 @@ class EvalFrozen:
                  scale: float) -> Finding:
         onset = _stop_in(ev, moves, j, scale)
         value, n = ev[-1][1], len(ev) - k0
-        digits = sig_digits(value)
+        digits = _digits(value, _err(ev[-1]))
         sure = digits >= _SURE_DIGITS
         msg = (f"the weights stopped changing around step {onset}: the eval loss is {value!r} (to +-{tol:.1g}) "
                f"at all {n} evals from step {int(ev[k0][0])} to {int(ev[-1][0])}, after falling "
                f"{ev[0][1]:.4g} -> {ev[j][1]:.4g} by step {int(ev[j][0])}; a model that learns moves its eval "
                "loss more than that. Check that the gradients reach the optimizer (a hook or scaler zeroing "
                "them, requires_grad off, parameters missing from the optimizer) and that the LR is not 0")
-        if not sure:
+        if not sure and _err(ev[-1]):
+            msg += f" (the evals are known to {digits} significant digits: a run at its floor can repeat them)"
+        elif not sure:
             msg += f" (the log prints {digits} significant digits: a run at its floor can repeat them)"
         evidence: dict[str, Any] = {"series": "eval/loss", "value": value, "evals": n, "first_same_step":
                                     int(ev[k0][0]), "last_learning_eval": int(ev[j][0]), "digits": digits}
@@ -113,6 +119,17 @@ class EvalFrozen:
         self.evals = [list(e) for e in state.get("evals", [])]
         self.peak_lr = state.get("peak_lr", 0.0)
         self.reported = state.get("reported", False)
+
+
+def _err(e: list[float]) -> float:
+    return e[3] if len(e) > 3 else 0.0
+
+
+def _digits(value: float, err: float) -> int:
+    """Significant digits of a value: as printed, or as far as its error bound leaves them."""
+    if err <= 0:
+        return sig_digits(value)
+    return max(0, int(math.floor(math.log10(abs(value) / err)))) if value else 0
 
 
 def _stop_in(ev: list[list[float]], moves: list[float], j: int, scale: float) -> int:

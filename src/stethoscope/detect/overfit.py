@@ -10,6 +10,9 @@ info ("possible"), and becomes a warning once `patience` evals in a row stand th
 On a flat stretch the best eval is the lowest of many noisy ones, below the level it stands for by
 luck; a rise is measured past that luck too. A later new best withdraws it (same key, info). At the end of the run it reports
 evals too sparse to see overfitting at all.
+
+Where the log prints the eval loss as a running mean over `eval_loss_window` evals (mmengine), the evals are
+recovered from the means first (`running_mean`): the mean hides a late rise and a frozen model's repeats.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.eval_frozen import EvalFrozen
+from stethoscope.detect.running_mean import RunningMeanUndo
 from stethoscope.detect.stats import StepEma, Window, diff_sigma, lowest_of, shrunk_sigma
 from stethoscope.findings.catalogue import EVAL_SPARSE, OVERFITTING
 from stethoscope.records import EVAL_LOSS, LOSS, LR, Finding, StepRecord
@@ -50,6 +54,8 @@ class OverfitDetector:
         self._train_records = 0  # train losses since the last eval
         self._lr: float | None = None  # the last LR logged
         self.frozen = EvalFrozen()  # weights that stopped changing, seen on the eval loss
+        window = self.config.eval_loss_window
+        self.means = RunningMeanUndo(window) if window > 1 else None  # the evals behind a printed running mean
 
     def update(self, record: StepRecord) -> list[Finding]:
         step = record.step
@@ -65,14 +71,19 @@ class OverfitDetector:
         if lr is not None:
             self._lr = lr
             self.frozen.lr(lr)
-        v = record.values.get(EVAL_LOSS)
+        v, err = record.values.get(EVAL_LOSS), 0.0
+        if v is not None and self.means is not None:
+            v, err = self.means.push(v)
         if v is None:  # a log that gives only the eval perplexity: its log is the eval loss (same trend)
             ppl = record.values.get(EVAL_PPL)
             v = math.log(ppl) if ppl is not None and math.isfinite(ppl) and ppl > 0 else None
         if v is None or not math.isfinite(v):
             return []
         out = self._on_eval(step, v)
-        stopped = self.frozen.update(step, v, self._lr)
+        stopped = self.frozen.update(step, v, self._lr, err)
+        if stopped is not None and self.means is not None:
+            stopped.message += f" (evals recovered from the log's running mean over {self.means.window} evals)"
+            stopped.evidence["eval_loss_window"] = self.means.window
         return out + [stopped] if stopped is not None else out
 
     def finish(self) -> list[Finding]:
@@ -201,6 +212,8 @@ class OverfitDetector:
         msg += f": keep the checkpoint of step {inc['best_step']}"
         if inc["severity"] == "info":
             msg += " (the rise is within the eval noise: possible overfitting)"
+        if self.means is not None:
+            msg += f" (evals recovered from the log's running mean over {self.means.window} evals)"
         ev = {
             "best_step": inc["best_step"], "best_eval_loss": inc["best"], "eval_loss": inc["last"],
             "worst_eval_loss": inc["worst"], "evals_since_best": inc["evals"], "rise": rel,
@@ -226,6 +239,7 @@ class OverfitDetector:
     def state_dict(self) -> dict[str, Any]:
         return {
             "train": self.train.state_dict(), "evals": self.evals.state_dict(), "frozen": self.frozen.state_dict(),
+            "means": None if self.means is None else self.means.state_dict(),
             "scalars": {k: getattr(self, k) for k in _STATE},
         }
 
@@ -233,6 +247,8 @@ class OverfitDetector:
         self.train.load_state_dict(state["train"])
         self.evals.load_state_dict(state["evals"])
         self.frozen.load_state_dict(state.get("frozen", {}))
+        if self.means is not None:
+            self.means.load_state_dict(state.get("means") or {})
         for k, value in state["scalars"].items():
             if k in _STATE:
                 setattr(self, k, value)

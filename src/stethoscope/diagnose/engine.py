@@ -31,6 +31,7 @@ from stethoscope.findings.catalogue import HANG, HEALTHY, PLATEAU, UNDERFITTING
 from stethoscope.findings.incidents import with_rollbacks
 from stethoscope.findings.pipeline import combine, finalise, settle
 from stethoscope.importers.base import Columns, ImportedRun, LogLine
+from stethoscope.importers.running_means import META_KEY as RUNNING_MEANS
 from stethoscope.logtext.table import gc_paused
 from stethoscope.records import (
     CUDA_ALLOCATED,
@@ -138,6 +139,10 @@ def _config(meta: dict[str, Any], config: DetectConfig | None) -> DetectConfig:
         vocab = _meta_int(meta, ("vocab_size", "padded_vocab_size", "n_vocab"))
         if vocab is not None and vocab >= 2:
             cfg = dataclasses.replace(cfg, vocab_size=vocab)
+    means = meta.get(RUNNING_MEANS)  # the importer read that the log prints running means (mmengine)
+    window = means.get(EVAL_LOSS) if isinstance(means, dict) else None
+    if cfg.eval_loss_window == 1 and isinstance(window, int) and window > 1:
+        cfg = dataclasses.replace(cfg, eval_loss_window=window)
     return cfg
 
 

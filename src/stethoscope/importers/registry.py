@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from stethoscope.errors import InputError
+from stethoscope.importers import running_means
 from stethoscope.importers.base import ImportedRun, Importer, iter_names
 from stethoscope.importers.console import ConsoleImporter, console_fallback
 from stethoscope.importers.fairseq import FairseqImporter
@@ -101,7 +102,9 @@ def _read_one(importer: Importer, path: Path) -> ImportedRun:
 
 def _read(importer: Importer, path: Path) -> ImportedRun:
     run = importer.read(path)
-    return console_fallback(path, run) if importer.name in _TEXT_READERS else run
+    run = console_fallback(path, run) if importer.name in _TEXT_READERS else run
+    running_means.declare(path, run)
+    return run
 
 
 def log_files(root: Path) -> list[Path]:
