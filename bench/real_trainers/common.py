@@ -179,8 +179,8 @@ def labels(plan: Plan, shows: set[str], at: Callable[[str, int], int] | None = N
     Rules fixed before scoring:
     * nan: `nan` at the onset.   * frozen: `plateau` at the onset.
     * lr_jump: `lr_schedule` at the onset where the log shows the LR; `divergence` at the onset when the
-      losses logged in the last fifth of the run stay above the 90th percentile of those before the onset,
-      or one is non-finite (then also `nan` at the first non-finite one). Spikes after the onset unscored.
+      run lost at least half of what it had learned and did not get it back (`diverged`), or a loss is
+      non-finite (then also `nan` at the first non-finite one). Spikes after the onset unscored.
     * stall / slowdown: `throughput_drop` at the onset where the log shows a time; throughput before the
       onset unscored (a shared machine's jitter).
     * overfitting (every run, an "overfit" run's tiny dataset or not): `overfitting` at the logged eval
@@ -227,13 +227,32 @@ def _lr_jump_labels(plan: Plan, shows: set[str], lab: list[dict[str, Any]], span
     if "lr" in shows:
         lab.append({"type": "lr_schedule", "step": at("onset", s)})
     losses = plan.observed.get("losses", [])
-    before = [v for k, v in losses if k < s and math.isfinite(v)]
-    after = [(k, v) for k, v in losses if k >= s]
-    bad = next((k for k, v in after if not math.isfinite(v)), None)
-    tail = [v for k, v in after[-max(1, len(losses) // 5):]]
-    if before and after and (bad is not None or statistics.median(tail) > sorted(before)[int(0.9 * (len(before) - 1))]):
+    bad = next((k for k, v in losses if k >= s and not math.isfinite(v)), None)
+    if diverged(losses, s):
         lab.append({"type": "divergence", "step": at("onset", s)})
     if bad is not None:
         lab.append({"type": "nan", "step": at("end", bad)})
     for t in ("loss_spike", "grad_explosion"):
         spans.append({"type": t, "from": at("onset", s), "to": 10**9})
+
+
+def diverged(losses: list[tuple[int, float]], onset: int) -> bool:
+    """Did the run diverge at `onset` (the LR jump)? `losses`: (step, loss) as logged, in any numbering that
+    keeps their order with the onset's. Yes when a loss after the onset is non-finite, or when the losses of
+    the last fifth of the run stay (their median) above the level before the onset (the median of the last
+    tenth before it) by more than half of the descent the run had made by then (from the median of its
+    first tenth): the run lost at least half of what it had learned and did not get it back.
+
+    The rule before compared the tail with the 90th percentile of every loss before the onset, the untrained
+    start included: a loss back at 1.27 after a descent from 1.34 to 0.79 (chance is 1.39) was no divergence.
+    """
+    before = [v for k, v in losses if k < onset and math.isfinite(v)]
+    after = [v for k, v in losses if k >= onset]
+    if not before or not after:
+        return False
+    if not all(math.isfinite(v) for v in after):
+        return True
+    n = max(1, len(losses) // 10)
+    start, level = statistics.median(before[:n]), statistics.median(before[-n:])
+    tail = statistics.median(after[-max(1, len(losses) // 5):])
+    return tail - level > 0.5 * max(start - level, 0.0)
