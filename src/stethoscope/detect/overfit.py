@@ -87,7 +87,7 @@ class OverfitDetector:
         return out + [stopped] if stopped is not None else out
 
     def finish(self) -> list[Finding]:
-        out: list[Finding] = []
+        out: list[Finding] = self._late_rise()
         if self._open is not None:
             f = self._finding(self._open)
             f.end_step = self._last_eval_step
@@ -96,6 +96,21 @@ class OverfitDetector:
         if sparse is not None:
             out.append(sparse)
         return out
+
+    def _late_rise(self) -> list[Finding]:
+        """The log ended fewer than `overfit_patience` evals after the best, every one of them above it and the last
+        beyond its noise while the train loss fell: too few evals to call it overfitting, but the last checkpoint
+        is not the best one. Said at info (opened here, it is reported with the incidents still open)."""
+        best, since = self._best, self._since_best
+        if best is None or self._open is not None or best.get("reported") or not since:
+            return []
+        if len(since) >= self.config.overfit_patience:
+            return []  # judged at the patience-th eval already
+        self._maybe_raise(best, int(since[-1][0]), since[-1][1])
+        if self._open is not None:
+            self._open["severity"] = "info"
+            self._open["late"] = True
+        return []
 
     # -- evals ------------------------------------------------------------------------------------
     def _on_eval(self, step: int, v: float) -> list[Finding]:
@@ -210,7 +225,9 @@ class OverfitDetector:
         if inc["train_best"] is not None and inc["train_now"] is not None:
             msg += f" while the train loss fell {inc['train_best']:.4g} -> {inc['train_now']:.4g}"
         msg += f": keep the checkpoint of step {inc['best_step']}"
-        if inc["severity"] == "info":
+        if inc.get("late"):
+            msg += f" (the log ends {inc['evals']} eval(s) after the best: too few to tell overfitting from noise)"
+        elif inc["severity"] == "info":
             msg += " (the rise is within the eval noise: possible overfitting)"
         if self.means is not None:
             msg += f" (evals recovered from the log's running mean over {self.means.window} evals)"
