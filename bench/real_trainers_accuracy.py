@@ -6,7 +6,7 @@
 The logs and labels are made by `bench/real_trainers/make_logs.py` (tiny models trained on the CPU
 under the HF Trainer, Lightning, Keras, Ignite, skorch, mmengine; faults injected through each
 library's hooks; each log exactly as the library printed or wrote it) and committed under
-tests/assets/real_trainers. The split (seeds 0-3 development, seeds 4-5 held out) is written in
+tests/assets/real_trainers. The split (seeds 0-5 development, seeds 6-7 held out) is written in
 labels.json and was fixed before any scoring. Tune on dev; the held-out figure is the one that counts.
 
 Every log is read through `importers.registry.read_any` and diagnosed with `diagnose_run`, as the
