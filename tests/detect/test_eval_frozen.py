@@ -102,3 +102,15 @@ def test_the_overfit_detector_reports_it_once_from_records() -> None:
     restored = OverfitDetector()
     restored.load_state_dict(json.loads(json.dumps(det.state_dict())))
     assert restored.frozen.reported and restored.frozen.evals == det.frozen.evals
+
+
+def test_a_repeat_printed_with_trailing_zeros_is_judged_at_the_logs_precision() -> None:
+    # Lightning's bar prints val_loss=1.000 (read back as 1.0: one decimal) after 0.999 (three): at one decimal's
+    # tolerance the 0.999 merged into the repeats and left too few evals before them to see a descent
+    evals = [(32, 1.29), (64, 1.13), (96, 0.999), (128, 1.0), (160, 1.0), (192, 1.0), (224, 1.0)]
+    (f,) = _stops(evals)
+    assert f.severity == "info" and abs(f.step - 91) <= 8 and f.evidence["first_same_step"] == 128
+    c = CASES["lightning_trainer-frozen-s2-console"]
+    (d,) = [diagnose_run(run) for run in read_any(ROOT / c["file"])]
+    (label,) = [lb["step"] for lb in c["labels"] if lb["type"] == "plateau"]
+    assert [abs(x.step - label) <= 8 for x in d.findings if x.type == "frozen_loss"] == [True]

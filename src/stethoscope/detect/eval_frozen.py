@@ -71,7 +71,9 @@ class EvalFrozen:
         if len(ev) < 2 + _MIN_BEFORE:
             return None
         last = ev[-1][1]
-        printed = 0.5 * 10.0 ** -max(decimals(e[1]) for e in ev[-2:])
+        # a log prints every eval in one format: its precision is the most decimals an eval showed ("1.000"
+        # reads back as 1.0, one decimal: a tolerance of 0.05 merged a 0.999 before it into the repeats)
+        printed = 0.5 * 10.0 ** -max(decimals(e[1]) for e in ev)
         tol = max(SAME_REL * abs(last), printed, *(_err(e) for e in ev[-2:]))
         k0 = len(ev) - 1  # the first of the repeats at the end
         while k0 > 0 and abs(ev[k0 - 1][1] - last) <= tol:
