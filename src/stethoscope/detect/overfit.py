@@ -81,10 +81,30 @@ class OverfitDetector:
             return []
         out = self._on_eval(step, v)
         stopped = self.frozen.update(step, v, self._lr, err)
-        if stopped is not None and self.means is not None:
+        if stopped is None:
+            return out
+        if self.means is not None:
             stopped.message += f" (evals recovered from the log's running mean over {self.means.window} evals)"
             stopped.evidence["eval_loss_window"] = self.means.window
-        return out + [stopped] if stopped is not None else out
+        return out + [stopped] + self._judged_before(stopped)
+
+    def _judged_before(self, stopped: Finding) -> list[Finding]:
+        """The weights stopped changing: an open overfitting incident is judged on the evals before the stop only.
+        A rise the evals made after it is the optimizer's momentum running out past the eval's minimum (the
+        frozen model's value, then repeated), not a model fitting its train set while the eval got worse."""
+        inc, stop = self._open, stopped.step
+        if inc is None or stop is None:
+            return []
+        before = [x for x in self._since_best if x[0] < stop]
+        if len(before) >= self.config.overfit_patience and \
+                before[-1][1] - inc["best"] >= self.config.overfit_min_rel * abs(inc["best"]):
+            return []  # it had risen and held before the stop
+        self._open = None
+        f = self._finding(inc)
+        f.severity, f.end_step = "info", stop
+        f.message += f"; withdrawn: the evals rose only after the weights stopped changing (around step {stop})"
+        f.evidence["withdrawn"] = True
+        return [f]
 
     def finish(self) -> list[Finding]:
         out: list[Finding] = self._late_rise()
