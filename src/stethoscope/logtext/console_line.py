@@ -30,8 +30,9 @@ from stethoscope.logtext.names import known
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
                     r"|(?<![\w.])[-+]?(?:nan|inf(?:inity)?)(?![\w])", re.IGNORECASE)
 ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|\][^\x07\x1b]*(?:\x07|\x1b\\))")
-_LAUNCHER = re.compile(r"\s*(?:\[(?:default|rank)?(\d+)\]:|\[(?:\d+),(\d+)\]<std(?:out|err)>:) ?")
+_LAUNCHER = re.compile(r"\s*(?:\[(?:default|rank)?(\d+)\]:|\[(?:\d+,)?(\d+)\]<std(?:out|err)>:) ?")  # horovod: [N]<stdout>:
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
+_LEVELS = frozenset(_LEVEL[3:-1].split("|"))
 _PREFIX = re.compile(
     rf"\s*(?:\[(?:[A-Za-z_][\w.\-]*|Rank\s?\d+|[\w.\-]+:\d+(?::[\w<>.]+)?)\]:?"  # [titan] [INFO] [Rank 0] [f.py:9:fn]
     rf"|{_LEVEL}(?::[\w.<>]+:|\s*[-|:]\s|\s+)"  # INFO:root:  INFO -
@@ -47,7 +48,7 @@ _STEP = re.compile(
     r"|\b(?:it|It|IT)\s*[:=]\s*(?P<g>\d+)(?![\d.])"  # ... or assigned: `it=10`
     # a counter word (not the end of a name: `time/batch`), its value after a blank, `:`, `=`, `#` or inside brackets (`Iter(train) [ 50/1000]`)
     r"|(?<![/\-.])\b(?P<word>(?i:step|steps|iter|iters|iteration|update|updates|batch))\b['\"]?\s*(?:\(\w+\)\s*)?[:=#]?\s*"
-    r"(?:\[\s*)?(?P<c>\d{1,3}(?:,\d{3})+(?![\d.])|\d+(?![\d.]))(?:\s*/\s*(?P<ct>\d+))?"
+    r"(?:\[\s*)?(?:\d+-(?=\d))?(?P<c>\d{1,3}(?:,\d{3})+(?![\d.])|\d+(?![\d.]))(?:\s*/\s*(?P<ct>\d+))?"
     r"|^\s*(?P<d>\d+)/(?P<dt>\d+)(?=\s|\[|$)")  # Keras `10/100 [==>..]` (tqdm bars are textlog's)
 # A counter in brackets with no word before it: `[  50/1000]` is a step counter; with a percentage after it
 # (`[640/60000 (1%)]`, PyTorch's examples) it says how far through the data set the epoch is: a sample
@@ -62,9 +63,10 @@ _FRACTION = re.compile(r"\[\s*(?P<f>\d+)\s*/\s*(?P<ft>\d+)\s*(?P<pct>\(\s*\d+(?:
 _KEYED = r"[A-Za-z_][\w./\-]*(?: [A-Za-z_][\w./\-]*)?(?:\s?[:=]\s*|\s+)[-+]?(?:\d|\.\d|(?i:nan|inf)(?![A-Za-z]))"
 # The line's head, or after what a prefix it did not shed ends with: a tag (`(Trainer pid=1234) `), a clock,
 # ` - `, `INFO:root:`
-_HEAD = r"(?:^|(?<=[\])>\d]\s)|(?<=\s-\s)|(?<=[A-Za-z]:))\s*"
+_HEAD = r"(?:^|(?<=[\])>\d]\s)|(?<=\s[-|]\s)|(?<=[A-Za-z]:))\s*"
 _SEPS = r"[\s|,;:\-│]*"
 _FIRST_KEYED = re.compile(rf"(?<![\w./\-]){_KEYED}")
+_KEY_WORDS = re.compile(r"[A-Za-z_][\w./\-]*(?: [A-Za-z_][\w./\-]*)?")
 _BARE = re.compile(
     rf"{_HEAD}\[\s*(?P<h>\d+)\s*\](?={_SEPS}{_KEYED})"
     rf"|{_HEAD}(?:(?P<pe>\d+)\s*\|\s*)?(?P<p>\d+)\s*\|(?={_SEPS}{_KEYED})"
@@ -74,16 +76,21 @@ _COUNT_BEFORE = re.compile(r"(?<![\w.])(\d+)\s*$")  # a count right before a sam
 # Words that make a counter word a setting or a count: `Total optimization steps = 500`, `warmup steps: 100`.
 _SETTING = re.compile(r"\b(?i:total|max|maximum|num|number\s+of|warmup|warm-up|accumulation|every|per|remaining|"
                       r"save|logging)\b[\w\s]{0,20}$")
+# A counter after `for` names the step a line reports on, written after it (TensorFlow's `Saving dict for global
+# step 10: accuracy = 0.91, loss = 0.3`: the evaluation at step 10), not that step's own record.
+_EPOCH_BEFORE = re.compile(r"\b(?i:epoch)\s*[:=#]?\s*\[\s*$")
+_FOR = re.compile(r"\bfor\s+(?:the\s+)?(?:global[_ ])?$", re.IGNORECASE)
 # An epoch before a counter: `Epoch 2`, `epoch=2`, `Epoch(train) [2]`, `Epoch 2/90` (with the number of epochs).
 _EPOCH = re.compile(r"\b(?i:epoch)\b\s*(?:\(\w+\)\s*)?[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?")
-_EVAL_LINE = re.compile(r"\b(?:val|valid|validate|validation|eval|evaluate|evaluation|Eval|Val|Validation|"
+_EVAL_LINE = re.compile(r"\b(?:val|valid|validate|validation|eval|evaluate|evaluation|Eval|Val|Validation|Test|TEST|"
                         r"Validate|Evaluation|EVAL|VAL)\b")
 _TOKEN = re.compile(
     r"(?P<num>" + NUMBER.pattern + r")"
     r"(?P<unit>(?:[kKMB](?![A-Za-z])|\s?(?:%|(?:ms|us|µs|ns|s|sec|min)(?:/(?:it|iter|step|batch))?(?![A-Za-z])|"
-    r"GiB|MiB|KiB|GB|MB|KB|TB|TiB|(?:tok|toks|tokens|samples|seqs|it|iters|steps)?/s(?:ec)?(?![A-Za-z])|"
+    r"GiB|MiB|KiB|GB|MB|KB|TB|TiB|(?:tok|toks|tokens|samples|seqs|it|iters|steps)?/s(?:ec)?(?![A-Za-z])"
+    r"(?!\s+[-+]?\.?\d)|"  # a rate's unit before a number is that number's key: `loss 4.2 samples/sec 153`
     r"x(?![A-Za-z])))(?!\s*[:=]|/))?"  # a unit before `=`/`:` is the next key (`loss=4.2 samples/sec=153`, `s/it:`)
-    r"|(?P<word>[A-Za-z_][\w./\-]*(?:\([A-Za-z%/]+\)|\[[A-Za-z%/]+\])?)"
+    r"|(?P<word>[A-Za-z_][\w./\-]*(?:\([A-Za-z%/]+\)|\[[A-Za-z%/]+\]|%(?![\w%]))?)"
     r"|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<assign>[:=]\s*)|(?P<sep>[|,;]|\s-\s|\t)",
     re.IGNORECASE)
 _KEY_UNIT = re.compile(r"\([A-Za-z%/]{1,8}\)")  # a unit or a letter in brackets after a key's words
@@ -165,6 +172,8 @@ def parse(text: str) -> Line:
         step = None  # a setting (`Total optimization steps = 500`), an eval's batches (`[Eval batch=20/20]`)
     if step is None and not own:
         step = _FRACTION.search(body)
+        if step and _EVAL_LINE.search(body, 0, step.start()):  # torchvision's `Test:   [10/50]`: the eval's batches
+            own, own_span, step = True, step.span(), None
         if step and (step["pct"] or int(step["f"]) > int(step["ft"])):
             out.progress = step["pct"] is not None
             cut = (step.start() + pos, step.end() + pos)
@@ -177,6 +186,8 @@ def parse(text: str) -> Line:
             return out
     if step is None and not own:
         step = _BARE.search(body)
+        if step and step["h"] and _EPOCH_BEFORE.search(body, 0, step.start("h")):
+            step = None  # torchvision's `Epoch: [0] Total time: 0:00:05 (0.98 s / it)`: an epoch, not a step
         if step and _EVAL_LINE.search(step.group()):  # ESPnet's `3epoch:valid:1-100batch`: the eval's batches
             own, own_span, step = True, step.span(), None
     if step:
@@ -187,7 +198,8 @@ def parse(text: str) -> Line:
         elif "ge" in step.re.groupindex and (step["ge"] or step["pe"]):
             out.epoch = int(step["ge"] or step["pe"])  # an epoch with no total: `console_epochs` learns it
     out.eval = _EVAL_LINE.search(body[:step.start()] if step else body[:_head_end(body)]) is not None or (
-        step is not None and "Eval" in body[:step.start() + 6]) or _EVAL_LINE.search(tags) is not None
+        step is not None and "Eval" in body[:step.start() + 6]) or _EVAL_LINE.search(tags) is not None or (
+        step is not None and _FOR.search(body, 0, step.start()) is not None)
     out.record = body.lstrip().startswith("{") or (indented and step is None)
     span = step.span() if step else own_span
     cut = (span[0] + pos, span[1] + pos) if span else (len(text), len(text))
@@ -201,7 +213,10 @@ def _head_end(body: str) -> int:
     """Where the words that head a line without a step end: at its first metric (ESPnet's `3epoch results:
     [valid] loss=2.8` is an eval's; `loss=2.5 val_loss=2.6` is not), within its first 12 characters without one."""
     first = _FIRST_KEYED.search(body)
-    return max(12, first.start()) if first else 12
+    if not first:
+        return 12
+    key = _KEY_WORDS.match(body, first.start())  # its own words may say it (`Val loss: 0.5`), the next key's not
+    return max(first.start(), key.end() if key else 0)
 
 
 def launcher_rank(text: str) -> str | None:
@@ -268,6 +283,9 @@ def _values(text: str, pos: int, cut: tuple[int, int]) -> list[Value]:
             last_was_value = True
             continue
         if kind == "word":
+            if m.group("word") in _LEVELS:  # a log level is a prefix's word (`colossalai - INFO: loss: 2.3`)
+                words = []
+                continue
             words.append(m.group("word"))
             last_was_value = False
             continue
@@ -332,6 +350,8 @@ def key_name(key: str, unit: str) -> str | None:
     if _GROUP0_LR.search(key):  # Composer's LRMonitor: lr-DecoupledAdamW/group0
         return "lr"
     key = _COMPOSER.sub("", key)
+    if key.endswith("%"):  # `data_wait% 5`: a percentage, as `data_wait(%)`
+        key = f"{key[:-1]}(%)"
     plain = " ".join(_CAMEL.sub(" ", key).replace("_", " ").split()).lower()
     if plain in _SKIP_KEYS or not plain:
         return None

@@ -318,6 +318,9 @@ class ConsoleReader:
             return
         names = [resolve(self.names, v.key, v.unit, line.eval) for v in line.values]
         pairs = [(n, v) for n, v in zip(names, line.values) if n is not None]
+        evals = [(n, v) for n, v in pairs if n[0].startswith("eval/")]
+        if evals and line.step is None and not line.record and not line.progress:
+            pairs = evals  # `loss=0.5 val_loss=0.7` after step N: the eval's at N (the train loss is N's own)
         step = self._step_of(number, text, line, pairs)
         if step is None or not pairs:
             self.keeper.offer(number, text, self.last_step)
