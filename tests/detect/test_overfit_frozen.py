@@ -44,4 +44,3 @@ def test_a_rise_that_held_before_the_weights_stopped_stays_overfitting() -> None
     over = [f for f in out if f.type == "overfitting"]
     assert over and over[-1].severity == "warning" and over[-1].step == 150
     assert not over[-1].evidence.get("withdrawn")
-

@@ -87,9 +87,8 @@ class EvalFrozen:
         moves = [ev[i - 1][1] - ev[i][1] for i in range(1, k0 + 1)]  # moves[i - 1]: the fall into eval i
         if max(moves) < _DESCENT_TOLS * tol:
             return None  # no descent before: a flat curve printed at low precision
-        j = k0  # back over the momentum's tail: moves that each shrank to under half the one before
-        tiny = _TINY * max(abs(m) for m in moves)
-        while j > 1 and (abs(moves[j - 1]) <= _TAIL * abs(moves[j - 2]) or abs(moves[j - 1]) <= tiny):
+        j = k0  # back over the momentum's tail to the last eval that still learned
+        while j > 1 and _in_tail(moves, j - 1, k0):
             j -= 1
         scale = sorted(abs(m) for m in moves[:j])[j // 2]  # how far an eval moved while learning
         return self._finding(ev, moves, j, k0, tol, scale)
@@ -121,6 +120,22 @@ class EvalFrozen:
         self.evals = [list(e) for e in state.get("evals", [])]
         self.peak_lr = state.get("peak_lr", 0.0)
         self.reported = state.get("reported", False)
+
+
+def _in_tail(moves: list[float], i: int, k0: int) -> bool:
+    """Is moves[i] (the fall into eval i + 1) part of the momentum's tail after the stop? When it barely moved
+    (`_TINY` of the largest move); when it is under `_TAIL` of the move the curve would have made still
+    learning (the move before, slowed by the curve's own deceleration: a descent that slows from one eval to the
+    next would otherwise read as a stop); or when it is a rise right after a fall and the move after it shrank
+    to under `_TAIL` of it: the momentum carrying the weights past the eval's minimum, then running out."""
+    here, before = abs(moves[i]), abs(moves[i - 1])
+    if here <= _TINY * max(abs(m) for m in moves):
+        return True
+    slowing = min(1.0, before / abs(moves[i - 2])) if i >= 2 and moves[i - 2] else 1.0
+    if here <= _TAIL * before * slowing:
+        return True
+    after = abs(moves[i + 1]) if i + 1 < k0 else 0.0
+    return moves[i] < 0 < moves[i - 1] and after <= _TAIL * here
 
 
 def _err(e: list[float]) -> float:
