@@ -14,6 +14,13 @@ over rounds, with the spread), and next to the Megatron reader without the nativ
 `| key value |` (llm.c), `key=value` with units, dict reprs (the HF Trainer's, no step counter), Keras
 progress lines, and Composer's blocks (a `[batch=N/T]:` header, one metric per line).
 
+What is timed, in both arms alike: the read in a fresh process, from after the reader's module is imported
+to the run it returns (interpreter start and the stethoscope imports left out); numpy, which both readers
+import on their first read, counts (about 0.09 s here), and so do the first read's page faults. A cost paid
+once per read weighs per MB in inverse proportion to the log's size, and the shapes' logs are 32-226 MiB
+against Megatron's 362 MiB: so each shape is also timed with numpy imported before the clock starts, in
+both arms (column `numpy first`), the ratio of what the reading itself costs per MB.
+
     python bench/import_speed.py [--steps 1000000] [--repeats 3] [--console-lines 1000000] [--only-console]
 """
 
@@ -35,6 +42,8 @@ _CHILD_CONSOLE = """
 import sys, time
 from pathlib import Path
 from stethoscope.importers.console import ConsoleImporter
+if sys.argv[2:] == ["numpy"]:
+    import numpy
 t0 = time.perf_counter()
 run = ConsoleImporter().read(Path(sys.argv[1]))
 print(time.perf_counter() - t0, run.n_points, run.steps)
@@ -43,6 +52,8 @@ _CHILD = """
 import sys, time
 from pathlib import Path
 from stethoscope.importers import read_any
+if sys.argv[2:] == ["numpy"]:
+    import numpy
 t0 = time.perf_counter()
 (run,) = read_any(Path(sys.argv[1]))
 print(time.perf_counter() - t0, len(run.points), run.steps)
@@ -134,16 +145,18 @@ def console_log(path: Path, lines: int, write) -> int:
     return lines
 
 
-def time_import(path: Path, repeats: int, child: str = _CHILD, native: bool = True) -> tuple[float, int, int]:
-    """Median seconds of `repeats` fresh-process reads, with the native line scanner on or off, of a log
-    finished an hour ago (one written in the last minute is read as live: copied, never mapped)."""
+def time_import(path: Path, repeats: int, child: str = _CHILD, native: bool = True,
+                numpy_first: bool = False) -> tuple[float, int, int]:
+    """Median seconds of `repeats` fresh-process reads, with the native line scanner on or off (and numpy
+    imported before the clock starts or not), of a log finished an hour ago (one written in the last
+    minute is read as live: copied, never mapped)."""
     finished = time.time() - 3600
     os.utime(path, (finished, finished))
     env = dict(os.environ, PYTHONPATH=str(SRC), STETHOSCOPE_NATIVE="1" if native else "0")
     runs = []
     for _ in range(repeats):
-        out = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True, env=env,
-                             check=True)
+        out = subprocess.run([sys.executable, "-c", child, str(path), *(["numpy"] if numpy_first else [])],
+                             capture_output=True, text=True, env=env, check=True)
         seconds, points, steps = out.stdout.split()
         runs.append((float(seconds), int(points), int(steps)))
     seconds = statistics.median(r[0] for r in runs)
@@ -158,6 +171,7 @@ def main() -> None:
     ap.add_argument("--only-console", action="store_true", help="Megatron's log and the console shapes only")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
+        print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         print(f"import of {args.steps:,}-step logs (median of {args.repeats}, fresh process each; target <= 2.5 s)")
         mega = Path(d) / "megatron.log"
         made = time.perf_counter()
@@ -177,17 +191,20 @@ def main() -> None:
             console_log(logs[shape], args.console_lines, write)
         # Interleaved rounds (this machine is noisy): each round times Megatron's log, then every shape; a
         # shape's ratio is taken against the Megatron time of its own round, then the median over rounds.
-        times: dict[str, list[float]] = {"megatron": [], "megatron-regex": [], **{shape: [] for shape in logs}}
+        times: dict[str, list[float]] = {"megatron": [], "megatron-regex": [], "megatron-numpy": [],
+                                         **{shape: [] for shape in logs}, **{shape + "-numpy": [] for shape in logs}}
         counts: dict[str, tuple[int, int]] = {}
         for _ in range(args.repeats):
             seconds, points, steps = time_import(mega, 1)
             times["megatron"].append(seconds)
             counts["megatron"] = (points, steps)
             times["megatron-regex"].append(time_import(mega, 1, native=False)[0])
+            times["megatron-numpy"].append(time_import(mega, 1, numpy_first=True)[0])
             for shape, path in logs.items():
                 seconds, points, steps = time_import(path, 1, _CHILD_CONSOLE)
                 times[shape].append(seconds)
                 counts[shape] = (points, steps)
+                times[shape + "-numpy"].append(time_import(path, 1, _CHILD_CONSOLE, numpy_first=True)[0])
         size = {"megatron": mega.stat().st_size, **{shape: path.stat().st_size for shape, path in logs.items()}}
         seconds = statistics.median(times["megatron"])
         points, steps = counts["megatron"]
@@ -198,6 +215,9 @@ def main() -> None:
         regex = statistics.median(times["megatron-regex"])
         print(f"  {'  without the scanner':20s} {'':7s}      {regex:6.2f} s  {mega_lines / regex:>12,.0f} lines|rows/s  "
               "(STETHOSCOPE_NATIVE=0: the regex path, the Megatron reader before the scanner)")
+        first = statistics.median(times["megatron-numpy"])
+        print(f"  {'  numpy first':20s} {'':7s}      {first:6.2f} s  {mega_lines / first:>12,.0f} lines|rows/s  "
+              "(numpy imported before the clock starts)")
         mega_mb_s = size["megatron"] / 1e6 / seconds
         print(f"general console reader, {args.console_lines:,}-line log per shape, {args.repeats} interleaved rounds "
               f"(ratio: MB/s over the Megatron reader's in the same round, target >= 1 — its median {mega_mb_s:.1f} MB/s; "
@@ -210,11 +230,15 @@ def main() -> None:
             per_line = [args.console_lines / t / (mega_lines / m) for t, m in zip(times[shape], times["megatron"])]
             per_point = [points / t / (counts["megatron"][0] / m) for t, m in zip(times[shape], times["megatron"])]
             over_regex = [size[shape] / t / (size["megatron"] / m) for t, m in zip(times[shape], times["megatron-regex"])]
+            first = [size[shape] / t / (size["megatron"] / m)
+                     for t, m in zip(times[shape + "-numpy"], times["megatron-numpy"])]
             print(f"  {shape:24s} {size[shape] / 2**20:7.1f} MiB  {seconds:6.2f} s  {size[shape] / 1e6 / seconds:7.1f} "
-                  f"MB/s  ratio {statistics.median(mb):5.2f} (spread {min(mb):.2f}–{max(mb):.2f})  regex "
+                  f"MB/s  ratio {statistics.median(mb):5.2f} (spread {min(mb):.2f}–{max(mb):.2f})  numpy first "
+                  f"{statistics.median(first):5.2f} ({min(first):.2f}–{max(first):.2f})  regex "
                   f"{statistics.median(over_regex):5.2f} ({min(over_regex):.2f}–{max(over_regex):.2f})  lines/s ratio "
                   f"{statistics.median(per_line):5.2f}  points/s ratio {statistics.median(per_point):5.2f}  "
                   f"({args.console_lines:,} lines, {points:,} points, {steps:,} steps)")
+        print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 def _native_built() -> bool:

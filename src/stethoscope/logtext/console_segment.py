@@ -233,40 +233,43 @@ def combine(groups: list[Group], last_step: int | None, bar: tuple[int, int, int
             start += int(first.sum())
         ordinal += at.size
     per_layout = [(g.names, int(kept[i].size)) for i, g in enumerate(groups) if g.own_step]
-    return Combined(_points(groups, kept, steps), step_of, per_layout, bar, ordinal)  # type: ignore[arg-type]
+    return Combined(_points(groups, kept, steps, turns), step_of, per_layout, bar, ordinal)  # type: ignore[arg-type]
 
 
 def _keep(read: Read) -> Any:
     return None if read.keep is None else np.asarray(read.keep, dtype=bool)
 
 
-def _points(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray]) -> CodedColumns | None:
-    """Every kept line's points, in line order and each line's in its layout's order."""
-    periodic = _periodic(groups, kept, steps)
-    if periodic is not None:
-        return periodic
-    labels: dict[str, int] = {}
-    width = max(len(g.names) for g in groups)
-    keys, codes, step_parts, values, times = [], [], [], [], []
-    timed = any(g.read.times is not None for g in groups)
-    for g, at, step in zip(groups, kept, steps):
-        n, w = at.size, len(g.names)
-        if not n:
-            continue
-        code = np.array([labels.setdefault(name, len(labels)) for name in g.names], dtype=np.int32)
-        keys.append((np.repeat(at, w) * width + np.tile(np.arange(w), n)))
-        codes.append(np.tile(code, n))
-        step_parts.append(np.repeat(step, w))
-        values.append(np.stack([np.asarray(v, dtype=np.float64) for v in g.read.values], axis=1).reshape(-1))
-        if timed:
-            t = np.full(n, np.nan) if g.read.times is None else np.asarray(g.read.times, dtype=np.float64)
-            times.append(np.repeat(t, w))
-    if not keys:
+def _points(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray],
+            turns: list[int] | None) -> CodedColumns | None:
+    """Every kept line's points, in line order and each line's in its layout's order: side by side where the
+    groups take `turns` (`_turns_taken`), else each group's points written where they go (a line's first
+    point after the points of the lines before it), no sort."""
+    if turns is not None:
+        return _periodic(groups, kept, steps, turns)
+    present = [i for i, at in enumerate(kept) if at.size]
+    if not present:
         return None
-    order = np.argsort(np.concatenate(keys), kind="stable")
-    time_list = np.concatenate(times)[order] if timed else None
-    return CodedColumns(list(labels), np.concatenate(codes)[order], np.concatenate(step_parts)[order],
-                        np.concatenate(values)[order], time_list)
+    low = min(int(kept[i][0]) for i in present)
+    width = np.zeros(max(int(kept[i][-1]) for i in present) + 1 - low, np.int64)
+    for i in present:
+        width[kept[i] - low] = len(groups[i].names)
+    first = np.cumsum(width) - width  # where each line's points start
+    size = int(first[-1] + width[-1])
+    codes, step_of, values = np.empty(size, np.int32), np.empty(size, np.int64), np.empty(size, np.float64)
+    timed = any(g.read.times is not None for g in groups)
+    times = np.full(size, np.nan) if timed else None
+    labels: dict[str, int] = {}
+    for i in present:
+        g, at = groups[i], first[kept[i] - low]  # where the group's lines' first points go
+        for name, column in zip(g.names, g.read.values):
+            codes[at] = labels.setdefault(name, len(labels))
+            step_of[at] = steps[i]
+            values[at] = column
+            if times is not None and g.read.times is not None:
+                times[at] = g.read.times
+            at = at + 1
+    return CodedColumns(list(labels), codes, step_of, values, times)
 
 
 def _turns_taken(kept: list[np.ndarray]) -> list[int] | None:
@@ -283,13 +286,12 @@ def _turns_taken(kept: list[np.ndarray]) -> list[int] | None:
     return order
 
 
-def _periodic(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray]) -> CodedColumns | None:
-    """`_points` of groups whose lines take turns (Composer's header and record lines: the k groups each
-    hold every k-th line, from k consecutive first lines): the lines' points side by side, a row per turn,
-    no sort. None when the groups do not take turns so."""
-    n, order = kept[0].size, _turns_taken(kept)
-    if order is None:
-        return None
+def _periodic(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray],
+              order: list[int]) -> CodedColumns:
+    """`_points` of groups whose lines take turns in `order` (Composer's header and record lines: the k
+    groups each hold every k-th line, from k consecutive first lines; `_turns_taken`): the lines' points
+    side by side, a row per turn, no sort."""
+    n = kept[0].size
     labels: dict[str, int] = {}
     codes = np.array([labels.setdefault(name, len(labels)) for i in order for name in groups[i].names], np.int32)
     columns = [(i, j) for i in order for j in range(len(groups[i].names))]  # a turn's points, in line order

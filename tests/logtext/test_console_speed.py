@@ -1,0 +1,78 @@
+"""What keeps the console reader's interleaved shapes cheap (issue 28.4): a run's lines are not split into
+a list when their span is known, and the points of interleaved shapes are laid out in line order without a
+sort (`console_segment._points`), giving what the line-by-line reader gives."""
+
+from __future__ import annotations
+
+import io
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stethoscope.logtext import console_segment, linescan
+from stethoscope.logtext.console_reader import ConsoleReader
+from stethoscope.logtext.console_runs import Lines
+from stethoscope.logtext.console_tokens import Read
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import import_speed  # noqa: E402
+
+
+def _keras(lines: int) -> bytes:
+    rng, out = random.Random(3), io.StringIO()
+    for s in range(1, lines + 1):
+        import_speed.CONSOLE_SHAPES["Keras progress"](out, s, rng)
+    return out.getvalue().encode()
+
+
+@pytest.mark.skipif(not linescan.available(), reason="the line scanner was not built (no C compiler)")
+def test_runs_of_a_keras_log_are_read_without_splitting_their_lines(monkeypatch) -> None:
+    """Keras' epochs: runs of 90 and 900 lines of one shape between short ones, read as runs by the scanner's
+    columns. A run's byte span is known, so its lines are never split into a list (splitting 1M lines cost
+    the Keras bench ~5% of its read); the points are the line-by-line reader's."""
+    data = _keras(3000)
+    split: list[int] = []
+    items = Lines.items
+    monkeypatch.setattr(Lines, "items", lambda self: split.append(self.first) or items(self))
+    runs: list[int] = []
+    run = ConsoleReader._run
+    monkeypatch.setattr(ConsoleReader, "_run", lambda self, start, end, *a: runs.append(end - start) or
+                        run(self, start, end, *a))
+    fast = ConsoleReader("log")
+    fast.feed(data)
+    assert max(runs) >= 64 and split == []
+    monkeypatch.undo()
+    slow = ConsoleReader("log")
+    for number, line in enumerate(data.split(b"\n"), 1):
+        slow.line(number, line)
+    got, want = fast.result().columns, slow.result().columns
+    assert (list(got.names), list(got.steps), list(got.values)) == (list(want.names), list(want.steps),
+                                                                     list(want.values))
+    assert len(set(got.steps)) == 3000
+
+
+def _group(lines: list[int], names: tuple[str, ...], times: bool) -> console_segment.Group:
+    values = [[10.0 * line + j for line in lines] for j in range(len(names))]
+    read = Read(lines, values, [1e9 + line for line in lines] if times else None, len(lines))
+    return console_segment.Group(np.array(lines), read, names, True, False, False)
+
+
+def test_points_of_interleaved_shapes_of_several_widths_are_in_line_order() -> None:
+    """Three shapes of 2, 1 and 3 metrics, their lines interleaved without a period, one with times: each
+    line's points in its layout's order, lines in log order, a line without times NaN; names coded in the
+    order they are first met shape by shape (what the sorting merge gave)."""
+    groups = [_group([0, 3, 4, 9], ("train/loss", "lr"), False), _group([1, 5], ("eval/loss",), True),
+              _group([2, 6, 7, 8], ("grad/norm", "train/loss", "perf/step_time"), False)]
+    kept = [g.lines for g in groups]
+    steps = [np.array(g.read.steps, dtype=np.int64) for g in groups]
+    points = console_segment._points(groups, kept, steps, console_segment._turns_taken(kept))
+    want = sorted((line, j, name, 10.0 * line + j, 1e9 + line if g.read.times else None)
+                  for g in groups for line in g.lines.tolist() for j, name in enumerate(g.names))
+    assert points is not None and points.labels == ["train/loss", "lr", "eval/loss", "grad/norm", "perf/step_time"]
+    assert [points.labels[c] for c in points.codes.tolist()] == [w[2] for w in want]
+    assert points.step_array.tolist() == [w[0] for w in want]
+    assert points.value_array.tolist() == [w[3] for w in want]
+    assert [None if t != t else t for t in points.time_list.tolist()] == [w[4] for w in want]
