@@ -99,7 +99,8 @@ class EvalFrozen:
         value, n = ev[-1][1], len(ev) - k0
         digits = _digits(value, _err(ev[-1]))
         sure = digits >= _SURE_DIGITS
-        msg = (f"the weights stopped changing around step {onset}: the eval loss is {value!r} (to +-{tol:.1g}) "
+        shown = f"{value:.{max(digits, 1)}g}" if _err(ev[-1]) else repr(value)  # a recovered value: its digits only
+        msg = (f"the weights stopped changing around step {onset}: the eval loss is {shown} (to +-{tol:.1g}) "
                f"at all {n} evals from step {int(ev[k0][0])} to {int(ev[-1][0])}, after falling "
                f"{ev[0][1]:.4g} -> {ev[j][1]:.4g} by step {int(ev[j][0])}; a model that learns moves its eval "
                "loss more than that. Check that the gradients reach the optimizer (a hook or scaler zeroing "
