@@ -128,3 +128,30 @@ def test_a_percent_sign_after_a_key_is_its_unit(n: int) -> None:
     run = read_text("".join(f"step {i} loss: {_loss(i)} data_wait% 5 mfu% 41\n" for i in range(n)))
     assert series(run, DATA_WAIT_FRACTION)[3] == pytest.approx(0.05)
     assert series(run, MFU)[3] == pytest.approx(0.41)
+
+
+def _timm(epochs: list[int], per: int = 1251, every: int = 100) -> list[str]:
+    return [f"Train: {e} [{b:>4}/{per} ({100 * b / (per - 1):>3.0f}%)]  Loss: {_loss(b):.4f} (4.3000)  Time: 0.401s,"
+            f"  640.00/s  (0.393s,  600.00/s)  LR: 1.000e-03  Data: 0.012 (0.015)"
+            for e in epochs for b in [*range(0, per - 1, every), per - 1]]
+
+
+@pytest.mark.parametrize("epochs", [[3, 4], list(range(1, 40))])
+def test_timms_counter_of_batches_makes_steps_with_its_epoch(epochs: list[int]) -> None:
+    """timm's `Train: 3 [ 100/1251 (  8%)]` counts batches: its last line of an epoch is `[1250/1251 (100%)]`, an
+    index at its total - 1 (a count of samples ends below its total). The step is the epochs' batches so far
+    plus the counter, not the record's number in the file."""
+    run = read_text("\n".join(_timm(epochs)) + "\n")
+    loss = series(run, LOSS)
+    assert loss[100] == pytest.approx(_loss(100)) and loss[1251 + 1250] == pytest.approx(_loss(1250))
+    assert len(loss) == 14 * len(epochs) and not any("file order" in w for w in run.warnings)
+
+
+def test_a_sample_counter_stays_numbered_in_file_order_until_it_shows_an_index() -> None:
+    """Before an epoch's last line, `[100/1251 (8%)]` may count samples (PyTorch's MNIST example
+    `[640/60000 (1%)]`): its records are numbered 1, 2, 3 … in file order, as before."""
+    run = read_text("\n".join(_timm([3])[:10]) + "\n")
+    assert sorted(series(run, LOSS)) == list(range(1, 11))
+    mnist = "".join(f"Train Epoch: {1 + s // 30} [{(s % 30) * 640}/19200 ({100 * (s % 30) // 30}%)]\tLoss: "
+                    f"{_loss(s):.6f}\n" for s in range(0, 90, 10))
+    assert sorted(series(read_text(mnist), LOSS)) == list(range(1, 10))

@@ -60,3 +60,22 @@ def bar_step(state: tuple[int, int, int] | None, raw: int) -> tuple[int, tuple[i
             return offset + last, (offset, last, total)
         offset += total
     return offset + raw, (offset, raw, max(total, last, raw))
+
+
+def index_steps(counts: list[tuple[int, int | None, int, int]]) -> dict[int, int] | None:
+    """The global steps of the records a `[N/T (P%)]` counter numbered 1, 2, 3 … in file order (`counts`: each
+    record's number, the epoch before the counter, its count and total), once the counter shows that it counts
+    batches, not samples: an index reaches T - 1 at an epoch's end (timm's `Train: 3 [1250/1251 (100%)]`),
+    a count of samples never does (PyTorch's `[59520/60000 (99%)]`). None until it shows that."""
+    if not any(count == total - 1 for _, _, count, total in counts):
+        return None
+    counter = EpochCounter()
+    return {record: counter.step(epoch or 0, count, total) for record, epoch, count, total in counts}
+
+
+def renumbered(columns: Any, steps: dict[int, int]) -> Any:
+    """`columns` with each record's number replaced by its step in `steps`."""
+    from stethoscope.logtext.columns import Columns
+
+    names, numbers, values, times = (list(c) for c in columns)
+    return Columns(names, [steps.get(int(n), n) for n in numbers], values, times)

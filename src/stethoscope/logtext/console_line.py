@@ -131,6 +131,7 @@ class Line:
     bar: bool = False  # a progress-bar counter (Keras, tqdm): restarts every epoch
     epoch: int | None = None  # the epoch printed before a counter with a total (which may count within it)
     progress: bool = False  # a sample counter (`[640/60000 (1%)]`) and no step counter: a record of its own
+    count: int | None = None  # a sample counter's count (`total`: its total, `epoch`: a count right before it)
     record: bool = False  # a dict repr or a tab-indented continuation line: belongs to the step before it
     body: str = ""
 
@@ -181,6 +182,7 @@ def parse(text: str) -> Line:
             epoch = _COUNT_BEFORE.search(body, 0, step.start())  # timm's `Train: 3 [100/1251 (8%)]`: the epoch
             at = _token_index(text, pos + epoch.start(1)) if epoch else None
             out.values = [Value("epoch", v.text, v.unit, v.token) if v.token == at else v for v in out.values]
+            out.count, out.total, out.epoch = int(step["f"]), int(step["ft"]), int(epoch[1]) if epoch else None
             out.eval = _EVAL_LINE.search(body[:step.start()]) is not None or _EVAL_LINE.search(tags) is not None
             out.body = body
             return out

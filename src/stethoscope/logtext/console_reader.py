@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from stethoscope.logtext import console_arrow, console_tokens, linescan
 from stethoscope.logtext.columns import Columns, ImportedRun
 from stethoscope.logtext.console_clock import times_named
-from stethoscope.logtext.console_epochs import EpochCounter, bar_step
+from stethoscope.logtext.console_epochs import EpochCounter, bar_step, index_steps, renumbered
 from stethoscope.logtext.console_fast import Template
 from stethoscope.logtext.console_line import ANSI, NUMBER, Line, has_loss, parse
 from stethoscope.logtext.console_names import Names, resolve
@@ -54,6 +54,7 @@ class ConsoleReader:
         self.ranks: Counter[str] = Counter()
         self.bar: tuple[int, int, int] | None = None  # (offset, last raw counter, total) of a per-epoch bar
         self.ordinal = 0
+        self.counts: list[tuple[int, int | None, int, int]] = []  # a sample counter's (record, epoch, count, total)
         self.epochs = EpochCounter()
         self.last_row = 0
         self.near: dict[str, tuple[int, int, str]] = {}  # kind → (count, first line, its text)
@@ -350,6 +351,7 @@ class ConsoleReader:
         if line.progress:  # a sample counter: records numbered in file order (an eval dict after: its)
             self.ordinal += 1
             self.last_step = self.ordinal
+            self.counts.append((self.ordinal, line.epoch, line.count or 0, line.total or 0))
             return self.ordinal
         evals = all(n[0].startswith("eval/") for n, _ in pairs)
         if self.last_step is not None and (line.record or evals):
@@ -392,7 +394,10 @@ class ConsoleReader:
                 part, more = part.build_columns()
                 rejected += more
             parts.append(part)
-        columns = stand_ins(times_named(join(parts), {found[0] for found in self.names.values() if found}))
+        joined, steps = join(parts), index_steps(self.counts)
+        if steps:  # the counter counts batches: the records' steps are known after all
+            joined, self.ordinal = renumbered(joined, steps), 0
+        columns = stand_ins(times_named(joined, {found[0] for found in self.names.values() if found}))
         meta: dict[str, Any] = {"confidence": round(self.step_lines / self.lines, 3) if self.lines else 0.0}
         if self.shapes:
             meta["key_consistency"] = round(self.shapes.most_common(1)[0][1] / max(1, self.step_lines), 3)
