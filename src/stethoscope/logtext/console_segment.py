@@ -60,8 +60,9 @@ def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.nda
     time; else pyarrow for many lines of one shape); None when one does not read."""
     from stethoscope.logtext import console_arrow, console_tokens, linescan
 
-    parts = [(templates[kinds[int(ids[part[0]])]], part + start) for part in _parts(ids)]
-    if linescan.available() and _period(ids) > 1:  # a cycle of shapes: its turns read as rows
+    period = _period(ids)
+    parts = [(templates[kinds[int(ids[part[0] - start])]], part) for part in _parts(ids, period, start)]
+    if linescan.available() and period > 1:  # a cycle of shapes: its turns read as rows
         reads = _turns(lines, start, ids.size, [known.plan for known, _ in parts], keep_rank)
         if reads is not None:
             return [Group(at, read, known.layout.names, known.own_step, known.bar, known.is_dict)
@@ -141,14 +142,13 @@ def _period(ids: np.ndarray) -> int:
     return k if ids.size % k == 0 and (ids.reshape(-1, k) == np.arange(k, dtype=ids.dtype)).all() else 0
 
 
-def _parts(ids: np.ndarray) -> list[np.ndarray]:
-    """The indices of each shape's lines, ascending, the shapes in the order of their first lines (a
-    cycle of `k` shapes, `ids` = 0..k-1 repeated, without sorting)."""
-    k = _period(ids)
+def _parts(ids: np.ndarray, k: int, start: int) -> list[np.ndarray]:
+    """`start` + the indices of each shape's lines, ascending, the shapes in the order of their first lines
+    (a cycle of `k` shapes, `ids` = 0..k-1 repeated, `_period`: without sorting)."""
     if k:
-        return [np.arange(i, ids.size, k) for i in range(k)]
+        return [np.arange(start + i, start + ids.size, k) for i in range(k)]
     order = np.argsort(ids, kind="stable")
-    return np.split(order, np.flatnonzero(ids[order][1:] != ids[order][:-1]) + 1)
+    return np.split(order + start, np.flatnonzero(ids[order][1:] != ids[order][:-1]) + 1)
 
 
 def bar_steps(raw: np.ndarray, state: tuple[int, int, int] | None) -> tuple[np.ndarray, tuple[int, int, int]]:
@@ -306,4 +306,8 @@ def _periodic(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarra
     times = None
     if any(g.read.times is not None for g in groups):
         times = side_by_side(np.float64, lambda i, j: np.nan if groups[i].read.times is None else groups[i].read.times)
-    return CodedColumns(list(labels), np.tile(codes, n), side_by_side(np.int64, lambda i, j: steps[i]), values, times)
+    if columns and all(steps[i] is steps[columns[0][0]] for i, _ in columns):  # records take their header's step
+        step_list = np.repeat(np.asarray(steps[columns[0][0]], dtype=np.int64), len(columns))
+    else:
+        step_list = side_by_side(np.int64, lambda i, j: steps[i])
+    return CodedColumns(list(labels), np.tile(codes, n), step_list, values, times)
