@@ -155,3 +155,16 @@ def test_a_sample_counter_stays_numbered_in_file_order_until_it_shows_an_index()
     mnist = "".join(f"Train Epoch: {1 + s // 30} [{(s % 30) * 640}/19200 ({100 * (s % 30) // 30}%)]\tLoss: "
                     f"{_loss(s):.6f}\n" for s in range(0, 90, 10))
     assert sorted(series(read_text(mnist), LOSS)) == list(range(1, 10))
+
+
+@pytest.mark.parametrize("n", LINES)
+def test_a_counter_within_epochs_without_a_total_keeps_its_logging_interval(n: int) -> None:
+    """MXNet's `Epoch[1] Batch [4-14]` restarts each epoch and prints no epoch length: the interval the trainer
+    logs at goes on over the epoch's end (steps 50, 60 …), so the steps stay the trainer's own, in order."""
+    per_epoch, lines = 56, []
+    for step in range(0, 10 * n, 10):
+        batch = step % per_epoch
+        lines.append(f"INFO:root:Epoch[{step // per_epoch}] Batch [{max(batch - 10, 0)}-{batch}]\tSpeed: 1234.56 "
+                     f"samples/sec\tnll-loss={_loss(step)}")
+    loss = series(read_text("\n".join(lines) + "\n"), LOSS)
+    assert sorted(loss) == list(range(0, 10 * n, 10)) and loss[60] == pytest.approx(_loss(60))

@@ -18,11 +18,12 @@ class EpochCounter:
 
     def step(self, epoch: int, raw: int, total: int | None) -> int:
         """The global step of counter `raw` (of `total`) printed after `epoch`. Without a total (ESPnet's
-        `3epoch:train:401-500batch`) an epoch is as long as its last counter (a step further when the new one
-        counts from 0): the steps stay in order, close to the trainer's own."""
+        `3epoch:train:401-500batch`, MXNet's `Epoch[2] Batch [20-40]`) the logging interval goes on over an
+        epoch's end: the new epoch's first record is one interval after the last one (the epoch's length is
+        what that makes it): the steps stay in order, the trainer's own when it logs every N steps."""
         last_epoch, offset, last = self.state or (epoch, 0, raw)
         if epoch > last_epoch and raw < last:
-            offset += total * (epoch - last_epoch) if total else last + (raw == 0) * self.cadence
+            offset += total * (epoch - last_epoch) if total else last + self.cadence - raw
         elif raw > last:
             self.cadence = raw - last
         self.state = (epoch, offset, raw)

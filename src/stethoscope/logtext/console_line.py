@@ -199,6 +199,9 @@ def parse(text: str) -> Line:
             out.epoch = int(epoch[1]) if epoch else None
         elif "ge" in step.re.groupindex and (step["ge"] or step["pe"]):
             out.epoch = int(step["ge"] or step["pe"])  # an epoch with no total: `console_epochs` learns it
+        elif step.re is _STEP and step["c"] is not None:  # MXNet's `Epoch[2] Batch [20-40]`: likewise
+            epoch = _EPOCH.search(body, 0, step.start())
+            out.epoch = int(epoch[1]) if epoch else None
     out.eval = _EVAL_LINE.search(body[:step.start()] if step else body[:_head_end(body)]) is not None or (
         step is not None and "Eval" in body[:step.start() + 6]) or _EVAL_LINE.search(tags) is not None or (
         step is not None and _FOR.search(body, 0, step.start()) is not None)
