@@ -109,3 +109,12 @@ def test_the_window_is_read_from_the_config_dump_and_only_mmengine_logs_are_decl
     assert META_KEY not in run.meta  # not a count of values: nothing to undo
     (run,) = read_any(_write(tmp_path / "d.log.gz", lines.replace(" - mmengine - ", " - mylogger - ")))
     assert META_KEY not in run.meta
+
+
+def test_a_window_set_by_the_user_wins_over_the_declared_one_and_1_turns_the_recovery_off() -> None:
+    case = CASES["mmengine_runner-frozen-s0-file"]
+    (run,) = read_any(ROOT / case["file"])
+    off = diagnose_run(run, DetectConfig.from_mapping({"eval_loss_window": 1}))
+    assert not [f for f in off.findings if f.type == "frozen_loss"]  # the printed means never repeat
+    with pytest.raises(ValueError, match="eval_loss_window"):
+        DetectConfig(eval_loss_window=0)

@@ -102,9 +102,10 @@ class DetectConfig:
     """Fewer evals than this over a run of eval_sparse_min_steps steps is 'eval too sparse'."""
     eval_sparse_min_steps: int = 1000
     """Runs shorter than this are not told their evals are too sparse."""
-    eval_loss_window: int = 1
-    """The log prints the eval loss as the mean of the last this many evals (mmengine's LogProcessor window_size,
-    which the importer reads): overfitting and frozen weights are judged on the evals recovered from the means."""
+    eval_loss_window: int | None = None
+    """The log prints the eval loss as the mean of the last this many evals: overfitting and frozen weights are
+    judged on the evals recovered from the means. None: as the importer read it (mmengine: its LogProcessor
+    window_size, 10 by default), else 1 (no running mean; set 1 to turn the recovery off)."""
 
     # -- gradients ------------------------------------------------------------------------------
     grad_norm_ceiling: float | None = None
@@ -180,7 +181,7 @@ class DetectConfig:
         self._check_positive(
             "spike_sigma", "spike_window", "level_window", "grad_spike_min_ratio", "grad_explosion_ratio",
             "trend_halflife_steps", "overfit_patience", "clip_window", "lr_zero_records",
-            "loss_scale_storm_halvings", "drop_records", "periodic_min_dips", "eval_loss_window",
+            "loss_scale_storm_halvings", "drop_records", "periodic_min_dips",
         )
         self._check_ratio("clip_fraction", "memory_near_limit")
         if self.grad_recover_ratio >= self.grad_spike_min_ratio:
@@ -191,6 +192,8 @@ class DetectConfig:
             raise ValueError("DetectConfig.level_window must be <= spike_window")
         if self.vocab_size is not None and self.vocab_size < 2:
             raise ValueError(f"DetectConfig.vocab_size must be >= 2, got {self.vocab_size}")
+        if self.eval_loss_window is not None and self.eval_loss_window < 1:
+            raise ValueError(f"DetectConfig.eval_loss_window must be >= 1, got {self.eval_loss_window}")
 
     def _check_positive(self, *names: str) -> None:
         for name in names:

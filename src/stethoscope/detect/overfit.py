@@ -54,7 +54,7 @@ class OverfitDetector:
         self._train_records = 0  # train losses since the last eval
         self._lr: float | None = None  # the last LR logged
         self.frozen = EvalFrozen()  # weights that stopped changing, seen on the eval loss
-        window = self.config.eval_loss_window
+        window = self.config.eval_loss_window or 1
         self.means = RunningMeanUndo(window) if window > 1 else None  # the evals behind a printed running mean
 
     def update(self, record: StepRecord) -> list[Finding]:

@@ -141,7 +141,7 @@ def _config(meta: dict[str, Any], config: DetectConfig | None) -> DetectConfig:
             cfg = dataclasses.replace(cfg, vocab_size=vocab)
     means = meta.get(RUNNING_MEANS)  # the importer read that the log prints running means (mmengine)
     window = means.get(EVAL_LOSS) if isinstance(means, dict) else None
-    if cfg.eval_loss_window == 1 and isinstance(window, int) and window > 1:
+    if cfg.eval_loss_window is None and isinstance(window, int) and window > 1:
         cfg = dataclasses.replace(cfg, eval_loss_window=window)
     return cfg
 
