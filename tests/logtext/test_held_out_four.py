@@ -168,3 +168,12 @@ def test_a_counter_within_epochs_without_a_total_keeps_its_logging_interval(n: i
                      f"samples/sec\tnll-loss={_loss(step)}")
     loss = series(read_text("\n".join(lines) + "\n"), LOSS)
     assert sorted(loss) == list(range(0, 10 * n, 10)) and loss[60] == pytest.approx(_loss(60))
+
+
+@pytest.mark.parametrize("n", LINES)
+def test_a_loggers_level_head_is_no_word_of_a_key_wherever_it_stands(n: int) -> None:
+    """Python logging's `INFO:tensorflow:` after a tag the line did not shed (`node0/gpu0: [date] `): the logger's
+    name is the prefix's, not the first word of the loss's key (`tensorflow Train Loss`)."""
+    run = read_text("".join(f"node0/gpu0: [07/24/24 11:00:00] INFO:tensorflow:Train Loss {_loss(i)}, step = {i} "
+                            "(21.329 sec)\n" for i in range(100, 100 * n + 1, 100)))
+    assert series(run, LOSS)[200] == pytest.approx(_loss(200))

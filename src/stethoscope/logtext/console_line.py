@@ -33,6 +33,7 @@ ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|\][^\x07\x1b]*(?:\x07|\x1b\\))")
 _LAUNCHER = re.compile(r"\s*(?:\[(?:default|rank)?(\d+)\]:|\[(?:\d+,)?(\d+)\]<std(?:out|err)>:) ?")  # horovod: [N]<stdout>:
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
 _LEVELS = frozenset(_LEVEL[3:-1].split("|"))
+_LEVEL_HEAD = re.compile(rf"{_LEVEL}:[\w.<>]+:")
 _PREFIX = re.compile(
     rf"\s*(?:\[(?:[A-Za-z_][\w.\-]*|Rank\s?\d+|[\w.\-]+:\d+(?::[\w<>.]+)?)\]:?"  # [titan] [INFO] [Rank 0] [f.py:9:fn]
     rf"|{_LEVEL}(?::[\w.<>]+:|\s*[-|:]\s|\s+)"  # INFO:root:  INFO -
@@ -258,9 +259,11 @@ def _values(text: str, pos: int, cut: tuple[int, int]) -> list[Value]:
     values: list[Value] = []
     words: list[str] = []
     keyless: list[tuple[str, str, int]] = []  # numbers without a key before them, waiting for words after
-    skip_paren = 0
+    skip_paren = skip_to = 0
     last_was_value = assigned = False
     for m in _TOKEN.finditer(text, pos):
+        if m.start() < skip_to:
+            continue
         if cut[0] <= m.start() < cut[1]:
             words, last_was_value = [], False
             continue
@@ -288,8 +291,9 @@ def _values(text: str, pos: int, cut: tuple[int, int]) -> list[Value]:
             last_was_value = True
             continue
         if kind == "word":
-            if m.group("word") in _LEVELS:  # a log level is a prefix's word (`colossalai - INFO: loss: 2.3`)
-                words = []
+            if m.group("word") in _LEVELS:  # a log level is a prefix's word (`colossalai - INFO: loss: 2.3`),
+                head = _LEVEL_HEAD.match(text, m.start())  # and so is its logger (`INFO:tensorflow:`)
+                words, skip_to = [], head.end() if head else skip_to
                 continue
             words.append(m.group("word"))
             last_was_value = False
