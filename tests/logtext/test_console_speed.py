@@ -12,13 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stethoscope.logtext import console_segment, linescan
+from stethoscope.logtext import console_segment, console_walk, linescan
 from stethoscope.logtext.console_reader import ConsoleReader
-from stethoscope.logtext.console_runs import Lines
+from stethoscope.logtext.console_runs import Lines, shape_of
 from stethoscope.logtext.console_tokens import Read
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import import_speed  # noqa: E402
+
+
+built = pytest.mark.skipif(not linescan.available(), reason="the line scanner was not built (no C compiler)")
 
 
 def _keras(lines: int) -> bytes:
@@ -28,7 +31,7 @@ def _keras(lines: int) -> bytes:
     return out.getvalue().encode()
 
 
-@pytest.mark.skipif(not linescan.available(), reason="the line scanner was not built (no C compiler)")
+@built
 def test_runs_of_a_keras_log_are_read_without_splitting_their_lines(monkeypatch) -> None:
     """Keras' epochs: runs of 90 and 900 lines of one shape between short ones, read as runs by the scanner's
     columns. A run's byte span is known, so its lines are never split into a list (splitting 1M lines cost
@@ -76,3 +79,41 @@ def test_points_of_interleaved_shapes_of_several_widths_are_in_line_order() -> N
     assert points.step_array.tolist() == [w[0] for w in want]
     assert points.value_array.tolist() == [w[3] for w in want]
     assert [None if t != t else t for t in points.time_list.tolist()] == [w[4] for w in want]
+
+
+_CYCLE = [b"[epoch=1][batch=%d/900]:", b"\t Train loss/train/total: 0.%d", b"\t Train lr: %d.0e-05", b"\t Train time: %d"]
+
+
+@built
+@pytest.mark.parametrize("seed", range(60))
+def test_a_cycle_counted_ahead_gives_what_repeats_gives_from_each_of_its_lines(seed: int) -> None:
+    """Composer's cycle is counted on a thread from its first line (`console_walk._Ahead`) while the first
+    lines are read; the reader asks again from a later line, where a segment cut a turn (the turn then
+    starts with a record line). From every line, with the turn that starts there, the count and the end
+    are what `repeats` finds from that line; a turn of other shapes gets None (counted there)."""
+    rng = random.Random(seed)
+    k = rng.randint(2, 4)
+    lines = [b"loading", b"Epoch 1"][:rng.randint(0, 2)]
+    first = len(lines)
+    lines += [_CYCLE[i % k] % rng.randint(0, 999) for i in range(k * rng.randint(0, 9) + rng.randint(0, k - 1))]
+    lines += rng.choice([[], [b"Traceback"], [_CYCLE[0] % 1, b"oops"], [_CYCLE[k - 1] % 5]])
+    data = b"\n".join(lines) + rng.choice([b"\n", b"", b"\n\t Train loss/train/total: 0."])
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    shapes = [shape_of(c % 1) + b"\n" for c in _CYCLE[:k]]
+    matched = 0  # the lines that go on with the cycle, each ending in a newline
+    while first + matched < len(lines) and starts[first + matched + 1] <= len(data) and \
+            shape_of(lines[first + matched]) + b"\n" == shapes[matched % k]:
+        matched += 1
+    ahead = console_walk._Ahead(data, starts[first], b"".join(shapes))
+    ahead.thread.join()
+    for at in range(first, len(lines) + 1):
+        q = min(starts[at], len(data))
+        turn = b"".join(shapes[(at - first) % k:] + shapes[:(at - first) % k])
+        taken = ahead.take(data, q, turn)
+        if at - first <= matched:  # a line of the cycle
+            assert taken == linescan.repeats(data, q, turn), (at, taken)
+        else:
+            assert taken is None
+        assert ahead.take(data, q, b"Epoch \n" * k) is None

@@ -9,10 +9,16 @@ thread making the next segment's shapes meanwhile cost more than it saved on two
 scanner, the shapes are made and counted in Python (`console_runs.repeats`), a segment at a time too. Either way the reader gets the same lines in the same
 runs, windows and stretches, except that a run may be cut where a segment ends (the next part is read
 as its own run: the same points).
+
+A log that opens with a cycle of shapes not yet learnt (Composer's first header and record lines) has its
+cycle counted over the log on a thread at once (`_Ahead`, the scanner's `repeats` without the GIL), while
+its first lines are read and numpy is imported; the count is used when the cycle, learnt, is read from a
+turn further on (the same count `repeats` gives from there), not made again after them.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 from stethoscope.logtext import console_arrow, linescan
@@ -27,6 +33,7 @@ MIN_WINDOW_BYTES = 1 << 12  # ... and at first, doubling while no long run cuts 
 SEGMENT_BYTES = 1 << 23  # the shapes of the lines between long runs: made this many bytes of the log at a time
 FIRST_SEGMENT_BYTES = 1 << 16  # ... and at first (or after a run), doubling from one segment to the next
 _HEAD_BYTES = 9 * 256  # the lines a cycle is looked for in (console_runs.MAX_PERIOD + 1 lines of a few hundred bytes)
+AHEAD_USE_BYTES = 1 << 24  # a cycle counted ahead serves a turn at most this far on (its lines are counted)
 
 
 def walk(reader: ConsoleReader, data: bytes) -> int:
@@ -35,22 +42,77 @@ def walk(reader: ConsoleReader, data: bytes) -> int:
     reader.window_bytes = reader.window_bytes or MIN_WINDOW_BYTES
     native = linescan.available()
     size = FIRST_SEGMENT_BYTES if native else SEGMENT_BYTES  # small at first: a run may take over at its end
-    while True:
-        if native:
-            took = _native_run(reader, data, at, q)
-            if took is not None:
-                at, q, size = *took, FIRST_SEGMENT_BYTES
-                continue
-        cut = _segment_end(data, q, size)
-        shapes = linescan.shapes(data, q, cut) if native else shape_of(data[q:cut])
-        at, q = _segment(reader, data, shapes, at, q, cut, native)
-        if cut == len(data):
-            return at
-        size = min(SEGMENT_BYTES, 2 * size)
+    ahead: list[_Ahead] = []  # the first cycle, counted on a thread before its shapes are learnt
+    try:
+        while True:
+            if native:
+                took = _native_run(reader, data, at, q, ahead)
+                if took is not None:
+                    at, q, size = *took, FIRST_SEGMENT_BYTES
+                    continue
+            cut = _segment_end(data, q, size)
+            shapes = linescan.shapes(data, q, cut) if native else shape_of(data[q:cut])
+            at, q = _segment(reader, data, shapes, at, q, cut, native)
+            if cut == len(data):
+                return at
+            size = min(SEGMENT_BYTES, 2 * size)
+    finally:
+        for started in ahead:
+            started.thread.join()
 
 
-def _native_run(reader: ConsoleReader, data: bytes, at: int, q: int) -> tuple[int, int] | None:
-    """(line, offset) after a long run or cycle that starts at data[q], read; None when none starts there."""
+class _Ahead:
+    """`linescan.repeats(data, q, unit)` on a thread of its own (it releases the GIL), and what it gives
+    from a later line of the same cycle (`take`)."""
+
+    def __init__(self, data: bytes, q: int, unit: bytes) -> None:
+        self.q, self.lines, self.found = q, [line + b"\n" for line in unit.split(b"\n")[:-1]], None
+        self.thread = threading.Thread(target=self._count, args=(data, unit), name="stethoscope-scan", daemon=True)
+        self.thread.start()
+
+    def _count(self, data: bytes, unit: bytes) -> None:
+        try:
+            found = linescan.repeats(data, self.q, unit)
+            self.found = (*found, self._after(data, found[1]))
+        except Exception:  # noqa: BLE001 - the count is made again where it is wanted
+            self.found = None
+
+    def _after(self, data: bytes, end: int) -> int:
+        """How many lines from data[end] go on with the cycle's (fewer than a turn: it broke there)."""
+        m = 0
+        while m + 1 < len(self.lines) and linescan.repeats(data, end, b"".join(self.lines[:m + 1]))[0]:
+            m += 1
+        return m
+
+    def take(self, data: bytes, q: int, unit: bytes) -> tuple[int, int] | None:
+        """`linescan.repeats(data, q, unit)` where data[q] is a line of the cycle counted and `unit` its turn
+        from that line (the cycle turned: Composer's record lines first where a segment cut a turn); else
+        None. The cycle's lines from its start, `count` turns and `after` lines more, go on from the line at
+        q for as many whole turns as fit."""
+        k = len(self.lines)
+        turned = [r for r in range(k) if unit == b"".join(self.lines[r:] + self.lines[:r])]
+        if not turned or not self.q <= q <= self.q + AHEAD_USE_BYTES:
+            return None
+        self.thread.join()
+        if self.found is None:
+            return None
+        count, end, after = self.found
+        at = data[self.q:q].count(b"\n")  # the line at q, from the cycle's start
+        if at > count * k + after or at % k not in turned:
+            return None
+        turns = (count * k + after - at) // k
+        shift = at + turns * k - count * k  # the line after the last turn, from the one at `end`
+        if shift >= 0:
+            return turns, linescan.skip_lines(data, end, shift)[1] if shift else end
+        for _ in range(-shift):
+            end = data.rfind(b"\n", 0, end - 1) + 1
+        return turns, end
+
+
+def _native_run(reader: ConsoleReader, data: bytes, at: int, q: int,
+                ahead: list[_Ahead]) -> tuple[int, int] | None:
+    """(line, offset) after a long run or cycle that starts at data[q], read; None when none starts there.
+    The first cycle whose shapes are not learnt yet is counted on a thread meanwhile (`_Ahead`)."""
     head = linescan.shapes(data, q, min(len(data), q + _HEAD_BYTES))
     end = head.find(b"\n")
     if end < 0:
@@ -63,11 +125,15 @@ def _native_run(reader: ConsoleReader, data: bytes, at: int, q: int) -> tuple[in
     ends: dict[bytes, int] = {}
 
     def count(unit: bytes) -> int:
-        found, ends[unit] = linescan.repeats(data, q, unit)
+        taken = ahead[0].take(data, q, unit) if ahead else None
+        found, ends[unit] = taken if taken is not None else linescan.repeats(data, q, unit)
         return found
 
     cycle = find_cycle(head, 0, reader._planned, console_arrow.MIN_LINES, count)
     if cycle is None:
+        if not ahead:  # a cycle of shapes not learnt yet: counted while its first lines teach them
+            find_cycle(head, 0, lambda shape: b"\r" not in shape, console_arrow.MIN_LINES,
+                       lambda unit: ahead.append(_Ahead(data, q, unit)) or 0)
         return None
     kinds, cycles = cycle
     q_end = ends[b"\n".join(kinds) + b"\n"]
