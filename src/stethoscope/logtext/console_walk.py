@@ -129,11 +129,15 @@ def _native_run(reader: ConsoleReader, data: bytes, at: int, q: int,
         found, ends[unit] = taken if taken is not None else linescan.repeats(data, q, unit)
         return found
 
+    def count_ahead(unit: bytes) -> int:
+        if len(set(unit.split(b"\n"))) > 2:  # shapes that differ (the same one twice is a run, read as one)
+            ahead.append(_Ahead(data, q, unit))
+        return 0  # not read now: counted meanwhile
+
     cycle = find_cycle(head, 0, reader._planned, console_arrow.MIN_LINES, count)
     if cycle is None:
         if not ahead:  # a cycle of shapes not learnt yet: counted while its first lines teach them
-            find_cycle(head, 0, lambda shape: b"\r" not in shape, console_arrow.MIN_LINES,
-                       lambda unit: ahead.append(_Ahead(data, q, unit)) or 0)
+            find_cycle(head, 0, lambda shape: b"\r" not in shape, console_arrow.MIN_LINES, count_ahead)
         return None
     kinds, cycles = cycle
     q_end = ends[b"\n".join(kinds) + b"\n"]
