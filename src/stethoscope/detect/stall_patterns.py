@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-STALLS_KEPT = 32  # the newest stalls of a pattern kept for its period and its typical size
+STALLS_KEPT = 32
+EVAL = "eval"  # the cause `detect.throughput` records for a slow step right after an eval  # the newest stalls of a pattern kept for its period and its typical size
 
 
 def new_stalls(step: int, level: float) -> dict[str, Any]:
@@ -23,6 +24,17 @@ def add_stall(d: dict[str, Any], step: int, excess: float, ratio: float, why: li
     # the pattern's typical big stall (90th percentile of the kept ones): one odd outlier among small
     # stalls does not stop a new, much bigger kind of stall from being seen as new
     d["biggest"] = _quantile(sorted(item[1] for item in d["items"]), 0.9)
+    own = [item[1] for item in d["items"] if EVAL not in item[3]]
+    d["biggest_own"] = _quantile(sorted(own), 0.9) if own else d["biggest"]
+
+
+def new_kind(d: dict[str, Any] | None, excess: float, why: list[str], dominant: float) -> bool:
+    """Is a stall `dominant` times bigger than the pattern's typical big one: a new kind of stall, its own
+    pattern? Stalls an eval explains are the eval's (it takes what it takes): a stall no eval explains is
+    measured against the unexplained ones of the pattern (when there are any), an eval's against all."""
+    if d is None:
+        return False
+    return excess >= dominant * d.get("biggest" if EVAL in why else "biggest_own", d.get("biggest", 0.0))
 
 
 def regular_start(items: list[list[Any]]) -> int | None:

@@ -1,7 +1,7 @@
 """Throughput: persistent slowdowns (a slow GPU, a regression) and periodic stalls (GC, eval, I/O).
 
 Watches the step time, or the inverse of the first throughput series the run logs (tokens/s,
-samples/s, TFLOP/s, MFU). A record is slow when it is `dip_min_rel` (dips) or `drop_min_rel`
+samples/s, TFLOP/s, MFU), or else a clock's seconds per step (`detect.throughput_clock`). A record is slow when it is `dip_min_rel` (dips) or `drop_min_rel`
 (persistent) above the recent level and far outside the noise. `drop_records` slow records in a
 row are a persistent `throughput_drop` (warning): BLOOM-176B's one slow GPU cost 5%. A slow
 record followed by a normal one is a dip; dips are summed into ONE `periodic_stall` finding. Both are
@@ -19,10 +19,13 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.level_shift import find_shift, z_needed
+from stethoscope.detect.names import ELAPSED
 from stethoscope.detect.slowdown import extend, hold, lost, open_drop, ramp_onset, recent, release
-from stethoscope.detect.stall_patterns import STALLS_KEPT, add_stall, new_stalls, regular_start
+from stethoscope.detect.stall_patterns import STALLS_KEPT, add_stall, new_kind, new_stalls, regular_start
 from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.detect.step_time_alias import StepTimeAlias
+from stethoscope.detect.throughput_causes import slow_causes, step_time_excess
+from stethoscope.detect.throughput_clock import StepClock
 from stethoscope.detect.throughput_findings import (
     PERSISTENT_RECORDS,
     contention,
@@ -38,8 +41,6 @@ from stethoscope.records import (
     CUDA_ALLOCATED,
     CUDA_RESERVED,
     GPU_UTIL,
-    DATA_WAIT,
-    GC_PAUSE,
     GLOBAL_BATCH_SIZE,
     MFU,
     SAMPLES_PER_S,
@@ -58,7 +59,7 @@ _STALL_IN_DROP = 3.0  # during a slowdown, a record this many times its slow lev
 _REFRESH = 8  # records between recomputations of the O(window) level and noise
 _MIN_BASELINE = 2  # records before a step can be a dip (the first steps of a log: compile, warm-up)
 _MIN_BASELINE_DROP = 3  # records before a slowdown can be persistent (a level shift needs a level)
-_DOMINANT = 4.0  # a stall this many times bigger than every earlier one starts a new stall pattern
+_DOMINANT = 4.0  # a stall this many times bigger than all before starts a new pattern
 _DEVICE_SERIES = (CUDA_ALLOCATED, CUDA_RESERVED, GPU_UTIL)
 _CPU_KEPT = 32  # CPU-share samples kept from normal records (the level a slowdown's share is compared with)
 _PRIOR_RATE, _PRIOR_RECORDS = 0.01, 10.0  # slow records expected before the run shows its own rate
@@ -83,6 +84,7 @@ class ThroughputDetector:
         self.raw_steps: deque[int] = deque(maxlen=_RAW_N)
         self._cache: list[float] | None = None
         self.alias = StepTimeAlias()  # a step time logged as `time`, `seconds`, `interval_runtime` ...
+        self.clock = StepClock()  # else the time since the start (W&B's `_runtime`, TensorBoard's wall times)
         self._s: dict[str, Any] = {
             "series": None, "slow": [], "drop": None, "dips": None, "total": 0.0, "records": 0,
             "last_step": None,
@@ -91,13 +93,14 @@ class ThroughputDetector:
     def update(self, record: StepRecord) -> list[Finding]:
         s = self._s
         if any(k.startswith("eval/") for k in record.values):
-            s["eval_step"] = record.step  # the next step's time includes this eval
+            s["eval_step"] = record.step  # this step's time or the next one's includes this eval
+            s.pop("eval_slow", None)
         if HANG_SERIES in record.values:
             s["hang_after"] = record.step  # the next step's time holds the hang: reported by the watchdog
         s["cpu"] = record.values.get(CPU_PCT)
         if s["cpu"] is not None and not s.get("device") and any(k in record.values for k in _DEVICE_SERIES):
             s["device"] = True  # a step that waits on a device: a falling CPU share says nothing of contention
-        t = self._time_like(record.values)
+        t = self._time_like(record.values, record.step)
         if t is None:
             return []
         hang = s.pop("hang_after", None)
@@ -116,6 +119,8 @@ class ThroughputDetector:
         s["records"] += 1
         prev, s["last_step"] = s["last_step"], record.step
         s["why"] = self._why(record.values, prev)
+        if s.get("eval_step") == record.step and len(self.window) >= _MIN_BASELINE:
+            s["eval_slow"] = t >= self._stats(len(self.window))[0] * (1 + self.config.dip_min_rel)
         out = self._in_drop(record.step, t) if s["drop"] is not None else self._check(record.step, t)
         if s["drop"] is None and s["records"] % _BLOCK_EVERY == 0:
             out.extend(self._block_check(record.step, t))
@@ -124,19 +129,9 @@ class ThroughputDetector:
         return out
 
     def _why(self, values: dict[str, float], prev_step: int | None) -> list[str]:
-        """What the record says the step spent its time on, beyond the model: an eval, GC, data."""
-        s = self._s
-        why = []
-        eval_step = s.get("eval_step")
-        if eval_step is not None and prev_step is not None and eval_step >= prev_step:
-            why.append("eval")
-        if values.get(STEP_TIME) is not None and s["series"] == STEP_TIME and len(self.window) >= _MIN_BASELINE:
-            excess = values[STEP_TIME] - self._level_seconds()
-            for name, key in ((GC_PAUSE, "gc"), (DATA_WAIT, "data")):
-                v = values.get(name)
-                if excess > 0 and v is not None and math.isfinite(v) and v >= 0.5 * excess:
-                    why.append(key)
-        return why
+        """What the record says the step spent its time on, beyond the model (`detect.throughput_causes`)."""
+        timed = self._s["series"] == STEP_TIME and len(self.window) >= _MIN_BASELINE
+        return slow_causes(self._s, values, prev_step, step_time_excess(values, self._level_seconds()) if timed else None)
 
     def _level_seconds(self) -> float:
         level, _ = self._stats(len(self.window))
@@ -155,7 +150,7 @@ class ThroughputDetector:
             out.append(self._dip_finding(s["dips"]))
         return out
 
-    def _time_like(self, values: dict[str, float]) -> float | None:
+    def _time_like(self, values: dict[str, float], step: int) -> float | None:
         s = self._s
         name = s["series"]
         if name is None or self.alias.key is not None:
@@ -163,6 +158,9 @@ class ThroughputDetector:
             if name is None:
                 v = self.alias.seconds(values)
                 s["series"] = STEP_TIME if self.alias.key is not None else None
+                if v is None and self.alias.key is None:
+                    v = self.clock.seconds(step, values.get(ELAPSED))
+                    s["by_clock"] = s.get("by_clock") or v is not None  # seconds a step
                 return v if v is not None and v > 0 else None
             s["series"] = name
         v = values.get(name)
@@ -254,7 +252,7 @@ class ThroughputDetector:
         if slow and any(x[3] for x in slow):  # a stall of one or a few records, over now
             level0 = slow[0][2]
             excess = sum(x[1] - x[2] for x in slow if x[3])
-            why = sorted({w for x in slow for w in x[4]})
+            why = max((x for x in slow if x[3]), key=lambda x: x[1] / x[2])[4]  # its slowest record's causes
             peak = max(x[1] / x[2] for x in slow if x[3])  # its slowest record, as a multiple of the level
             out.extend(self._on_dip([next(x[0] for x in slow if x[3]), level0 + excess, level0, why, peak]))
         if keep:
@@ -377,7 +375,7 @@ class ThroughputDetector:
         peak = dip[4] if len(dip) > 4 else t / level
         d = s["dips"]
         out: list[Finding] = []
-        if d is not None and t - level >= _DOMINANT * d.get("biggest", 0.0):
+        if new_kind(d, t - level, why, _DOMINANT):
             out.append(self._dip_finding(d))  # small earlier dips were jitter; the real stalls start here
             d = None
         if d is None:
@@ -414,14 +412,17 @@ class ThroughputDetector:
 
     def _seconds(self, per_record: float) -> float:
         """A step-time difference in seconds per step (inf when the series is a rate, not a time)."""
-        if self._s["series"] != STEP_TIME:
+        if self._timed() != STEP_TIME:
             return float("inf")
         return per_record * (self._s.get("batch") or 1.0)
 
     # -- findings ---------------------------------------------------------------------------------
     def _drop_finding(self, d: dict[str, Any]) -> Finding:
         sev = d["reported"] = self._drop_severity(d)
-        return drop_finding(d, self._s["series"], self._s.get("batch") or 1.0, sev, self.name)
+        return drop_finding(d, self._timed(), self._s.get("batch") or 1.0, sev, self.name)
+
+    def _timed(self) -> str | None:
+        return STEP_TIME if self._s.get("by_clock") and self._s["series"] is None else self._s["series"]
 
     def _dip_finding(self, d: dict[str, Any]) -> Finding:
         sev = d["reported"] = self._dip_severity(d)
@@ -429,7 +430,7 @@ class ThroughputDetector:
 
     def state_dict(self) -> dict[str, Any]:
         return {"window": self.window.state_dict(), "raw": self.raw.state_dict(), "raw_steps": list(self.raw_steps),
-                "s": self._s, "alias": self.alias.state_dict()}
+                "s": self._s, "alias": self.alias.state_dict(), "clock": self.clock.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.window.load_state_dict(state["window"])
@@ -437,6 +438,7 @@ class ThroughputDetector:
             self.raw.load_state_dict(state["raw"])
         self.raw_steps = deque(state.get("raw_steps", []), maxlen=_RAW_N)
         self.alias.load_state_dict(state.get("alias", {}))
+        self.clock.load_state_dict(state.get("clock", {}))
         self._s = state["s"]
         self._cache = None
 

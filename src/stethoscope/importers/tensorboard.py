@@ -5,7 +5,8 @@ which silently keep only 10,000 points per tag. Both scalar kinds are read: `sim
 (tf1, torch's SummaryWriter, tensorboardX) and scalar tensors of the `scalars` plugin (tf2, whose
 plugin metadata comes only with a tag's first event). Tags map onto our names (`train/loss`, `loss`,
 `Loss/train`, Megatron's `lm loss`, `learning-rate`; units in a tag are converted: `mem-reserved-bytes`
-→ `memory/cuda_reserved_gib` in GiB …); Megatron's `… vs samples`/`… vs tokens` tags
+→ `memory/cuda_reserved_gib` in GiB …); the wall time of each train-loss event since the first is
+`perf/elapsed_s`, the clock that times steps when no step time is logged; Megatron's `… vs samples`/`… vs tokens` tags
 count in samples or tokens, not steps, and are left out. tensorboard is imported only here, when a
 file is read (the `tensorboard` extra).
 """
@@ -17,10 +18,11 @@ from typing import Any
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
-from stethoscope.detect.names import Resolved
+from stethoscope.detect.names import ELAPSED, Resolved
 from stethoscope.logtext.names import FileNames
 from stethoscope.importers.source import check_file
 from stethoscope.logtext.table import PointTable, describe, gc_paused
+from stethoscope.records import LOSS
 
 NAME = "tensorboard"
 _RECORD_OVERHEAD = 16  # length (8) + length crc (4) + data crc (4)
@@ -69,6 +71,7 @@ class _Reader:
         self.resolve = FileNames()
         self.other: dict[str, int] = {}
         self.warnings: list[str] = []
+        self.clock: list[float] = []  # [the last step, the first event's wall time]
 
     def record(self, raw: bytes, parse: Any) -> None:
         self.consumed += len(raw) + _RECORD_OVERHEAD
@@ -84,6 +87,16 @@ class _Reader:
                 found = self._name(value.tag)
                 if found is not None:
                     self.table.add(self.records, event.step, event.wall_time or None, found.name, number * found.scale)
+                    if found.name == LOSS:
+                        self._tick(event.step, event.wall_time)
+
+    def _tick(self, step: int, wall: float) -> None:
+        """The clock at the train loss's events: in their step order (an eval logged at a later step first would
+        read as a step back, a resume, and would date the clock early)."""
+        if not wall or (self.clock and self.clock[0] == step):
+            return
+        self.clock = [step, self.clock[1] if self.clock else wall]
+        self.table.add(self.records, step, wall, ELAPSED, wall - self.clock[1])
 
     def _scalar(self, value: Any) -> float | None:
         if value.HasField("metadata") and value.metadata.plugin_data.plugin_name:
