@@ -30,12 +30,7 @@ def test_the_set_has_five_formats_eight_faults_and_both_splits() -> None:
 
 
 # Known misreadings, each a bug to fix (strict: the test says when the fix lands)
-_FIRST_DICT = ("HF console: the first {'loss': ...} dict, printed while tqdm's bar still shows 0/N (the bar is "
-               "redrawn at its step only after the dict), is not read (importers/console.py, logtext/)")
-KNOWN: dict[str, str] = {c: _FIRST_DICT for c in (
-    "frozen-s1-hf lr_jump-s1-hf lr_spike-s1-hf nan-s1-hf stall-s1-hf frozen-s2-hf lr_spike-s2-hf overfit-s2-hf "
-    "stall-s2-hf frozen-s3-hf healthy-s3-hf overfit-s3-hf stall-s3-hf frozen-s5-hf overfit-s5-hf slowdown-s5-hf "
-    "stall-s5-hf").split()}
+KNOWN: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN[c["case"]], strict=True))

@@ -136,6 +136,22 @@ def test_progress_bar_updates_and_epochs(write) -> None:
     assert series(run, STEP_TIME)[1] == 0.5
 
 
+def test_the_hf_trainers_first_dict_under_a_bar_at_0_takes_the_redraw_after_it(write) -> None:
+    """The HF Trainer writes its first log dict through `tqdm.write` while the bar still shows 0/N (it refreshes
+    every 0.1 s): tqdm clears the bar, prints the dict, and redraws the bar at its real count. The dict's step
+    is that redraw's, as for every later dict; the first dict was dropped (17 of 48 HF console logs of
+    bench/gpt_runs lost step 5)."""
+    blank = " " * 40
+    text = ("\r  0%|          | 0/361 [00:00<?, ?it/s]\r" + blank + "\r{'loss': 4.4696, 'grad_norm': 2.27, "
+            "'learning_rate': 0.0003, 'epoch': 0.0}\n"
+            "\r  1%|▏         | 5/361 [00:00<00:03, 92.76it/s]\r" + blank + "\r{'loss': 4.3033, 'grad_norm': 1.98, "
+            "'learning_rate': 0.0006, 'epoch': 0.0}\n"
+            "\r  3%|▎         | 10/361 [00:00<00:03, 115.97it/s]\n")
+    run = read(write, text)
+    assert series(run, LOSS) == {5: 4.4696, 10: 4.3033}
+    assert series(run, GRAD_NORM) == {5: 2.27, 10: 1.98}
+
+
 def test_cut_last_line_is_reported(write) -> None:
     path = write("train.log", "iter 3060: loss nan, time 1018.23ms, mfu 15.11%\niter 3070: loss n")
     run = TextLogImporter().read(path)

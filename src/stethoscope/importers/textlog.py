@@ -308,6 +308,7 @@ class _Reader:
         self.bar_evals: Values = {}  # the eval values the bar showed last
         self.evaluated = False  # an evaluation's bar ran since the bar last showed eval values
         self.bar_row: tuple[tuple[int, int], int, int, float | None, Values] | None = None  # the bar record shown now
+        self.bar_started = False  # the training bar was drawn (at 0/N): the HF Trainer's first dict comes under it
 
     def line(self, line: int, text: str) -> bool:
         """Read one physical line (tqdm's \r-separated updates one by one); True when it had metrics."""
@@ -323,7 +324,7 @@ class _Reader:
             body = ANSI.sub("", body)
         self.state.bar_total, self.state.other_bar = None, ""
         parsed = self._parse(body)
-        if parsed is None and body.startswith("{") and self.state.last_step is not None:
+        if parsed is None and body.startswith("{") and (self.state.last_step is not None or self.bar_started):
             self.pending.append((line, time, body))  # the HF Trainer's dict: its step is the bar's next redraw
             return True
         if parsed is None:
@@ -336,6 +337,7 @@ class _Reader:
             # evaluation's, a smaller total) counts its own batches: neither is a training step
             inner = bool(self.state.other_bar) or self.state.bar_total < self.state.main_total
             if self.state.bar_done == 0 or inner:
+                self.bar_started = self.bar_started or not inner  # a dict written now waits for the next redraw
                 if inner and self.state.other_bar != "other" and self.state.bar_done > 0:
                     self.evaluated = True  # an evaluation's bar ran: the postfix's next eval values are its
                 return True
