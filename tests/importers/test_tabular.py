@@ -134,3 +134,22 @@ def test_times_on_an_evaluation_row_are_the_evaluations_not_a_training_step(writ
     assert series(run, "time") == {32: 0.0061, 36: 0.2103}
     assert series(run, "perf/data_wait_s") == {32: 0.0004, 36: 0.2081}
     assert series(run, "eval/time") == {32: 0.0014} and series(run, EVAL_LOSS) == {32: 1.25}
+
+
+def test_two_keys_that_name_one_series_do_not_overwrite_each_other(tmp_path: Path) -> None:
+    """`val/train_loss` and `val/loss` both resolve to the eval loss, `train/ce_loss` and `train/total_loss` to the
+    train loss: in one row the later key overwrote the earlier one's value (the eval loss read 2.1, the train loss
+    measured on the val split). The closest spelling keeps the name; the other keeps its own, in every row."""
+    path = tmp_path / "history.jsonl"
+    path.write_text('{"_step": 1, "train/loss": 2.0, "val/train_loss": 2.1, "val/loss": 2.5}\n'
+                    '{"_step": 2, "train/loss": 1.9, "val/train_loss": 2.0, "val/loss": 2.4}\n'
+                    '{"_step": 3, "train/loss": 1.8, "val/train_loss": 1.9}\n')
+    run = JSONLImporter().read(path)
+    assert series(run, EVAL_LOSS) == {1: 2.5, 2: 2.4}
+    assert series(run, "val/train_loss") == {1: 2.1, 2: 2.0, 3: 1.9}
+    assert series(run, LOSS) == {1: 2.0, 2: 1.9, 3: 1.8}
+    csv_path = tmp_path / "metrics.csv"
+    csv_path.write_text("step,train/ce_loss,train/total_loss,val/loss\n1,2.0,2.5,3.0\n2,1.9,2.4,\n")
+    run = CSVImporter().read(csv_path)
+    assert series(run, LOSS) == {1: 2.5, 2: 2.4}  # the objective, not one of its parts
+    assert series(run, "train/ce_loss") == {1: 2.0, 2: 1.9} and series(run, EVAL_LOSS) == {1: 3.0}

@@ -148,7 +148,8 @@ def _columns(header: list[str], taken: set[int | None], names: FileNames) -> tup
             continue
         wandb = _WANDB_RUN.match(column)
         columns.append((i, names(wandb.group(1) if wandb else column, _KNOWN.get).name))
-    return columns, skipped
+    named = rivals({header[i]: name for i, name in columns})
+    return [(i, named[header[i]]) for i, _ in columns], skipped
 
 
 def _step(row: list[str], at: int) -> int | None:
@@ -193,6 +194,7 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
     warnings: list[str] = []
     meta: dict[str, Any] = {"dialect": "jsonl"}
     names = FileNames()
+    demoted: set[str] = set()  # keys that lost their name to a closer spelling (`rivals`)
     stepless = 0
     for line, text in enumerate(lines, 1):
         if not text.strip():
@@ -212,7 +214,7 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
             meta["dialect"] = "fairseq"
         tkey = time_key(list(flat))
         when = unix_time(flat.pop(tkey)) if tkey else None
-        values = _eval_row({k: v for k, v in flat.items() if _is_value(v)}, names, fairseq)
+        values = _eval_row({k: v for k, v in flat.items() if _is_value(v)}, names, fairseq, demoted)
         if values:
             table.add_row(line, step, when, *scaled_row(values, names.scales))
     if stepless:
@@ -221,11 +223,11 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
     return table, meta, warnings
 
 
-def _eval_row(flat: dict[str, Any], names: FileNames, fairseq: bool) -> dict[str, Any]:
+def _eval_row(flat: dict[str, Any], names: FileNames, fairseq: bool, demoted: set[str]) -> dict[str, Any]:
     """{name: value} of a row; a row with an evaluation's metrics and neither the training loss nor the LR is
     the evaluation's own record: its times are the evaluation's (mmengine's scalars.json writes `time` and
     `data_time` beside `val/loss`), not a training step's."""
-    named = {k: _name(names, k, fairseq) for k in flat}
+    named = rivals({k: _name(names, k, fairseq) for k in flat}, demoted)
     if any(n.startswith("eval/") for n in named.values()) and not {LOSS, LR} & set(named.values()):
         for k in [k for k, n in named.items() if not n.startswith("eval/")]:
             found = metric(k, "eval")
@@ -233,6 +235,44 @@ def _eval_row(flat: dict[str, Any], names: FileNames, fairseq: bool) -> dict[str
             if found.scale != 1.0:
                 names.scales[found.name] = found.scale
     return {named[k]: v for k, v in flat.items()}
+
+
+_WORDS = re.compile(r"[a-z]+")
+_SCOPES = {"train/": {"train", "training", "trn"}, "eval/": {"val", "valid", "validation", "eval", "evaluation", "test",
+                                                             "dev"}}
+_OBJECTIVE = {"loss", "total", "objective"}  # words of the loss a trainer optimises (`train/total_loss`)
+
+
+def _distance(raw: str, name: str) -> int:
+    """How many words `raw` has beyond `name`'s own, its scope's (`val`, `train`) and the objective's:
+    `val/loss` 0, `val/train_loss` 1 (a train word in an eval name), `train/ce_loss` 1, `train/total_loss` 0."""
+    scope = next((words for prefix, words in _SCOPES.items() if name.startswith(prefix)), set())
+    own = set(_WORDS.findall(name.lower())) | scope | _OBJECTIVE
+    return sum(1 for w in _WORDS.findall(raw.lower()) if w not in own)
+
+
+def rivals(named: dict[str, str], demoted: set[str] | None = None) -> dict[str, str]:
+    """{raw key: our name} where no two keys share a name: two keys of one row or header that resolve to one
+    series (`val/loss` and `val/train_loss` to the eval loss; `train/total_loss` and `train/ce_loss` to the
+    train loss) would overwrite each other's values. The closest spelling (`_distance`, then the first) keeps
+    the name; the others keep their own (`val/train_loss`), and stay demoted in later rows (`demoted`)."""
+    if demoted:
+        named = {k: ("_".join(k.split()) if k in demoted else n) for k, n in named.items()}
+    if len(set(named.values())) == len(named):
+        return named
+    by_name: dict[str, list[str]] = {}
+    for key, name in named.items():
+        by_name.setdefault(name, []).append(key)
+    out = dict(named)
+    for name, keys in by_name.items():
+        if len(keys) > 1:
+            best = min(keys, key=lambda k: _distance(k, name))
+            for key in keys:
+                if key != best:
+                    out[key] = "_".join(key.split())
+                    if demoted is not None:
+                        demoted.add(key)
+    return out
 
 
 def _flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
