@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import random
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -117,3 +118,25 @@ def test_a_cycle_counted_ahead_gives_what_repeats_gives_from_each_of_its_lines(s
         else:
             assert taken is None
         assert ahead.take(data, q, b"Epoch \n" * k) is None
+
+
+@built
+def test_columns_and_shapes_read_in_two_halves_are_read_as_in_one(monkeypatch) -> None:
+    """Big reads of the scanner (a window's lines by their starts, a segment's shapes) are split in two halves
+    read side by side on two threads; the rows and the shape text are those of one read, a line that does
+    not read still makes the whole read None, and no thread is left running."""
+    data = _keras(3000)
+    starts = np.array([0] + [i + 1 for i, c in enumerate(data) if c == 10][:-1], dtype=np.int64)[9:999]
+    picks = ([0, 7, 9], "iff", [False, False, False])
+    monkeypatch.setattr(linescan, "HALVES_LINES", 1 << 40)
+    monkeypatch.setattr(linescan, "HALVES_BYTES", 1 << 40)
+    whole, text = linescan.columns(data, 10, *picks, starts), linescan.shapes(data, 5, len(data) - 3)
+    cut = np.append(starts, data.find(b"loss"))  # a line read from its middle: three tokens, not ten
+    broken = linescan.columns(data, 10, *picks, cut)
+    monkeypatch.setattr(linescan, "HALVES_LINES", 16)
+    monkeypatch.setattr(linescan, "HALVES_BYTES", 64)
+    threads = threading.active_count()
+    assert whole is not None and whole.shape == (990, 3) and broken is None
+    assert np.array_equal(linescan.columns(data, 10, *picks, starts), whole)
+    assert linescan.columns(data, 10, *picks, cut) is None
+    assert linescan.shapes(data, 5, len(data) - 3) == text and threading.active_count() == threads

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from stethoscope.logtext.console_reader import ConsoleReader
 
 LONG_RUN = 64  # a run of a shape this long is read alone; shorter ones are read with their neighbours
-WINDOW_BYTES = 1 << 20  # the lines between long runs: shapes this many bytes at a time, at most
+WINDOW_BYTES = 1 << 22  # the lines between long runs: shapes this many bytes at a time, at most
 MIN_WINDOW_BYTES = 1 << 12  # ... and at first, doubling while no long run cuts a window short
 SEGMENT_BYTES = 1 << 23  # the shapes of the lines between long runs: made this many bytes of the log at a time
 FIRST_SEGMENT_BYTES = 1 << 16  # ... and at first (or after a run), doubling from one segment to the next

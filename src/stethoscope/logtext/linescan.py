@@ -14,6 +14,7 @@ compare them).
 from __future__ import annotations
 
 import mmap
+import threading
 import time
 import os
 from collections import deque
@@ -34,6 +35,8 @@ R = TypeVar("R")
 _END = object()
 _AHEAD = 3  # blocks scanned ahead of the one being read
 _WORKERS = 2  # the scan releases the GIL: on a machine with cores to spare, blocks are scanned side by side
+HALVES_LINES = 1 << 15  # `columns` of this many lines (by their starts) reads two halves side by side
+HALVES_BYTES = 1 << 22  # `shapes` of this many bytes: likewise (each costs a thread's start)
 
 
 def available() -> bool:
@@ -80,6 +83,11 @@ def columns(data: bytes, width: int, picks: list[int], kinds: str, commas: list[
     import numpy as np
 
     assert _linescan is not None
+    if starts is not None and per_row == 1 and len(starts) >= HALVES_LINES:  # the same rows, read by two threads
+        half = len(starts) // 2
+        got = _side_by_side(lambda part: columns(data, width, picks, kinds, commas, part), starts[:half],
+                            starts[half:])
+        return None if got[0] is None or got[1] is None else np.concatenate(got)
     at = None if starts is None else np.ascontiguousarray(starts, np.int64).tobytes()
     got = _linescan.columns(data, width, np.array(picks, np.int32).tobytes(), kinds.encode(), bytes(commas), at,
                             per_row)
@@ -147,9 +155,37 @@ def mapped(path: str) -> mmap.mmap | None:
 
 
 def shapes(data: bytes, start: int, end: int) -> bytes:
-    """The console shape text of data[start:end] (`console_runs.shape_of`), without slicing the data first."""
+    """The console shape text of data[start:end] (`console_runs.shape_of`), without slicing the data first;
+    a big range in two halves side by side (a byte's shape does not depend on its neighbours)."""
     assert _linescan is not None
-    return _linescan.shapes(data, start, end)
+    if end - start < HALVES_BYTES:
+        return _linescan.shapes(data, start, end)
+    mid = (start + end) // 2
+    first, second = _side_by_side(lambda part: _linescan.shapes(data, *part), (start, mid), (mid, end))
+    return first + second
+
+
+def _side_by_side(work: Callable[[T], R], first: T, second: T) -> tuple[R, R]:
+    """(work(first), work(second)), the second done meanwhile on a thread of its own (work that releases
+    the GIL: the scanner's calls); an exception of either is raised here."""
+    done: list[tuple[R | None, BaseException | None]] = []
+
+    def run() -> None:
+        try:
+            done.append((work(second), None))
+        except BaseException as error:  # noqa: BLE001 - raised again in the caller's thread
+            done.append((None, error))
+
+    thread = threading.Thread(target=run, name="stethoscope-scan", daemon=True)
+    thread.start()
+    try:
+        result = work(first)
+    finally:
+        thread.join()
+    other, error = done[0]
+    if error is not None:
+        raise error
+    return result, other  # type: ignore[return-value]
 
 
 def repeats(data: bytes, start: int, unit: bytes) -> tuple[int, int]:
