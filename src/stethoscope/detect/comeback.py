@@ -21,10 +21,12 @@ def up_to_the_end(records: int, since: int, first_step: int, last_step: int, cfg
     return records >= cfg.divergence_min_records and last_step - since >= END_SHARE * (last_step - first_step)
 
 
-def came_back(before: float, now: float | None, cfg: DetectConfig) -> bool:
-    """Is the loss level at the end back within `divergence_rise_rel` of its level before an incident? Then
-    the incident was a jump the run took long to undo (a spike, at warning), not a divergence."""
-    return now is not None and math.isfinite(now) and before > 0 and now <= before * (1 + cfg.divergence_rise_rel)
+def came_back(before: float, now: float | None, cfg: DetectConfig, rel: float | None = None) -> bool:
+    """Is the loss level at the end back within `divergence_rise_rel` (or `rel`, the bar the rise was held to:
+    `detect.trend_rise`) of its level before an incident? Then the incident was a jump the run took long to
+    undo (a spike, at warning), not a divergence."""
+    rel = cfg.divergence_rise_rel if rel is None else rel
+    return now is not None and math.isfinite(now) and before > 0 and now <= before * (1 + rel)
 
 
 def withdrawn_divergence(d: Finding, why: str) -> Finding:

@@ -24,6 +24,7 @@ from stethoscope.detect.frozen import SAME_IN_NOISE, SAME_REL, repeats_needed, s
 from stethoscope.detect.knee import STOPPED, KneeTracker, knee_finding
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
+from stethoscope.detect.trend_rise import rise_rel
 from stethoscope.findings.catalogue import DIVERGENCE, FROZEN_LOSS, LABEL_MASKING, LOSS_SPIKE, PLATEAU
 from stethoscope.records import LOSS, LR, Finding, StepRecord
 
@@ -164,11 +165,10 @@ class TrendDetector:
             if best is None:
                 self._best_from = self._n
             self._best = best = [level, step, sigma]
-        # the best is the lowest of many noisy medians: it sits below the level it stands for by about the
-        # largest of as many independent draws of their noise (measured now: the noise estimate taken with the
-        # best was picked along with it), so a rise is measured from there (the rise is dated from the plain
-        # margin, and called sustained only above this one too)
-        margin = max(cfg.divergence_rise_rel * abs(best[0]), _TREND_SIGMA * best[2])
+        # the best is the lowest of many noisy medians: below its level by about the largest of as many
+        # draws of their noise (measured now); a rise is dated from the plain margin, called sustained only
+        # above this one too. The bar: `detect.trend_rise`
+        margin = max(rise_rel(cfg, self.lr, best[1]) * abs(best[0]), _TREND_SIGMA * best[2])
         luck = lowest_of((self._n - self._best_from) / _EDGE)
         sure = margin + (luck * _MEDIAN_OF_EDGE * self._raw_sigma() if luck and len(self.noise) >= _EDGE else 0.0)
         # a rise starts at a record above the margin whose level (median of 8) is too, and lasts while the
@@ -203,6 +203,7 @@ class TrendDetector:
         elif sustained:
             # the onset is where the loss left its best level for good, not where that best was
             self._div = self._open_div(int(self._above_since), float(best[0]), step, v, "sustained")
+            self._div["rel"] = rise_rel(cfg, self.lr, best[1])  # the bar it rose over
         else:
             return []
         return [self._div_finding(self._div)]
@@ -263,7 +264,7 @@ class TrendDetector:
         f = self._div_finding(div)
         f.end_step = div["last_step"]
         level = self.recent.median() if len(self.recent) else None
-        if div["kind"] == "sustained" and came_back(div["base"], level, self.config):
+        if div["kind"] == "sustained" and came_back(div["base"], level, self.config, div.get("rel")):
             return self._slow_comeback(div, f, level)
         excess = div["peak"] - div["base"]
         frac = 1.0 if excess <= 0 else max(0.0, min(1.0, (div["peak"] - div["last"]) / excess))
