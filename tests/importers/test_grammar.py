@@ -45,7 +45,7 @@ def test_generated_logs_of_the_spent_held_out_part(log: lg.Log) -> None:
 
 
 @settings(max_examples=30, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(lg.logs(lg.HELD))
+@given(lg.logs(lg.SPENT4))
 def test_generated_logs_of_the_fourth_held_out_part(log: lg.Log) -> None:
     """The fourth held-out part (trainers the reader did not name: MaxText, detectron2, torchvision, YOLOX, MXNet,
     minGPT, TensorFlow, DeepSpeed-Chat …), looked at once and then tuned on, is development material now."""
