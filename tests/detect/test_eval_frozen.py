@@ -138,3 +138,13 @@ def test_the_stop_is_dated_against_the_descent_slowing_down() -> None:
              (256, 1.043950)]
     (f,) = _stops(evals)
     assert 128 < f.step < 160
+
+
+def test_a_late_move_is_judged_against_the_learning_before_it_not_the_untrained_start() -> None:
+    """A tiny GPT whose LR went to 0 at 286 (bench/gpt_runs frozen-s2): the evals at 280 and 320 still differ, so
+    the stop is after 280. "Barely moved" compared a move with the largest of the run, the untrained model's
+    first fall (4.54 -> 2.97: x120 a late move), so every late move read as the tail and the stop was dated 240."""
+    evals = [(0, 4.5355), (40, 2.9671), (80, 2.8197), (120, 2.7351), (160, 2.6465), (200, 2.6187), (240, 2.5706),
+             (280, 2.5810), (320, 2.5679), (360, 2.5679), (400, 2.5679), (440, 2.5679), (480, 2.5679)]
+    (f,) = _stops(evals)
+    assert 280 < f.step <= 320 and f.evidence["last_learning_eval"] == 320, f.message

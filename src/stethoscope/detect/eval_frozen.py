@@ -35,7 +35,8 @@ _MIN_BEFORE = 3  # evals before the repeats: a descent to compare with
 _DESCENT_TOLS = 100.0  # the largest fall before, in tolerances: a real descent, not a flat curve
 _TAIL = 0.25  # after the stop, each eval moves under this share of the move before (the momentum running out;
 # a converging curve slows down by less than that from one eval to the next)
-_TINY = 0.01  # ...or under this share of the largest move: the eval barely moved, learning or not
+_TINY = 0.01  # ...or under this share of the largest of the `_RECENT` moves before: it barely moved
+_RECENT = 3
 _SURE_DIGITS = 6  # a print this precise repeats by chance only when the weights stand still
 _SCHEDULE_END = 0.1  # an LR under this share of its peak: the schedule's end (annealing), not a stop
 _KEPT = 256  # evals kept (a run evaluates rarely)
@@ -125,13 +126,13 @@ class EvalFrozen:
 
 def _in_tail(moves: list[float], i: int, k0: int) -> bool:
     """Is moves[i] (the fall into eval i + 1) part of the momentum's tail after the stop? When it barely moved
-    (`_TINY` of the largest move); when it is under `_TAIL` of the move the curve would have made still
+    (`_TINY` of the largest of the `_RECENT` moves before it); when it is under `_TAIL` of the move the curve would have made still
     learning (the move before, slowed by the curve's own deceleration: a descent that slows from one eval to the
     next would otherwise read as a stop); or when it is a rise right after a fall and the move after it shrank
     to under `_TAIL` of it: the momentum carrying the weights past the eval's minimum, then running out."""
     here, before = abs(moves[i]), abs(moves[i - 1])
-    if here <= _TINY * max(abs(m) for m in moves):
-        return True
+    if here <= _TINY * max(abs(m) for m in moves[max(0, i - _RECENT):i]):  # of the learning just before, not
+        return True  # the untrained start's first fall (x100 a late move: every late move read as "barely")
     slowing = min(1.0, before / abs(moves[i - 2])) if i >= 2 and moves[i - 2] else 1.0
     if here <= _TAIL * before * slowing:
         return True
