@@ -176,9 +176,10 @@ def _loss(words: list[str], namespace: str | None) -> Resolved | None:
             {"cross", "entropy"} <= set(words) or _EVAL_LOSS_WORDS & set(words)) and \
             not set(words) - _FILLER - {"cross", "entropy", "lm", "token"} - _EVAL_LOSS_WORDS:
         return Resolved(CROSS_ENTROPY)  # OpenNMT's `xent`: the loss by its maths, when no loss is named
-    # a loss named by its maths too is the loss (MXNet's `nll-loss`, `ce_loss`, `cross_entropy_loss`)
-    rest = set(words) - _FILLER - _PER_STEP_LOSS - {"samples", "reduced", "lm", "loss", "total", "cross", "entropy"} \
-        - _EVAL_LOSS_WORDS
+    # a loss named by its maths too is the loss (MXNet's `nll-loss`, `ce_loss`, `cross_entropy_loss`); a loss under
+    # the name of the model trained is the loss (Chainer's reporter: `main/loss`, `validation/main/loss`)
+    rest = set(words) - _FILLER - _PER_STEP_LOSS - {"samples", "reduced", "lm", "loss", "total", "cross", "entropy",
+                                                    "main"} - _EVAL_LOSS_WORDS
     if namespace == "eval":
         rest -= {"epoch"}  # Lightning's val_loss_epoch: an eval is one value per epoch anyway
     if "loss" not in words or rest - {"scale"}:

@@ -162,8 +162,16 @@ def _has_loss(run: ImportedRun) -> bool:
     return LOSS in (columns.labels if hasattr(columns, "labels") else set(columns.names))
 
 
+def _table(path: Path, head: str) -> ImportedRun | None:
+    """The run of a table printed row by row, when the head holds one (`texttable`), else None."""
+    from stethoscope.importers.texttable import TextTableImporter, find_header
+
+    return TextTableImporter().read(path) if find_header(head.splitlines()[:2000]) is not None else None
+
+
 def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:
-    """`run` (read by a dedicated text importer) or, when it holds no step, what the general reader reads.
+    """`run` (read by a dedicated text importer) or, when it holds no step, what the table reader or the
+    general reader reads.
     A textlog run read from progress bars alone (a checkpoint-loading bar in a log of another shape) is
     compared with the general reader's, and the one with more steps is kept. The whole file is read again
     only when its head has a step line the general reader can read."""
@@ -173,9 +181,14 @@ def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:
     head = read_head(path)
     if not is_text(head):
         return run
-    if _evidence(head)[0] == 0:  # no step line in its head: only the closest shape is wanted (a bar log of GBs)
-        run.meta.setdefault("closest", _head_run(path).meta.get("closest"))
-        return run
+    table = _table(path, head)  # a metrics table with bars between its rows (fastai's epoch table, an eval's bar)
+    if table is not None and (_has_loss(table), table.steps) > (_has_loss(run), run.steps):
+        return table
+    if _evidence(head)[0] == 0:  # no step line in its head: only the closest shape is wanted (a bar log of GBs),
+        head_run = _head_run(path)  # unless the bars gave no loss and its head has records all the same (an
+        if _has_loss(run) or not _has_loss(head_run):  # epoch's, with bars between)
+            run.meta.setdefault("closest", head_run.meta.get("closest"))
+            return run
     general = ConsoleImporter().read(path)
     if (_has_loss(general), general.steps) > (_has_loss(run), run.steps):  # bars without a loss (an eval's)
         # among step lines with one are not the training's steps, however many they are

@@ -211,11 +211,13 @@ def _progress(m: re.Match[str], state: _State) -> Parsed:
 
 
 def _pairs(text: str) -> list[tuple[str, str]]:
+    """A bar's postfix `key=value` pairs; a value is its first figure (a bracketed one after it is a running
+    average or a time: `loss=2.34 (2.41)`)."""
     out = []
     for item in text.split(","):
         key, sep, value = item.partition("=")
         if sep:
-            out.append((key.strip(), value.strip()))
+            out.append((key.strip(), value.split(" (", 1)[0].strip()))
     return out
 
 

@@ -31,10 +31,6 @@ def _clean(line: str) -> str:
     return ANSI.sub("", line) if "\x1b" in line else line
 
 
-def _cells(line: str) -> list[str]:
-    return _clean(line).split()
-
-
 def _step_column(header: list[str]) -> int | None:
     key = step_key(header) or ("epoch" if "epoch" in header else None)
     return header.index(key) if key else None
@@ -42,6 +38,26 @@ def _step_column(header: list[str]) -> int | None:
 
 def _is_header(cells: list[str]) -> bool:
     return len(cells) >= 2 and all(_NAME_CELL.match(c) for c in cells) and _step_column(cells) is not None
+
+
+def _header_at(line: str) -> int | None:
+    """Where a header starts in `line` (ANSI-free): at 0, or after what a console prints before every line
+    (a date, a logger, a rank tag: `2024-07-24 11:20:33 INFO:root:epoch  train_loss ...`), its names the
+    line's last cells; None when the line holds no header."""
+    cells = line.split()
+    if not cells or not _NAME_CELL.match(cells[-1]):  # (most lines: a number last)
+        return None
+    k = next((i + 1 for i in range(len(cells) - 1, -1, -1) if not _NAME_CELL.match(cells[i])), 0)
+    names = cells[k:]  # the line's last cells that are names: the header's, if it is one
+    if _is_header(names):
+        return 0 if k == 0 else [m.start() for m in re.finditer(r"\S+", line)][k]  # (leading blanks: the table's)
+    if k:  # a prefix glued to the first name: `INFO:root:epoch`, `[rank0]:epoch`
+        first = cells[k - 1]
+        glued = max(first.rfind(":"), first.rfind("]"), first.rfind(">"))
+        if 0 <= glued < len(first) - 1 and _NAME_CELL.match(first[glued + 1:]) and \
+                _is_header([first[glued + 1:], *names]):
+            return [m.start() for m in re.finditer(r"\S+", line)][k - 1] + glued + 1
+    return None
 
 
 def _spans(header: str, rule: str | None) -> list[tuple[int, int]]:
@@ -64,17 +80,32 @@ def _row(line: str, spans: list[tuple[int, int]], at: int) -> list[str | None] |
     return cells if step is not None and step.is_integer() else None
 
 
-def _table_at(lines: list[str], i: int) -> tuple[list[str], list[tuple[int, int]], int] | None:
-    """(names, spans, index of the first row) when line i is a header followed (past a rule) by a row."""
-    names = _cells(lines[i])
-    if not _is_header(names):
+def _body(line: str, head: str) -> str | None:
+    """A line's text in the table's columns: past the prefix its header had (`head`: the same width and
+    last character; a line without it is no row)."""
+    line = _clean(line)
+    if not head:
+        return line
+    return line[len(head):] if line[len(head) - 1:len(head)] == head[-1:] else None
+
+
+def _table_at(lines: list[str], i: int) -> tuple[list[str], list[tuple[int, int]], int, str] | None:
+    """(names, spans, index of the first row, the prefix before the header's names) when line i is a header
+    followed (past a rule) by a row."""
+    text = _clean(lines[i])
+    at = _header_at(text)
+    if at is None:
         return None
+    head = text[:at]
+    names = text[at:].split()
     j, rule = i + 1, None
-    if j < len(lines) and _RULE.match(lines[j]) and lines[j].strip():
-        rule, j = _clean(lines[j]), j + 1
-    spans = _spans(_clean(lines[i]), rule)
-    if j < len(lines) and _row(_clean(lines[j]), spans, _step_column(names) or 0) is not None:
-        return names, spans, j
+    body = _body(lines[j], head) if j < len(lines) else None
+    if body is not None and _RULE.match(body) and body.strip():
+        rule, j = body, j + 1
+        body = _body(lines[j], head) if j < len(lines) else None
+    spans = _spans(text[at:], rule)
+    if body is not None and _row(body, spans, _step_column(names) or 0) is not None:
+        return names, spans, j, head
     return None
 
 
@@ -95,21 +126,23 @@ class TextTableImporter:
         lines = read_text(path).splitlines()
         table, keeper, names = PointTable(), LineKeeper(), FileNames()
         header: list[str] = []
+        head = ""
         spans: list[tuple[int, int]] = []
         columns: list[tuple[int, str]] = []
         at = 0
         for number, line in enumerate(lines, 1):
-            found = _table_at(lines, number - 1) if _is_header(_cells(line)) else None
+            found = _table_at(lines, number - 1) if _header_at(_clean(line)) is not None else None
             if found is not None:
-                header, spans, _ = found
+                header, spans, _, head = found
                 at = _step_column(header) or 0
                 columns = [(i, names(c).name) for i, c in enumerate(header) if i != at]
                 continue
-            cells = _row(_clean(line), spans, at) if spans and not _RULE.match(line) else None
+            body = _body(line, head) if spans else None
+            cells = _row(body, spans, at) if body is not None and not _RULE.match(body) else None
             if cells is not None:
                 values = {name: cells[i] for i, name in columns if to_float(cells[i] or "") is not None}
                 table.add_row(number, int(float(cells[at] or 0)), None, *scaled_row(values, names.scales))
-            elif line.strip() and not (_RULE.match(line) and spans):
+            elif line.strip() and not (body is not None and _RULE.match(body)):
                 keeper.offer(number, line, None)
         built, rejected = table.build_columns()
         return ImportedRun(str(path), NAME, None, {"columns": header}, describe(rejected, lambda ln: f"{path}:{ln}"),

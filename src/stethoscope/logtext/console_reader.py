@@ -25,6 +25,7 @@ from stethoscope.logtext.console_walk import walk
 from stethoscope.logtext.loglines import LineKeeper
 from stethoscope.logtext.stand_ins import stand_ins
 from stethoscope.logtext.table import Layout, PointTable, Rejected, describe
+from stethoscope.records import LOSS
 
 if TYPE_CHECKING:
     from stethoscope.logtext.coded import CodedColumns, RowBlock
@@ -37,6 +38,19 @@ NATIVE_PIECE_BYTES = 1 << 22  # the scanner's columns: smaller pieces, so that t
 MIN_STRETCH = 32  # interleaved shapes: read a shape at a time from this many lines on
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
 SUMMARY = "train_runtime"  # the HF Trainer's end-of-run summary dict: not a step
+
+
+def _epoch_step(pairs: list[Any], line: Line) -> int | None:
+    """The epoch of a line that prints a whole epoch before its train loss and no finer counter (SpeechBrain's
+    `epoch: 1, lr: 1.00e+00 - train loss: 2.34 - valid loss: 2.10`), else None."""
+    names = [n[0] for n, _ in pairs]
+    if line.eval or LOSS not in names:
+        return None
+    # the epoch's key may keep words of a prefix the line did not shed (`rank0: epoch: 1`, `... stdout F epoch: 1`)
+    at = next((i for i, (_, v) in enumerate(pairs) if v.key[-5:].lower() == "epoch" and v.key[-6:-5] in ("", " ")),
+              None)
+    text = pairs[at][1].text if at is not None else ""
+    return int(text) if at is not None and at < names.index(LOSS) and text.isdigit() else None
 
 
 class ConsoleReader:
@@ -54,6 +68,8 @@ class ConsoleReader:
         self.ranks: Counter[str] = Counter()
         self.bar: tuple[int, int, int] | None = None  # (offset, last raw counter, total) of a per-epoch bar
         self.ordinal = 0
+        self.epoch_row = False  # the line read last took its epoch for its step (`_epoch_step`)
+        self.loss_steps = 0  # records with a train loss and a step counter (then no epoch is a step)
         self.counts: list[tuple[int, int | None, int, int]] = []  # a sample counter's (record, epoch, count, total)
         self.epochs = EpochCounter()
         self.last_row = 0
@@ -322,7 +338,8 @@ class ConsoleReader:
         names = [resolve(self.names, v.key, v.unit, line.eval) for v in line.values]
         pairs = [(n, v) for n, v in zip(names, line.values) if n is not None]
         evals = [(n, v) for n, v in pairs if n[0].startswith("eval/")]
-        if evals and line.step is None and not line.record and not line.progress:
+        if evals and line.step is None and not line.record and not line.progress and (
+                self.loss_steps or _epoch_step(pairs, line) is None):  # (an epoch's record holds both)
             pairs = evals  # `loss=0.5 val_loss=0.7` after step N: the eval's at N (the train loss is N's own)
         step = self._step_of(number, text, line, pairs)
         if step is None or not pairs:
@@ -333,10 +350,13 @@ class ConsoleReader:
         self._table().add_row(number, step, line.time, layout, values)
         self.last_row = number
         self.step_lines += line.step is not None
+        self.loss_steps += line.step is not None and LOSS in layout.names
         self.shapes[layout.names] += line.step is not None
-        self._learn(text, original, line, layout, [v for _, v in pairs])
+        if not self.epoch_row:
+            self._learn(text, original, line, layout, [v for _, v in pairs])
 
     def _step_of(self, number: int, text: str, line: Line, pairs: list[Any]) -> int | None:
+        self.epoch_row = False
         if line.step is not None:
             before = self.last_step
             raw = line.step if line.epoch is None else self.epochs.step(line.epoch, line.step, line.total)
@@ -359,6 +379,10 @@ class ConsoleReader:
         if line.body.lstrip().startswith("{"):
             self.ordinal += 1
             return self.ordinal
+        epoch = _epoch_step(pairs, line) if not self.loss_steps else None
+        if epoch is not None:  # one record an epoch, nothing finer printed: its step is the epoch (its shape
+            self.last_step, self.epoch_row = epoch, True  # is not learnt: a template reads no epoch as a step)
+            return epoch
         self._near("metrics without a step counter", number, text)
         return None
 
