@@ -61,6 +61,7 @@ class OverfitDetector:
         step = record.step
         if self._first_step is None:
             self._first_step = step
+        back = self._went_back(step)
         self._last_step = step
         t = record.values.get(LOSS)
         if t is not None and math.isfinite(t):
@@ -78,8 +79,8 @@ class OverfitDetector:
             ppl = record.values.get(EVAL_PPL)
             v = math.log(ppl) if ppl is not None and math.isfinite(ppl) and ppl > 0 else None
         if v is None or not math.isfinite(v):
-            return []
-        out = self._on_eval(step, v)
+            return back
+        out = back + self._on_eval(step, v)
         stopped = self.frozen.update(step, v, self._lr, err)
         if stopped is None:
             return out
@@ -87,6 +88,25 @@ class OverfitDetector:
             stopped.message += f" (evals recovered from the log's running mean over {self.means.window} evals)"
             stopped.evidence["eval_loss_window"] = self.means.window
         return out + [stopped] + self._judged_before(stopped)
+
+    def _went_back(self, step: int) -> list[Finding]:
+        """The steps went back (a resume from an earlier checkpoint, or another run, a seed, appended to the same
+        log from its start): a best eval at or after that step belongs to the branch the run left, so the evals
+        from here on are judged against their own best (an incident open on the old branch is closed as it stood).
+        A best before the restart is the new session's history too (its checkpoint was resumed past) and stays."""
+        best = self._best
+        if self._last_step is None or step >= self._last_step or best is None or best["step"] < step:
+            return []
+        out: list[Finding] = []
+        if self._open is not None:
+            f = self._finding(self._open)
+            f.end_step = self._last_eval_step
+            out.append(f)
+        self._best, self._since_best, self._open = None, [], None
+        self.evals = Window(_EVAL_WINDOW)
+        self.train = StepEma(self.train.halflife)
+        self._min_train = None
+        return out
 
     def _judged_before(self, stopped: Finding) -> list[Finding]:
         """The weights stopped changing: an open overfitting incident is judged on the evals before the stop only.

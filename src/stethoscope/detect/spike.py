@@ -24,7 +24,7 @@ from stethoscope.detect.blowup import lr_blowup
 from stethoscope.detect.comeback import came_back, recovered_fraction, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
-from stethoscope.detect.spike_track import Track
+from stethoscope.detect.spike_track import Track, calm_before, echo
 from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.findings.catalogue import DIVERGENCE, GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SPIKE
 from stethoscope.records import GRAD_NORM, LOSS, LR, Finding, StepRecord
@@ -244,6 +244,7 @@ class SpikeDetector:
             "severity": "warning" if rel >= self.config.loss_spike_warn_rel and n >= _MIN_WARN_HISTORY else "info",
             "causes": self._causes(step, values), "lr": values.get(LR),
         }
+        inc["calm_before"] = calm_before(self.loss, level, max(2.0 * inc["data_sigma"], self.config.recover_rel * abs(level)))
         z = (v - level) / sigma if sigma else math.inf
         if inc["severity"] == "warning" and not (v >= _REAL_SPIKE_RATIO * level and z >= 2 * self.config.spike_sigma):
             inc["severity"], inc["held"] = "info", "warning"  # a blip that comes straight back is a hard batch:
@@ -321,7 +322,7 @@ class SpikeDetector:
         out = []
         z = (inc["peak"] - inc["level"]) / inc["sigma"] if inc["sigma"] else math.inf
         real = inc["peak"] >= _REAL_SPIKE_RATIO * inc["level"] and z >= 2 * self.config.spike_sigma
-        if inc["records"] <= _BLIP_RECORDS and not real:
+        if (inc["records"] <= _BLIP_RECORDS or echo(inc)) and not real:
             inc["severity"] = "info"  # a one-record blip that came straight back and was not huge: a hard batch
             inc.pop("held", None)
         self._release(inc)
@@ -450,3 +451,4 @@ def _mark_expected(f: Finding, reset: int) -> Finding:
     f.causes = [f"resume or schedule restart at step {reset} (new data or a fresh schedule)"]
     f.evidence["expected"] = True
     return f
+

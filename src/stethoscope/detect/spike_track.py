@@ -60,3 +60,21 @@ class Track:
         self.recent.load_state_dict(state["recent"])
         self.incident = state.get("incident")
         self.sigma_age = 0
+
+
+def calm_before(t: Track, level: float, tol: float) -> bool:
+    """Did the newest record come out of the blue, not top records already risen? Risen: the two records before it
+    both above the level by more than `tol` (the recovery bar). One such record is the noise's tail (a per-batch
+    loss has heavy tails: 1 in 20); two in a row are a lead-up."""
+    seen = t.recent.items()[-3:-1]
+    return bool(seen) and not (len(seen) == 2 and all(v > level + tol for _, v in seen))
+
+
+def echo(inc: dict[str, Any]) -> bool:
+    """A hard batch and its echo: a loss spike out of the blue (`calm_before`) that peaked on its first record, the
+    one after it (the step that applies the update the bad batch's gradient made, still in the optimizer's
+    momentum) lower, falling back, and the next back at the level. The run undid it by itself in two steps, as a
+    one-record blip does: no one needs to act. A spike that holds or builds on its second record, or that tops
+    records already risen (a climb peaking, e.g. after an LR jump), is no echo."""
+    return (inc["records"] <= 2 and inc["peak_step"] == inc["start"] and inc.get("calm_before", False)
+            and inc["level"] < inc["last"] < inc["first"])

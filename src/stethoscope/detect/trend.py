@@ -231,9 +231,8 @@ class TrendDetector:
             r.setdefault("onset", step)
         if r["rises"] < 3:
             return None
-        total = v - r["value"]
         noise = self._raw_sigma() if len(self.noise) >= _EDGE else 0.0
-        climb = v - r.get("base", r["value"])
+        total = climb = v - r["base"]  # from the level left, not a low outlier
         # a climb, not one jump at the end of some wiggles (that is a spike's business)
         if climb >= max(self.config.runaway_rise_rel * abs(r["value"]), 6 * noise) and r["biggest"] <= 2 / 3 * total:
             return r
