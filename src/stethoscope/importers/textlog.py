@@ -147,13 +147,14 @@ def _llmc_val(m: re.Match[str], state: _State) -> Parsed:
 def _modded(m: re.Match[str], state: _State) -> Parsed:
     step = int(m["step"])
     values: Values = {}
-    _put(values, LOSS if m["kind"] == "train_loss" else EVAL_LOSS, m["loss"])
+    # later records print no train loss on a train step (`step:5/1770 train_time:400ms step_avg:80ms`): its time
+    _put(values, EVAL_LOSS if m["kind"] == "val_loss" else LOSS, m["loss"])
     _put(values, "perf/train_time_s", m["time"], 0.001)
     avg = _num(m["avg"])
     if avg is not None and math.isfinite(avg):  # `step_avg:nanms` before timing starts: not a value
         values["perf/step_avg_s"] = avg / 1000.0
     train_time = float(m["time"])
-    if m["kind"] == "train_loss":
+    if m["kind"] != "val_loss":
         last = state.train_time
         if last is not None and step > last[0] and train_time >= last[1]:
             values[STEP_TIME] = (train_time - last[1]) / (step - last[0]) / 1000.0
@@ -273,7 +274,7 @@ _DIALECTS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str], _State], Pa
     ("llmc", re.compile(rf"^s:(?P<step>\d+) (?P<kind>trl|tel|eval):(?P<value>{_NUM})(?: lr:(?P<lr>{_NUM}))?"
                         rf"(?: norm:(?P<norm>{_NUM}))?"), _llmc_main),
     ("llmc", re.compile(rf"^val loss (?P<val>{_NUM})\s*$"), _llmc_val),
-    ("modded_nanogpt", re.compile(rf"\bstep:(?P<step>\d+)/\d+ (?P<kind>train_loss|val_loss):(?P<loss>{_NUM}) "
+    ("modded_nanogpt", re.compile(rf"\bstep:(?P<step>\d+)/\d+ (?:(?P<kind>train_loss|val_loss):(?P<loss>{_NUM}) )?"
                                   r"train_time:(?P<time>\d+(?:\.\d+)?)ms step_avg:(?P<avg>\S+?)ms"), _modded),
     ("nanochat", re.compile(r"\bstep (?P<step>\d+)(?:/\d+)? \([\d.]+%\) \|(?P<fields>.*)$"), _nanochat),
     ("nanochat", re.compile(rf"\bStep (?P<step>\d+) \| (?P<what>[\w ]+?): (?P<value>{_NUM})\s*$"), _nanochat_eval),
