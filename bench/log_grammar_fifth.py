@@ -7,7 +7,8 @@ engine and throughput-timer lines, Lightning's validate table and checkpoint mes
 defaults, Ray Train's worker prefix, SageMaker's MPI prefix, `kubectl logs --timestamps` and `aws logs tail`.
 
 Each function takes the fifth part's names and hands any other to `log_grammar_forms` (the parts before
-render as they did)."""
+render as they did). The part was fixed before it was scored, scored once (85.35% recovered, 4.75% refused,
+9.85% partial, 0.05% misread of 2,000 logs) and then tuned on: it is spent."""
 
 from __future__ import annotations
 

@@ -131,3 +131,10 @@ def test_a_bar_postfix_value_is_its_first_figure(after: str) -> None:
              for i in range(10, 200, 10)]
     loss = series(read_text("\n".join(lines) + "\n"), LOSS)
     assert sorted(loss) == list(range(10, 200, 10)) and loss[20] == pytest.approx(_loss(20))
+
+
+def test_epoch_records_of_a_cross_entropy_are_numbered_by_their_epochs() -> None:
+    """An epoch record whose loss is named by its maths (`xent: 4.62`, no loss named) is an epoch's record too."""
+    text = "".join(f"epoch: {e}, lr: 1.00e-03 - xent: {_loss(e):.4f} - valid loss: 3.31\n" for e in range(1, 13))
+    loss = series(read_text(text), LOSS)
+    assert sorted(loss) == list(range(1, 13)) and loss[2] == pytest.approx(_loss(2))

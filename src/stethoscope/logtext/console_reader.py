@@ -25,6 +25,7 @@ from stethoscope.logtext.console_walk import walk
 from stethoscope.logtext.loglines import LineKeeper
 from stethoscope.logtext.stand_ins import stand_ins
 from stethoscope.logtext.table import Layout, PointTable, Rejected, describe
+from stethoscope.detect.names import CROSS_ENTROPY
 from stethoscope.records import LOSS
 
 if TYPE_CHECKING:
@@ -44,13 +45,14 @@ def _epoch_step(pairs: list[Any], line: Line) -> int | None:
     """The epoch of a line that prints a whole epoch before its train loss and no finer counter (SpeechBrain's
     `epoch: 1, lr: 1.00e+00 - train loss: 2.34 - valid loss: 2.10`), else None."""
     names = [n[0] for n, _ in pairs]
-    if line.eval or LOSS not in names:
+    loss = LOSS if LOSS in names else CROSS_ENTROPY  # (OpenNMT's `xent`: the loss when none is named)
+    if line.eval or loss not in names:
         return None
     # the epoch's key may keep words of a prefix the line did not shed (`rank0: epoch: 1`, `... stdout F epoch: 1`)
     at = next((i for i, (_, v) in enumerate(pairs) if v.key[-5:].lower() == "epoch" and v.key[-6:-5] in ("", " ")),
               None)
     text = pairs[at][1].text if at is not None else ""
-    return int(text) if at is not None and at < names.index(LOSS) and text.isdigit() else None
+    return int(text) if at is not None and at < names.index(loss) and text.isdigit() else None
 
 
 class ConsoleReader:
