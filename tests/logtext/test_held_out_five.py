@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from stethoscope.detect.names import recognize
-from stethoscope.records import EVAL_LOSS, LOSS
+from stethoscope.records import EVAL_LOSS, LOSS, STEP_TIME
 from tests.importers.series import read_text, series
 
 LINES = [12, 3000]
@@ -138,3 +138,16 @@ def test_epoch_records_of_a_cross_entropy_are_numbered_by_their_epochs() -> None
     text = "".join(f"epoch: {e}, lr: 1.00e-03 - xent: {_loss(e):.4f} - valid loss: 3.31\n" for e in range(1, 13))
     loss = series(read_text(text), LOSS)
     assert sorted(loss) == list(range(1, 13)) and loss[2] == pytest.approx(_loss(2))
+
+
+@pytest.mark.parametrize("n", LINES)
+def test_a_time_in_brackets_after_the_step_counter_covers_the_steps_since_the_last_record(n: int) -> None:
+    """TensorFlow's LoggingTensorHook (every_n_iter=100): `loss = 2.3, step = 1000 (41.234 sec)` is the time of
+    the 100 steps since the last line: 0.412 s a step, not 41 s. A time after the loss, not the counter (the
+    MNIST tutorial's `Step 100: loss = 2.30 (0.012 sec)`), is one step's."""
+    lines = [f"INFO:tensorflow:loss = {_loss(s // 100)}, step = {s} (41.234 sec)" for s in range(100, 100 * n + 1, 100)]
+    run = read_text("\n".join(lines) + "\n")
+    assert series(run, STEP_TIME)[300] == pytest.approx(0.41234) and 100 not in series(run, STEP_TIME)
+    assert series(run, LOSS)[300] == pytest.approx(_loss(3))
+    tutorial = "".join(f"Step {s}: loss = {_loss(s):.4f} (0.012 sec)\n" for s in range(100, 100 * n + 1, 100))
+    assert series(read_text(tutorial), STEP_TIME)[300] == pytest.approx(0.012)

@@ -21,6 +21,7 @@ CLOCK_NAMES = {"step avg (ms)": ("perf/step_avg_s", 1e-3), "train time (ms)": (C
                "train time (s)": (CLOCK, 1.0)}
 A_TIME = "perf/time_s"  # a plain time on step lines (`A_TIME|time`) until `settle_times` names it
 _PART = 3.0  # two step times on a line: one this many times the other's is the step, the other a part of it
+STEPS_TIME = "perf/steps_time_s"  # the time of the steps since the last record (TensorFlow's `step = N (41.2 sec)`)
 UNITLESS_STEP = "perf/step_time_units"  # a step time without a unit (`UNITLESS_STEP|iter time`): ms or s
 
 
@@ -78,10 +79,27 @@ def times_named(columns: Any, used: set[str]) -> Any:
         columns = Columns(*columns)
         settle_times(columns)
         used = set(columns.names)
+    if STEPS_TIME in used and STEP_TIME not in used:
+        columns = Columns(*columns)
+        step_time_from_intervals(columns)
+        used = set(columns.names)
     if CLOCK in used and STEP_TIME not in used:
         columns = Columns(*columns)  # the list form: step times are appended to it
         step_time_from_clock(columns)
     return columns
+
+
+def step_time_from_intervals(columns: Columns) -> None:
+    """Step times from the times of the steps since the last record: each over the steps it covers (a hook
+    that logs every 100 steps prints 100 steps' time); appended after the logged points."""
+    last: int | None = None
+    for name, step, value, time in list(zip(*columns)):
+        if name != STEPS_TIME:
+            continue
+        if last is not None and step > last:
+            for column, item in zip(columns, (STEP_TIME, step, value / (step - last), time)):
+                column.append(item)
+        last = step
 
 
 def step_time_from_clock(columns: Columns) -> None:

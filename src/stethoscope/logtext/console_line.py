@@ -80,6 +80,9 @@ _SETTING = re.compile(r"\b(?i:total|max|maximum|num|number\s+of|warmup|warm-up|a
 # A counter after `for` names the step a line reports on, written after it (TensorFlow's `Saving dict for global
 # step 10: accuracy = 0.91, loss = 0.3`: the evaluation at step 10), not that step's own record.
 _EPOCH_BEFORE = re.compile(r"\b(?i:epoch)\s*[:=#]?\s*\[\s*$")
+# A time in brackets right after a step counter: the time of the steps since the last record (`console_clock`).
+_STEPS_TIME = re.compile(r"\s*\(\s*(\d+\.?\d*)\s*(?:sec|s)\s*\)")
+STEPS_TIME_KEY = "time of the steps since the last record"
 _FOR = re.compile(r"\bfor\s+(?:the\s+)?(?:global[_ ])?$", re.IGNORECASE)
 # An epoch before a counter: `Epoch 2`, `epoch=2`, `Epoch(train) [2]`, `Epoch 2/90` (with the number of epochs).
 _EPOCH = re.compile(r"\b(?i:epoch)\b\s*(?:\(\w+\)\s*)?[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?")
@@ -210,6 +213,10 @@ def parse(text: str) -> Line:
     span = step.span() if step else own_span
     cut = (span[0] + pos, span[1] + pos) if span else (len(text), len(text))
     out.values = _values(text, pos, cut)
+    after = _STEPS_TIME.match(text, cut[1]) if step else None
+    if after:  # TensorFlow's `loss = 2.3, step = 1000 (41.234 sec)`: the time of the steps since the last record
+        at = _token_index(text, after.start(1))
+        out.values = [Value(STEPS_TIME_KEY, v.text, v.unit, v.token) if v.token == at else v for v in out.values]
     if out.eval and step is None:  # when an eval ran, not what it measured (Ignite's `... - Epoch[1] Avg loss: 0.5`)
         out.values = [v for v in out.values if v.key.lower() != "epoch"]
     return out

@@ -6,8 +6,8 @@ whose name gives no unit (`iter_time: 250`) is settled later too, by its magnitu
 from __future__ import annotations
 
 from stethoscope.detect.names import names_time_unit
-from stethoscope.logtext.console_clock import CLOCK_NAMES, UNITLESS_STEP, time_name
-from stethoscope.logtext.console_line import MAGNITUDE, key_name
+from stethoscope.logtext.console_clock import CLOCK_NAMES, STEPS_TIME, UNITLESS_STEP, time_name
+from stethoscope.logtext.console_line import MAGNITUDE, STEPS_TIME_KEY, key_name
 from stethoscope.logtext.names import metric
 from stethoscope.records import STEP_TIME
 
@@ -21,6 +21,8 @@ def resolve(cache: Names, key: str, unit: str, eval_line: bool) -> tuple[str, fl
         raw = key_name(key, unit)
         if raw is None:
             cache[at] = None
+        elif key == STEPS_TIME_KEY:
+            cache[at] = (STEPS_TIME, 1.0)
         elif raw in CLOCK_NAMES:
             cache[at] = CLOCK_NAMES[raw]
         else:
