@@ -106,3 +106,27 @@ def test_a_spike_on_top_of_records_already_risen_is_still_a_warning(tmp_path):
     out = {1198: 4.12, 1199: 4.15, 1200: 5.35, 1201: 4.8}
     d = _diagnose(tmp_path, _noisy_run(total, out))
     assert [a for a in _alarms(d) if a.startswith("loss_spike")], [f.message for f in d.findings]
+
+
+def _val_s(step: int, total: int, loss: float) -> str:
+    return f"step:{step}/{total} val_loss:{loss:.5f} train_time:{step * 0.195:.3f}s step_avg:195.46ms"
+
+
+def test_evals_still_falling_by_their_last_digits_at_the_schedule_end_are_not_frozen(tmp_path):
+    # evals every 2 steps at the end of an LR cooldown: 3.27750, 3.27748, 3.27746, 3.27744 move less than
+    # 1e-5 of the loss, but each is printed lower than the one before: the model still learns, slowly
+    total = 3000
+    lines = [_val_s(s, total, 3.2775 + 1.2 * 0.998 ** s) for s in range(0, 2900, 100)]
+    tail = [3.27790, 3.27783, 3.27776, 3.27770, 3.27764, 3.27759, 3.27754, 3.27750, 3.27748, 3.27746, 3.27744]
+    lines += [_val_s(2980 + 2 * i, total, v) for i, v in enumerate(tail)]
+    d = _diagnose(tmp_path, lines)
+    assert not [a for a in _alarms(d) if a.startswith("frozen")], _alarms(d)
+
+
+def test_evals_repeating_one_printed_value_are_still_frozen(tmp_path):
+    # the rule above needs a printed fall: the same 6-digit value again and again is a model standing still
+    total = 3000
+    lines = [_val_s(s, total, 3.2775 + 1.2 * 0.999 ** s) for s in range(0, 2000, 100)]
+    lines += [_val_s(s, total, 3.44123) for s in range(2000, 2600, 100)]
+    d = _diagnose(tmp_path, lines)
+    assert [a for a in _alarms(d) if a.startswith("frozen")], [f.message for f in d.findings]

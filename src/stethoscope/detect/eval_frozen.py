@@ -40,6 +40,7 @@ _RECENT = 3
 _SURE_DIGITS = 6  # a print this precise repeats by chance only when the weights stand still
 _SCHEDULE_END = 0.1  # an LR under this share of its peak: the schedule's end (annealing), not a stop
 _KEPT = 256  # evals kept (a run evaluates rarely)
+_FALLING_UNITS = 1  # a fall the print shows (a unit of its last digit or more), at a pace that holds
 
 
 class EvalFrozen:
@@ -81,6 +82,8 @@ class EvalFrozen:
             k0 -= 1
         needed = _MIN_SAME_SURE if _digits(last, _err(ev[-1])) >= _SURE_DIGITS else _MIN_SAME
         if len(ev) - k0 < needed or k0 < _MIN_BEFORE:
+            return None
+        if _still_falling(ev[k0 - 1:], printed, _digits(last, _err(ev[-1]))):
             return None
         lr = ev[k0][2]
         if math.isfinite(lr) and (lr <= 0.0 or (self.peak_lr > 0 and lr < _SCHEDULE_END * self.peak_lr)):
@@ -138,6 +141,21 @@ def _in_tail(moves: list[float], i: int, k0: int) -> bool:
         return True
     after = abs(moves[i + 1]) if i + 1 < k0 else 0.0
     return moves[i] < 0 < moves[i - 1] and after <= _TAIL * here
+
+
+def _still_falling(pts: list[list[float]], printed: float, digits: int) -> bool:
+    """The eval before the repeats and the repeats ("the same" to the tolerance), yet printed falling by
+    `_FALLING_UNITS` units of the last printed digit in all, at a pace per step that holds (no move under `_TAIL` of
+    the one before, per step: evals a step or two apart near the end move little per eval): still learning, slowly
+    (an LR annealing to the schedule's end), not a stop, whose momentum tail collapses from one eval to the next.
+    A last repeat of one value is the print's resolution when it has at most `_SURE_DIGITS` digits."""
+    same = [p[1] for p in pts[1:]]
+    if round((same[0] - same[-1]) / (2 * printed)) < _FALLING_UNITS:
+        return False
+    rates = [(a[1] - b[1]) / max(1.0, b[0] - a[0]) for a, b in zip(pts, pts[1:])]
+    if rates[-1] == 0 and digits <= _SURE_DIGITS:
+        rates.pop()
+    return all(r > 0 for r in rates) and all(b >= _TAIL * a for a, b in zip(rates, rates[1:]))
 
 
 def _err(e: list[float]) -> float:
