@@ -149,11 +149,12 @@ def _modded(m: re.Match[str], state: _State) -> Parsed:
     values: Values = {}
     # later records print no train loss on a train step (`step:5/1770 train_time:400ms step_avg:80ms`): its time
     _put(values, EVAL_LOSS if m["kind"] == "val_loss" else LOSS, m["loss"])
-    _put(values, "perf/train_time_s", m["time"], 0.001)
+    to_ms = 1.0 if m["unit"] == "ms" else 1000.0  # the optimization track prints `train_time:144.468s`
+    _put(values, "perf/train_time_s", m["time"], to_ms / 1000.0)
     avg = _num(m["avg"])
     if avg is not None and math.isfinite(avg):  # `step_avg:nanms` before timing starts: not a value
         values["perf/step_avg_s"] = avg / 1000.0
-    train_time = float(m["time"])
+    train_time = float(m["time"]) * to_ms
     if m["kind"] != "val_loss":
         last = state.train_time
         if last is not None and step > last[0] and train_time >= last[1]:
@@ -274,8 +275,9 @@ _DIALECTS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str], _State], Pa
     ("llmc", re.compile(rf"^s:(?P<step>\d+) (?P<kind>trl|tel|eval):(?P<value>{_NUM})(?: lr:(?P<lr>{_NUM}))?"
                         rf"(?: norm:(?P<norm>{_NUM}))?"), _llmc_main),
     ("llmc", re.compile(rf"^val loss (?P<val>{_NUM})\s*$"), _llmc_val),
-    ("modded_nanogpt", re.compile(rf"\bstep:(?P<step>\d+)/\d+ (?:(?P<kind>train_loss|val_loss):(?P<loss>{_NUM}) )?"
-                                  r"train_time:(?P<time>\d+(?:\.\d+)?)ms step_avg:(?P<avg>\S+?)ms"), _modded),
+    ("modded_nanogpt", re.compile(rf"\bstep:(?P<step>\d+)/\d+ (?:(?P<kind>train_loss|val_loss):(?P<loss>{_NUM}) "
+                                  rf"(?:\w+:(?:{_NUM}) )*)?"  # (`val_avg_loss:4.4 val_ema_loss:4.4` beside it)
+                                  r"train_time:(?P<time>\d+(?:\.\d+)?)(?P<unit>m?s) step_avg:(?P<avg>\S+?)ms"), _modded),
     ("nanochat", re.compile(r"\bstep (?P<step>\d+)(?:/\d+)? \([\d.]+%\) \|(?P<fields>.*)$"), _nanochat),
     ("nanochat", re.compile(rf"\bStep (?P<step>\d+) \| (?P<what>[\w ]+?): (?P<value>{_NUM})\s*$"), _nanochat_eval),
     ("progress", re.compile(r"(?:Epoch (?P<epoch>\d+):\s*)?\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+) "
