@@ -21,10 +21,13 @@ from stethoscope.logtext.names import FileNames, scaled_row
 from stethoscope.importers.source import is_text, read_text
 from stethoscope.logtext.table import PointTable, describe, to_float
 from stethoscope.importers.tabular import step_key
+from stethoscope.records import LOSS
 
 NAME = "texttable"
 _NAME_CELL = re.compile(r"^[A-Za-z_][\w/.\-]*$")
 _RULE = re.compile(r"^[\s\-=+|]+$")
+_BAR = re.compile(r":?\s+\d{1,3}%\|")  # a progress bar drawn after a row's cells (ultralytics: `640: 45%|███ |`)
+_EVAL_WORD = re.compile(r"(?i)(val|valid|validation|eval|test)[_/]")
 
 
 def _clean(line: str) -> str:
@@ -32,8 +35,25 @@ def _clean(line: str) -> str:
 
 
 def _step_column(header: list[str]) -> int | None:
-    key = step_key(header) or ("epoch" if "epoch" in header else None)
+    key = step_key(header) or next((c for c in header if c.lower() == "epoch"), None)  # `Epoch` (ultralytics)
     return header.index(key) if key else None
+
+
+def _count(cell: str | None) -> float | None:
+    """A step cell's count: a number, or the N of `N/T` (ultralytics' `1/30`: epoch 1 of 30)."""
+    if cell and "/" in cell:
+        done, _, total = cell.partition("/")
+        return to_float(done) if to_float(total) is not None else None
+    return to_float(cell or "")
+
+
+def _parts_of_the_loss(columns: list[tuple[int, str]], raw: list[str]) -> list[int]:
+    """The columns of a loss printed only in parts (ultralytics' `box_loss cls_loss dfl_loss`, no total): the
+    trainer optimises their sum, which is the train loss. Empty when a column is the loss itself."""
+    if any(name == LOSS for _, name in columns):
+        return []
+    parts = [i for i, _ in columns if raw[i].lower().endswith("_loss") and not _EVAL_WORD.match(raw[i])]
+    return parts if len(parts) >= 2 else []
 
 
 def _is_header(cells: list[str]) -> bool:
@@ -71,12 +91,15 @@ def _row(line: str, spans: list[tuple[int, int]], at: int) -> list[str | None] |
     """The row's cells by column (None for a blank cell: skorch's checkpoint mark), or None when the
     line is no row of this table: a token outside every column, or no whole step."""
     cells: list[str | None] = [None] * len(spans)
+    bar = _BAR.search(line)
+    if bar is not None:  # the row is the bar's description: its cells end where the bar begins
+        line = line[:bar.start()]
     for m in re.finditer(r"\S+", line):
         col = next((i for i, (a, b) in enumerate(spans) if m.start() < b + 1 and m.end() > a - 1), None)
         if col is None or cells[col] is not None:
             return None
         cells[col] = m.group()
-    step = to_float(cells[at] or "")
+    step = _count(cells[at])
     return cells if step is not None and step.is_integer() else None
 
 
@@ -130,18 +153,22 @@ class TextTableImporter:
         spans: list[tuple[int, int]] = []
         columns: list[tuple[int, str]] = []
         at = 0
+        parts: list[int] = []
         for number, line in enumerate(lines, 1):
             found = _table_at(lines, number - 1) if _header_at(_clean(line)) is not None else None
             if found is not None:
                 header, spans, _, head = found
                 at = _step_column(header) or 0
                 columns = [(i, names(c).name) for i, c in enumerate(header) if i != at]
+                parts = _parts_of_the_loss(columns, header)
                 continue
             body = _body(line, head) if spans else None
             cells = _row(body, spans, at) if body is not None and not _RULE.match(body) else None
             if cells is not None:
-                values = {name: cells[i] for i, name in columns if to_float(cells[i] or "") is not None}
-                table.add_row(number, int(float(cells[at] or 0)), None, *scaled_row(values, names.scales))
+                values: dict[str, object] = {name: cells[i] for i, name in columns if to_float(cells[i] or "") is not None}
+                if parts and all(to_float(cells[i] or "") is not None for i in parts):
+                    values[LOSS] = float(f"{sum(to_float(cells[i] or '') or 0.0 for i in parts):.12g}")
+                table.add_row(number, int(_count(cells[at]) or 0), None, *scaled_row(values, names.scales))
             elif line.strip() and not (body is not None and _RULE.match(body)):
                 keeper.offer(number, line, None)
         built, rejected = table.build_columns()
