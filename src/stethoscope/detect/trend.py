@@ -18,14 +18,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stethoscope.detect.comeback import came_back, up_to_the_end, withdrawn_divergence
+from stethoscope.detect.comeback import came_back, up_to_the_end
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.frozen import SAME_IN_NOISE, SAME_REL, repeats_needed, sig_digits, uniform_note
+from stethoscope.detect.frozen import SAME_IN_NOISE, SAME_REL, repeats_needed, sig_digits
 from stethoscope.detect.knee import STOPPED, KneeTracker, knee_finding
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
+from stethoscope.detect.trend_findings import divergence_finding, frozen_finding, plateau_finding, slow_comeback
 from stethoscope.detect.trend_rise import rise_rel
-from stethoscope.findings.catalogue import DIVERGENCE, FROZEN_LOSS, LABEL_MASKING, LOSS_SPIKE, PLATEAU
 from stethoscope.records import LOSS, LR, Finding, StepRecord
 
 _EDGE = 8  # records whose median is "the start" / "now" of the loss curve
@@ -115,12 +115,12 @@ class TrendDetector:
         if self._div is not None:
             out.extend(self._div_final(self._div))
         if self._plateau is not None and self._last_step is not None:
-            f = self._plateau_finding(self._plateau)
+            f = plateau_finding(self._plateau, self.config.vocab_size, self.name)
             f.end_step = self._last_step
             f.message += f"; still flat at the last record (step {self._last_step})"
             out.append(f)
         if self._frozen is not None and self._frozen_reported:
-            out.append(self._frozen_finding(self._frozen))
+            out.append(frozen_finding(self._frozen, self.config.vocab_size, self.name))
         if self._stop is not None and self._last_step is not None:
             f = knee_finding(self._stop, self._last_step, self.name)
             f.end_step = self._last_step
@@ -136,7 +136,7 @@ class TrendDetector:
         self._last_reset = reset
         div = self._div
         if div is not None:
-            f = self._div_finding(div)
+            f = divergence_finding(div, self.name)
             f.end_step = div["last_step"]
             if div["start"] >= reset - self.config.restart_grace_steps:
                 f.severity = "info"
@@ -146,7 +146,7 @@ class TrendDetector:
                 f.message += f"; ended by a resume/restart at step {reset}"
             out.append(f)
         if self._plateau is not None:
-            f = self._plateau_finding(self._plateau)
+            f = plateau_finding(self._plateau, self.config.vocab_size, self.name)
             f.end_step = self._last_step
             f.message += f"; ended by a resume/restart at step {reset}"
             out.append(f)
@@ -206,7 +206,7 @@ class TrendDetector:
             self._div["rel"] = rise_rel(cfg, self.lr, best[1])  # the bar it rose over
         else:
             return []
-        return [self._div_finding(self._div)]
+        return [divergence_finding(self._div, self.name)]
 
     def _raw_sigma(self) -> float:
         """Robust spread of the recent raw losses (MAD): slow wiggles count as noise, not as a rise."""
@@ -254,48 +254,23 @@ class TrendDetector:
         self._div = None
         self._above_since = self._sure_since = None
         self._best = None
-        f = self._div_finding(div)
+        f = divergence_finding(div, self.name)
         f.end_step = step
         f.evidence["recovered"] = "fully"
-        return self._slow_comeback(div, f, level)
+        return slow_comeback(div, f, level, self.name)
 
     def _div_final(self, div: dict[str, Any]) -> list[Finding]:
-        f = self._div_finding(div)
+        f = divergence_finding(div, self.name)
         f.end_step = div["last_step"]
         level = self.recent.median() if len(self.recent) else None
         if div["kind"] == "sustained" and came_back(div["base"], level, self.config, div.get("rel")):
-            return self._slow_comeback(div, f, level)
+            return slow_comeback(div, f, level, self.name)
         excess = div["peak"] - div["base"]
         frac = 1.0 if excess <= 0 else max(0.0, min(1.0, (div["peak"] - div["last"]) / excess))
         how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the rise)"
         f.message += f"; {how} by the last record (step {div['last_step']}, loss {div['last']:.4g})"
         f.evidence.update(recovered="not" if frac < 0.25 else "partly", recovered_fraction=frac)
         return [f]
-
-    def _slow_comeback(self, div: dict[str, Any], f: Finding, level: float) -> list[Finding]:
-        """A rise the run undid (by its end, or fully before): a jump that took long to come back (a loss spike, at warning),
-        not a divergence. The divergence reported while the loss stayed up is withdrawn."""
-        withdrawn_divergence(f, f"the loss came back to {level:.4g} at step {div['last_step']}")
-        msg = (f"loss jumped at step {div['start']} ({div['base']:.4g} -> {div['peak']:.4g} at step "
-               f"{div['peak_step']}) and took {div['last_step'] - div['start']} steps to come back (loss {level:.4g} "
-               f"at step {div['last_step']})")
-        ev = {"level": div["base"], "peak": div["peak"], "peak_step": div["peak_step"], "last_level": level,
-              "recovered": "slowly"}
-        spike = Finding(LOSS_SPIKE, "warning", div["start"], msg, end_step=div["last_step"], evidence=ev,
-                        causes=list(div.get("causes", [])), source=self.name)
-        return [f, spike]
-
-    def _div_finding(self, div: dict[str, Any]) -> Finding:
-        what = ("the loss rose on consecutive records" if div["kind"] == "runaway"
-                else "the loss level stayed well above its best")
-        msg = (f"loss diverged from step {div['start']}: {what} ({div['base']:.4g} -> {div['peak']:.4g} "
-               f"at step {div['peak_step']})")
-        ev = {
-            "base": div["base"], "peak": div["peak"], "peak_step": div["peak_step"], "last": div["last"],
-            "last_step": div["last_step"], "detected_step": div["detected"], "kind": div["kind"],
-        }
-        return Finding(DIVERGENCE, "error", div["start"], msg, evidence=ev, causes=list(div.get("causes", [])),
-                       source=self.name)
 
     # -- plateau ----------------------------------------------------------------------------------
     def _plateau_check(self, step: int, now: float) -> list[Finding]:
@@ -311,7 +286,7 @@ class TrendDetector:
                 p["last_step"], p["level"] = step, now
                 return []
             self._plateau = None
-            f = self._plateau_finding(p)
+            f = plateau_finding(p, self.config.vocab_size, self.name)
             f.end_step = step
             f.severity = "info"
             f.message += f"; the loss started improving by step {step} ({now:.4g})"
@@ -344,7 +319,7 @@ class TrendDetector:
         self._plateau = {"start": first_step, "start_level": start, "level": now, "last_step": step,
                          "records": self._n, "progress": progress}
         self._plateau_done = True
-        return [self._plateau_finding(self._plateau)]
+        return [plateau_finding(self._plateau, self.config.vocab_size, self.name)]
 
     def _stop_check(self, step: int, now: float) -> list[Finding]:
         """A stop after a healthy descent (`detect.knee`): once; over when the loss improves again."""
@@ -370,23 +345,13 @@ class TrendDetector:
         self._stop, self._stop_done = k, True
         return [knee_finding(k, step, self.name)]
 
-    def _plateau_finding(self, p: dict[str, Any]) -> Finding:
-        span = p["last_step"] - p["start"]
-        msg = (f"loss has not improved since step {p['start']}: {p['start_level']:.4g} -> {p['level']:.4g} "
-               f"over {span} steps ({max(p['progress'], 0):.1%} better at best)")
-        uniform = uniform_note(p["level"], self.config.vocab_size) if self.config.vocab_size else None
-        if uniform:
-            msg += f"; {uniform}"
-        ev = {"start_level": p["start_level"], "level": p["level"], "progress": p["progress"], "steps": span}
-        return Finding(PLATEAU, "warning", p["start"], msg, evidence=ev, source=self.name)
-
     # -- frozen loss / masked labels --------------------------------------------------------------
     def _frozen_check(self, step: int, v: float) -> list[Finding]:
         fz = self._frozen
         if fz is None or abs(v - fz["value"]) > fz.get("tol", 0.0):
             if fz is not None and self._frozen_reported:
                 self._frozen_reported = False
-                f = self._frozen_finding(fz)
+                f = frozen_finding(fz, self.config.vocab_size, self.name)
                 f.message += f"; the loss changed again at step {step}"
                 return [f]
             prev = fz["value"] if fz is not None else None
@@ -414,21 +379,7 @@ class TrendDetector:
         if not trigger:
             return []
         self._frozen_reported = True
-        return [self._frozen_finding(fz)]
-
-    def _frozen_finding(self, fz: dict[str, Any]) -> Finding:
-        v = fz["value"]
-        ev = {"value": v, "records": fz["records"], "steps": fz["last"] - fz["start"]}
-        where = f"from step {fz['start']} to {fz['last']} ({fz['records']} records)"
-        if v == 0.0:
-            msg = f"loss is exactly 0 {where}: every label is masked out (or the loss is not computed)"
-            return Finding(LABEL_MASKING, "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=self.name)
-        same = f"unchanged ({v!r}, to +-{fz['tol']:.1g})" if fz.get("tol") else f"identical ({v!r})"
-        msg = f"loss is {same} {where}: nothing is learning"
-        uniform = uniform_note(v, self.config.vocab_size)
-        if uniform:
-            msg += f"; {uniform}"
-        return Finding(FROZEN_LOSS, "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=self.name)
+        return [frozen_finding(fz, self.config.vocab_size, self.name)]
 
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

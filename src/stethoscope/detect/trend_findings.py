@@ -1,0 +1,65 @@
+"""The findings of `detect.trend`'s slow loss dynamics, built from the state its checks keep: a divergence
+(one event), a slow comeback (a long loss spike, the divergence withdrawn), a plateau, a frozen loss or all
+labels masked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stethoscope.detect.comeback import withdrawn_divergence
+from stethoscope.detect.frozen import uniform_note
+from stethoscope.findings.catalogue import DIVERGENCE, FROZEN_LOSS, LABEL_MASKING, LOSS_SPIKE, PLATEAU
+from stethoscope.records import Finding
+
+
+def slow_comeback(div: dict[str, Any], f: Finding, level: float, source: str) -> list[Finding]:
+    """A rise the run undid (by its end, or fully before): a jump that took long to come back (a loss spike, at warning),
+    not a divergence. The divergence reported while the loss stayed up is withdrawn."""
+    withdrawn_divergence(f, f"the loss came back to {level:.4g} at step {div['last_step']}")
+    msg = (f"loss jumped at step {div['start']} ({div['base']:.4g} -> {div['peak']:.4g} at step "
+           f"{div['peak_step']}) and took {div['last_step'] - div['start']} steps to come back (loss {level:.4g} "
+           f"at step {div['last_step']})")
+    ev = {"level": div["base"], "peak": div["peak"], "peak_step": div["peak_step"], "last_level": level,
+          "recovered": "slowly"}
+    spike = Finding(LOSS_SPIKE, "warning", div["start"], msg, end_step=div["last_step"], evidence=ev,
+                    causes=list(div.get("causes", [])), source=source)
+    return [f, spike]
+
+
+def divergence_finding(div: dict[str, Any], source: str) -> Finding:
+    what = ("the loss rose on consecutive records" if div["kind"] == "runaway"
+            else "the loss level stayed well above its best")
+    msg = (f"loss diverged from step {div['start']}: {what} ({div['base']:.4g} -> {div['peak']:.4g} "
+           f"at step {div['peak_step']})")
+    ev = {
+        "base": div["base"], "peak": div["peak"], "peak_step": div["peak_step"], "last": div["last"],
+        "last_step": div["last_step"], "detected_step": div["detected"], "kind": div["kind"],
+    }
+    return Finding(DIVERGENCE, "error", div["start"], msg, evidence=ev, causes=list(div.get("causes", [])),
+                   source=source)
+
+
+def plateau_finding(p: dict[str, Any], vocab_size: int | None, source: str) -> Finding:
+    span = p["last_step"] - p["start"]
+    msg = (f"loss has not improved since step {p['start']}: {p['start_level']:.4g} -> {p['level']:.4g} "
+           f"over {span} steps ({max(p['progress'], 0):.1%} better at best)")
+    uniform = uniform_note(p["level"], vocab_size) if vocab_size else None
+    if uniform:
+        msg += f"; {uniform}"
+    ev = {"start_level": p["start_level"], "level": p["level"], "progress": p["progress"], "steps": span}
+    return Finding(PLATEAU, "warning", p["start"], msg, evidence=ev, source=source)
+
+
+def frozen_finding(fz: dict[str, Any], vocab_size: int | None, source: str) -> Finding:
+    v = fz["value"]
+    ev = {"value": v, "records": fz["records"], "steps": fz["last"] - fz["start"]}
+    where = f"from step {fz['start']} to {fz['last']} ({fz['records']} records)"
+    if v == 0.0:
+        msg = f"loss is exactly 0 {where}: every label is masked out (or the loss is not computed)"
+        return Finding(LABEL_MASKING, "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=source)
+    same = f"unchanged ({v!r}, to +-{fz['tol']:.1g})" if fz.get("tol") else f"identical ({v!r})"
+    msg = f"loss is {same} {where}: nothing is learning"
+    uniform = uniform_note(v, vocab_size)
+    if uniform:
+        msg += f"; {uniform}"
+    return Finding(FROZEN_LOSS, "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=source)
