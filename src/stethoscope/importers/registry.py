@@ -16,6 +16,7 @@ from pathlib import Path
 
 from stethoscope.errors import InputError
 from stethoscope.importers import running_means
+from stethoscope.importers.held_out import eval_from_test
 from stethoscope.importers.base import ImportedRun, Importer, iter_names
 from stethoscope.importers.console import ConsoleImporter, console_fallback
 from stethoscope.importers.fairseq import FairseqImporter
@@ -103,6 +104,7 @@ def _read_one(importer: Importer, path: Path) -> ImportedRun:
 def _read(importer: Importer, path: Path) -> ImportedRun:
     run = importer.read(path)
     run = console_fallback(path, run) if importer.name in _TEXT_READERS else run
+    run = eval_from_test(run)
     running_means.declare(path, run)
     return run
 

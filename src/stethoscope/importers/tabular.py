@@ -1,12 +1,15 @@
 """Generic tables of metrics: CSV (W&B history exports included) and JSON lines.
 
 CSV: the step is the first of `_step`/`step`/`Step`/`global_step`/`iteration`/`iter`/`num_updates`
-columns (bare, else under `train/`, `trainer/` or `training/`), else the row index (from 0, noted in meta); `_timestamp`/`timestamp`/`wall_time` is the time.
+columns (bare, else under `train/`, `trainer/` or `training/`), else an `epoch` column whose whole numbers rise on
+every row (a table of one row an epoch: its findings speak of the epochs the file prints), else the row index
+(from 0); the choice is noted in meta. `_timestamp`/`timestamp`/`wall_time` is the time.
 W&B's `_runtime` becomes `perf/elapsed_s`; its panel exports (`run - metric`, `metric__MIN/__MAX`
 columns) keep the metric and leave out the min/max bands. Other numeric columns keep their names
 (mapped onto our vocabulary where we know them, values converted when the name gives a unit:
 `step_ms` → `perf/step_time_s` in seconds); text columns are left out.
-JSONL: one object per line, with a step key (as above, or fairseq's `num_updates`); numbers written
+JSONL: one object per line, with a step key (as above, or fairseq's `num_updates`), or in a file with none an
+`epoch` whose whole numbers rise line by line (DeiT/MAE's `log.txt`: one record an epoch); numbers written
 as strings (fairseq) are read as numbers; bare NaN/Infinity are accepted; nested objects flatten
 to `a/b`.
 """
@@ -120,12 +123,20 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
                             "columns": header}
     if skipped:
         meta["skipped_columns"] = skipped
+    epochs: list[int | None] | None = None
     if step_at is None:
-        meta["notes"] = {"step": "no step column: the step is the row index, from 0"}
+        rows = list(rows)
+        epoch_at = next((i for i, h in enumerate(header) if h.strip().lower() in EPOCH_KEYS), None)
+        epochs = _epochs([_step(row, epoch_at) if any(c.strip() for c in row) else None for row in rows]) \
+            if epoch_at is not None else None
+        if epochs is not None:
+            columns = [(i, name) for i, name in columns if i != epoch_at]
+        how = f"the {header[epoch_at]!r} column (one row an epoch)" if epochs is not None else "the row index, from 0"
+        meta["notes"] = {"step": f"no step column: the step is {how}"}
     warnings: list[str] = []
     for index, row in enumerate(rows):
         line = index + 2
-        step = index if step_at is None else _step(row, step_at)
+        step = (index if epochs is None else epochs[index]) if step_at is None else _step(row, step_at)
         if step is None:
             if any(cell.strip() for cell in row):
                 warnings.append(f"{path}:{line}: no integer step in column {step_col!r}; row left out")
@@ -150,6 +161,18 @@ def _columns(header: list[str], taken: set[int | None], names: FileNames) -> tup
         columns.append((i, names(wandb.group(1) if wandb else column, _KNOWN.get).name))
     named = rivals({header[i]: name for i, name in columns})
     return [(i, named[header[i]]) for i, _ in columns], skipped
+
+
+EPOCH_KEYS = ("epoch", "epochs")
+
+
+def _epochs(values: list[int | None]) -> list[int | None] | None:
+    """The epochs of a table's rows as its steps, or None when they are no counter of rows: a whole number on
+    every row with values, rising from row to row (a table that logs several rows an epoch repeats them)."""
+    seen = [v for v in values if v is not None]
+    if len(seen) < 2 or len(seen) < sum(1 for v in values if v is not None) or any(b <= a for a, b in zip(seen, seen[1:])):
+        return None
+    return values
 
 
 def _step(row: list[str], at: int) -> int | None:
@@ -195,7 +218,7 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
     meta: dict[str, Any] = {"dialect": "jsonl"}
     names = FileNames()
     demoted: set[str] = set()  # keys that lost their name to a closer spelling (`rivals`)
-    stepless = 0
+    stepless: list[tuple[int, dict[str, Any]]] = []  # (line, record) of records without a step key
     for line, text in enumerate(lines, 1):
         if not text.strip():
             continue
@@ -207,20 +230,44 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
         key = step_key(list(flat))
         step = _step_value(flat.pop(key)) if key else None
         if step is None:
-            stepless += 1
+            stepless.append((line, flat))
             continue
         fairseq = key == "num_updates"
         if fairseq:
             meta["dialect"] = "fairseq"
-        tkey = time_key(list(flat))
-        when = unix_time(flat.pop(tkey)) if tkey else None
-        values = _eval_row({k: v for k, v in flat.items() if _is_value(v)}, names, fairseq, demoted)
-        if values:
-            table.add_row(line, step, when, *scaled_row(values, names.scales))
-    if stepless:
-        warnings.append(f"{path}: {stepless} lines without a step key ({', '.join(STEP_KEYS)}, bare or under "
+        _add_record(table, line, step, flat, names, fairseq, demoted)
+    by_epoch = _epoch_records(stepless) if stepless and not len(table) else None
+    if by_epoch is not None:
+        meta["notes"] = {"step": "no step key: the step is the epoch (one record an epoch)"}
+        for line, epoch, flat in by_epoch:
+            _add_record(table, line, epoch, flat, names, False, demoted)
+    elif stepless:
+        warnings.append(f"{path}: {len(stepless)} lines without a step key ({', '.join(STEP_KEYS)}, bare or under "
                         f"{', '.join(_STEP_NAMESPACES)}); left out")
     return table, meta, warnings
+
+
+def _add_record(table: PointTable, line: int, step: int, flat: dict[str, Any], names: FileNames, fairseq: bool,
+                demoted: set[str]) -> None:
+    tkey = time_key(list(flat))
+    when = unix_time(flat.pop(tkey)) if tkey else None
+    values = _eval_row({k: v for k, v in flat.items() if _is_value(v)}, names, fairseq, demoted)
+    if values:
+        table.add_row(line, step, when, *scaled_row(values, names.scales))
+
+
+def _epoch_records(records: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, int, dict[str, Any]]] | None:
+    """[(line, epoch, record without its epoch)] of a file whose records carry no step key but an epoch that
+    rises on every record (one record an epoch), else None."""
+    out = []
+    for line, flat in records:
+        key = next((k for k in flat if k.strip().lower() in EPOCH_KEYS), None)
+        epoch = _step_value(flat[key]) if key else None
+        if epoch is None:
+            return None
+        out.append((line, epoch, {k: v for k, v in flat.items() if k != key}))
+    epochs = [e for _, e, _ in out]
+    return out if _epochs(epochs) is not None else None
 
 
 def _eval_row(flat: dict[str, Any], names: FileNames, fairseq: bool, demoted: set[str]) -> dict[str, Any]:

@@ -53,6 +53,7 @@ _NAMESPACES = {"train": "train", "training": "train", "val": "eval", "valid": "e
 _PREFIX = re.compile(r"^(train|training|val|valid|validation|eval|evaluation|test|predict)[_/](.+)$",
                      re.IGNORECASE)
 _SUFFIX = re.compile(r"^([^/]+)/(train|training|val|valid|validation|eval|evaluation|test)$", re.IGNORECASE)
+_SET_WORD = re.compile(r"^(?:set|split|dataset|data)_", re.IGNORECASE)  # `test_set_loss`: the split's name, not the metric's
 # Lightning's LearningRateMonitor: lr-AdamW, lr-AdamW/pg2, lr-SGD-1 … (not lr_decay, lr-Adam-momentum)
 _LR_MONITOR = re.compile(r"^lr-[A-Za-z]\w*(?:-\d+)?(?:/pg(\d+))?$")
 
@@ -102,6 +103,9 @@ def _fallback(clean: str, namespace: str | None) -> str:
     split = _PREFIX.match(clean) or _SUFFIX.match(clean)
     if split:
         ns, rest = (split.group(1), split.group(2)) if split.re is _PREFIX else (split.group(2), split.group(1))
+        named = _SET_WORD.sub("", rest) if split.re is _PREFIX else rest
+        if named != rest and named:  # `Test set: Average loss` (PyTorch's MNIST example): the split's own word;
+            rest = "loss" if recognize(named) == Resolved(LOSS) else named  # its loss, however it is named
         name = f"{_NAMESPACES[ns.lower()]}/{_UNITS.get(rest.lower(), rest)}"
         return _ALIASES.get(normalize(name), name)
     if namespace and "/" not in clean:

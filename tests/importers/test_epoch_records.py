@@ -1,0 +1,84 @@
+"""Logs of one record an epoch, and a test split that is the run's only eval.
+
+* A CSV or JSONL without a step column but with an `epoch` that rises on every row is numbered by its
+  epochs (the file's own numbers: a finding at "step 4" is the row that says epoch 4), and a JSONL of such
+  records (DeiT/MAE's `log.txt`) is read, not refused.
+* A test loss logged through the run with no validation loss is the eval loss (the overfitting check
+  judges it); a test loss logged once stays the final test's.
+* PyTorch's MNIST example prints `Test set: Average loss: ..` after each epoch: that is the eval's loss.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from stethoscope.diagnose.engine import diagnose_run
+from stethoscope.importers.registry import read_any
+from stethoscope.records import EVAL_LOSS, LOSS
+
+
+def _series(path: Path, name: str) -> list[tuple[int, float]]:
+    c = read_any(path)[0].columns
+    return [(s, v) for n, s, v in zip(c.names, c.steps, c.values) if n == name]
+
+
+def _overfit_curves(epochs: int) -> list[tuple[int, float, float]]:
+    """(epoch, train loss, held-out loss): both fall, then the held-out loss turns up from epoch 30."""
+    out = []
+    for e in range(epochs):
+        fall = 6.9 * math.exp(-e / 8)
+        out.append((e, fall + 0.5 - 0.004 * e, fall + 0.9 + (0.02 * (e - 30) if e > 30 else 0.0)))
+    return out
+
+
+def test_a_csv_of_one_row_an_epoch_is_numbered_by_its_epochs(tmp_path: Path) -> None:
+    path = tmp_path / "history.csv"
+    path.write_text("epoch,train_loss,val_loss\n1,2.3,2.4\n2,2.2,2.3\n3,2.1,2.25\n4,2.0,2.2\n")
+    assert [s for s, _ in _series(path, LOSS)] == [1, 2, 3, 4]
+    assert _series(path, EVAL_LOSS)[-1] == (4, 2.2)
+    run = read_any(path)[0]
+    assert "epoch" in run.meta["notes"]["step"]
+
+
+def test_a_csv_whose_epochs_repeat_keeps_the_row_index(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("epoch,loss\n1,2.3\n1,2.2\n2,2.1\n2,2.0\n")
+    assert [s for s, _ in _series(path, LOSS)] == [0, 1, 2, 3]
+
+
+def test_a_jsonl_of_epoch_records_is_read_and_its_test_loss_is_the_eval(tmp_path: Path) -> None:
+    path = tmp_path / "log.txt"  # DeiT/MAE write this name, one JSON object an epoch
+    rows = [{"train_lr": 1e-3, "train_loss": tr, "test_loss": te, "test_acc1": 50.0 + e, "epoch": e,
+             "n_parameters": 5717416} for e, tr, te in _overfit_curves(60)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [s for s, _ in _series(path, LOSS)] == list(range(60))
+    assert len(_series(path, EVAL_LOSS)) == 60
+    findings = [f for f in diagnose_run(read_any(path)[0]).findings if f.severity in ("warning", "error", "critical")]
+    over = [f for f in findings if f.type == "overfitting"]
+    assert over and abs(over[0].step - 30) <= 2, findings
+
+
+def test_a_test_loss_logged_once_stays_the_final_test(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    lines = [{"step": s, "loss": 2.0 - s / 100} for s in range(1, 50)] + [{"step": 50, "test_loss": 1.6}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert _series(path, EVAL_LOSS) == []
+    assert _series(path, "test/loss") == [(50, 1.6)]
+
+
+def test_pytorch_mnist_test_set_average_loss_is_the_eval_loss(tmp_path: Path) -> None:
+    lines = []
+    for epoch in range(1, 15):
+        for batch in range(0, 938, 10):
+            loss = 2.3 * math.exp(-(epoch - 1 + batch / 938) * 3) + 0.03 + 0.001 * (batch % 7)
+            lines.append(f"Train Epoch: {epoch} [{batch * 64}/60000 ({100.0 * batch / 938:.0f}%)]\tLoss: {loss:.6f}")
+        test = 0.05 + (0.004 * (epoch - 6) if epoch > 6 else 0.0) + 0.3 * math.exp(-epoch)
+        lines.append(f"\nTest set: Average loss: {test:.4f}, Accuracy: {9800 + epoch}/10000 (98%)\n")
+    path = tmp_path / "mnist.log"
+    path.write_text("\n".join(lines) + "\n")
+    evals = _series(path, EVAL_LOSS)
+    assert len(evals) == 14 and evals[0][1] == 0.1604
+    findings = diagnose_run(read_any(path)[0]).findings
+    assert any(f.type == "overfitting" and f.severity == "warning" for f in findings), findings
