@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import re
 import zlib
 from pathlib import Path
@@ -14,6 +15,7 @@ from stethoscope.importers.base import ImportedRun
 # Enough to get past a Megatron argument dump or an nvidia-smi table before the first metric line.
 HEAD_BYTES = 256 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # Windows PowerShell's `>` writes UTF-16 with one of these
 # What a damaged gzip stream raises while it is read.
 GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
 
@@ -37,11 +39,22 @@ def log_name(path: Path) -> str:
 def open_log(path: Path) -> BinaryIO:
     """The file opened for binary reading; a gzip file (by its magic bytes) is decompressed on the fly."""
     raw = path.open("rb")
-    if raw.read(2) != _GZIP_MAGIC:
-        raw.seek(0)
-        return raw
+    magic = raw.read(2)
     raw.seek(0)
+    if magic in _UTF16_BOMS:
+        with raw:
+            return io.BytesIO(utf8(raw.read()))
+    if magic != _GZIP_MAGIC:
+        return raw
     return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+
+
+def utf8(data: bytes) -> bytes:
+    """`data` as UTF-8: a text with a UTF-16 byte-order mark (a log redirected by Windows PowerShell) is
+    transcoded; anything else is returned as it is (the readers decode UTF-8 leniently)."""
+    if data[:2] not in _UTF16_BOMS:
+        return data
+    return data.decode("utf-16", errors="replace").encode("utf-8")
 
 
 def read_error(path: Path, exc: BaseException) -> InputError:
@@ -59,7 +72,7 @@ def read_bytes(path: Path) -> bytes:
         with path.open("rb", buffering=0) as raw:  # unbuffered: one read the size of the file (fstat)
             if raw.read(2) != _GZIP_MAGIC:
                 raw.seek(0)
-                return raw.readall()
+                return utf8(raw.readall())
             raw.seek(0)
             with gzip.GzipFile(fileobj=raw, mode="rb") as f:
                 return f.read()
