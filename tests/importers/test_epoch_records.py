@@ -82,3 +82,9 @@ def test_pytorch_mnist_test_set_average_loss_is_the_eval_loss(tmp_path: Path) ->
     assert len(evals) == 14 and evals[0][1] == 0.1604
     findings = diagnose_run(read_any(path)[0]).findings
     assert any(f.type == "overfitting" and f.severity == "warning" for f in findings), findings
+
+
+def test_a_csv_with_a_fractional_epoch_keeps_the_row_index(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("epoch,loss\n0.5,2.3\n1,2.2\n\n2,2.1\n")
+    assert [s for s, _ in _series(path, LOSS)] == [0, 1, 3]

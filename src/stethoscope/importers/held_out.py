@@ -31,5 +31,6 @@ def eval_from_test(run: ImportedRun) -> ImportedRun:
             return run
         run._columns = Columns(*(([EVAL_LOSS if n == TEST_LOSS else n for n in names],) + tuple(columns[1:])))
     run._points = None
-    run.meta.setdefault("notes", {})["eval"] = "no validation loss: the test loss, logged through the run, is the eval loss"
+    note = "no validation loss: the test loss, logged through the run, is the eval loss"
+    run.meta.setdefault("notes", {})["eval"] = note
     return run

@@ -21,8 +21,10 @@ from stethoscope.importers.base import ImportedRun, Importer, iter_names
 from stethoscope.importers.console import ConsoleImporter, console_fallback
 from stethoscope.importers.fairseq import FairseqImporter
 from stethoscope.importers.hf import HFTrainerStateImporter
+from stethoscope.importers.jsonmetrics import JSONMetricsImporter
 from stethoscope.importers.lightning import LightningCSVImporter
 from stethoscope.importers.megatron import MegatronImporter
+from stethoscope.importers.mlflow_store import MLflowStoreImporter
 from stethoscope.importers.source import HEAD_BYTES, check_file, read_head
 from stethoscope.importers.tabular import CSVImporter, JSONLImporter
 from stethoscope.importers.tensorboard import TensorBoardImporter
@@ -36,8 +38,9 @@ LONG_HEAD_BYTES = 8 * 1024 * 1024
 MAX_FILES = 10_000
 MAX_DEPTH = 8
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", ".git", ".venv", "venv", ".ipynb_checkpoints"}
-_CANDIDATE = re.compile(r"^(?:trainer_state\.json|.*metrics\.csv|events\.out\.tfevents\..*|"
-                        r".*\.(?:log|txt|jsonl|ndjson|csv|tsv|out|err))(?:\.gz)?$", re.IGNORECASE)
+_CANDIDATE = re.compile(r"^(?:trainer_state\.json|meta\.yaml|.*history\.json|metrics\.json|.*metrics\.csv|"
+                        r"events\.out\.tfevents\..*|.*\.(?:log|txt|jsonl|ndjson|csv|tsv|out|err))(?:\.gz)?$",
+                        re.IGNORECASE)
 # Dedicated text readers: when one of them reads no step, the general console reader gets a try.
 _TEXT_READERS = frozenset({"megatron", "fairseq", "textlog"})
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
@@ -45,7 +48,8 @@ _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 
 def default_importers() -> list[Importer]:
     """Fresh instances of every importer, in sniffing order."""
-    return [HFTrainerStateImporter(), TensorBoardImporter(), LightningCSVImporter(), CSVImporter(),
+    return [HFTrainerStateImporter(), MLflowStoreImporter(), JSONMetricsImporter(), TensorBoardImporter(),
+            LightningCSVImporter(), CSVImporter(),
             JSONLImporter(), MegatronImporter(), FairseqImporter(), TextLogImporter(), TextTableImporter(),
             ConsoleImporter()]
 
@@ -86,8 +90,9 @@ def read_any(path: Path, importers: Sequence[Importer] | None = None) -> list[Im
             continue
         runs.append(_read_one(importer, candidate))
     if not runs:
-        looked = "; ".join(tried[:20]) if tried else "no candidate files (trainer_state.json, metrics.csv, " \
-                                                    "events.out.tfevents.*, *.log, *.txt, *.jsonl, *.csv)"
+        looked = "; ".join(tried[:20]) if tried else (
+            "no candidate files (trainer_state.json, metrics.csv, history.json, MLflow's meta.yaml, "
+            "events.out.tfevents.*, *.log, *.txt, *.jsonl, *.csv)")
         raise InputError(path, f"no known log found in this directory: {looked}")
     return runs
 

@@ -127,7 +127,7 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
     if step_at is None:
         rows = list(rows)
         epoch_at = next((i for i, h in enumerate(header) if h.strip().lower() in EPOCH_KEYS), None)
-        epochs = _epochs([_step(row, epoch_at) if any(c.strip() for c in row) else None for row in rows]) \
+        epochs = _epochs([_step(row, epoch_at) if any(c.strip() for c in row) else -1 for row in rows]) \
             if epoch_at is not None else None
         if epochs is not None:
             columns = [(i, name) for i, name in columns if i != epoch_at]
@@ -167,12 +167,13 @@ EPOCH_KEYS = ("epoch", "epochs")
 
 
 def _epochs(values: list[int | None]) -> list[int | None] | None:
-    """The epochs of a table's rows as its steps, or None when they are no counter of rows: a whole number on
-    every row with values, rising from row to row (a table that logs several rows an epoch repeats them)."""
-    seen = [v for v in values if v is not None]
-    if len(seen) < 2 or len(seen) < sum(1 for v in values if v is not None) or any(b <= a for a, b in zip(seen, seen[1:])):
+    """The epochs of a table's rows (-1: a blank row) as its steps, or None when they are no counter of rows: a
+    whole number on every row with values, rising from row to row (a table that logs several rows an epoch
+    repeats them)."""
+    seen = [v for v in values if v != -1]
+    if len(seen) < 2 or None in seen or any(b <= a for a, b in zip(seen, seen[1:])):
         return None
-    return values
+    return [None if v == -1 else v for v in values]
 
 
 def _step(row: list[str], at: int) -> int | None:
