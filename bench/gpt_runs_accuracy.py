@@ -1,6 +1,6 @@
 """Accuracy of `stethoscope diagnose` on a tiny GPT's real CPU training runs, faults injected, in five formats.
 
-    python bench/gpt_runs_accuracy.py [--assets tests/assets/gpt_runs] [--split dev|heldout]
+    python bench/gpt_runs_accuracy.py [--assets tests/assets/gpt_runs] [--split dev|heldout|heldout2]
                                       [--format nanogpt|hf|wandb|lightning|tensorboard] [--verbose] [--json]
 
 The logs and labels are made by `bench/gpt_runs/make_logs.py` (a char-level GPT trained with AdamW,
@@ -8,7 +8,7 @@ warm-up + cosine LR, clipping and periodic evals on Python's stdlib source; faul
 lr_spike, frozen, stall, slowdown, overfit and healthy runs; each run written live as nanoGPT's
 console, the HF Trainer's console, a W&B-style history JSONL, Lightning's metrics.csv and TensorBoard
 events) and committed under tests/assets/gpt_runs; `bench/gpt_runs/labels.py` says how each label is
-computed. The split is the generator's (`make_logs.SPLITS`, fixed before any scoring: seeds 6-8 held out).
+computed. The split is the generator's (`make_logs.SPLITS`, fixed before any scoring: seeds 6-8 held out, then looked at; seeds 9-11 "heldout2", the fresh held-out set).
 Tune on dev; the held-out figure is the one that counts, and a held-out split scored twice is spent.
 
 Every log is read through `importers.registry.read_any` and diagnosed with `diagnose_run`, as the CLI
@@ -96,7 +96,7 @@ def main() -> None:
         print(json.dumps(res, indent=1, default=str))
         return
     for split, r in res.items():
-        print_split(split if split == "dev" else "HELD-OUT (the figure that counts)", r)
+        print_split(split if split == "dev" else f"HELD-OUT {split} (the figure that counts)", r)
 
 
 if __name__ == "__main__":

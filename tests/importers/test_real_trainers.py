@@ -23,11 +23,15 @@ def test_the_set_has_six_libraries_each_with_both_splits() -> None:
     libs = {c["library"] for c in CASES}
     assert len(libs) >= 6
     for lib in libs:
-        assert {c["split"] for c in CASES if c["library"] == lib} == {"dev", "heldout"}
+        assert {c["split"] for c in CASES if c["library"] == lib} == {"dev", "heldout", "heldout2"}
 
 
 # Known misreadings, each a bug to fix (strict: the test says when the fix lands)
-KNOWN: dict[str, str] = {}
+KNOWN: dict[str, str] = {
+    # heldout2 (seeds 8-9, generated for issue 26's detect-3 helper; found by this read test, not by scoring):
+    # the epoch-end lines of this Keras console are not read at the epoch's last step (32, 64, ...).
+    "keras_fit-frozen-s9-console": "Keras console: the epoch's last step (32, 64, ...) is not read",
+}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=KNOWN[c["case"]], strict=True))
