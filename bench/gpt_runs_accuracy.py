@@ -8,7 +8,8 @@ warm-up + cosine LR, clipping and periodic evals on Python's stdlib source; faul
 lr_spike, frozen, stall, slowdown, overfit and healthy runs; each run written live as nanoGPT's
 console, the HF Trainer's console, a W&B-style history JSONL, Lightning's metrics.csv and TensorBoard
 events) and committed under tests/assets/gpt_runs; `bench/gpt_runs/labels.py` says how each label is
-computed. The split is the generator's (`make_logs.SPLITS`, fixed before any scoring: seeds 6-8 held out, then looked at; seeds 9-11 "heldout2", the fresh held-out set).
+computed. The split is the generator's (`make_logs.SPLITS`, fixed before any scoring: seeds 6-8 held out,
+then looked at; seeds 9-11 "heldout2", the fresh held-out set).
 Tune on dev; the held-out figure is the one that counts, and a held-out split scored twice is spent.
 
 Every log is read through `importers.registry.read_any` and diagnosed with `diagnose_run`, as the CLI
