@@ -88,3 +88,15 @@ def test_a_csv_with_a_fractional_epoch_keeps_the_row_index(tmp_path: Path) -> No
     path = tmp_path / "metrics.csv"
     path.write_text("epoch,loss\n0.5,2.3\n1,2.2\n\n2,2.1\n")
     assert [s for s, _ in _series(path, LOSS)] == [0, 1, 3]
+
+
+def test_json_lines_with_a_list_field_are_json_lines_not_one_object(tmp_path: Path) -> None:
+    # DETR's log.txt: one object an epoch, with the COCO AP list in each (the JSON-object reader claimed it)
+    path = tmp_path / "log.txt"
+    rows = [{"train_lr": 1e-4, "train_loss": 40.0 - 5 * e, "test_loss": 50.0 - 4 * e,
+             "test_coco_eval_bbox": [0.01 * e, 0.02 * e, 0.0, 0.0, 0.0, 0.0], "epoch": e, "n_parameters": 41302368}
+            for e in range(4)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = read_any(path)[0]
+    assert run.format == "jsonl"
+    assert _series(path, LOSS) == [(0, 40.0), (1, 35.0), (2, 30.0), (3, 25.0)]

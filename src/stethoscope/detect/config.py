@@ -76,6 +76,9 @@ class DetectConfig:
     median-of-8 window, so a wiggle inside an epoch is not a divergence."""
     runaway_rise_rel: float = 0.5
     """A loss rising on 3 records in a row by this fraction in all is a runaway divergence at once."""
+    divergence_learned_share: float = 0.1
+    """...and either rise undoes at least this share of what the run had learned (its first loss less its
+    best): a loss that memorised its data to near 0 and wobbles off that floor lost little."""
     plateau_min_records: int = 20
     """A plateau needs at least this many records..."""
     plateau_min_steps: int = 200

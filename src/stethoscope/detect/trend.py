@@ -198,6 +198,10 @@ class TrendDetector:
             and self._sure_records >= cfg.divergence_min_records
             and step - self._sure_since >= cfg.divergence_min_steps
         )
+        if runaway is not None and self._costs_little(v - runaway["base"], min(runaway["base"], best[0])):
+            runaway = None  # still rising: judged again at its next record
+        if sustained and self._costs_little(level - best[0], best[0]):
+            sustained = False
         if runaway is not None:
             self._div = self._open_div(runaway.get("onset", runaway["start"]), runaway["value"], step, v, "runaway")
         elif sustained:
@@ -207,6 +211,13 @@ class TrendDetector:
         else:
             return []
         return [divergence_finding(self._div, self.name)]
+
+    def _costs_little(self, rise: float, best: float) -> bool:
+        """Does a rise of `rise` above `best` undo less than `divergence_learned_share` of what the run had learned
+        (from its first loss, or the median of its first 3 when that is higher: one low first value is no start,
+        down to `best`)? A run that learned nothing has nothing to lose: any rise counts."""
+        learned = max(self._first[0], median(self._first[:3])) - best if self._first else 0.0
+        return learned > 0 and rise < self.config.divergence_learned_share * learned
 
     def _raw_sigma(self) -> float:
         """Robust spread of the recent raw losses (MAD): slow wiggles count as noise, not as a rise."""

@@ -35,8 +35,11 @@ class JSONMetricsImporter:
 
     def sniff(self, path: Path, head: str) -> bool:
         body = head.lstrip("\ufeff \t\r\n")
-        return (is_text(head) and body.startswith("{") and _SERIES.search(body, 0, 4096) is not None
-                and not any(mark in head for mark in _NOT_OURS))
+        if not (is_text(head) and body.startswith("{") and _SERIES.search(body, 0, 4096) is not None
+                and not any(mark in head for mark in _NOT_OURS)):
+            return False
+        first, _, rest = body.partition("\n")
+        return not (rest.strip() and _is_object(first))  # an object a line, more after it: JSON lines
 
     def read(self, path: Path) -> ImportedRun:
         try:
@@ -74,6 +77,13 @@ class JSONMetricsImporter:
         if dialect == "keras_history":
             meta["notes"] = {"step": "one value an epoch: the step is the epoch, from 0"}
         return ImportedRun(str(path), NAME, None, meta, warnings, columns=columns)
+
+
+def _is_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 def _numeric(x: Any) -> bool:
