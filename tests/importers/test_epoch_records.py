@@ -14,6 +14,8 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from stethoscope.diagnose.engine import diagnose_run
 from stethoscope.importers.registry import read_any
 from stethoscope.records import EVAL_LOSS, LOSS
@@ -100,3 +102,20 @@ def test_json_lines_with_a_list_field_are_json_lines_not_one_object(tmp_path: Pa
     run = read_any(path)[0]
     assert run.format == "jsonl"
     assert _series(path, LOSS) == [(0, 40.0), (1, 35.0), (2, 30.0), (3, 25.0)]
+
+
+@pytest.mark.parametrize("name,text", [
+    ("training.log", "epoch,loss,val_loss\n0,0.9,1.0\n1,0.8,0.9\n2,0.7,0.85\n3,0.6,0.84\n"),  # Keras' CSVLogger
+    ("train.log", "step\tloss\n10\t8.46\n20\t7.69\n30\t7.2\n40\t6.9\n"),
+])
+def test_a_table_is_read_whatever_the_file_is_called(tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    assert read_any(path)[0].format == "csv"
+    assert len(_series(path, LOSS)) == 4
+
+
+def test_a_console_log_with_a_comma_header_is_not_taken_for_a_table(tmp_path: Path) -> None:
+    path = tmp_path / "train.log"
+    path.write_text("loss,acc\nstep 1 loss 2.3 acc 0.1\nstep 2 loss 2.2 acc 0.2\nstep 3 loss 2.1 acc 0.3\n")
+    assert read_any(path)[0].format != "csv"

@@ -79,10 +79,16 @@ class CSVImporter:
     name = CSV_NAME
 
     def sniff(self, path: Path, head: str) -> bool:
-        if not is_text(head) or Path(log_name(path)).suffix.lower() not in (".csv", ".tsv"):
+        first = head.partition("\n")[0]
+        table_name = Path(log_name(path)).suffix.lower() in (".csv", ".tsv")
+        if not is_text(head) or not table_name and ("\r" in first or "," not in first and "\t" not in first):
             return False
-        header = _header(head.partition("\n")[0])
-        return len(header) >= 1 and (step_key(header) is not None or any(_METRICISH.search(h) for h in header))
+        try:
+            header = _header(first)
+        except csv.Error:
+            return False
+        named = len(header) >= 1 and (step_key(header) is not None or any(_METRICISH.search(h) for h in header))
+        return named and (table_name or _table_body(head, header))  # Keras' CSVLogger writes `training.log`
 
     def read(self, path: Path) -> ImportedRun:
         text = read_text(path)
@@ -97,6 +103,21 @@ class CSVImporter:
         warnings += describe(rejected, lambda line: f"{path}:{line}")
         return ImportedRun(str(path), CSV_NAME, None, meta, warnings, columns=columns)
 
+
+def _table_body(head: str, header: list[str]) -> bool:
+    """Is `head` a table whatever the file's name: a header of 2+ names (no numbers) over 2+ rows with as many
+    fields, each a number or empty?"""
+    if len(header) < 2 or any(to_float(h) is not None for h in header):
+        return False
+    delimiter = "\t" if "\t" in head.partition("\n")[0] and "," not in head.partition("\n")[0] else ","
+    rows = [ln for ln in head.splitlines()[1:12] if ln.strip()]
+    if len(rows) < 2:
+        return False
+    for row in rows[:-1]:  # the last line of a head may be cut
+        cells = row.split(delimiter)
+        if len(cells) != len(header) or any(c.strip() and to_float(c) is None for c in cells):
+            return False
+    return True
 
 def checked_rows(path: Path, reader: Any) -> Iterator[list[str]]:
     """The rows of a `csv.reader`, with its errors (a field over the size limit, a newline inside an
