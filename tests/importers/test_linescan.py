@@ -201,3 +201,83 @@ def test_random_bytes_never_break_the_scanner() -> None:
         table = linescan.columns(data, width, picks, "".join(rng.choice("fisdhmr") for _ in picks),
                                  [rng.random() < 0.3 for _ in picks], starts)
         assert table is None or table.shape[1] == len(picks)
+
+
+_FLOAT_TOKEN = re.compile(rb"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_KEPT = frozenset(b"0123456789.+-eE,")
+
+
+def _columns_reference(data: bytes, width: int, picks: list[int], kinds: str) -> list[list[float]] | None:
+    """`_linescan.columns` as its docstring states it, for kinds `f` and `i` without commas to drop: a token
+    is a run of `0-9.+-eE,`, a comma that a byte outside them (not the newline) follows being a blank;
+    `f` reads a token as float() does, `i` one of at most 15 digits after a sign; a row whose token count
+    is not `width`, or a picked token that does not read so, gives None."""
+    rows = []
+    lines = data.split(b"\n")
+    if lines[-1] == b"":  # the text after the last newline is a line when it is not empty
+        lines.pop()
+    for line in lines:
+        kept = bytes(c in _KEPT and not (c == 44 and j + 1 < len(line) and line[j + 1] not in _KEPT)
+                     for j, c in enumerate(line))
+        spans = [m.span() for m in re.finditer(b"\x01+", kept)]
+        if len(spans) != width:
+            return None
+        row = []
+        for pick, kind in zip(picks, kinds):
+            text = line[spans[pick][0]: spans[pick][1]]
+            digits = text.lstrip(b"+-")
+            if len(text) > 63 or (kind == "f" and not _FLOAT_TOKEN.fullmatch(text)) or \
+                    (kind == "i" and not (digits.isdigit() and len(digits) <= 15 and len(text) - len(digits) <= 1)):
+                return None
+            row.append(float(text))
+        rows.append(row)
+    return rows
+
+
+def _number(rng: random.Random) -> str:
+    return rng.choice([
+        lambda: repr(rng.random() * 10 ** rng.randint(-9, 6)),  # 16-17 digits: the quotient checked in 128 bits
+        lambda: f"{rng.random() * 10 ** rng.randint(-25, 25):.{rng.randint(0, 21)}g}",
+        lambda: f"{rng.random() * 10 ** rng.randint(-30, 30):.{rng.randint(0, 25)}e}",
+        lambda: f"{rng.random():.{rng.randint(1, 30)}f}",  # long fractions: digits read 8 at a time
+        lambda: str(rng.randint(-10 ** rng.randint(1, 20), 10 ** rng.randint(1, 20))),
+        lambda: rng.choice(["-0", "-0.0", ".5", "5.", "+3", "007", "1e", "1.2.3", "0" * 70 + "5", "1,5", "0.1e-5",
+                            "9007199254740993", "123456789012345678901", "4.9e-324", "1e-22", "1e23", "00000000.5"]),
+    ])()
+
+
+@built
+def test_token_columns_read_as_their_rules_say() -> None:
+    """The token columns (bytes classed 16 at a time, a fraction's digits 8 at a time, quotients checked in
+    128-bit integers, the byte loop near the data's end) against `_columns_reference`: lines of one template
+    with other numbers, tokens and lines that cross 16-byte blocks (long bars, long numbers), with and without
+    a last newline, every picked value the double float() gives, or None where a row does not read."""
+    import numpy as np
+
+    rng = random.Random(11)
+    seps = [" ", ": ", ", ", ",", "=", " | ", "[", "]", " e ", "E", "x", "\t", "'loss': ", "/", "-", ".", "\r",
+            "." * 31, "=" * 20, " " * 17, "[>" + "." * 29 + "]", "x" * 40, ",,,", "-" * 18, ", '"]
+    read = 0
+    for _ in range(3000):
+        template = [rng.choice(seps) for _ in range(rng.randint(0, 9))]
+        lines = ["".join(sep + _number(rng) for sep in template) + rng.choice(["", " ", ",", "'}", ", x"])
+                 for _ in range(rng.randint(1, 12))]
+        data = ("\n".join(lines) + rng.choice(["\n", "\n", ""])).encode()
+        first = data.split(b"\n")[0]
+        width = sum(1 for j, c in enumerate(first) if c in _KEPT and (j == 0 or first[j - 1] not in _KEPT))
+        width = width if rng.random() < 0.9 else rng.randint(0, 10)
+        picks = rng.sample(range(width), rng.randint(0, min(width, 5)))
+        kinds = "".join(rng.choice("ffffi") for _ in picks)
+        want = _columns_reference(data, width, picks, kinds)
+        got = linescan.columns(data, width, picks, kinds, [False] * len(picks))
+        if want is None or got is None:
+            assert got is None and want is None, data
+            continue
+        read += 1
+        assert got.shape == (len(want), len(picks))
+        assert [struct.pack("d", v) for v in got.ravel().tolist()] == \
+            [struct.pack("d", v) for row in want for v in row], data
+        starts = np.array([0] + [j + 1 for j, c in enumerate(data[:-1]) if c == 10], np.int64)[:len(want)]
+        assert np.array_equal(linescan.columns(data, width, picks, kinds, [False] * len(picks), starts[::-1])[::-1],
+                              got)
+    assert read > 500  # the comparison is not of Nones only

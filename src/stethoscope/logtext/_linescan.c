@@ -352,10 +352,19 @@ enum { KEPT = 8 };
 
 static unsigned char TOKEN[256]; /* KEPT: a byte that can be part of a number token */
 
+/* The same bytes for columns' loop over a line that ends with a newline: a blank, a part of a token, a
+ * comma (a part only where a part or the newline follows it), the newline. */
+enum { T_BLANK = 0, T_PART = 1, T_COMMA = 2, T_END = 3 };
+static unsigned char TCLASS[256];
+
 static void init_tokens(void) {
     const char *kept = "0123456789.+-eE,";
-    for (const char *c = kept; *c; c++)
+    for (const char *c = kept; *c; c++) {
         TOKEN[(unsigned char)*c] = KEPT;
+        TCLASS[(unsigned char)*c] = T_PART;
+    }
+    TCLASS[','] = T_COMMA;
+    TCLASS['\n'] = T_END;
 }
 
 /* Whether t[0..len) is a number float() reads: [+-]? (digits [. digits?] | . digits) ([eE] [+-]? digits)? */
@@ -460,6 +469,173 @@ static int read_token(const unsigned char *token, Py_ssize_t len, char kind, int
     return 0;
 }
 
+#ifdef __SIZEOF_INT128__
+static u128 POW10_WIDE[23]; /* 10**k as 128-bit integers */
+
+/* m / 10**k correctly rounded, for m above 2**53 (below 2**64) and k in 1..22, without a division of
+ * 128-bit integers: the quotient of the two doubles is within an ulp or so, and a candidate M 2**e is the
+ * one float() gives when m / 10**k lies strictly between the midpoints around it: (2M - 1) 10**k <
+ * m 2**(1 - e) < (2M + 1) 10**k (products below 2**128); else its neighbour on that side is checked. 0 when
+ * that does not decide (a tie, a binade's edge, two ulps off): exact_wide then does. */
+static int near_quotient(uint64_t m, int k, double *out) {
+    const double c = (double)m / POW10[k];
+    uint64_t bits;
+    memcpy(&bits, &c, sizeof bits);
+    const int biased = (int)(bits >> 52) & 0x7ff;
+    const uint64_t low_bits = ((uint64_t)1 << 52) - 1;
+    uint64_t M = (bits & low_bits) | ((uint64_t)1 << 52);
+    const int shift = 1 - (biased - 1075);
+    if (biased == 0 || shift < 0 || shift > 63 + __builtin_clzll(m))
+        return 0;
+    const u128 scaled = (u128)m << shift;
+    for (int tries = 0; tries < 2; tries++) { /* the candidate, then its neighbour on the side the check says */
+        if (M == (uint64_t)1 << 52 || M == (uint64_t)1 << 53)
+            return 0;
+        const u128 below = (u128)(2 * M - 1) * POW10_WIDE[k], above = (u128)(2 * M + 1) * POW10_WIDE[k];
+        if (scaled > below && scaled < above) {
+            bits = ((uint64_t)biased << 52) | (M & low_bits);
+            memcpy(out, &bits, sizeof bits);
+            return 1;
+        }
+        if (scaled == below || scaled == above)
+            return 0; /* a tie */
+        M = scaled > above ? M + 1 : M - 1;
+    }
+    return 0;
+}
+#endif
+
+/* Whether t[0..8) are 8 digits, and their value (a fraction's digits 8 at a time, as one number). */
+static inline int eight_digits(const unsigned char *t, uint64_t *out) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v;
+    memcpy(&v, t, 8);
+    if ((v & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL ||
+        ((v + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) != 0x3030303030303030ULL)
+        return 0;
+    v = (v & 0x0F0F0F0F0F0F0F0FULL) * 2561 >> 8; /* pairs, then fours, then the eight */
+    v = (v & 0x00FF00FF00FF00FFULL) * 6553601 >> 16;
+    *out = (uint32_t)((v & 0x0000FFFF0000FFFFULL) * 42949672960001ULL >> 32);
+    return 1;
+#else
+    (void)t;
+    (void)out;
+    return 0;
+#endif
+}
+
+static inline int leading_zeros(const unsigned char *t) {
+    int k = 0;
+    while (k < 8 && t[k] == '0')
+        k++;
+    return k;
+}
+
+/* A token read by kind `f` or `i` without commas to drop, on its common forms (at most 19 significant
+ * digits, a power of ten within 22, at most MAX_NUMBER bytes): 1 and the double read_token gives; 0 when
+ * read_token must decide (it gives the same where this gives one). One pass over the bytes, no copy. */
+static inline int quick_number(const unsigned char *t, Py_ssize_t len, char kind, double *out) {
+    Py_ssize_t j = 0;
+    int negative = 0, significant = 0, digits = 0, power = 0;
+    uint64_t mantissa = 0;
+    if (len > MAX_NUMBER)
+        return 0;
+    if (j < len && (t[j] == '+' || t[j] == '-')) {
+        negative = t[j] == '-';
+        j++;
+    }
+    for (; j < len && is_digit(t[j]); j++, digits++) {
+        if (mantissa == 0 && t[j] == '0')
+            continue; /* a leading zero */
+        if (significant++ == 19)
+            return 0;
+        mantissa = mantissa * 10 + (uint64_t)(t[j] - '0');
+    }
+    if (kind == 'i') { /* read_token's: [+-]? and at most 15 digits, all of them */
+        if (j != len || digits == 0 || digits > 15)
+            return 0;
+        *out = negative ? -(double)mantissa : (double)mantissa;
+        return 1;
+    }
+    if (j < len && t[j] == '.') {
+        uint64_t eight;
+        for (j++; significant <= 11 && j + 8 <= len && eight_digits(t + j, &eight); j += 8, digits += 8, power -= 8) {
+            significant += mantissa ? 8 : eight ? 8 - leading_zeros(t + j) : 0; /* 8 a step: a long fraction */
+            mantissa = mantissa * 100000000 + eight;
+        }
+        for (; j < len && is_digit(t[j]); j++, digits++, power--) {
+            if (mantissa == 0 && t[j] == '0')
+                continue;
+            if (significant++ == 19)
+                return 0;
+            mantissa = mantissa * 10 + (uint64_t)(t[j] - '0');
+        }
+    }
+    if (digits == 0)
+        return 0;
+    if (j < len && (t[j] == 'e' || t[j] == 'E')) {
+        int exp_negative = 0, exponent = 0, exp_digits = 0;
+        j++;
+        if (j < len && (t[j] == '+' || t[j] == '-')) {
+            exp_negative = t[j] == '-';
+            j++;
+        }
+        for (; j < len && is_digit(t[j]); j++) {
+            if (++exp_digits > 4)
+                return 0;
+            exponent = exponent * 10 + (t[j] - '0');
+        }
+        if (exp_digits == 0)
+            return 0;
+        power += exp_negative ? -exponent : exponent;
+    }
+    if (j != len)
+        return 0;
+    double value = 0.0;
+    if (mantissa != 0) {
+        if (power < -22 || power > 22)
+            return 0;
+        if (mantissa <= (uint64_t)1 << 53) /* both exact: one correctly rounded operation */
+            value = power >= 0 ? (double)mantissa * POW10[power] : (double)mantissa / POW10[-power];
+#ifdef __SIZEOF_INT128__
+        else if (power >= 0 || !near_quotient(mantissa, -power, &value))
+            return 0;
+#else
+        else
+            return 0;
+#endif
+    }
+    *out = negative ? -value : value;
+    return 1;
+}
+
+#if defined(__SSE2__) && defined(__GNUC__)
+#include <emmintrin.h>
+#define SIMD_TOKENS 1
+
+/* Bit j of the results: s[j] (j < 16) is a part of a token other than a comma (digits, `.+-eE`), a comma,
+ * a newline. */
+static inline void token_masks(const unsigned char *s, uint32_t *part, uint32_t *comma, uint32_t *newline) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)s);
+    const __m128i from_plus = _mm_sub_epi8(v, _mm_set1_epi8('+'));          /* `+,-./0-9`: 0..14 */
+    const __m128i in_range = _mm_cmpeq_epi8(_mm_min_epu8(from_plus, _mm_set1_epi8(14)), from_plus);
+    const __m128i is_comma = _mm_cmpeq_epi8(v, _mm_set1_epi8(','));
+    const __m128i not_part = _mm_or_si128(is_comma, _mm_cmpeq_epi8(v, _mm_set1_epi8('/')));
+    const __m128i is_e = _mm_cmpeq_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8('e'));
+    *part = (uint32_t)_mm_movemask_epi8(_mm_or_si128(_mm_andnot_si128(not_part, in_range), is_e));
+    *comma = (uint32_t)_mm_movemask_epi8(is_comma);
+    *newline = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('\n')));
+}
+#endif
+
+/* The picked token t[0..len) read into row[k] by kinds[k] (quick_number where it decides); 0 when it does not read. */
+static inline int take(const unsigned char *t, Py_ssize_t len, int32_t k, const char *kinds, const char *commas,
+                       double *row, PyThreadState **released) {
+    if (commas[k] == 0 && (kinds[k] == 'f' || kinds[k] == 'i') && quick_number(t, len, kinds[k], &row[k]))
+        return 1;
+    return read_token(t, len, kinds[k], commas[k], &row[k], released);
+}
+
 static PyObject *columns(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_buffer view, picks_view, kinds_view, commas_view, starts_view = {0};
     Py_ssize_t width, per_row = 1;
@@ -494,7 +670,9 @@ static PyObject *columns(PyObject *Py_UNUSED(module), PyObject *args) {
                 pick_of[picks[k]] = (int32_t)k;
         }
     }
-    Py_ssize_t lines = 0;
+    Py_ssize_t lines = 0, fast_end = n; /* a line that starts before fast_end ends with a newline */
+    while (fast_end > 0 && s[fast_end - 1] != '\n')
+        fast_end--;
     PyThreadState *released = PyEval_SaveThread();
     Py_ssize_t i = 0;
     while (ok && (starts ? next_start < nstarts : i < n)) {
@@ -517,25 +695,100 @@ static PyObject *columns(PyObject *Py_UNUSED(module), PyObject *args) {
                 ok = 0;
                 break;
             }
-            while (i < n && s[i] != '\n') {
-                const unsigned char c = s[i];
-                int kept = TOKEN[c] && !(c == ',' && i + 1 < n && s[i + 1] != '\n' && !TOKEN[s[i + 1]]);
-                if (!kept) {
-                    i++;
-                    continue;
-                }
-                Py_ssize_t a = i;
-                while (i < n && TOKEN[s[i]] && !(s[i] == ',' && i + 1 < n && s[i + 1] != '\n' && !TOKEN[s[i + 1]]))
-                    i++;
-                if (tokens < width && pick_of[tokens] >= 0) {
-                    int32_t k = pick_of[tokens];
-                    if (!read_token(s + a, i - a, kinds[k], commas[k], &row[k], &released)) {
-                        ok = 0;
+#ifdef SIMD_TOKENS
+            if (i < fast_end) { /* 16 bytes at a time while 17 are left: tokens found by bit masks */
+                uint32_t carry = 0;           /* the byte before the block is a part of a token */
+                Py_ssize_t current = i;       /* where the last token started */
+                int32_t pending = -1;         /* a picked token that goes on past its block: its pick */
+                for (Py_ssize_t p = i;; p += 16) {
+                    if (p + 17 > n) { /* near the data's end: the byte loop goes on from the token in progress */
+                        if (carry)
+                            tokens--;
+                        i = carry ? current : p;
+                        break;
+                    }
+                    uint32_t part, comma, newline;
+                    token_masks(s + p, &part, &comma, &newline);
+                    const uint32_t after = (part | comma | newline) >> 1 | (uint32_t)(TCLASS[s[p + 16]] != T_BLANK) << 15;
+                    uint32_t kept = (part | (comma & after)) & (newline ? (newline & -newline) - 1 : 0xFFFF);
+                    if (pending >= 0) {
+                        const uint32_t end = (uint32_t)__builtin_ctz(~kept | 0x10000);
+                        if (end < 16) {
+                            if (!take(s + current, p + end - current, pending, kinds, commas, row, &released)) {
+                                ok = 0;
+                                break;
+                            }
+                            pending = -1;
+                        }
+                    }
+                    for (uint32_t starts = kept & ~(kept << 1 | carry); starts; starts &= starts - 1) {
+                        const uint32_t b = (uint32_t)__builtin_ctz(starts);
+                        current = p + b;
+                        if (tokens < width && pick_of[tokens] >= 0) {
+                            const uint32_t end = (uint32_t)__builtin_ctz((~kept & ~((1u << b) - 1)) | 0x10000);
+                            if (end < 16) {
+                                if (!take(s + current, end - b, pick_of[tokens], kinds, commas, row, &released)) {
+                                    ok = 0;
+                                    break;
+                                }
+                            } else
+                                pending = pick_of[tokens];
+                        }
+                        tokens++;
+                    }
+                    carry = kept >> 15 & 1;
+                    if (!ok || newline) {
+                        i = newline ? p + __builtin_ctz(newline) : p;
                         break;
                     }
                 }
-                tokens++;
+                if (!ok)
+                    break;
+                if (s[i] == '\n')
+                    goto line_read;
             }
+#endif
+            if (i < fast_end) { /* the line ends with a newline: a class lookup a byte, no bound checks */
+                for (;;) {
+                    unsigned char c = TCLASS[s[i]];
+                    if (c == T_BLANK || (c == T_COMMA && TCLASS[s[i + 1]] == T_BLANK)) {
+                        i++;
+                        continue;
+                    }
+                    if (c == T_END)
+                        break;
+                    const Py_ssize_t a = i;
+                    for (i++; (c = TCLASS[s[i]]) == T_PART || (c == T_COMMA && TCLASS[s[i + 1]] != T_BLANK); i++)
+                        ;
+                    if (tokens < width && pick_of[tokens] >= 0 &&
+                        !take(s + a, i - a, pick_of[tokens], kinds, commas, row, &released)) {
+                        ok = 0;
+                        break;
+                    }
+                    tokens++;
+                }
+            } else {
+                while (i < n && s[i] != '\n') {
+                    const unsigned char c = s[i];
+                    int kept = TOKEN[c] && !(c == ',' && i + 1 < n && s[i + 1] != '\n' && !TOKEN[s[i + 1]]);
+                    if (!kept) {
+                        i++;
+                        continue;
+                    }
+                    const Py_ssize_t a = i;
+                    while (i < n && TOKEN[s[i]] && !(s[i] == ',' && i + 1 < n && s[i + 1] != '\n' && !TOKEN[s[i + 1]]))
+                        i++;
+                    if (tokens < width && pick_of[tokens] >= 0 &&
+                        !take(s + a, i - a, pick_of[tokens], kinds, commas, row, &released)) {
+                        ok = 0;
+                        break;
+                    }
+                    tokens++;
+                }
+            }
+#ifdef SIMD_TOKENS
+        line_read:
+#endif
             if (i < n)
                 i++; /* the newline */
         }
@@ -807,6 +1060,11 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_linescan", "The log
 PyMODINIT_FUNC PyInit__linescan(void) {
     init_kinds();
     init_tokens();
+#ifdef __SIZEOF_INT128__
+    POW10_WIDE[0] = 1;
+    for (int k = 1; k < 23; k++)
+        POW10_WIDE[k] = POW10_WIDE[k - 1] * 10;
+#endif
     init_shape();
     return PyModule_Create(&module);
 }
