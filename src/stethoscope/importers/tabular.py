@@ -28,7 +28,7 @@ from typing import Any
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.fairseq import fairseq_name
-from stethoscope.logtext.names import FileNames, metric, scaled_row
+from stethoscope.logtext.names import FileNames, metric, rivals, scaled_row
 from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.logtext.table import PointTable, describe, gc_paused, to_float
 from stethoscope.records import LOSS, LR
@@ -304,44 +304,6 @@ def _eval_row(flat: dict[str, Any], names: FileNames, fairseq: bool, demoted: se
             if found.scale != 1.0:
                 names.scales[found.name] = found.scale
     return {named[k]: v for k, v in flat.items()}
-
-
-_WORDS = re.compile(r"[a-z]+")
-_SCOPES = {"train/": {"train", "training", "trn"}, "eval/": {"val", "valid", "validation", "eval", "evaluation", "test",
-                                                             "dev"}}
-_OBJECTIVE = {"loss", "total", "objective"}  # words of the loss a trainer optimises (`train/total_loss`)
-
-
-def _distance(raw: str, name: str) -> int:
-    """How many words `raw` has beyond `name`'s own, its scope's (`val`, `train`) and the objective's:
-    `val/loss` 0, `val/train_loss` 1 (a train word in an eval name), `train/ce_loss` 1, `train/total_loss` 0."""
-    scope = next((words for prefix, words in _SCOPES.items() if name.startswith(prefix)), set())
-    own = set(_WORDS.findall(name.lower())) | scope | _OBJECTIVE
-    return sum(1 for w in _WORDS.findall(raw.lower()) if w not in own)
-
-
-def rivals(named: dict[str, str], demoted: set[str] | None = None) -> dict[str, str]:
-    """{raw key: our name} where no two keys share a name: two keys of one row or header that resolve to one
-    series (`val/loss` and `val/train_loss` to the eval loss; `train/total_loss` and `train/ce_loss` to the
-    train loss) would overwrite each other's values. The closest spelling (`_distance`, then the first) keeps
-    the name; the others keep their own (`val/train_loss`), and stay demoted in later rows (`demoted`)."""
-    if demoted:
-        named = {k: ("_".join(k.split()) if k in demoted else n) for k, n in named.items()}
-    if len(set(named.values())) == len(named):
-        return named
-    by_name: dict[str, list[str]] = {}
-    for key, name in named.items():
-        by_name.setdefault(name, []).append(key)
-    out = dict(named)
-    for name, keys in by_name.items():
-        if len(keys) > 1:
-            best = min(keys, key=lambda k: _distance(k, name))
-            for key in keys:
-                if key != best:
-                    out[key] = "_".join(key.split())
-                    if demoted is not None:
-                        demoted.add(key)
-    return out
 
 
 def _flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:

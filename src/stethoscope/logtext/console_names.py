@@ -5,13 +5,16 @@ whose name gives no unit (`iter_time: 250`) is settled later too, by its magnitu
 
 from __future__ import annotations
 
+from typing import Any
+
 from stethoscope.detect.names import names_time_unit
 from stethoscope.logtext.console_clock import CLOCK_NAMES, STEPS_TIME, UNITLESS_STEP, time_name
 from stethoscope.logtext.console_line import MAGNITUDE, STEPS_TIME_KEY, key_name
-from stethoscope.logtext.names import metric
+from stethoscope.logtext.names import metric, rivals
 from stethoscope.records import STEP_TIME
 
 Names = dict[tuple[str, str, bool], "tuple[str, float] | None"]
+HELD_OUT = ("eval/", "test/")  # the names of an eval (or test) line's metrics: its record, not a step's
 
 
 def resolve(cache: Names, key: str, unit: str, eval_line: bool) -> tuple[str, float] | None:
@@ -33,3 +36,16 @@ def resolve(cache: Names, key: str, unit: str, eval_line: bool) -> tuple[str, fl
                 plain = (f"{UNITLESS_STEP}|{raw}", 1.0)  # `iter_time: 250`: its magnitude says ms or s
             cache[at] = plain or (found.name, found.scale * MAGNITUDE.get(unit, 1.0))
     return cache[at]
+
+
+def distinct(pairs: list[Any]) -> list[Any]:
+    """A line's [((name, scale), value)] where no two keys share a name: DETR prints `loss: 55.8 ... loss_ce:
+    2.1`, both the train loss by name; the closest spelling keeps it (`names.rivals`), the other its own key."""
+    names = [n[0] for n, _ in pairs]
+    if len(set(names)) == len(names):
+        return pairs
+    keys = [v.key for _, v in pairs]
+    if len(set(keys)) < len(keys):  # one key twice: the later value stands, as before
+        return pairs
+    named = rivals(dict(zip(keys, names)))
+    return [((named[v.key], n[1]), v) if named[v.key] != n[0] else (n, v) for n, v in pairs]

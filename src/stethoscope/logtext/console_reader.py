@@ -18,7 +18,7 @@ from stethoscope.logtext.console_clock import times_named
 from stethoscope.logtext.console_epochs import EpochCounter, bar_step, index_steps, renumbered
 from stethoscope.logtext.console_fast import Template
 from stethoscope.logtext.console_line import ANSI, NUMBER, Line, has_loss, parse
-from stethoscope.logtext.console_names import Names, resolve
+from stethoscope.logtext.console_names import HELD_OUT, Names, distinct, resolve
 from stethoscope.logtext.console_runs import Lines, first_where, pieces, shape_of
 from stethoscope.logtext.console_shape import Shape, learn
 from stethoscope.logtext.console_walk import walk
@@ -39,7 +39,6 @@ NATIVE_PIECE_BYTES = 1 << 22  # the scanner's columns: smaller pieces, so that t
 MIN_STRETCH = 32  # interleaved shapes: read a shape at a time from this many lines on
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
 SUMMARY = "train_runtime"  # the HF Trainer's end-of-run summary dict: not a step
-_HELD_OUT = ("eval/", "test/")  # the names of an eval (or test) line's metrics: its record, not a step's
 
 
 def _epoch_step(pairs: list[Any], line: Line) -> int | None:
@@ -339,8 +338,8 @@ class ConsoleReader:
             self.keeper.offer(number, text, self.last_step)
             return
         names = [resolve(self.names, v.key, v.unit, line.eval) for v in line.values]
-        pairs = [(n, v) for n, v in zip(names, line.values) if n is not None]
-        evals = [(n, v) for n, v in pairs if n[0].startswith(_HELD_OUT)]
+        pairs = distinct([(n, v) for n, v in zip(names, line.values) if n is not None])
+        evals = [(n, v) for n, v in pairs if n[0].startswith(HELD_OUT)]
         if evals and line.step is None and not line.record and not line.progress and (
                 self.loss_steps or _epoch_step(pairs, line) is None):  # (an epoch's record holds both)
             pairs = evals  # `loss=0.5 val_loss=0.7` after step N: the eval's at N (the train loss is N's own)
@@ -376,7 +375,7 @@ class ConsoleReader:
             self.last_step = self.ordinal
             self.counts.append((self.ordinal, line.epoch, line.count or 0, line.total or 0))
             return self.ordinal
-        evals = all(n[0].startswith(_HELD_OUT) for n, _ in pairs)
+        evals = all(n[0].startswith(HELD_OUT) for n, _ in pairs)
         if self.last_step is not None and (line.record or evals):
             return self.last_step
         if line.body.lstrip().startswith("{"):

@@ -149,3 +149,41 @@ def scaled_row(values: Mapping[str, object], scales: Mapping[str, float]) -> tup
     names = tuple(values)
     factors = tuple(scales.get(n, 1.0) for n in names) if scales and not scales.keys().isdisjoint(names) else None
     return Layout(names, factors), tuple(values.values())
+
+
+_WORDS = re.compile(r"[a-z]+")
+_SCOPES = {"train/": {"train", "training", "trn"}, "eval/": {"val", "valid", "validation", "eval", "evaluation", "test",
+                                                             "dev"}}
+_OBJECTIVE = {"loss", "total", "objective"}  # words of the loss a trainer optimises (`train/total_loss`)
+
+
+def _distance(raw: str, name: str) -> int:
+    """How many words `raw` has beyond `name`'s own, its scope's (`val`, `train`) and the objective's:
+    `val/loss` 0, `val/train_loss` 1 (a train word in an eval name), `train/ce_loss` 1, `train/total_loss` 0."""
+    scope = next((words for prefix, words in _SCOPES.items() if name.startswith(prefix)), set())
+    own = set(_WORDS.findall(name.lower())) | scope | _OBJECTIVE
+    return sum(1 for w in _WORDS.findall(raw.lower()) if w not in own)
+
+
+def rivals(named: dict[str, str], demoted: set[str] | None = None) -> dict[str, str]:
+    """{raw key: our name} where no two keys share a name: two keys of one row or header that resolve to one
+    series (`val/loss` and `val/train_loss` to the eval loss; `train/total_loss` and `train/ce_loss` to the
+    train loss) would overwrite each other's values. The closest spelling (`_distance`, then the first) keeps
+    the name; the others keep their own (`val/train_loss`), and stay demoted in later rows (`demoted`)."""
+    if demoted:
+        named = {k: ("_".join(k.split()) if k in demoted else n) for k, n in named.items()}
+    if len(set(named.values())) == len(named):
+        return named
+    by_name: dict[str, list[str]] = {}
+    for key, name in named.items():
+        by_name.setdefault(name, []).append(key)
+    out = dict(named)
+    for name, keys in by_name.items():
+        if len(keys) > 1:
+            best = min(keys, key=lambda k: _distance(k, name))
+            for key in keys:
+                if key != best:
+                    out[key] = "_".join(key.split())
+                    if demoted is not None:
+                        demoted.add(key)
+    return out
