@@ -281,3 +281,35 @@ def test_token_columns_read_as_their_rules_say() -> None:
         assert np.array_equal(linescan.columns(data, width, picks, kinds, [False] * len(picks), starts[::-1])[::-1],
                               got)
     assert read > 500  # the comparison is not of Nones only
+
+
+@built
+def test_shapes_and_repeats_across_blocks_are_the_python_ones() -> None:
+    """Shapes made and compared 16 bytes at a time (packed by a byte shuffle where the CPU has one) against
+    `console_runs.shape_of` and a count of whole units in them: long lines (bars, long numbers, words with
+    e's), from any offset to any end, runs and cycles that break late in a line or not at all."""
+    from stethoscope.logtext.console_runs import shape_of
+
+    rng = random.Random(12)
+    pieces = [b"=" * 23, b"[" + b"=" * 17 + b">" + b"." * 12 + b"]", b"0.9478274870593494", b"1.6965e-05", b"-12",
+              b"'learning_rate': ", b"\t Train loss/train/total: ", b" - ETA: ", b"x" * 19, b"E+", b" ", b"\r"]
+    for _ in range(1500):
+        units = [b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 7))) for _ in range(3)]
+        k = rng.randint(1, 3)
+        lines = [units[i % k] for i in range(rng.randint(0, 40))]
+        if lines and rng.random() < 0.5:  # a line that differs, somewhere late in it
+            at = rng.randrange(len(lines))
+            lines[at] = lines[at] + rng.choice([b"y", b"5", b"="])
+        data = b"\n".join(lines) + rng.choice([b"\n", b""])
+        a = rng.randint(0, len(data))
+        b = rng.randint(a, len(data))
+        assert linescan.shapes(data, a, b) == shape_of(data[a:b])
+        shapes = shape_of(data)
+        unit = b"".join(line + b"\n" for line in shapes.split(b"\n")[:k])
+        if unit.count(b"\n") != k:
+            continue
+        count = 0
+        while shapes.startswith(unit, count * len(unit)):
+            count += 1
+        end = len(b"\n".join(data.split(b"\n")[:count * k])) + 1 if count else 0
+        assert linescan.repeats(data, 0, unit) == (count, end)

@@ -975,6 +975,69 @@ static void init_shape(void) {
     SHAPE['='] = SHAPE['>'] = '.';
 }
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <tmmintrin.h>
+#define SIMD_SHAPES 1
+static uint64_t PACK[256];       /* the byte shuffle that packs the bytes of an 8-bit mask to the front */
+static unsigned char KEPT_IN[256]; /* how many bits an 8-bit mask has */
+static unsigned char SHIFT[9][16];   /* the byte shuffle that moves 8 bytes t places up (zeros below) */
+static int has_ssse3;
+
+static void init_pack(void) {
+    for (int mask = 0; mask < 256; mask++) {
+        uint64_t order = 0;
+        int kept = 0;
+        for (int b = 0; b < 8; b++)
+            if (mask >> b & 1)
+                order |= (uint64_t)b << (8 * kept++);
+        for (int b = kept; b < 8; b++)
+            order |= (uint64_t)0x80 << (8 * b); /* a zero byte: written past the kept ones, overwritten next */
+        PACK[mask] = order;
+        KEPT_IN[mask] = (unsigned char)kept;
+    }
+    for (int t = 0; t <= 8; t++)
+        for (int b = 0; b < 16; b++)
+            SHIFT[t][b] = b >= t && b < t + 8 ? (unsigned char)(b - t) : 0x80;
+    __builtin_cpu_init();
+    has_ssse3 = __builtin_cpu_supports("ssse3");
+}
+
+/* The shape bytes of s[0..16) (the bytes kept: not digits nor `eE+-`; `=` and `>` written as `.`) packed to
+ * the front of a register, zeros after them; *kept the mask of the bytes kept, *k how many. */
+__attribute__((target("ssse3"))) static inline __m128i shape16(const unsigned char *s, uint32_t *kept, int *k) {
+    __m128i v = _mm_loadu_si128((const __m128i *)s);
+    const __m128i from_zero = _mm_sub_epi8(v, _mm_set1_epi8('0'));
+    const __m128i digit = _mm_cmpeq_epi8(_mm_min_epu8(from_zero, _mm_set1_epi8(9)), from_zero);
+    const __m128i e = _mm_cmpeq_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8('e'));
+    const __m128i sign = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('+')), _mm_cmpeq_epi8(v, _mm_set1_epi8('-')));
+    const __m128i bar = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('=')), _mm_cmpeq_epi8(v, _mm_set1_epi8('>')));
+    v = _mm_or_si128(_mm_andnot_si128(bar, v), _mm_and_si128(bar, _mm_set1_epi8('.')));
+    const uint32_t keep = ~(uint32_t)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(digit, e), sign)) & 0xFFFF;
+    const unsigned low = keep & 0xFF, high = keep >> 8;
+    const __m128i first = _mm_shuffle_epi8(v, _mm_set_epi64x((long long)0x8080808080808080ULL, (long long)PACK[low]));
+    const __m128i second = _mm_shuffle_epi8(_mm_srli_si128(v, 8), _mm_cvtsi64_si128((long long)PACK[high]));
+    *kept = keep;
+    *k = KEPT_IN[low] + KEPT_IN[high];
+    return _mm_or_si128(first, _mm_shuffle_epi8(second, _mm_loadu_si128((const __m128i *)SHIFT[KEPT_IN[low]])));
+}
+
+/* shapes' loop, 16 bytes at a time: how many shape bytes it wrote to out for s[0..len). */
+__attribute__((target("ssse3"))) static Py_ssize_t shapes_ssse3(const unsigned char *s, Py_ssize_t len,
+                                                                  unsigned char *out) {
+    Py_ssize_t n = 0, i = 0;
+    uint32_t kept;
+    int k;
+    for (; i + 16 <= len; i += 16, n += k) /* 16 bytes written, k of them kept (n <= i: within out) */
+        _mm_storeu_si128((__m128i *)(out + n), shape16(s + i, &kept, &k));
+    for (; i < len; i++) {
+        const int c = SHAPE[s[i]];
+        out[n] = (unsigned char)c;
+        n += c >= 0;
+    }
+    return n;
+}
+#endif
+
 static PyObject *shapes(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_buffer view;
     Py_ssize_t start, end;
@@ -992,11 +1055,16 @@ static PyObject *shapes(PyObject *Py_UNUSED(module), PyObject *args) {
     const unsigned char *s = view.buf;
     Py_ssize_t n = 0;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = start; i < end; i++) {
-        const int c = SHAPE[s[i]];
-        out[n] = (char)c;
-        n += c >= 0;
-    }
+#ifdef SIMD_SHAPES
+    if (has_ssse3)
+        n = shapes_ssse3(s + start, end - start, (unsigned char *)out);
+    else
+#endif
+        for (Py_ssize_t i = start; i < end; i++) {
+            const int c = SHAPE[s[i]];
+            out[n] = (char)c;
+            n += c >= 0;
+        }
     Py_END_ALLOW_THREADS
     if (_PyBytes_Resize(&result, n) < 0)
         result = NULL;
@@ -1004,6 +1072,55 @@ release:
     PyBuffer_Release(&view);
     return result;
 }
+
+#ifdef SIMD_SHAPES
+/* repeats' loop, 16 bytes of the log at a time (their shape bytes packed, then compared with the unit's
+ * next ones): from s[*at], the unit `padded` (m bytes, 16 more of room) at *j; *at is left at the first
+ * block of fewer than 16 bytes or at the block where the shapes differ (the byte loop goes on from there
+ * with *j as it was at the block's start; at n where that was found byte by byte), *count and *end as the
+ * byte loop sets them. */
+__attribute__((target("ssse3"))) static void repeats_ssse3(const unsigned char *s, Py_ssize_t n, Py_ssize_t *at,
+                                                             const unsigned char *padded, Py_ssize_t m, Py_ssize_t *j,
+                                                             Py_ssize_t *count, Py_ssize_t *end) {
+    unsigned char packed[16];
+    uint32_t kept;
+    int k;
+    Py_ssize_t i = *at, jj = *j;
+    for (; i + 16 <= n; i += 16) {
+        const __m128i shape = shape16(s + i, &kept, &k);
+        if (k > m - jj) { /* the unit ends inside the block: byte by byte */
+            _mm_storeu_si128((__m128i *)packed, shape);
+            Py_ssize_t r = 0;
+            uint32_t rest = kept;
+            for (; r < k; r++, rest &= rest - 1) {
+                if (packed[r] != padded[jj])
+                    break;
+                if (++jj == m) {
+                    jj = 0;
+                    ++*count;
+                    *end = i + __builtin_ctz(rest) + 1;
+                }
+            }
+            if (r < k) { /* they differ: the repeats end here (nothing left for the byte loop) */
+                i = n;
+                break;
+            }
+            continue;
+        }
+        const __m128i same = _mm_cmpeq_epi8(shape, _mm_loadu_si128((const __m128i *)(padded + jj)));
+        if ((~(uint32_t)_mm_movemask_epi8(same) & ((1u << k) - 1)) != 0)
+            break;
+        jj += k;
+        if (jj == m) {
+            jj = 0;
+            ++*count;
+            *end = i + (31 - __builtin_clz(kept)) + 1;
+        }
+    }
+    *at = i;
+    *j = jj;
+}
+#endif
 
 static PyObject *repeats(PyObject *Py_UNUSED(module), PyObject *args) {
     Py_buffer view, unit_view;
@@ -1017,9 +1134,18 @@ static PyObject *repeats(PyObject *Py_UNUSED(module), PyObject *args) {
     }
     const unsigned char *s = view.buf, *unit = unit_view.buf;
     const Py_ssize_t n = view.len, m = unit_view.len;
-    Py_ssize_t count = 0, end = start, j = 0;
+    Py_ssize_t count = 0, end = start, j = 0, from = start;
+#ifdef SIMD_SHAPES
+    unsigned char *padded = has_ssse3 ? PyMem_RawCalloc((size_t)m + 16, 1) : NULL;
+    if (padded != NULL)
+        memcpy(padded, unit, (size_t)m);
+#endif
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = start; i < n; i++) {
+#ifdef SIMD_SHAPES
+    if (padded != NULL)
+        repeats_ssse3(s, n, &from, padded, m, &j, &count, &end);
+#endif
+    for (Py_ssize_t i = from; i < n; i++) {
         const int c = SHAPE[s[i]];
         if (c < 0)
             continue;
@@ -1032,6 +1158,9 @@ static PyObject *repeats(PyObject *Py_UNUSED(module), PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
+#ifdef SIMD_SHAPES
+    PyMem_RawFree(padded);
+#endif
     result = Py_BuildValue("(nn)", count, end);
 release:
     PyBuffer_Release(&view);
@@ -1066,5 +1195,8 @@ PyMODINIT_FUNC PyInit__linescan(void) {
         POW10_WIDE[k] = POW10_WIDE[k - 1] * 10;
 #endif
     init_shape();
+#ifdef SIMD_SHAPES
+    init_pack();
+#endif
     return PyModule_Create(&module);
 }
