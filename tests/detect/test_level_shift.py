@@ -22,8 +22,10 @@ def test_slowdown_hidden_in_bimodal_noise_is_found_at_its_onset():
     assert [f.type for f in found] == ["throughput_drop"], found  # one slowdown, not one per fast record
     f = found[0]
     # records 301-303 of this seed sit at the old level (the fast mode of the new one): the data place
-    # the onset at 304 as much as at 300
-    assert 1500 <= f.step <= 1520, f.step
+    # the onset at 304 as much as at 300, and the noise leaves a ramp from the old level open too: a ramp
+    # starting 4 records earlier fits them as well (`detect.slowdown.ramp_onset`; a real gradual slowdown
+    # in such noise was dated 9 records late by the step fit alone)
+    assert 1480 <= f.step <= 1520, f.step
     assert f.severity == "warning" and f.evidence["slowdown"] > 0.4 and f.end_step == 2495
 
 

@@ -6,8 +6,9 @@ where it crossed the midpoint between the old and the new level, its onset comes
 priced by the median of its first records, its cost is a fraction of the truth; and once it is three times
 its first slow level, every new record looks like a stall on top of it ("a stall every step"). So:
 
-* the onset is the changepoint of a step-plus-ramp least-squares fit (`ramp_onset`): the old level before
-  it, a line (a jump, a slope, or both) from it;
+* the onset is the changepoint of a least-squares fit (`ramp_onset`): the old level before it, and from it
+  a line (a jump, a slope, or both), or a ramp climbing from the old level itself when that explains the
+  records as well (a ramp starts inside the noise: its first slow records do not stand out);
 * the cost is the sum over blocks of `BLOCK` records of the block's median above the old level (`lost`):
   it follows a ramp, and a stall inside a block does not move it;
 * the slow level quoted is the latest records' (`recent`), and a slowdown whose latest block is well
@@ -25,6 +26,8 @@ KEPT = 64  # the latest records of a slowdown kept for its current level
 _SPIKE, _NEAR = 3.0, 2  # a record this many times the median of its neighbours (this many on each side) is a stall
 JUMP_RECORDS = 3  # stalls on top of a slowdown in a row that are a new, higher level (a stall lasts a record
 # or two: an eval between two logged records shows in both)
+_BIC_POSITIVE = 2.0  # a BIC difference that is 'positive evidence' (Kass & Raftery): less is a bare mention
+_JUMP_SIGMAS = 3.0  # a step fit's jump this many sigmas of the old level's noise: the noise cannot explain it
 GROWN = 1.5  # the latest block this many times the second: the slowdown has grown, not just wobbled (the first
 # block may straddle the onset: half old level, half new)
 
@@ -99,10 +102,20 @@ def release(d: dict[str, Any]) -> list[list[Any]]:
 
 
 def ramp_onset(xs: list[float], ys: list[float]) -> int:
-    """The index k where `ys` (at positions `xs`) leaves its old level: the best least-squares fit of a level
-    before k and a line c + b (x - x_k) from k on (a jump, a climb, or both), at least two points after k,
-    ties to the earlier k. Stalls on top are left out: a record `_SPIKE` times the median of the `_NEAR`
-    records on either side of it (an eval, a GC pause); a jump or a climb holds its neighbours."""
+    """The index k where `ys` (at positions `xs`) leaves its old level. Two shapes are fitted by least
+    squares, stalls on top left out (a record `_SPIKE` times the median of the `_NEAR` records on either side
+    of it: an eval, a GC pause; a jump or a climb holds its neighbours):
+
+    * a step: a level before k and a line c + b (x - x_k) from k on (a jump, a climb, or both), at least two
+      points after k, ties to the earlier k;
+    * a ramp from the old level: a level a before k and a + b (x - x_k) from k on (`_hinge`). A slowdown that
+      adds a little to every step (a leak, a growing queue, a running mean of the step time) starts inside
+      the noise; the step fit dates it where it first stands out, late by the records the noise hid.
+
+    The ramp, the simpler shape (one parameter fewer), is the onset unless the step fits positively better
+    (BIC by more than `_BIC_POSITIVE`) or its jump stands `_JUMP_SIGMAS` above the old level's own noise: a
+    jump the noise cannot explain is a jump. Where the noise leaves both shapes open (a step whose new level's
+    fast records sit at the old level), the ramp's onset can lead the step's by a few records."""
     # the first records are judged among the first 2 _NEAR + 1 (a stall opening the window has no left side);
     # the last among those up to them (the newest records are the new level, not a stall to drop)
     pts = [(x, y, i) for i, (x, y) in enumerate(zip(xs, ys))
@@ -119,7 +132,54 @@ def ramp_onset(xs: list[float], ys: list[float]) -> int:
         sse = pre + _line_sse(pts[k:])
         if sse < best * (1 - 1e-9):
             best, best_k = sse, k
-    return pts[best_k][2]
+    ramp, ramp_k = _hinge(pts)
+    n = len(pts)
+    if ramp_k is None or ramp_k == best_k or n < 6:
+        return pts[best_k][2]
+    bic_step = n * math.log(max(best, 1e-300) / n) + 4 * math.log(n)
+    bic_ramp = n * math.log(max(ramp, 1e-300) / n) + 3 * math.log(n)
+    if bic_step < bic_ramp - _BIC_POSITIVE or _jump_sigmas(pts, best_k, s1[best_k], s2[best_k]) >= _JUMP_SIGMAS:
+        return pts[best_k][2]
+    return pts[ramp_k][2]
+
+
+def _hinge(pts: list[tuple[float, float, int]]) -> tuple[float, int | None]:
+    """(residual sum of squares, k) of the best least-squares fit of a level a before point k and the line
+    a + b (x - x_k), b > 0, from k on: a climb that starts at the old level. (inf, None) when none climbs."""
+    n = len(pts)
+    my = sum(p[1] for p in pts) / n
+    syy = sum((p[1] - my) ** 2 for p in pts)
+    best, best_k = math.inf, None
+    for k in range(1, n - 2):
+        xk = pts[k][0]
+        u = [max(0.0, p[0] - xk) for p in pts]
+        mu = sum(u) / n
+        suu = sum((a - mu) ** 2 for a in u)
+        suy = sum((a - mu) * (p[1] - my) for a, p in zip(u, pts))
+        if suu <= 0 or suy <= 0:
+            continue
+        sse = max(syy - suy * suy / suu, 0.0)
+        if sse < best * (1 - 1e-9):
+            best, best_k = sse, k
+    return best, best_k
+
+
+def _jump_sigmas(pts: list[tuple[float, float, int]], k: int, s1: float, s2: float) -> float:
+    """How far the step fit's line starts above the level before point k, in that level's own noise (inf for
+    a noiseless level, as a step time printed in whole milliseconds is)."""
+    if k < 2:
+        return math.inf
+    level = s1 / k
+    seg = pts[k:]
+    m = len(seg)
+    mx, my = sum(p[0] for p in seg) / m, sum(p[1] for p in seg) / m
+    sxx = sum((p[0] - mx) ** 2 for p in seg)
+    b = sum((p[0] - mx) * (p[1] - my) for p in seg) / sxx if sxx > 0 else 0.0
+    jump = my + b * (seg[0][0] - mx) - level
+    sigma = math.sqrt(max(s2 - s1 * s1 / k, 0.0) / (k - 1))
+    if sigma <= 1e-9 * abs(level):
+        return math.inf if jump > 0 else -math.inf
+    return jump / sigma
 
 
 def _line_sse(pts: list[tuple[float, float, int]]) -> float:
