@@ -212,7 +212,7 @@ class SpikeDetector:
         n = len(t.window)
         level = t.level()
         scale = abs(level) if level != 0 else 1e-12
-        if v < level + self.config.loss_spike_min_rel * scale:
+        if v < level + self.config.loss_spike_min_rel * scale or _signed(v, level, t.window):
             t.push(v)
             return
         sigma = shrunk_sigma(t.data_sigma(), n, self.config.loss_prior_rel_noise * scale, self.config.prior_weight)
@@ -426,6 +426,12 @@ class SpikeDetector:
 _STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
 _STUCK_RECORDS = 3  # ...held over this many records...
 _STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged
+
+
+def _signed(v: float, level: float, window: Window) -> bool:
+    """A loss changing sign (a policy objective, centred on 0) has no scale to measure a jump by."""
+    values = window.values()
+    return level == 0 or min(values, default=v) < 0 < max(values, default=v) or (v < 0) != (level < 0)
 
 
 def _record_excursion(window: Window, v: float) -> bool:

@@ -179,6 +179,9 @@ class TrendDetector:
         div = self._div
         if div is not None:
             return self._div_progress(div, step, v, level, margin)
+        if best[0] <= 0 <= max(self.noise.values()):  # a loss that changes sign (a policy objective centred on
+            self._above_since = self._sure_since = None  # 0) has no scale for a rise: no divergence
+            return []
         if above:
             if self._above_since is None:
                 self._above_since = step
