@@ -167,6 +167,8 @@ def _words(text: str) -> list[str]:
 
 
 def _loss(words: list[str], namespace: str | None) -> Resolved | None:
+    if "cost" in words and not set(words) - _FILLER - {"cost", "total", "mean"}:  # the objective (Marian's `Cost`);
+        words = ["loss" if w == "cost" else w for w in words]  # a batch's or a reader's cost is its time
     if namespace == "eval" and ({"cross", "entropy"} <= set(words) or _EVAL_LOSS_WORDS & set(words)) and \
             not set(words) - _FILLER - {"language", "lm", "cross", "entropy", "loss", "epoch"} - _EVAL_LOSS_WORDS:
         return Resolved(EVAL_LOSS)  # an eval metric that is the LM loss (LLM Foundry: LanguageCrossEntropy; val_nll)
@@ -178,8 +180,10 @@ def _loss(words: list[str], namespace: str | None) -> Resolved | None:
         return Resolved(CROSS_ENTROPY)  # OpenNMT's `xent`: the loss by its maths, when no loss is named
     # a loss named by its maths too is the loss (MXNet's `nll-loss`, `ce_loss`, `cross_entropy_loss`); a loss under
     # the name of the model trained is the loss (Chainer's reporter: `main/loss`, `validation/main/loss`)
-    rest = set(words) - _FILLER - _PER_STEP_LOSS - {"samples", "reduced", "lm", "loss", "total", "cross", "entropy",
+    rest = set(words) - _FILLER - _PER_STEP_LOSS - {"samples", "reduced", "lm", "loss", "total", "cross",
                                                     "main"} - _EVAL_LOSS_WORDS
+    if "cross" in words:  # entropy alone is a policy's entropy term (SB3's `entropy_loss`), not the cross-entropy
+        rest.discard("entropy")
     if namespace == "eval":
         rest -= {"epoch"}  # Lightning's val_loss_epoch: an eval is one value per epoch anyway
     if "loss" not in words or rest - {"scale"}:

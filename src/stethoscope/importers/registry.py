@@ -18,10 +18,12 @@ from stethoscope.errors import InputError
 from stethoscope.importers import running_means
 from stethoscope.importers.held_out import eval_from_test
 from stethoscope.importers.base import ImportedRun, Importer, iter_names
+from stethoscope.importers.boxrecords import BoxRecordsImporter
 from stethoscope.importers.console import ConsoleImporter, console_fallback
 from stethoscope.importers.fairseq import FairseqImporter
 from stethoscope.importers.hf import HFTrainerStateImporter
 from stethoscope.importers.jsonmetrics import JSONMetricsImporter
+from stethoscope.importers.loss_parts import loss_from_parts
 from stethoscope.importers.lightning import LightningCSVImporter
 from stethoscope.importers.megatron import MegatronImporter
 from stethoscope.importers.mlflow_store import MLflowStoreImporter
@@ -50,7 +52,8 @@ def default_importers() -> list[Importer]:
     """Fresh instances of every importer, in sniffing order."""
     return [HFTrainerStateImporter(), MLflowStoreImporter(), JSONMetricsImporter(), TensorBoardImporter(),
             LightningCSVImporter(), CSVImporter(),
-            JSONLImporter(), MegatronImporter(), FairseqImporter(), TextLogImporter(), TextTableImporter(),
+            JSONLImporter(), MegatronImporter(), FairseqImporter(), BoxRecordsImporter(), TextLogImporter(),
+            TextTableImporter(),
             ConsoleImporter()]
 
 
@@ -109,7 +112,7 @@ def _read_one(importer: Importer, path: Path) -> ImportedRun:
 def _read(importer: Importer, path: Path) -> ImportedRun:
     run = importer.read(path)
     run = console_fallback(path, run) if importer.name in _TEXT_READERS else run
-    run = eval_from_test(run)
+    run = loss_from_parts(eval_from_test(run))
     running_means.declare(path, run)
     return run
 

@@ -6,7 +6,13 @@ counter and the counter does not fall back to within one logging interval of zer
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from stethoscope.detect.names import CROSS_ENTROPY
+from stethoscope.records import LOSS
+
+_EPOCH_ALONE = re.compile(r"(?:^|[:\]|>\-])\s*(?i:epoch)\s*:?\s*(\d+)\s*$")  # `... 11:00:07.000001: Epoch 3`
 
 
 class EpochCounter:
@@ -80,3 +86,30 @@ def renumbered(columns: Any, steps: dict[int, int]) -> Any:
 
     names, numbers, values, times = (list(c) for c in columns)
     return Columns(names, [steps.get(int(n), n) for n in numbers], values, times)
+
+
+def epoch_step(pairs: list[Any], line: Any) -> int | None:
+    """The epoch of a line that prints a whole epoch before its train loss and no finer counter (SpeechBrain's
+    `epoch: 1, lr: 1.00e+00 - train loss: 2.34 - valid loss: 2.10`), else None."""
+    names = [n[0] for n, _ in pairs]
+    loss = LOSS if LOSS in names else CROSS_ENTROPY  # (OpenNMT's `xent`: the loss when none is named)
+    if line.eval or loss not in names:
+        return None
+    # the epoch's key may keep words of a prefix the line did not shed (`rank0: epoch: 1`, `... stdout F epoch: 1`)
+    at = next((i for i, (_, v) in enumerate(pairs) if v.key[-5:].lower() == "epoch" and v.key[-6:-5] in ("", " ")),
+              None)
+    text = pairs[at][1].text if at is not None else ""
+    return int(text) if at is not None and at < names.index(loss) and text.isdigit() else None
+
+
+def epoch_head(pairs: list[Any], line: Any, head: int | None) -> tuple[int | None, int | None]:
+    """The epoch begun by the last line that prints only `Epoch N` (nnU-Net: `Epoch 3`, then one value a line),
+    and this line's step: that epoch for the first train loss printed without a counter after it (one record an
+    epoch: a loss printed later, an eval's without its word, is none), else None."""
+    alone = _EPOCH_ALONE.search(line.body)  # (after the line's prefix: a date, a logger, a rank tag)
+    if alone:
+        return int(alone[1]), None
+    names = [n[0] for n, _ in pairs]
+    if head is not None and not line.eval and (LOSS in names or CROSS_ENTROPY in names):
+        return None, head
+    return head, None

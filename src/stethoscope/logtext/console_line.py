@@ -31,6 +31,13 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.
                     r"|(?<![\w.])[-+]?(?:nan|inf(?:inity)?)(?![\w])", re.IGNORECASE)
 ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|\][^\x07\x1b]*(?:\x07|\x1b\\))")
 _LAUNCHER = re.compile(r"\s*(?:\[(?:default|rank)?(\d+)\]:|\[(?:\d+,)?(\d+)\]<std(?:out|err)>:) ?")  # horovod: [N]<stdout>:
+# A count in brackets before what heads a line (a date, a logger, an indent) labels the process that printed it
+# (MPICH's `mpiexec -l`: `[0] 2024-07-24 11:20:33 INFO ...`): a rank, not a step (a step heads the metrics).
+_LABEL = re.compile(r"\s*\[(\d+)\] (?=\s|\[|\(|<|(?:DEBUG|INFO|WARNING|ERROR)\b|\d\d[-/.:]|[A-Z][a-z]{2} )")
+# A metric alone on a line indented by blanks (after a launcher's tag), after a header line (OLMo: `[step=10/1000]`,
+# then `    train/CE=2.3` a line): a record's continuation, as a tab-indented one (a traceback's frames are no
+# `name=number` lines).
+_PAIR_LINE = re.compile(r"(?P<tag>[(<\[][^)>\]]*[)>\]]|\S+:|\S+\s+\|)? {2,}[A-Za-z_][^=]*=\s*[-+]?(?:\d|\.\d|(?i:nan|inf))[^=]*$")
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
 _LEVELS = frozenset(_LEVEL[3:-1].split("|"))
 _LEVEL_HEAD = re.compile(rf"{_LEVEL}:[\w.<>]+:")
@@ -48,7 +55,8 @@ _STEP = re.compile(
     r"|\b(?:it|It|IT)\s+(?P<e>\d+)\s*/\s*(?P<et>\d+)(?![\d.])"  # `it 10/1200`: `it` only with a total
     r"|\b(?:it|It|IT)\s*[:=]\s*(?P<g>\d+)(?![\d.])"  # ... or assigned: `it=10`
     # a counter word (not the end of a name: `time/batch`), its value after a blank, `:`, `=`, `#` or inside brackets (`Iter(train) [ 50/1000]`)
-    r"|(?<![/\-.])\b(?P<word>(?i:step|steps|iter|iters|iteration|update|updates|batch))\b['\"]?\s*(?:\(\w+\)\s*)?[:=#]?\s*"
+    # (or abbreviated with a period: Marian's `Up. 1000` is its updates)
+    r"|(?<![/\-.])\b(?P<word>(?i:step|steps|iter|iters|iteration|update|updates|batch)\b|Up\.)['\"]?\s*(?:\(\w+\)\s*)?[:=#]?\s*"
     r"(?:\[\s*)?(?:\d+-(?=\d))?(?P<c>\d{1,3}(?:,\d{3})+(?![\d.])|\d+(?![\d.]))(?:\s*/\s*(?P<ct>\d+))?"
     r"|^\s*(?P<d>\d+)/(?P<dt>\d+)(?=\s|\[|$)")  # Keras `10/100 [==>..]` (tqdm bars are textlog's)
 # A counter in brackets with no word before it: `[  50/1000]` is a step counter; with a percentage after it
@@ -144,7 +152,7 @@ def parse(text: str) -> Line:
     """Parse one ANSI-free physical line segment."""
     out = Line()
     pos = 0
-    launcher = _LAUNCHER.match(text)
+    launcher = _LAUNCHER.match(text) or _LABEL.match(text)
     if launcher:
         out.rank = launcher.group(1) or launcher.group(2)
         pos = launcher.end()
@@ -166,6 +174,9 @@ def parse(text: str) -> Line:
         if not m or m.end() == pos:
             break
         pos = m.end()
+    pair = _PAIR_LINE.match(text, pos)
+    if pair:  # what comes before the indent is the line's tag, not the metric's name
+        indented, pos = True, pair.end("tag") if pair["tag"] else pos
     body = text[pos:]
     out.body = body
     tags = text[launcher.end() if launcher else 0:pos]  # prefixes say what a line is too: `[Eval]`

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from stethoscope.logtext import console_arrow, console_tokens, linescan
 from stethoscope.logtext.columns import Columns, ImportedRun
 from stethoscope.logtext.console_clock import times_named
-from stethoscope.logtext.console_epochs import EpochCounter, bar_step, index_steps, renumbered
+from stethoscope.logtext.console_epochs import EpochCounter, bar_step, epoch_head, epoch_step, index_steps, renumbered
 from stethoscope.logtext.console_fast import Template
 from stethoscope.logtext.console_line import ANSI, NUMBER, Line, has_loss, parse
 from stethoscope.logtext.console_names import HELD_OUT, Names, distinct, resolve
@@ -25,7 +25,6 @@ from stethoscope.logtext.console_walk import walk
 from stethoscope.logtext.loglines import LineKeeper
 from stethoscope.logtext.stand_ins import stand_ins
 from stethoscope.logtext.table import Layout, PointTable, Rejected, describe
-from stethoscope.detect.names import CROSS_ENTROPY
 from stethoscope.records import LOSS
 
 if TYPE_CHECKING:
@@ -39,20 +38,6 @@ NATIVE_PIECE_BYTES = 1 << 22  # the scanner's columns: smaller pieces, so that t
 MIN_STRETCH = 32  # interleaved shapes: read a shape at a time from this many lines on
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
 SUMMARY = "train_runtime"  # the HF Trainer's end-of-run summary dict: not a step
-
-
-def _epoch_step(pairs: list[Any], line: Line) -> int | None:
-    """The epoch of a line that prints a whole epoch before its train loss and no finer counter (SpeechBrain's
-    `epoch: 1, lr: 1.00e+00 - train loss: 2.34 - valid loss: 2.10`), else None."""
-    names = [n[0] for n, _ in pairs]
-    loss = LOSS if LOSS in names else CROSS_ENTROPY  # (OpenNMT's `xent`: the loss when none is named)
-    if line.eval or loss not in names:
-        return None
-    # the epoch's key may keep words of a prefix the line did not shed (`rank0: epoch: 1`, `... stdout F epoch: 1`)
-    at = next((i for i, (_, v) in enumerate(pairs) if v.key[-5:].lower() == "epoch" and v.key[-6:-5] in ("", " ")),
-              None)
-    text = pairs[at][1].text if at is not None else ""
-    return int(text) if at is not None and at < names.index(loss) and text.isdigit() else None
 
 
 class ConsoleReader:
@@ -70,10 +55,11 @@ class ConsoleReader:
         self.ranks: Counter[str] = Counter()
         self.bar: tuple[int, int, int] | None = None  # (offset, last raw counter, total) of a per-epoch bar
         self.ordinal = 0
-        self.epoch_row = False  # the line read last took its epoch for its step (`_epoch_step`)
+        self.epoch_row = False  # the line read last took its epoch for its step (`epoch_step`)
         self.loss_steps = 0  # records with a train loss and a step counter (then no epoch is a step)
         self.counts: list[tuple[int, int | None, int, int]] = []  # a sample counter's (record, epoch, count, total)
         self.epochs = EpochCounter()
+        self.head: int | None = None  # the epoch the last `Epoch N` line alone began (`epoch_head`)
         self.last_row = 0
         self.near: dict[str, tuple[int, int, str]] = {}  # kind → (count, first line, its text)
         self.lines = self.step_lines = self.resumes = 0
@@ -341,7 +327,7 @@ class ConsoleReader:
         pairs = distinct([(n, v) for n, v in zip(names, line.values) if n is not None])
         evals = [(n, v) for n, v in pairs if n[0].startswith(HELD_OUT)]
         if evals and line.step is None and not line.record and not line.progress and (
-                self.loss_steps or _epoch_step(pairs, line) is None):  # (an epoch's record holds both)
+                self.loss_steps or epoch_step(pairs, line) is None):  # (an epoch's record holds both)
             pairs = evals  # `loss=0.5 val_loss=0.7` after step N: the eval's at N (the train loss is N's own)
         step = self._step_of(number, text, line, pairs)
         if step is None or not pairs:
@@ -381,7 +367,9 @@ class ConsoleReader:
         if line.body.lstrip().startswith("{"):
             self.ordinal += 1
             return self.ordinal
-        epoch = _epoch_step(pairs, line) if not self.loss_steps else None
+        epoch = epoch_step(pairs, line) if not self.loss_steps else None
+        if epoch is None and not self.loss_steps:  # the epoch an `Epoch N` line alone began (nnU-Net's)
+            self.head, epoch = epoch_head(pairs, line, self.head)
         if epoch is not None:  # one record an epoch, nothing finer printed: its step is the epoch (its shape
             self.last_step, self.epoch_row = epoch, True  # is not learnt: a template reads no epoch as a step)
             return epoch
