@@ -313,3 +313,18 @@ def test_shapes_and_repeats_across_blocks_are_the_python_ones() -> None:
             count += 1
         end = len(b"\n".join(data.split(b"\n")[:count * k])) + 1 if count else 0
         assert linescan.repeats(data, 0, unit) == (count, end)
+
+
+@built
+def test_long_line_walks_agree_with_splitting() -> None:
+    """The newline walk 16 bytes at a time, then the rest by memchr: lines of any length (empty, within a
+    block, across blocks), from any offset, for fewer, as many and more lines than there are."""
+    rng = random.Random(13)
+    for _ in range(2000):
+        text = b"".join(b"x" * rng.choice([0, 1, 5, 15, 16, 17, 40]) + b"\n" for _ in range(rng.randint(0, 30)))
+        text += b"y" * rng.randint(0, 20)
+        start = rng.randint(0, len(text))
+        count = rng.randint(0, 35)
+        ends = [i + 1 for i in range(start, len(text)) if text[i] == 10][:count]
+        assert linescan.line_starts(text, start, count).tolist() == [start, *ends]
+        assert linescan.skip_lines(text, start, count) == (len(ends), ends[-1] if ends else start)
