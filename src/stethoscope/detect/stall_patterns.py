@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 STALLS_KEPT = 32
+_BEATS = 4  # stalls one period apart in a row that make a rhythm (`beat_start`)
 EVAL = "eval"  # the cause `detect.throughput` records for a slow step right after an eval  # the newest stalls of a pattern kept for its period and its typical size
 
 
@@ -58,6 +59,28 @@ def regular_start(items: list[list[Any]]) -> int | None:
         if len(on_grid) >= 3 and len(on_grid) >= 0.6 * len(later):
             return start
     return None
+
+
+def beat_start(items: list[list[Any]]) -> int | None:
+    """Where a new rhythm began in a pattern that was not regular when it settled (scattered slow steps of a
+    busy machine, then a data loader that stalls every P steps): the first stall of the unbroken chain of
+    `_BEATS` or more stalls one period apart that ends at the newest stall, unless 3/4 of the stalls before it
+    fall on that chain's grid (the same rhythm with a beat missed: no new start; a busy machine's scattered
+    stalls fall on it by chance at about (2 tol + 1) / period). None otherwise."""
+    steps = [it[0] for it in items]
+    if len(steps) < _BEATS:
+        return None
+    gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
+    period = gaps[len(gaps) // 2]
+    if period <= 0:
+        return None
+    tol = max(1.0, 0.15 * period)
+    start, chain = steps[-1], 1
+    while prev := [x for x in steps if abs(start - x - period) <= tol]:
+        start, chain = max(prev), chain + 1
+    before = [x for x in steps if x < start]
+    on_grid = sum(abs((start - x) - period * round((start - x) / period)) <= tol for x in before)
+    return start if chain >= _BEATS and before and on_grid < 0.75 * len(before) else None
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:

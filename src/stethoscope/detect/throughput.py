@@ -21,7 +21,7 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.level_shift import find_shift, z_needed
 from stethoscope.detect.names import ELAPSED
 from stethoscope.detect.slowdown import extend, hold, lost, open_drop, ramp_onset, recent, release
-from stethoscope.detect.stall_patterns import STALLS_KEPT, add_stall, new_kind, new_stalls, regular_start
+from stethoscope.detect.stall_patterns import STALLS_KEPT, add_stall, beat_start, new_kind, new_stalls, regular_start
 from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.detect.step_time_alias import StepTimeAlias
 from stethoscope.detect.throughput_causes import slow_causes, step_time_excess
@@ -382,7 +382,7 @@ class ThroughputDetector:
             d = s["dips"] = new_stalls(step, level)
         add_stall(d, step, t - level, peak, why)
         d["level"] = level
-        regular = None if d.get("settled") else regular_start(d["items"])
+        regular = (beat_start if d.get("settled") else regular_start)(d["items"])
         if regular is not None and regular > d["first"]:
             out.extend(self._split(d, regular))
             d = s["dips"]
