@@ -55,3 +55,29 @@ def test_a_real_tiny_gpt_slowdown_is_dated_at_its_onset() -> None:
     (run,) = read_any(GPT_RUNS / "slowdown-s5" / "nanogpt.log.gz")
     drops = [f.step for f in diagnose_run(run).findings if f.type == "throughput_drop"]
     assert any(abs(s - 174) <= 2 for s in drops), drops
+
+
+def test_a_two_record_stall_at_the_end_of_the_window_is_no_new_level() -> None:
+    # mmengine's scalars (a 10-iteration running mean of the step time, every 4 iterations): the slowdown's
+    # first record at 128, then an eval's stall held by two records (132, 136), then the new level at 140.
+    # The stall's second record had only itself and the first beside it, so it stood as 'the new level'
+    xs = [float(x) for x in range(64, 141, 4)]
+    ys = [0.0052, 0.2071, 0.2057, 0.0071, 0.0063, 0.0079, 0.0056, 0.0052, 0.005, 0.2075, 0.2055, 0.0047, 0.003,
+          0.0026, 0.0022, 0.0021, 0.0183, 0.2341, 0.2203, 0.0352]
+    assert xs[ramp_onset(xs, ys)] == 128
+
+
+def test_a_jump_to_a_new_level_that_holds_is_kept_at_the_end_of_the_window() -> None:
+    xs = [float(x) for x in range(20)]
+    ys = [1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0, 4.0, 4.1, 3.9]
+    xs = xs[: len(ys)]
+    assert xs[ramp_onset(xs, ys)] == 16
+
+
+def test_a_real_mmengine_loader_stall_is_dated_at_its_onset() -> None:
+    # bench/real_trainers mmengine stall-s2 (dev), vis_data/scalars.json: the loader stalls 0.15 s every 6
+    # iterations from 125; the running mean shows it from the record at 128 (+-2 records of 4 iterations).
+    root = Path(__file__).resolve().parents[1] / "assets" / "real_trainers" / "mmengine_runner-stall-s2"
+    (run,) = read_any(root / "scalars.json.gz")
+    found = [f.step for f in diagnose_run(run).findings if f.type in ("throughput_drop", "periodic_stall")]
+    assert any(abs(s - 125) <= 8 for s in found), found

@@ -119,7 +119,8 @@ def ramp_onset(xs: list[float], ys: list[float]) -> int:
     # the first records are judged among the first 2 _NEAR + 1 (a stall opening the window has no left side);
     # the last among those up to them (the newest records are the new level, not a stall to drop)
     pts = [(x, y, i) for i, (x, y) in enumerate(zip(xs, ys))
-           if y <= _SPIKE * median(ys[max(0, i - _NEAR): max(i + _NEAR, 2 * _NEAR) + 1])]
+           if y <= _SPIKE * median(ys[max(0, i - _NEAR): max(i + _NEAR, 2 * _NEAR) + 1])
+           and not any(_SPIKE * v < y for v in ys[i + 1: i + 1 + _NEAR])]  # a new level holds; a stall falls back
     if len(pts) < 3:
         return 0
     s1, s2 = [0.0], [0.0]  # prefix sums for the level's residuals before k (its own mean: a noisy
