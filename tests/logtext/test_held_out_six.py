@@ -134,3 +134,12 @@ def test_a_box_of_name_value_rows_is_one_record_at_its_steps_done(tag: str) -> N
 def test_entropy_alone_is_no_cross_entropy() -> None:
     assert recognize("train/entropy_loss") is None or recognize("train/entropy_loss").name != LOSS
     assert recognize("cross_entropy_loss").name == LOSS and recognize("train/loss").name == LOSS
+
+
+@pytest.mark.parametrize("head", ["INFO:root:{i}iter:", "- root - INFO - [{i}]", "INFO:root:[{i:>4}/9000]",
+                                  "[default0]:INFO:root:1epoch:train:0-{i}batch:"])
+def test_a_counter_before_an_indent_is_no_tag(head: str) -> None:
+    """A guard for the indented-metric rule: `0iter:  train/loss=3.6` (two blanks between the fields) counts its
+    steps before the blanks; only a tag that counts nothing (`node0/gpu0:`, `(pid=1)`) is shed there."""
+    run = read_text("".join(f"{head.format(i=i)}  train/loss={_loss(i):.4f}\n" for i in range(10, 130, 10)))
+    assert sorted(series(run, LOSS)) == list(range(10, 130, 10))

@@ -37,6 +37,7 @@ _LABEL = re.compile(r"\s*\[(\d+)\] (?=\s|\[|\(|<|(?:DEBUG|INFO|WARNING|ERROR)\b|
 # A metric alone on a line indented by blanks (after a launcher's tag), after a header line (OLMo: `[step=10/1000]`,
 # then `    train/CE=2.3` a line): a record's continuation, as a tab-indented one (a traceback's frames are no
 # `name=number` lines).
+_TAG_COUNT = re.compile(r"\[\s*\d+\s*(?:/\s*\d+\s*)?\]|\d+(?i:epoch|batch|batches|iter|iters|step|steps)\b")
 _PAIR_LINE = re.compile(r"(?P<tag>[(<\[][^)>\]]*[)>\]]|\S+:|\S+\s+\|)? {2,}[A-Za-z_][^=]*=\s*[-+]?(?:\d|\.\d|(?i:nan|inf))[^=]*$")
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
 _LEVELS = frozenset(_LEVEL[3:-1].split("|"))
@@ -175,7 +176,8 @@ def parse(text: str) -> Line:
             break
         pos = m.end()
     pair = _PAIR_LINE.match(text, pos)
-    if pair:  # what comes before the indent is the line's tag, not the metric's name
+    if pair and not (pair["tag"] and (_TAG_COUNT.search(pair["tag"]) or _STEP.search(pair["tag"]))):
+        # what comes before the indent is the line's tag, not the metric's name (unless it counts: `0iter:`)
         indented, pos = True, pair.end("tag") if pair["tag"] else pos
     body = text[pos:]
     out.body = body
