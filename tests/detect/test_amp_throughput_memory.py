@@ -247,3 +247,17 @@ def test_contention_on_an_already_busy_machine_and_not_on_a_gpu_run():
     (f,) = of_type(replay(ThroughputDetector(), make_records(range(700), STEP_TIME=times, CPU_PCT=cpu,
                                                              CUDA_ALLOCATED=gpu)), "throughput_drop")
     assert f.severity == "warning" and not f.causes
+
+
+def test_a_peak_that_stepped_up_once_is_no_leak():
+    """A real OLMo-1B log prints its peak GPU memory: 94.3 GiB for 1,500 steps, then a new high-water mark at
+    104 GiB (a longer batch): a high-water mark only grows, and one step up is no leak (it read '+0 GiB per
+    1000 steps' beside 'keeps growing')."""
+    from stethoscope.detect.memory import MemoryDetector
+
+    steps = list(range(1, 2001, 10))
+    peak = [94.3 if s < 1500 else 104.0 for s in steps]
+    assert not of_type(replay(MemoryDetector(), make_records(steps, CUDA_PEAK=peak)), "memory_leak")
+    steady = [20.0 + 0.02 * s for s in steps]  # 40 GiB over the run, a little every step: a leak
+    (leak,) = of_type(replay(MemoryDetector(), make_records(steps, CUDA_PEAK=steady)), "memory_leak")
+    assert 19 < leak.evidence["gib_per_1000_steps"] < 21

@@ -50,6 +50,7 @@ class EvalFrozen:
         self.evals: list[list[float]] = []  # [step, value, lr or nan, error bound of the value]
         self.peak_lr = 0.0
         self.reported = False
+        self.held: Finding | None = None  # the stop reported, while its evals still repeat
 
     def lr(self, lr: float | None) -> None:
         if lr is not None and math.isfinite(lr) and lr > self.peak_lr:
@@ -58,7 +59,7 @@ class EvalFrozen:
     def update(self, step: int, value: float, lr: float | None, err: float = 0.0) -> Finding | None:
         """`err`: the bound of the value's error, where it was recovered from a printed running mean."""
         if self.reported:
-            return None
+            return self._moved_again(step, value)
         self.evals.append([step, value, math.nan if lr is None else lr, err])
         if len(self.evals) > _KEPT:
             del self.evals[: len(self.evals) - _KEPT]
@@ -66,7 +67,25 @@ class EvalFrozen:
         if found is None:
             return None
         self.reported = True
+        self.held = found
         return found
+
+    def _moved_again(self, step: int, value: float) -> Finding | None:
+        """A stop seen on few evals whose eval loss then moves on: one eval repeated (re-logged, or evaluated
+        twice on the same weights), not weights that stood still: the finding is taken back to `info`."""
+        f, self.held = self.held, None
+        if f is None:
+            return None
+        ev = f.evidence
+        if abs(value - ev["value"]) <= ev["tolerance"]:
+            self.held = f
+            return None
+        if ev["evals"] > _MIN_SAME_SURE:
+            return None  # it stood still long enough to matter, whatever came after
+        f.severity, f.end_step = "info", ev["last_same_step"]
+        f.message += f"; the eval loss moved again at step {step}: one eval repeated, not weights that stood still"
+        ev["moved_again"] = step
+        return f
 
     def _check(self) -> Finding | None:
         ev = self.evals
@@ -114,7 +133,8 @@ class EvalFrozen:
         elif not sure:
             msg += f" (the log prints {digits} significant digits: a run at its floor can repeat them)"
         evidence: dict[str, Any] = {"series": "eval/loss", "value": value, "evals": n, "first_same_step":
-                                    int(ev[k0][0]), "last_learning_eval": int(ev[j][0]), "digits": digits}
+                                    int(ev[k0][0]), "last_learning_eval": int(ev[j][0]), "digits": digits,
+                                    "tolerance": tol, "last_same_step": int(ev[-1][0])}
         return Finding(FROZEN_LOSS, "warning" if sure else "info", onset, msg, end_step=int(ev[-1][0]),
                        evidence=evidence, source="overfit")
 

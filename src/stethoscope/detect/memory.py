@@ -2,8 +2,9 @@
 
 Watches the CUDA allocated memory (else reserved, else peak, else host RSS). A leak grows by at
 least `leak_min_rel` (and 0.25 GiB) over `leak_min_steps` steps and `leak_min_records` records with
-almost every step-to-step change >= 0: allocator warm-up in the first steps and sawtooth patterns
-(allocate, free) do not qualify. Near the limit: the largest of allocated/reserved/peak above
+almost every step-to-step change >= 0 and no one rise making half of it: allocator
+warm-up in the first steps, sawtooth patterns (allocate, free) and a peak that stepped up once or twice
+(a high-water mark only grows) do not qualify. Near the limit: the largest of allocated/reserved/peak above
 `memory_near_limit` of `memory/cuda_total_gib` (the next bigger batch or a fragmentation spike OOMs).
 """
 
@@ -22,6 +23,7 @@ _WINDOW = 64
 _CHECK_EVERY = 8
 _MIN_GROWTH_GIB = 0.25
 _MONOTONE = 0.9
+_STEADY = 0.5  # no single step-to-step rise may make this share of the growth seen
 
 
 class MemoryDetector:
@@ -85,6 +87,8 @@ class MemoryDetector:
         ups = sum(1 for a, b in zip(vals, vals[1:]) if b >= a - 1e-9)
         if ups < _MONOTONE * (len(vals) - 1):
             return []
+        if max(b - a for a, b in zip(vals, vals[1:])) >= _STEADY * growth:
+            return []  # one jump made most of it (a peak's high-water mark stepping up): no steady leak
         slope = theil_sen_slope([float(s) for s, _ in items], vals)
         leak = {"start": items[0][0], "first": vals[0], "last": vals[-1], "last_step": items[-1][0],
                 "slope": slope, "series": self._s["series"]}

@@ -22,6 +22,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.eval_frozen import EvalFrozen
+from stethoscope.detect.overfit_quality import HeldOutQuality
 from stethoscope.detect.running_mean import RunningMeanUndo
 from stethoscope.detect.stats import StepEma, Window, diff_sigma, lowest_of, shrunk_sigma
 from stethoscope.findings.catalogue import EVAL_SPARSE, OVERFITTING
@@ -54,6 +55,7 @@ class OverfitDetector:
         self._train_records = 0  # train losses since the last eval
         self._lr: float | None = None  # the last LR logged
         self.frozen = EvalFrozen()  # weights that stopped changing, seen on the eval loss
+        self.quality = HeldOutQuality()  # accuracy, mAP ... at the evals: overconfidence is no overfitting
         window = self.config.eval_loss_window or 1
         self.means = RunningMeanUndo(window) if window > 1 else None  # the evals behind a printed running mean
 
@@ -68,6 +70,7 @@ class OverfitDetector:
             self.train.update(step, t)
             self._train_records += 1
             self._min_train = t if self._min_train is None else min(self._min_train, t)
+        self.quality.push(step, record.values)
         lr = record.values.get(LR)
         if lr is not None:
             self._lr = lr
@@ -82,8 +85,8 @@ class OverfitDetector:
             return back
         out = back + self._on_eval(step, v)
         stopped = self.frozen.update(step, v, self._lr, err)
-        if stopped is None:
-            return out
+        if stopped is None or "moved_again" in stopped.evidence:
+            return out if stopped is None else out + [stopped]
         if self.means is not None:
             stopped.message += f" (evals recovered from the log's running mean over {self.means.window} evals)"
             stopped.evidence["eval_loss_window"] = self.means.window
@@ -276,7 +279,14 @@ class OverfitDetector:
             "worst_eval_loss": inc["worst"], "evals_since_best": inc["evals"], "rise": rel,
             "eval_noise_sigma": inc["sigma"], "train_loss_at_best": inc["train_best"], "train_loss": inc["train_now"],
         }
-        return Finding(OVERFITTING, inc["severity"], inc["best_step"], msg, evidence=ev, source=self.name)
+        severity = inc["severity"]
+        better = self.quality.improving_since(inc["best_step"]) if severity != "info" else None
+        if better is not None:
+            name, value, at = better
+            severity, ev["improving"] = "info", name
+            msg += (f"; but {name} kept improving (best {value:.4g} at step {at}): the model grows overconfident, "
+                    f"not worse on the data it is judged by; judge it by {name}")
+        return Finding(OVERFITTING, severity, inc["best_step"], msg, evidence=ev, source=self.name)
 
     def _sparse_finding(self) -> Finding | None:
         cfg = self.config
@@ -296,6 +306,7 @@ class OverfitDetector:
     def state_dict(self) -> dict[str, Any]:
         return {
             "train": self.train.state_dict(), "evals": self.evals.state_dict(), "frozen": self.frozen.state_dict(),
+            "quality": self.quality.state_dict(),
             "means": None if self.means is None else self.means.state_dict(),
             "scalars": {k: getattr(self, k) for k in _STATE},
         }
@@ -304,6 +315,7 @@ class OverfitDetector:
         self.train.load_state_dict(state["train"])
         self.evals.load_state_dict(state["evals"])
         self.frozen.load_state_dict(state.get("frozen", {}))
+        self.quality.load_state_dict(state.get("quality", {}))
         if self.means is not None:
             self.means.load_state_dict(state.get("means") or {})
         for k, value in state["scalars"].items():

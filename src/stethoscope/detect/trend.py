@@ -53,6 +53,7 @@ class TrendDetector:
         self._frozen: dict[str, Any] | None = None
         self._frozen_reported = False
         self._learned: float | None = None  # the lowest loss level of the sessions before a restart
+        self._ended_plateaus: list[dict[str, Any]] = []  # plateaus a restart ended (`_learned_after_restart`)
 
     def _fresh(self) -> None:
         self.recent.clear()
@@ -121,6 +122,7 @@ class TrendDetector:
             out.append(f)
         if self._frozen is not None and self._frozen_reported:
             out.append(frozen_finding(self._frozen, self.config.vocab_size, self.name))
+        out.extend(self._learned_after_restart())
         if self._stop is not None and self._last_step is not None:
             f = knee_finding(self._stop, self._last_step, self.name)
             f.end_step = self._last_step
@@ -150,6 +152,7 @@ class TrendDetector:
             f.end_step = self._last_step
             f.message += f"; ended by a resume/restart at step {reset}"
             out.append(f)
+            self._ended_plateaus.append({**self._plateau, "reset": reset, "end": self._last_step})
         if self._best_level is not None:  # what the run had learned before: a session back at it converged
             self._learned = min(self._best_level, self._learned if self._learned is not None else math.inf)
         self._fresh()
@@ -286,6 +289,22 @@ class TrendDetector:
         f.evidence.update(recovered="not" if frac < 0.25 else "partly", recovered_fraction=frac)
         return [f]
 
+    def _learned_after_restart(self) -> list[Finding]:
+        """Plateaus a restart ended, in a run that ended below them (by `plateau_max_progress` of their level):
+        that launch's (an aborted first launch, the next one appended to the same log), not the
+        run's: `info`. A run that stayed at the plateau's level after the restart keeps its warning."""
+        out = []
+        end = self.recent.median() if len(self.recent) else math.inf  # where the run ended: not a lucky low
+        for p in self._ended_plateaus:
+            if end >= p["level"] - self.config.plateau_max_progress * abs(p["level"]):
+                continue
+            f = plateau_finding(p, self.config.vocab_size, self.name)
+            f.end_step, f.severity = p["end"], "info"
+            f.message += (f"; ended by a resume/restart at step {p['reset']}, after which the run learned (to "
+                          f"{end:.4g} at its end): that launch's plateau, not the run's")
+            out.append(f)
+        return out
+
     # -- plateau ----------------------------------------------------------------------------------
     def _plateau_check(self, step: int, now: float) -> list[Finding]:
         cfg = self.config
@@ -417,6 +436,6 @@ class TrendDetector:
 _STATE = (
     "_last_reset", "_last_step", "_best", "_best_from", "_above_since", "_above_records", "_sure_since",
     "_sure_records", "_runup", "_div", "_first", "_first_step", "_learned", "_n", "_best_level", "_plateau",
-    "_plateau_done", "_pending", "_frozen", "_frozen_reported", "_stop", "_stop_done",
+    "_plateau_done", "_pending", "_frozen", "_frozen_reported", "_stop", "_stop_done", "_ended_plateaus",
 )
 

@@ -1,8 +1,9 @@
 """Run-level verdicts: what the whole run amounts to, beyond what happened at a step.
 
 * `underfitting` (warning): the loss stayed flat and high from the start (the streaming plateau
-  opened at the first logged step and never closed, or the whole curve classifies as
-  `plateau_high`). The plateau becomes the verdict's symptom: one incident, not two warnings.
+  opened at the first logged step and lasted to the last, or the whole curve classifies as
+  `plateau_high`). A plateau that a restart ended (an aborted first launch, the next one appended to
+  the same log and learning) is that launch's, not the run's. The plateau becomes the verdict's symptom: one incident, not two warnings.
 * `healthy` (info): nothing at warning or above, said with the run's own numbers.
 """
 
@@ -28,7 +29,8 @@ def underfitting(findings: list[Finding], loss_steps: np.ndarray, classification
     first, last = int(loss_steps[0]), int(loss_steps[-1])
     gap = int(np.median(np.diff(loss_steps))) if loss_steps.size > 1 else 1
     plateau = next((f for f in findings if f.type == PLATEAU and f.step is not None and not f.evidence.get("lr_zero")
-                    and f.step <= first + _START_RECORDS * gap and f.severity != "info"), None)
+                    and f.step <= first + _START_RECORDS * gap and f.severity != "info"
+                    and (f.end_step is None or f.end_step >= last - _START_RECORDS * gap)), None)
     train = classification.get("train") or {}
     if plateau is None and train.get("label") != "plateau_high":
         return []

@@ -1,0 +1,55 @@
+"""An eval loss that rises while the eval's own quality metric keeps improving.
+
+A classifier or detector grows overconfident late in training: the held-out loss (cross-entropy, a box
+loss) creeps up while its accuracy, mAP or F1 still improves. The model is not getting worse on the data the
+user judges it by, so the rise is no overfitting to act on; `OverfitDetector` then reports it as `info` and
+names the metric. Only metrics where higher is better and that judge predictions as a whole count
+(accuracy, mAP, F1, BLEU, ROUGE, AUC, IoU, Dice, exact match; not precision or recall alone, which trade).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+_QUALITY = re.compile(r"^(?:eval|metrics|val|valid|validation|test)/(?:\w+[_/])?"
+                      r"(?:acc|accuracy|top1|top5|acc1|acc5|map|map50|map50-95|map_0\.5|map_0\.5:0\.95|f1|bleu|"
+                      r"rouge\w*|auc|auroc|iou|miou|dice|exact_match|em)(?:\([a-z]\))?$", re.IGNORECASE)
+_KEPT = 256  # evals of each metric kept
+_GAIN_REL = 0.005  # an improvement of at least this share of the metric's earlier best
+
+
+class HeldOutQuality:
+    """The quality metrics a run logs at its evals, kept to tell overconfidence from overfitting."""
+
+    def __init__(self) -> None:
+        self.series: dict[str, list[list[float]]] = {}  # name -> [[step, value], ...]
+
+    def push(self, step: int, values: dict[str, float]) -> None:
+        for name, value in values.items():
+            if math.isfinite(value) and _QUALITY.match(name):
+                points = self.series.setdefault(name, [])
+                points.append([step, value])
+                if len(points) > _KEPT:
+                    del points[0]
+
+    def improving_since(self, step: int) -> tuple[str, float, int] | None:
+        """(name, best value, its step) of a metric that is better after `step` than at or before it and is
+        at its best in the last third of its evals since (still improving), else None."""
+        for name, points in self.series.items():
+            before = [v for s, v in points if s <= step]
+            after = [(s, v) for s, v in points if s > step]
+            if not before or len(after) < 2:
+                continue
+            best_s, best_v = max(after, key=lambda p: p[1])
+            recent = after[len(after) - max(1, len(after) // 3):]
+            if best_v > max(before) + _GAIN_REL * abs(max(before)) and best_s >= recent[0][0]:
+                return name, best_v, int(best_s)
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"series": {k: [list(p) for p in v] for k, v in self.series.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.series = {k: [list(p) for p in v] for k, v in state.get("series", {}).items()}
