@@ -52,7 +52,7 @@ def test_a_csv_whose_epochs_repeat_keeps_the_row_index(tmp_path: Path) -> None:
 
 def test_a_jsonl_of_epoch_records_is_read_and_its_test_loss_is_the_eval(tmp_path: Path) -> None:
     path = tmp_path / "log.txt"  # DeiT/MAE write this name, one JSON object an epoch
-    rows = [{"train_lr": 1e-3, "train_loss": tr, "test_loss": te, "test_acc1": 50.0 + e, "epoch": e,
+    rows = [{"train_lr": 1e-3, "train_loss": tr, "test_loss": te, "test_acc1": 50.0 + min(e, 60 - e), "epoch": e,
              "n_parameters": 5717416} for e, tr, te in _overfit_curves(60)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert [s for s, _ in _series(path, LOSS)] == list(range(60))
@@ -107,6 +107,7 @@ def test_json_lines_with_a_list_field_are_json_lines_not_one_object(tmp_path: Pa
 @pytest.mark.parametrize("name,text", [
     ("training.log", "epoch,loss,val_loss\n0,0.9,1.0\n1,0.8,0.9\n2,0.7,0.85\n3,0.6,0.84\n"),  # Keras' CSVLogger
     ("train.log", "step\tloss\n10\t8.46\n20\t7.69\n30\t7.2\n40\t6.9\n"),
+    ("training.log", "epoch,loss,val_loss\r\n0,0.9,1.0\r\n1,0.8,0.9\r\n2,0.7,0.85\r\n3,0.6,0.84\r\n"),  # Windows
 ])
 def test_a_table_is_read_whatever_the_file_is_called(tmp_path: Path, name: str, text: str) -> None:
     path = tmp_path / name
@@ -119,3 +120,11 @@ def test_a_console_log_with_a_comma_header_is_not_taken_for_a_table(tmp_path: Pa
     path = tmp_path / "train.log"
     path.write_text("loss,acc\nstep 1 loss 2.3 acc 0.1\nstep 2 loss 2.2 acc 0.2\nstep 3 loss 2.1 acc 0.3\n")
     assert read_any(path)[0].format != "csv"
+
+
+def test_epoch_records_of_two_runs_appended_are_read_as_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "log.txt"
+    rows = [{"train_loss": 40.0 - e, "test_loss": 45.0 - e, "epoch": e} for e in range(5)]
+    rows += [{"train_loss": 41.0 - e, "test_loss": 46.0 - e, "epoch": e} for e in range(10)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [s for s, _ in _series(path, LOSS)] == [0, 1, 2, 3, 4, *range(10)]

@@ -79,7 +79,7 @@ class CSVImporter:
     name = CSV_NAME
 
     def sniff(self, path: Path, head: str) -> bool:
-        first = head.partition("\n")[0]
+        first = head.partition("\n")[0].removesuffix("\r")  # Windows line ends: a CR before each newline
         table_name = Path(log_name(path)).suffix.lower() in (".csv", ".tsv")
         if not is_text(head) or not table_name and ("\r" in first or "," not in first and "\t" not in first):
             return False
@@ -190,9 +190,12 @@ EPOCH_KEYS = ("epoch", "epochs")
 def _epochs(values: list[int | None]) -> list[int | None] | None:
     """The epochs of a table's rows (-1: a blank row) as its steps, or None when they are no counter of rows: a
     whole number on every row with values, rising from row to row (a table that logs several rows an epoch
-    repeats them)."""
+    repeats them), save where a run appended to the same file starts over (a resume, as steps going back)."""
     seen = [v for v in values if v != -1]
-    if len(seen) < 2 or None in seen or any(b <= a for a, b in zip(seen, seen[1:])):
+    if len(seen) < 2 or None in seen or any(b == a for a, b in zip(seen, seen[1:])):
+        return None
+    restarts = sum(1 for a, b in zip(seen, seen[1:]) if b < a)  # a run appended to the same file, from its start
+    if restarts > len(seen) // 4:
         return None
     return [None if v == -1 else v for v in values]
 
