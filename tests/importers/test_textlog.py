@@ -175,3 +175,21 @@ def test_sniff() -> None:
 def test_crlf_line_ends(write) -> None:
     run = read(write, "iter 1: loss 2.0, time 10.00ms, mfu 1.00%\r\niter 2: loss 1.5, time 10.00ms, mfu 1.00%\r\n")
     assert series(run, LOSS) == {1: 2.0, 2: 1.5}
+
+
+def test_bars_named_epoch_n_of_total_restart_each_epoch(tmp_path):
+    """`Epoch 2/20: 100%|...| 935/935 [...]` (a hand-written loop's tqdm description): the count restarts each
+    epoch; every epoch's bar read at 935 collapsed 20 epochs into one record."""
+    from stethoscope.importers.registry import read_any
+    from stethoscope.records import LOSS
+
+    lines = []
+    for epoch in range(1, 4):
+        redraws = "\r".join(f"Epoch {epoch}/20: {n * 100 // 935:3d}%|##| {n}/935 [00:10<00:00, 13.24it/s, "
+                            f"loss={7 - epoch - n / 1000:.4f}]" for n in (1, 500, 935))
+        lines += [redraws, f"Train Loss: {7 - epoch:.4f} - Train Perplexity: 100.0"]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    c = read_any(path)[0].columns
+    steps = [s for n, s in zip(c.names, c.steps) if n == LOSS]
+    assert steps[-1] == 3 * 935 and len(set(steps)) == len(steps) >= 3

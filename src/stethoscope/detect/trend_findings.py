@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from stethoscope.detect.comeback import withdrawn_divergence
-from stethoscope.detect.frozen import uniform_note
+from stethoscope.detect.frozen import sig_digits, uniform_note
 from stethoscope.findings.catalogue import DIVERGENCE, FROZEN_LOSS, LABEL_MASKING, LOSS_SPIKE, PLATEAU
 from stethoscope.records import Finding
+
+_FEW_DIGITS = 3  # a frozen train loss printed with this many significant digits or fewer is `info`
 
 
 def slow_comeback(div: dict[str, Any], f: Finding, level: float, source: str) -> list[Finding]:
@@ -62,4 +64,10 @@ def frozen_finding(fz: dict[str, Any], vocab_size: int | None, source: str) -> F
     uniform = uniform_note(v, vocab_size)
     if uniform:
         msg += f"; {uniform}"
-    return Finding(FROZEN_LOSS, "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=source)
+    digits = sig_digits(v)
+    severity = "error"
+    if digits <= _FEW_DIGITS:  # Lightning's bar prints a running mean as `loss=1.350`: a slow one repeats it
+        severity = "info"
+        msg += (f" (the log prints {digits} significant digits: a loss moving slowly, or a running mean of it, "
+                "repeats such a print by chance)")
+    return Finding(FROZEN_LOSS, severity, fz["start"], msg, end_step=fz["last"], evidence=ev, source=source)

@@ -280,7 +280,7 @@ _DIALECTS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str], _State], Pa
                                   r"train_time:(?P<time>\d+(?:\.\d+)?)(?P<unit>m?s) step_avg:(?P<avg>\S+?)ms"), _modded),
     ("nanochat", re.compile(r"\bstep (?P<step>\d+)(?:/\d+)? \([\d.]+%\) \|(?P<fields>.*)$"), _nanochat),
     ("nanochat", re.compile(rf"\bStep (?P<step>\d+) \| (?P<what>[\w ]+?): (?P<value>{_NUM})\s*$"), _nanochat_eval),
-    ("progress", re.compile(r"(?:Epoch (?P<epoch>\d+):\s*)?\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+) "
+    ("progress", re.compile(r"(?:Epoch (?P<epoch>\d+)(?:/\d+)?:\s*)?\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+) "
                             r"\[[^,\]]*(?:,\s*(?P<rate>[^,\]]*/(?:s|it)))?(?:,\s*(?P<post>[^\]]*))?\]"), _progress),
 ]
 
