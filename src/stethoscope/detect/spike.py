@@ -24,9 +24,10 @@ from stethoscope.detect.blowup import lr_blowup
 from stethoscope.detect.comeback import came_back, recovered_fraction, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
+from stethoscope.detect.spike_findings import divergence, g, grad_finding, loss_finding, mark_expected
 from stethoscope.detect.spike_track import Track, calm_before, echo
 from stethoscope.detect.stats import Window, shrunk_sigma
-from stethoscope.findings.catalogue import DIVERGENCE, GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SPIKE
+from stethoscope.findings.catalogue import GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SPIKE
 from stethoscope.records import GRAD_NORM, LOSS, LR, Finding, StepRecord
 
 _MIN_WARN_HISTORY = 2  # earlier values a loss spike needs before it can be a warning
@@ -76,7 +77,7 @@ class SpikeDetector:
         reset = self._last_reset
         if (f.type in (LOSS_SPIKE, GRAD_SPIKE, GRAD_EXPLOSION) and f.step is not None and reset is not None
                 and 0 <= f.step - reset <= self.config.restart_grace_steps and not f.evidence.get("expected")):
-            _mark_expected(f, reset)
+            mark_expected(f, reset)
         return f
 
     def finish(self) -> list[Finding]:
@@ -89,7 +90,7 @@ class SpikeDetector:
             out.extend(self._loss_unrecovered(inc, step))
         ginc = self.grad.incident
         if ginc is not None:
-            f = self._grad_finding(ginc)
+            f = grad_finding(ginc, self.name)
             f.message += f"; not back to its level by the last record (step {step})"
             f.evidence["recovered"] = False
             out.append(f)
@@ -110,7 +111,7 @@ class SpikeDetector:
             track.reset()
 
     def _expected_jump(self, inc: dict[str, Any], kind: str, reset: int) -> Finding:
-        return _mark_expected(self._loss_finding(inc) if kind == "loss" else self._grad_finding(inc), reset)
+        return mark_expected(loss_finding(inc, self.name) if kind == "loss" else grad_finding(inc, self.name), reset)
 
     def _gap_check(self, t: Track, step: int, kind: str, out: list[Finding]) -> None:
         """A record far from the previous one (an excerpt's gap) is not compared with it."""
@@ -124,7 +125,7 @@ class SpikeDetector:
         t.recent.clear()
 
     def _grad_gap_close(self, inc: dict[str, Any], last_step: int) -> Finding:
-        f = self._grad_finding(inc)
+        f = grad_finding(inc, self.name)
         f.end_step = last_step
         f.message += f"; the log skips ahead after step {last_step}"
         return f
@@ -161,14 +162,14 @@ class SpikeDetector:
             "last": g, "rising": 1, "elevated": 1, "escalated": False, "loss_followed": False,
             "warmup": self.lr.in_warmup(step), "n": n,
         }
-        out.append(self._grad_finding(t.incident))
+        out.append(grad_finding(t.incident, self.name))
 
     def _grad_incident(self, inc: dict[str, Any], step: int, g: float, out: list[Finding]) -> None:
         cfg = self.config
         if g <= inc["level"] * cfg.grad_recover_ratio:
             self.grad.incident = None
             self.grad.push(g)
-            f = self._grad_finding(inc)
+            f = grad_finding(inc, self.name)
             f.end_step = step
             f.message += f"; back to its level after {step - inc['start']} steps"
             f.evidence["recovered"] = True
@@ -185,24 +186,7 @@ class SpikeDetector:
         climbing = inc["rising"] >= cfg.explosion_rising_records and not inc["warmup"] and inc["peak"] >= 2 * inc["first"]
         if not inc["escalated"] and (climbing or huge):
             inc["escalated"] = True
-            out.append(self._grad_finding(inc))
-
-    def _grad_finding(self, inc: dict[str, Any]) -> Finding:
-        ratio = inc["peak"] / inc["level"]
-        ev = {
-            "level": inc["level"], "first": inc["first"], "peak": inc["peak"], "peak_step": inc["peak_step"],
-            "ratio": ratio, "sigma": inc["sigma"], "history": inc["n"], "records": inc["elevated"],
-        }
-        if inc["escalated"]:
-            sev = "error" if inc["loss_followed"] else "warning"
-            why = "and the loss followed" if inc["loss_followed"] else f"and kept rising over {inc['elevated']} records"
-            msg = (f"grad norm exploded from {_g(inc['level'])} to {_g(inc['peak'])} (x{ratio:.3g}) "
-                   f"starting at step {inc['start']}, {why}")
-            return Finding(GRAD_EXPLOSION, sev, inc["start"], msg, evidence=ev, source=self.name)
-        msg = f"grad norm spiked to {_g(inc['first'])}, x{inc['first'] / inc['level']:.3g} its level {_g(inc['level'])}"
-        if inc["warmup"]:
-            msg += " (LR still in warm-up: grad norms are high and jumpy there)"
-        return Finding(GRAD_SPIKE, "info", inc["start"], msg, evidence=ev, source=self.name)
+            out.append(grad_finding(inc, self.name))
 
     # -- loss -------------------------------------------------------------------------------------
     def _on_loss(self, step: int, v: float, values: dict[str, float], out: list[Finding]) -> None:
@@ -223,13 +207,13 @@ class SpikeDetector:
             t.push(v)
             return
         t.incident = self._open_loss(step, v, level, sigma, n, values)
-        out.append(self._loss_finding(t.incident))
+        out.append(loss_finding(t.incident, self.name))
         ginc = self.grad.incident
         if ginc is not None and step - ginc["start"] <= self.config.lead_steps:
             ginc["loss_followed"] = True
             if ginc["escalated"] or ginc["peak"] >= self.config.grad_explosion_ratio * ginc["level"]:
                 ginc["escalated"] = True  # an order of magnitude, and the loss went with it
-                out.append(self._grad_finding(ginc))
+                out.append(grad_finding(ginc, self.name))
 
     def _open_loss(self, step: int, v: float, level: float, sigma: float, n: int,
                    values: dict[str, float]) -> dict[str, Any]:
@@ -268,10 +252,10 @@ class SpikeDetector:
         if jumped:
             causes.append(jumped)
         if self.lr.in_warmup(step):
-            causes.append(f"LR still in warm-up and rising (LR {_g(lr)} at step {step})")
+            causes.append(f"LR still in warm-up and rising (LR {g(lr)} at step {step})")
         since = self.lr.since_warmup_end(step)
         if since is not None and 0 <= since <= self.config.post_warmup_steps:
-            causes.append(f"spike {since} steps after LR warm-up ended (peak LR {_g(self.lr.peak)}): peak LR too high?")
+            causes.append(f"spike {since} steps after LR warm-up ended (peak LR {g(self.lr.peak)}): peak LR too high?")
         if not lead and self.grad.window and values.get(GRAD_NORM) is not None:
             causes.append(f"no lead-up: single bad batch at step {step} (look up the batch ids of step {step})")
         elif not lead and not causes:
@@ -282,14 +266,14 @@ class SpikeDetector:
         ginc = self.grad.incident
         if ginc is not None and step - ginc["start"] <= self.config.lead_steps:
             lead = step - ginc["start"]
-            rise = f"{_g(ginc['level'])} -> {_g(ginc['first'])}"
+            rise = f"{g(ginc['level'])} -> {g(ginc['first'])}"
             if lead == 0:
                 return f"grad norm jumped at the same step ({rise})"
-            return f"grad norm rose {lead} step{'s' if lead > 1 else ''} before the loss ({rise}, peak {_g(ginc['peak'])})"
+            return f"grad norm rose {lead} step{'s' if lead > 1 else ''} before the loss ({rise}, peak {g(ginc['peak'])})"
         if g_now is not None and math.isfinite(g_now) and self.grad.window:
             level = self.grad.level()
             if level > 0 and g_now >= 1.5 * level:
-                return f"grad norm rose at the same step (x{g_now / level:.2g}: {_g(level)} -> {_g(g_now)})"
+                return f"grad norm rose at the same step (x{g_now / level:.2g}: {g(level)} -> {g(g_now)})"
         return None
 
     def _loss_incident(self, inc: dict[str, Any], step: int, v: float, out: list[Finding]) -> None:
@@ -312,11 +296,11 @@ class SpikeDetector:
         inc["last"], inc["last_step"] = v, step
         inc["records"] = inc.get("records", 1) + 1
         if self._release(inc):
-            out.append(self._loss_finding(inc))
+            out.append(loss_finding(inc, self.name))
         if not inc["diverged"] and step - inc["start"] >= cfg.divergence_min_steps:
             inc["diverged"] = True
             inc["diverged_at"] = step
-            out.append(self._divergence(inc, step))
+            out.append(divergence(inc, step, self.name))
 
     def _loss_recovered(self, inc: dict[str, Any], step: int) -> list[Finding]:
         out = []
@@ -326,14 +310,14 @@ class SpikeDetector:
             inc["severity"] = "info"  # a one-record blip that came straight back and was not huge: a hard batch
             inc.pop("held", None)
         self._release(inc)
-        f = self._loss_finding(inc)
+        f = loss_finding(inc, self.name)
         f.end_step = step
         took = step - inc["start"]
         f.message += f"; recovered after {took} step{'' if took == 1 else 's'}"
         f.evidence.update(recovered="fully", recovered_step=step)
         out.append(f)
         if inc["diverged"]:  # it stayed up long enough to be called a divergence, and then came back
-            d = self._divergence(inc, step)
+            d = divergence(inc, step, self.name)
             d.end_step = step
             d.evidence["recovered"] = "fully"
             if f.severity == "info":
@@ -345,9 +329,9 @@ class SpikeDetector:
         self._release(inc)
         frac = recovered_fraction(inc)
         how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the jump)"
-        f = self._loss_finding(inc)
+        f = loss_finding(inc, self.name)
         f.end_step = inc["last_step"]
-        f.message += f"; {how} by the last record (step {step}, loss {_g(inc['last'])})"
+        f.message += f"; {how} by the last record (step {step}, loss {g(inc['last'])})"
         f.evidence.update(recovered="not" if frac < 0.25 else "partly", recovered_fraction=frac)
         out = [f]
         # The stream ends inside the jump with the loss still far up: whatever the spike was, the run
@@ -357,33 +341,19 @@ class SpikeDetector:
         held = inc.get("records", 1) >= _STUCK_RECORDS or inc["last"] >= _STUCK_JUMP * inc["level"]
         stuck = frac < 0.25 and inc["level"] > 0 and inc["last"] >= _STUCK_RATIO * inc["level"] and held
         if inc["diverged"] or stuck or (inc.get("blew_up") and frac < 0.25):
-            d = self._divergence(inc, inc["last_step"])
+            d = divergence(inc, inc["last_step"], self.name)
             d.end_step = inc["last_step"]
             if not inc.get("blew_up") and came_back(inc["level"], self.loss.recent_level(inc["start"]), self.config):
                 out.append(withdrawn_divergence(d, "the loss came back to its level before the jump by the end"))
                 return out
             if inc.get("blew_up"):
-                d.message = (f"loss jumped at step {inc['start']} ({_g(inc['level'])} -> {_g(inc['first'])}) and then "
+                d.message = (f"loss jumped at step {inc['start']} ({g(inc['level'])} -> {g(inc['first'])}) and then "
                              "turned NaN/Inf: the run blew up")
             else:
                 d.message += f"; {how} by the last record"
             d.evidence["recovered"] = "not" if frac < 0.25 else "partly"
             out.append(d)
         return out
-
-    def _loss_finding(self, inc: dict[str, Any]) -> Finding:
-        ratio = inc["first"] / inc["level"] if inc["level"] else math.inf
-        ev = {
-            "level": inc["level"], "value": inc["first"], "ratio": ratio, "rise": inc["rel"],
-            "sigma": inc["sigma"], "z": (inc["first"] - inc["level"]) / inc["sigma"] if inc["sigma"] else math.inf,
-            "peak": inc["peak"], "peak_step": inc["peak_step"], "history": inc["n"], "lr": inc["lr"],
-        }
-        if inc["respikes"]:
-            ev["further_spikes_folded"] = inc["respikes"]
-        msg = (f"loss spiked to {_g(inc['first'])} at step {inc['start']}, x{ratio:.3g} its recent level "
-               f"{_g(inc['level'])} ({ev['z']:.3g} sigma)")
-        return Finding(LOSS_SPIKE, inc["severity"], inc["start"], msg, evidence=ev,
-                       causes=list(inc["causes"]), source=self.name)
 
     def _blown_up_by_lr(self, step: int, v: float) -> list[Finding]:
         """A NaN/Inf loss right after an LR jump: a divergence (detect/blowup.py)."""
@@ -393,19 +363,6 @@ class SpikeDetector:
             return []
         self._blowup_jump = found.evidence["lr_jump_step"]
         return [found]
-
-    def _divergence(self, inc: dict[str, Any], step: int) -> Finding:
-        frac = recovered_fraction(inc)
-        ev = {
-            "level_before": inc["level"], "peak": inc["peak"], "peak_step": inc["peak_step"],
-            "last": inc["last"], "last_step": inc["last_step"], "recovered_fraction": frac,
-            "spike_step": inc["start"], "further_spikes_folded": inc["respikes"],
-            "detected_step": inc.get("diverged_at"),
-        }
-        msg = (f"loss jumped at step {inc['start']} ({_g(inc['level'])} -> {_g(inc['first'])}) and had not come "
-               f"back {step - inc['start']} steps later (loss {_g(inc['last'])} at step {inc['last_step']})")
-        return Finding(DIVERGENCE, "error", inc["start"], msg, evidence=ev,
-                       causes=list(inc["causes"]), source=self.name)
 
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -443,18 +400,3 @@ def _record_excursion(window: Window, v: float) -> bool:
     last = window.last(_EXCURSION_N)
     mid = sorted(last)[_EXCURSION_N // 2]
     return v - mid > 2 * (max(last) - mid) > 0
-
-
-def _g(x: float | None) -> str:
-    return "?" if x is None else f"{x:.4g}"
-
-
-def _mark_expected(f: Finding, reset: int) -> Finding:
-    """A jump at a resume or schedule restart: a note, not an instability."""
-    f.severity = "info"
-    f.message += (f"; at a resume/LR-schedule restart (step {reset}): expected when the data or "
-                  "schedule starts over, not an instability")
-    f.causes = [f"resume or schedule restart at step {reset} (new data or a fresh schedule)"]
-    f.evidence["expected"] = True
-    return f
-
