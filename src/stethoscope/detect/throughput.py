@@ -19,7 +19,6 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.level_shift import find_shift, z_needed
-from stethoscope.detect.names import ELAPSED
 from stethoscope.detect.slowdown import extend, hold, lost, open_drop, ramp_onset, recent, release
 from stethoscope.detect.stall_patterns import STALLS_KEPT, add_stall, beat_start, new_kind, new_stalls, regular_start
 from stethoscope.detect.stats import Window, shrunk_sigma
@@ -36,23 +35,18 @@ from stethoscope.detect.throughput_findings import (
     stall_finding,
     stall_severity,
 )
+from stethoscope.detect.throughput_series import time_like
 from stethoscope.records import (
     CPU_PCT,
     CUDA_ALLOCATED,
     CUDA_RESERVED,
     GPU_UTIL,
-    GLOBAL_BATCH_SIZE,
-    MFU,
-    SAMPLES_PER_S,
     STEP_TIME,
-    TFLOPS,
-    TOKENS_PER_S,
     Finding,
     StepRecord,
 )
 
 HANG_SERIES = "stethoscope/hang_s"  # the watchdog's point at the last step before a hang (probe.live)
-SERIES = (STEP_TIME, TOKENS_PER_S, SAMPLES_PER_S, TFLOPS, MFU)  # first present wins; rates are inverted
 _LEVEL_N = 16
 _RAW_N = 512  # the run's own dispersion is judged over this many records
 _STALL_IN_DROP = 3.0  # during a slowdown, a record this many times its slow level is a stall on top of it
@@ -100,7 +94,7 @@ class ThroughputDetector:
         s["cpu"] = record.values.get(CPU_PCT)
         if s["cpu"] is not None and not s.get("device") and any(k in record.values for k in _DEVICE_SERIES):
             s["device"] = True  # a step that waits on a device: a falling CPU share says nothing of contention
-        t = self._time_like(record.values, record.step)
+        t = time_like(self._s, self.alias, self.clock, record.values, record.step)
         if t is None:
             return []
         hang = s.pop("hang_after", None)
@@ -149,30 +143,6 @@ class ThroughputDetector:
         if s["dips"] is not None and s["dips"]["count"] > 0:
             out.append(self._dip_finding(s["dips"]))
         return out
-
-    def _time_like(self, values: dict[str, float], step: int) -> float | None:
-        s = self._s
-        name = s["series"]
-        if name is None or self.alias.key is not None:
-            name = next((n for n in SERIES if n in values), None)
-            if name is None:
-                v = self.alias.seconds(values)
-                s["series"] = STEP_TIME if self.alias.key is not None else None
-                if v is None and self.alias.key is None:
-                    v = self.clock.seconds(step, values.get(ELAPSED))
-                    s["by_clock"] = s.get("by_clock") or v is not None  # seconds a step
-                return v if v is not None and v > 0 else None
-            s["series"] = name
-        v = values.get(name)
-        if v is None or not math.isfinite(v) or v <= 0:
-            return None
-        if name != STEP_TIME:
-            return 1.0 / v
-        batch = values.get(GLOBAL_BATCH_SIZE)  # batch-size ramp-up: compare the time per sample
-        if batch is not None and math.isfinite(batch) and batch > 0:
-            s["batch"] = batch  # logs may give it only when it changes: it holds until the next one
-        batch = s.get("batch")
-        return v / batch if batch else v
 
     # -- detection --------------------------------------------------------------------------------
     def _check(self, step: int, t: float) -> list[Finding]:
