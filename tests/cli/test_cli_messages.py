@@ -54,3 +54,20 @@ def test_a_state_file_with_every_row_refused_is_bad_input_not_a_crash_log(tmp_pa
     assert res.exit_code == 2, res.output
     assert "log_history[0]" in res.output and "integer `step`" in res.output
     assert "crash log" not in res.output and "CRITICAL" not in res.output
+
+
+def test_import_refuses_a_log_with_no_training_step_as_diagnose_does(tmp_path):
+    """`import` wrote an empty store and exited 0 for a log `diagnose` refuses (exit 2, the closest shape)."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"Train {e}, loss: {2.7 - e / 100:.6f}, train acc: 0.45\n" for e in range(3)))
+    diagnosed = CliRunner().invoke(cli, ["diagnose", str(log)])
+    res = CliRunner().invoke(cli, ["import", str(log), "--into", str(tmp_path / "run")])
+    if diagnosed.exit_code == 2:  # a shape the reader learns to read some day makes both read it
+        assert res.exit_code == 2 and "read 0 training steps" in res.output
+        assert not (tmp_path / "run").exists()
+    else:
+        assert res.exit_code == 0
+    empty = tmp_path / "empty.log"
+    empty.write_text("starting\nloading data\ndone\n")
+    res = CliRunner().invoke(cli, ["import", str(empty), "--into", str(tmp_path / "run2")])
+    assert res.exit_code == 2 and not (tmp_path / "run2").exists()

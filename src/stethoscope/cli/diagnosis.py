@@ -222,9 +222,9 @@ def _check_text(text: str, name: str) -> None:
 
 
 def import_source(source: str, into: str, as_json: bool) -> None:
-    from stethoscope.diagnose.sources import import_into
+    from stethoscope.diagnose.sources import RUN_FORMAT, import_into
 
-    done = read_input(import_into, source, into)
+    done = read_input(import_into, source, into, lambda runs: _with_steps(runs, RUN_FORMAT))
     if as_json:
         click.echo(render.to_json([{"run": str(t), "path": r.path, "format": r.format, "points": r.n_points,
                                     "steps": r.steps, "warnings": r.warnings} for t, r in done]))

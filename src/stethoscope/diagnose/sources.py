@@ -91,9 +91,14 @@ def _packed_columns(reader: RunReader, rank: int) -> CodedColumns | None:
                         last_time=last[0][0] if last else None)
 
 
-def import_into(source: str | os.PathLike[str], run_dir: str | os.PathLike[str]) -> list[tuple[Path, ImportedRun]]:
-    """Write every log found at `source` into a run store: `run_dir` for one, `run_dir/<name>` for several."""
+def import_into(source: str | os.PathLike[str], run_dir: str | os.PathLike[str],
+                check: Callable[[list[ImportedRun]], list[ImportedRun]] | None = None) -> list[tuple[Path, ImportedRun]]:
+    """Write every log found at `source` into a run store: `run_dir` for one, `run_dir/<name>` for several.
+    `check` sees the runs read before anything is written (the CLI's: a log with no training step is refused,
+    as `diagnose` refuses it, not stored empty)."""
     runs = read_any(Path(source))
+    if check is not None:
+        runs = check(runs)
     targets = [Path(run_dir)] if len(runs) == 1 else [Path(run_dir) / _slug(r.path, i) for i, r in enumerate(runs)]
     for target, run in zip(targets, runs):
         if is_run(target):
