@@ -91,8 +91,11 @@ def _packed_columns(reader: RunReader, rank: int) -> CodedColumns | None:
                         last_time=last[0][0] if last else None)
 
 
+Check = Callable[[list[ImportedRun]], list[ImportedRun]]
+
+
 def import_into(source: str | os.PathLike[str], run_dir: str | os.PathLike[str],
-                check: Callable[[list[ImportedRun]], list[ImportedRun]] | None = None) -> list[tuple[Path, ImportedRun]]:
+                check: Check | None = None) -> list[tuple[Path, ImportedRun]]:
     """Write every log found at `source` into a run store: `run_dir` for one, `run_dir/<name>` for several.
     `check` sees the runs read before anything is written (the CLI's: a log with no training step is refused,
     as `diagnose` refuses it, not stored empty)."""
