@@ -33,6 +33,14 @@ from stethoscope.records import GRAD_NORM, LOSS, LR, Finding, StepRecord
 _MIN_WARN_HISTORY = 2  # earlier values a loss spike needs before it can be a warning
 _BLIP_RECORDS = 1  # a spike on this many records that then recovers is a blip...
 _REAL_SPIKE_RATIO = 2.0  # ...unless it reached 2x the level and twice the spike threshold in sigmas
+# A log that prints every _AGGREGATE_GAP steps or more prints an aggregate of them (detectron2 and torchvision's
+# MetricLogger: the median of the last 20; mmengine, Megatron, fairseq, HF: the mean since the last print). Its
+# noise is the aggregate's, tiny, so a brief x1.4 bump reads "14 sigma": sigmas there are no cost. A spike in such
+# a log back at its level within _BRIEF_RECORDS records and _BRIEF_SHARE of the steps logged before it, under
+# _REAL_SPIKE_RATIO x its level, cost the run little: info. (Per-step logs keep the hard-batch rules above.)
+_AGGREGATE_GAP = 10
+_BRIEF_RECORDS = 10
+_BRIEF_SHARE = 0.02
 _EXCURSION_N = 50  # values of the record-excursion test (`_record_excursion`)
 # Within lead_steps after an upward off-schedule LR jump, a loss spike needs this fraction of spike_sigma:
 # with its likely cause in the log, a rise of 3 sigmas is no longer a one-in-a-million fluke of the noise.
@@ -50,6 +58,7 @@ class SpikeDetector:
         self.loss = Track(self.config)
         self.grad = Track(self.config)
         self._last_step: int | None = None
+        self._first_step: int | None = None
         self._last_reset: int | None = None
         self._blowup_jump: float | None = None  # the LR jump whose blow-up was reported (once per jump)
 
@@ -59,6 +68,8 @@ class SpikeDetector:
         step = record.step
         out: list[Finding] = []
         self._track_schedule(record, out)
+        if self._first_step is None:
+            self._first_step = step
         g = values.get(GRAD_NORM)
         if g is not None and math.isfinite(g):
             self._on_grad(step, g, out)
@@ -226,7 +237,7 @@ class SpikeDetector:
             "respikes": 0, "diverged": False, "dipped": False, "records": 1,
             # one earlier value cannot tell the run's noise: flag it, but quietly
             "severity": "warning" if rel >= self.config.loss_spike_warn_rel and n >= _MIN_WARN_HISTORY else "info",
-            "causes": self._causes(step, values), "lr": values.get(LR),
+            "causes": self._causes(step, values), "lr": values.get(LR), "gap": _median_gap(self.loss.recent.items()),
         }
         inc["calm_before"] = calm_before(self.loss, level, max(2.0 * inc["data_sigma"], self.config.recover_rel * abs(level)))
         z = (v - level) / sigma if sigma else math.inf
@@ -306,14 +317,18 @@ class SpikeDetector:
         out = []
         z = (inc["peak"] - inc["level"]) / inc["sigma"] if inc["sigma"] else math.inf
         real = inc["peak"] >= _REAL_SPIKE_RATIO * inc["level"] and z >= 2 * self.config.spike_sigma
-        if (inc["records"] <= _BLIP_RECORDS or echo(inc)) and not real:
+        brief = _brief_share(inc, step, self._first_step)
+        if ((inc["records"] <= _BLIP_RECORDS or echo(inc)) and not real) or brief is not None:
             inc["severity"] = "info"  # a one-record blip that came straight back and was not huge: a hard batch
-            inc.pop("held", None)
+            inc.pop("held", None)  # (or a brief bump: a small share of the run, under 2x its level)
         self._release(inc)
         f = loss_finding(inc, self.name)
         f.end_step = step
         took = step - inc["start"]
         f.message += f"; recovered after {took} step{'' if took == 1 else 's'}"
+        if brief is not None:
+            f.message += f" ({brief:.1%} of the run so far, under x2 its level): it cost the run little"
+            f.evidence["run_share"] = brief
         f.evidence.update(recovered="fully", recovered_step=step)
         out.append(f)
         if inc["diverged"]:  # it stayed up long enough to be called a divergence, and then came back
@@ -369,6 +384,7 @@ class SpikeDetector:
         return {
             "lr": self.lr.state_dict(), "loss": self.loss.state_dict(), "grad": self.grad.state_dict(),
             "last_step": self._last_step, "last_reset": self._last_reset, "blowup_jump": self._blowup_jump,
+            "first_step": self._first_step,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -378,11 +394,29 @@ class SpikeDetector:
         self._last_step = state.get("last_step")
         self._last_reset = state.get("last_reset")
         self._blowup_jump = state.get("blowup_jump")
+        self._first_step = state.get("first_step")
 
 
 _STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
 _STUCK_RECORDS = 3  # ...held over this many records...
 _STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged
+
+
+def _brief_share(inc: dict[str, Any], step: int, first_step: int | None) -> float | None:
+    """The share of the steps logged before it that a recovered spike in an aggregated print (`_AGGREGATE_GAP`)
+    took, when it was brief (`_BRIEF_RECORDS`, `_BRIEF_SHARE`) and stayed under `_REAL_SPIKE_RATIO` x its level."""
+    span = inc["start"] - (first_step if first_step is not None else inc["start"])
+    if span <= 0 or inc["level"] <= 0 or inc["records"] > _BRIEF_RECORDS or inc.get("gap", 1) < _AGGREGATE_GAP:
+        return None
+    if inc["peak"] >= _REAL_SPIKE_RATIO * inc["level"] or inc["diverged"]:
+        return None
+    share = (step - inc["start"]) / span
+    return share if share <= _BRIEF_SHARE else None
+
+
+def _median_gap(items: list[tuple[int, float]]) -> int:
+    gaps = sorted(b[0] - a[0] for a, b in zip(items, items[1:]))
+    return gaps[len(gaps) // 2] if gaps else 1
 
 
 def _signed(v: float, level: float, window: Window) -> bool:
