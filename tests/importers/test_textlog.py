@@ -193,3 +193,24 @@ def test_bars_named_epoch_n_of_total_restart_each_epoch(tmp_path):
     c = read_any(path)[0].columns
     steps = [s for n, s in zip(c.names, c.steps) if n == LOSS]
     assert steps[-1] == 3 * 935 and len(set(steps)) == len(steps) >= 3
+
+
+def test_hf_dicts_with_only_the_final_bar_kept_are_records_of_their_own(tmp_path):
+    """A log that kept only the bar's last state (`100%|...| 6957/6957`) after the Trainer's dicts: they all
+    waited for that one redraw and collapsed into one step. Each dict's `epoch` is the global step over the
+    steps of an epoch: their steps are their epochs in the units of the bar's count."""
+    from stethoscope.importers.registry import read_any
+    from stethoscope.records import EVAL_LOSS, LOSS
+
+    lines = ["  0%|          | 0/900 [00:00<?, ?it/s]"]
+    for i in range(1, 10):
+        lines.append(f"{{'loss': {2.0 / i:.4f}, 'learning_rate': 1e-05, 'epoch': {i / 3:.2f}}}")
+        if i % 3 == 0:
+            lines.append(f"{{'eval_loss': {2.1 / i:.4f}, 'eval_runtime': 1.0, 'epoch': {i / 3:.1f}}}")
+    lines.append("100%|##########| 900/900 [05:00<00:00,  3.00it/s]")
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    c = read_any(path)[0].columns
+    steps = [s for n, s in zip(c.names, c.steps) if n == LOSS]  # the epoch is printed to 2 decimals: +-1 step
+    assert len(steps) == 9 and all(abs(s - 100 * i) <= 2 for i, s in enumerate(steps, 1)), steps
+    assert [s for n, s in zip(c.names, c.steps) if n == EVAL_LOSS] == [300, 600, 900]

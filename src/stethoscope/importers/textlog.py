@@ -250,6 +250,21 @@ def _agrees(step: int, rounded: float, text: str) -> bool:
     return abs(step - rounded) <= unit / 2
 
 
+def _by_epoch(records: list[Values], step: int | None) -> dict[int, int]:
+    """{id(values): step} for dicts that waited for one redraw together: with no bar drawn between them (a log
+    that kept only the bars' last states) they are records of their own, not one step. The HF Trainer's
+    `epoch` is the global step over the steps of an epoch, and the bar's count reached now is the last dict's
+    epoch: each dict's step is its epoch in those units. Empty (all at `step`) when fewer than two carry a loss
+    or any lacks the epoch."""
+    losses = [v for v in records if LOSS in v]
+    if step is None or len(losses) < 2 or any(EPOCH not in v for v in records):
+        return {}
+    top = max(v[EPOCH] for v in records)
+    if not top > 0 or any(b[EPOCH] < a[EPOCH] for a, b in zip(records, records[1:])):
+        return {}
+    return {id(v): round(step * v[EPOCH] / top) for v in records}
+
+
 def _record(body: str, step: int) -> Parsed:
     from stethoscope.importers.console import record_values
 
@@ -388,10 +403,11 @@ class _Reader:
         """Dicts written through `tqdm.write` take the step of the outer bar's redraw that follows them: tqdm
         redraws the bar at its current count after a write, while the bar drawn before it may lag by a
         refresh interval, and an inner bar (the Trainer's evaluation) counts its own batches."""
-        for line, time, body in self.pending:
-            parsed = _record(body, step) if step is not None else None
+        records = [(line, time, _record(body, step)) for line, time, body in self.pending] if step is not None else []
+        steps = _by_epoch([r[1] for _, _, r in records if r is not None], step)
+        for line, time, parsed in records:
             if parsed is not None:
-                self.table.add_values(line, parsed[0], time, parsed[1])
+                self.table.add_values(line, steps.get(id(parsed[1]), parsed[0]), time, parsed[1])
         self.pending.clear()
 
     def _parse(self, body: str) -> Parsed:
