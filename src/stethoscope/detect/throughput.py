@@ -27,6 +27,7 @@ from stethoscope.detect.throughput_causes import slow_causes, step_time_excess
 from stethoscope.detect.throughput_clock import StepClock
 from stethoscope.detect.throughput_findings import (
     PERSISTENT_RECORDS,
+    STARTUP_RECORDS,
     contention,
     drop_finding,
     drop_severity,
@@ -103,6 +104,8 @@ class ThroughputDetector:
             return []  # the hang's own step: neither a stall, nor part of the level, nor of the run's cost
         if hang is not None:
             s["hang_after"] = hang
+        if s["last_step"] is None or record.step - s["last_step"] > self.config.gap_reset_steps:
+            s["since"], s["first_step"] = s["records"], record.step  # where this stretch's records begin
         if s["last_step"] is not None and record.step - s["last_step"] > self.config.gap_reset_steps:
             self.window.clear()  # an excerpt that skips ahead: the old level says nothing about the new one
             self.raw.clear()
@@ -175,8 +178,9 @@ class ThroughputDetector:
                     if len(slow) >= _MAX_TRIAL:  # that long and still not: it was jitter, after all
                         out.extend(self._streak_over(slow, keep=True))
                     return out
-                s["drop"] = open_drop(self._onset(slow, level, step, t), level, [x[1] for x in slow], step,
-                                      [x[0] for x in slow], **shift)
+                onset = self._onset(slow, level, step, t)
+                s["drop"] = open_drop(onset, level, [x[1] for x in slow], step, [x[0] for x in slow],
+                                      startup=self._startup(onset), **shift)
                 s["slow"] = []
                 out.append(self._drop_finding(s["drop"]))
             return out
@@ -198,6 +202,19 @@ class ThroughputDetector:
         values, steps = self.raw.last(n) + [t], list(self.raw_steps)[-n:] + [step]
         return steps[ramp_onset([float(x) for x in steps], values)]
 
+    def _startup(self, onset: int) -> list[int] | None:
+        """[records, first step, last step] of a baseline that is only the run's first records (fewer than
+        `STARTUP_RECORDS` before the onset, the log starting at the run's start): start-up, not its usual speed.
+        A log that starts later (an excerpt, a resume, after a gap) has no start-up in it."""
+        s = self._s
+        after = 1 + sum(1 for x in self.raw_steps if x >= onset)
+        before = s["records"] - s.get("since", 0) - after
+        if before >= STARTUP_RECORDS or len(self.raw_steps) < before or "first_step" not in s:
+            return None
+        first = s["first_step"]
+        last = max((x for x in self.raw_steps if x < onset), default=first)
+        return [before, first, last] if first <= last - first else None
+
     def _block_check(self, step: int, t: float) -> list[Finding]:
         """The noisy-series path (`detect.level_shift`): the latest block of records sits above the
         run's earlier levels although no streak of individually slow records formed."""
@@ -211,7 +228,7 @@ class ThroughputDetector:
         s = self._s
         slow = values[shift.onset:]
         s["drop"] = open_drop(steps[shift.onset], shift.level, slow, step, steps[shift.onset:], spread=shift.spread,
-                              usual_max=shift.usual_max)
+                              usual_max=shift.usual_max, startup=self._startup(steps[shift.onset]))
         s["slow"] = []
         return [self._drop_finding(s["drop"])]
 
@@ -301,7 +318,7 @@ class ThroughputDetector:
         f.message = f.message.replace(" so far", "", 1) + f"; slower still from step {over[0][0]}"
         new = self._s["drop"] = open_drop(over[0][0], d["level"], [x[1] for x in over], over[-1][0],
                                           [x[0] for x in over], spread=d.get("spread", 0.0),
-                                          usual_max=d.get("usual_max", math.nan))
+                                          usual_max=d.get("usual_max", math.nan), startup=d.get("startup"))
         return [f, self._drop_finding(new)]
 
     def _at_level(self, d: dict[str, Any], step: int, t: float) -> list[Finding]:

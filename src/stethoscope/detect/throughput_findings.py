@@ -24,6 +24,9 @@ from stethoscope.records import STEP_TIME, Finding
 PERSISTENT_RECORDS = 20  # a slowdown that has lasted fewer records is news, not yet worth a page
 WARN_LOST_S = 60.0  # nor one that has cost the run less than a minute: seconds lost are nobody's emergency
 # (a rate logged without a step time has no seconds: there only the share and the persistence count)
+# A baseline of fewer records than a slowdown needs to persist is the run's start-up (warm-up, caches, lighter
+# first batches): a "slowdown" against it is the run's usual speed (info), not a regression from a known level.
+STARTUP_RECORDS = PERSISTENT_RECORDS
 MIN_STALL_S = 1e-3  # stalls shorter than this (seconds) are never worth a warning, whatever their share
 MIN_SLOWDOWN_S = 1e-4  # nor is a persistent slowdown of less than this per step
 _CPU_BUSY = 50.0  # % of a core: a process this busy is CPU-bound, its CPU share says where its time went
@@ -67,7 +70,7 @@ def drop_severity(d: dict[str, Any], total: float, seconds: Any, cfg: DetectConf
     d["cost"] = excess / total if total > 0 else 0.0
     lost_s = seconds(excess)
     d["lost_s"] = lost_s if math.isfinite(lost_s) else None
-    if d["records"] < PERSISTENT_RECORDS or lost_s < WARN_LOST_S:
+    if d["records"] < PERSISTENT_RECORDS or lost_s < WARN_LOST_S or d.get("startup"):
         return "info"
     return "info" if d.get("contention") else "warning"
 
@@ -116,7 +119,14 @@ def drop_finding(d: dict[str, Any], name: str, scale: float, sev: str, source: s
     ev = {"series": name, "level": before, "slow_level": after, "slowdown": rel, "typical_spread": spread,
           "duration_steps": duration, "records": d.get("records", len(d["values"])),
           "usual_worst_level": usual, "time_cost": cost, "lost_s": lost_s, "growing": grown is not None}
-    causes = []
+    startup = d.get("startup")
+    if startup:
+        n, first, last = startup
+        msg += (f"; the level it is compared with is only the run's first {n} record{'s' if n > 1 else ''} (steps "
+                f"{first}-{last}): start-up (warm-up, caches, lighter first batches), not a known usual speed")
+        ev["startup_records"] = n
+    causes = [f"start-up: the run's first {startup[0]} records ran faster; fewer than {STARTUP_RECORDS} records "
+              "make no level to call a slowdown against"] if startup else []
     busy = d.get("contention")
     if busy:
         ev.update(busy)
