@@ -30,6 +30,8 @@ class EpochCounter:
         last_epoch, offset, last = self.state or (epoch, 0, raw)
         if epoch > last_epoch and raw < last:
             offset += total * (epoch - last_epoch) if total else last + self.cadence - raw
+        elif epoch > last_epoch and raw == last:  # one record an epoch at the same count (CycleGAN's `iters: 3648`
+            offset += total * (epoch - last_epoch) if total else last  # printed at each epoch's end): an epoch on
         elif raw > last:
             self.cadence = raw - last
         self.state = (epoch, offset, raw)
@@ -48,8 +50,8 @@ class EpochCounter:
         diffs = np.diff(raw)
         ahead = diffs[diffs > 0]
         cadence = max(int(ahead.max()) if ahead.size else 1, self.cadence)
-        if ((diffs < 0) & (raw[1:] <= cadence)).any():
-            return False
+        if ((diffs < 0) & (raw[1:] <= cadence)).any() or not diffs.all():
+            return False  # a restart near 0, or a count repeated (an epoch's record at the same count each time)
         self.cadence = int(ahead[-1]) if ahead.size else self.cadence
         if self.state is not None:
             self.state = (self.state[0], 0, int(raw[-1]))

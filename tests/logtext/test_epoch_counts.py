@@ -1,0 +1,29 @@
+"""One record an epoch at the same count each time: CycleGAN prints `(epoch: 1, iters: 3648, time: ..)` at
+each epoch's end (its print frequency the data set's size): the count says where in the epoch, the epoch
+which one. Every line was read at step 3648: 20 epochs as one record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stethoscope.importers.registry import read_any
+
+
+@pytest.mark.parametrize("epochs", [20, 600])  # a short log (line by line) and a long one (learnt shapes)
+def test_an_epochs_record_at_the_same_count_is_a_step_an_epoch_on(tmp_path: Path, epochs: int) -> None:
+    lines = [f"(epoch: {e}, iters: 3648, time: 0.512, data: 0.004) D_A: 0.251 G_A: 0.512 cycle_A: {1 + 1 / e:.3f} "
+             f"idt_A: 0.3" for e in range(1, epochs + 1)]
+    path = tmp_path / "loss_log.txt"
+    path.write_text("\n".join(lines) + "\n")
+    c = read_any(path)[0].columns
+    steps = sorted(set(c.steps))
+    assert steps == [3648 * e for e in range(1, epochs + 1)]
+
+
+def test_counts_that_move_within_epochs_are_unchanged(tmp_path: Path) -> None:
+    lines = [f"(epoch: {e}, iters: {i}, time: 0.5, data: 0.0) D_A: 0.25 G_A: 0.5" for e in (1, 2) for i in (100, 200)]
+    path = tmp_path / "loss_log.txt"
+    path.write_text("\n".join(lines) + "\n")
+    assert sorted(set(read_any(path)[0].columns.steps)) == [100, 200, 300, 400]
