@@ -27,3 +27,17 @@ def test_counts_that_move_within_epochs_are_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "loss_log.txt"
     path.write_text("\n".join(lines) + "\n")
     assert sorted(set(read_any(path)[0].columns.steps)) == [100, 200, 300, 400]
+
+
+def test_a_training_round_counted_by_its_phase_word_is_the_epoch(tmp_path: Path) -> None:
+    """A hand-written loop's `Train 3, loss: 2.05, train acc: 0.70` (DGCNN's train.log), with `Test 3, ..`
+    after it: the count after `Train` is the epoch (the log was refused: 'metrics without a step counter')."""
+    lines = []
+    for e in range(6):
+        lines.append(f"Train {e}, loss: {2.7 - 0.1 * e:.6f}, train acc: {0.45 + 0.05 * e:.6f}")
+        lines.append(f"Test {e}, loss: {2.6 - 0.08 * e:.6f}, test acc: {0.5 + 0.04 * e:.6f}")
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    c = read_any(path)[0].columns
+    assert [s for n, s in zip(c.names, c.steps) if n == "train/loss"] == list(range(6))
+    assert [s for n, s in zip(c.names, c.steps) if n == "eval/loss"] == list(range(6))

@@ -90,6 +90,9 @@ def renumbered(columns: Any, steps: dict[int, int]) -> Any:
     return Columns(names, [steps.get(int(n), n) for n in numbers], values, times)
 
 
+_PHASE = ("train", "training")
+
+
 def epoch_step(pairs: list[Any], line: Any) -> int | None:
     """The epoch of a line that prints a whole epoch before its train loss and no finer counter (SpeechBrain's
     `epoch: 1, lr: 1.00e+00 - train loss: 2.34 - valid loss: 2.10`), else None."""
@@ -100,6 +103,8 @@ def epoch_step(pairs: list[Any], line: Any) -> int | None:
     # the epoch's key may keep words of a prefix the line did not shed (`rank0: epoch: 1`, `... stdout F epoch: 1`)
     at = next((i for i, (_, v) in enumerate(pairs) if v.key[-5:].lower() == "epoch" and v.key[-6:-5] in ("", " ")),
               None)
+    if at is None and pairs and pairs[0][1].key.lower() in _PHASE:  # `Train 3, loss: ..` (a hand-written loop):
+        at = 0  # the training round, the line's first word and count, is the epoch
     text = pairs[at][1].text if at is not None else ""
     return int(text) if at is not None and at < names.index(loss) and text.isdigit() else None
 
