@@ -13,7 +13,8 @@ job logger, icefall's logger, nanotron's logger, Docker Compose, a host tag and 
 the `ansi` dimension: how a line is dressed).
 
 Each function takes the sixth part's names and hands any other to `log_grammar_fifth` (the parts before render
-as they did). The part was fixed before it was scored."""
+as they did). The part was fixed before it was scored, scored once (84.35% recovered, 5.40% refused, 10.05%
+partial, 0.20% misread of 2,000 logs) and then tuned on: it is spent."""
 
 from __future__ import annotations
 
