@@ -83,6 +83,26 @@ def test_a_per_step_log_keeps_its_warning_for_the_same_bump(tmp_path: Path) -> N
         [f.message for f in out]
 
 
+def _live(bump: list[float]) -> list:
+    """Every finding the detector emits as the records arrive: what a live run would page on."""
+    det, out = SpikeDetector(), []
+    for s in range(19, 20_020, 20):
+        k = (s - 10_019) // 20
+        v = (0.30 + 0.001 * (s % 7)) * (bump[k] if 0 <= k < len(bump) else 1.0)
+        out.extend(det.update(StepRecord(s, {LOSS: v})))
+    return out + det.finish()
+
+
+def test_a_brief_bump_never_pages_while_it_lasts() -> None:
+    out = _live(_BUMP)
+    assert out and all(f.severity == "info" for f in out), [(f.step, f.severity, f.message) for f in out]
+
+
+def test_a_bump_that_outlasts_its_brief_budget_pages() -> None:
+    out = _live([1.43] * 15)
+    assert [f for f in out if f.severity == "warning"], [(f.step, f.severity, f.message) for f in out]
+
+
 def test_the_run_share_survives_a_resume_of_the_detector() -> None:
     det = SpikeDetector()
     for s in range(100, 1100, 10):

@@ -306,7 +306,9 @@ class SpikeDetector:
             inc["peak"], inc["peak_step"] = v, step
         inc["last"], inc["last_step"] = v, step
         inc["records"] = inc.get("records", 1) + 1
-        if self._release(inc):
+        brief = "held" in inc and step - inc["start"] < cfg.divergence_min_steps and \
+            _brief_share(inc, step, self._first_step) is not None
+        if not brief and self._release(inc):  # an aggregated print's brief bump does not page while it is brief
             out.append(loss_finding(inc, self.name))
         if not inc["diverged"] and step - inc["start"] >= cfg.divergence_min_steps:
             inc["diverged"] = True
