@@ -128,3 +128,14 @@ def test_epoch_records_of_two_runs_appended_are_read_as_a_restart(tmp_path: Path
     rows += [{"train_loss": 41.0 - e, "test_loss": 46.0 - e, "epoch": e} for e in range(10)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert [s for s, _ in _series(path, LOSS)] == [0, 1, 2, 3, 4, *range(10)]
+
+
+@pytest.mark.parametrize("name", ["metrics.csv", "log.csv"])  # Lightning's name (its importer) and any other
+def test_a_long_format_table_names_a_val_rows_loss_the_eval_loss(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    rows = ["step,type,loss,cumulative_time_ms,step_avg_ms", "0,val,10.8258,0,0.02"]
+    rows += [f"{s},train,{9 - s / 100:.3f},{814 * s},700.0" for s in range(1, 200)]
+    rows += ["100,val,5.5037,70412,704.12"]
+    path.write_text("\n".join(rows) + "\n")
+    assert _series(path, EVAL_LOSS) == [(0, 10.8258), (100, 5.5037)]
+    assert len(_series(path, LOSS)) == 199 and not read_any(path)[0].warnings

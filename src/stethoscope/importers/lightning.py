@@ -21,7 +21,7 @@ from stethoscope.importers.base import ImportedRun
 from stethoscope.logtext.names import EPOCH, FileNames, metric_name, scaled_row
 from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.logtext.table import PointTable, describe, gc_paused, to_float
-from stethoscope.importers.tabular import checked_rows
+from stethoscope.importers.tabular import RowSplits, checked_rows
 
 NAME = "lightning_csv"
 _HPARAM = re.compile(r"^([A-Za-z_][\w.-]*):\s*(.*?)\s*$")
@@ -61,7 +61,8 @@ def _read_rows(path: Path, header: list[str], rows: Any) -> tuple[PointTable, li
     table = PointTable()
     step_at = header.index("step")
     names = FileNames()
-    columns = [(i, names(_per_step(c)).name) for i, c in enumerate(header) if i != step_at]
+    splits = RowSplits(header)
+    columns = [(i, names(_per_step(c)).name) for i, c in enumerate(header) if i not in (step_at, splits.at)]
     warnings: list[str] = []
     last_epoch: tuple[int, float] | None = None
     for line, row in enumerate(rows, 2):
@@ -70,7 +71,7 @@ def _read_rows(path: Path, header: list[str], rows: Any) -> tuple[PointTable, li
             if any(cell.strip() for cell in row):
                 warnings.append(f"{path}:{line}: no integer `step`; row left out")
             continue
-        values = {name: row[i] for i, name in columns if i < len(row) and row[i] != ""}
+        values = splits.renamed(row, {name: row[i] for i, name in columns if i < len(row) and row[i] != ""}, columns)
         epoch = to_float(values.get(EPOCH))
         if epoch is not None and (step, epoch) == last_epoch:
             del values[EPOCH]  # Lightning repeats the epoch on every row of a step

@@ -11,7 +11,8 @@ columns) keep the metric and leave out the min/max bands. Other numeric columns 
 JSONL: one object per line, with a step key (as above, or fairseq's `num_updates`), or in a file with none an
 `epoch` whose whole numbers rise line by line (DeiT/MAE's `log.txt`: one record an epoch); numbers written
 as strings (fairseq) are read as numbers; bare NaN/Infinity are accepted; nested objects flatten
-to `a/b`.
+to `a/b`. A long-format table (`step,type,loss`: a column `type`/`split`/`phase` naming each row's split) names
+a `val` row's metrics in the eval split.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ class CSVImporter:
     def read(self, path: Path) -> ImportedRun:
         text = read_text(path)
         first = text.partition("\n")[0]
-        rows = checked_rows(path, csv.reader(io.StringIO(text), delimiter="\t" if "\t" in first and "," not in first else ","))
+        delimiter = "\t" if "\t" in first and "," not in first else ","
+        rows = checked_rows(path, csv.reader(io.StringIO(text), delimiter=delimiter))
         header = next(rows, None)
         if not header:
             raise InputError(path, "empty CSV: expected a header row", line=1)
@@ -119,6 +121,35 @@ def _table_body(head: str, header: list[str]) -> bool:
             return False
     return True
 
+SPLIT_KEYS = ("type", "split", "phase", "mode", "stage", "subset")
+_SPLITS = {"train": "train", "training": "train", "val": "eval", "valid": "eval", "validation": "eval", "eval": "eval",
+           "evaluation": "eval", "dev": "eval", "test": "test"}
+
+
+class RowSplits:
+    """A long-format table's column that says which split each row measured (`step,type,loss` with `type`
+    `train` or `val`): a row of an eval split has its metrics named in that split (its `loss` is the eval
+    loss, not the train loss). `at` is None when the table has no such column."""
+
+    def __init__(self, header: list[str]) -> None:
+        self.at = next((i for i, h in enumerate(header) if h.strip().lower() in SPLIT_KEYS), None)
+        self.header = header
+        self._names: dict[tuple[int, str], str] = {}
+
+    def renamed(self, row: list[str], values: dict[str, Any], columns: list[tuple[int, str]]) -> dict[str, Any]:
+        split = _SPLITS.get(row[self.at].strip().lower()) if self.at is not None and self.at < len(row) else None
+        if split is None or split == "train":
+            return values
+        out = {}
+        for i, name in columns:
+            if name in values:
+                key = (i, split)
+                if key not in self._names:
+                    self._names[key] = metric(self.header[i], split).name
+                out[self._names[key]] = values[name]
+        return out
+
+
 def checked_rows(path: Path, reader: Any) -> Iterator[list[str]]:
     """The rows of a `csv.reader`, with its errors (a field over the size limit, a newline inside an
     unquoted field: binary or damaged files) as an InputError naming the file and the line."""
@@ -139,7 +170,8 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
     step_at = header.index(step_col) if step_col else None
     time_at = header.index(time_col) if time_col else None
     names = FileNames()
-    columns, skipped = _columns(header, {step_at, time_at}, names)
+    splits = RowSplits(header)
+    columns, skipped = _columns(header, {step_at, time_at, splits.at}, names)
     meta: dict[str, Any] = {"dialect": "wandb" if "_step" in header or "_runtime" in header else "csv",
                             "columns": header}
     if skipped:
@@ -163,7 +195,7 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
                 warnings.append(f"{path}:{line}: no integer step in column {step_col!r}; row left out")
             continue
         when = unix_time(row[time_at]) if time_at is not None and time_at < len(row) else None
-        values = {name: row[i] for i, name in columns if i < len(row) and row[i].strip()}
+        values = splits.renamed(row, {name: row[i] for i, name in columns if i < len(row) and row[i].strip()}, columns)
         if values:
             table.add_row(line, step, when, *scaled_row(values, names.scales))
     return table, meta, warnings
