@@ -143,12 +143,3 @@ def test_a_counter_before_an_indent_is_no_tag(head: str) -> None:
     steps before the blanks; only a tag that counts nothing (`node0/gpu0:`, `(pid=1)`) is shed there."""
     run = read_text("".join(f"{head.format(i=i)}  train/loss={_loss(i):.4f}\n" for i in range(10, 130, 10)))
     assert sorted(series(run, LOSS)) == list(range(10, 130, 10))
-
-
-@pytest.mark.parametrize("n", LINES)
-def test_a_bracket_led_by_a_log_level_is_the_loggers(n: int) -> None:
-    """nanotron's logger: `[INFO|DP=0|PP=0|TP=0|nid001]: ` (a level and the process's parallel ranks) is a prefix:
-    its `DP=0` are no metrics, and a bare count after it (`[100] || loss = 2.3`) heads the metrics as a step."""
-    run = read_text("".join(f"07/24/2024 11:20:33 [INFO|DP=0|PP=0|TP=0|nid001]: [{i}] || TrainingLoss = {_loss(i):.4f}\n"
-                            for i in range(10, 10 * (n + 1), 10)))
-    assert sorted(series(run, LOSS)) == list(range(10, 10 * (n + 1), 10))

@@ -44,7 +44,6 @@ _LEVELS = frozenset(_LEVEL[3:-1].split("|"))
 _LEVEL_HEAD = re.compile(rf"{_LEVEL}:[\w.<>]+:")
 _PREFIX = re.compile(
     rf"\s*(?:\[(?:[A-Za-z_][\w.\-]*|Rank\s?\d+|[\w.\-]+:\d+(?::[\w<>.]+)?)\]:?"  # [titan] [INFO] [Rank 0] [f.py:9:fn]
-    rf"|\[{_LEVEL}\|[^\]]*\]:?"  # a level and the process's tags: nanotron's [INFO|DP=0|PP=0|TP=0|nid001]:
     rf"|{_LEVEL}(?::[\w.<>]+:|\s*[-|:]\s|\s+)"  # INFO:root:  INFO -
     rf"|[-|]\s*[\w.<>]+\s*-\s*(?={_LEVEL})"  # - root - (before INFO)
     r"|[IWEF]\d{4}\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.\-]+:\d+\]"  # glog/absl
