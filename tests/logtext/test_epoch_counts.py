@@ -41,3 +41,14 @@ def test_a_training_round_counted_by_its_phase_word_is_the_epoch(tmp_path: Path)
     c = read_any(path)[0].columns
     assert [s for n, s in zip(c.names, c.steps) if n == "train/loss"] == list(range(6))
     assert [s for n, s in zip(c.names, c.steps) if n == "eval/loss"] == list(range(6))
+
+
+def test_a_bar_described_train_is_no_training_round(tmp_path: Path) -> None:
+    """`train:  6%|##  | 6/100 [...]` names a bar and its percentage, not round 6 (three logs of the sixth grammar
+    part were misread by the first form of the rule above)."""
+    lines = [f"train: {p:3d}%|##  | {p}/100 [00:01<00:10,  9.00it/s, loss={3 - p / 50:.3f}]" for p in range(1, 101)]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    c = read_any(path)[0].columns
+    steps = [s for n, s in zip(c.names, c.steps) if n == "train/loss"]
+    assert steps == list(range(1, 101))

@@ -91,6 +91,7 @@ def renumbered(columns: Any, steps: dict[int, int]) -> Any:
 
 
 _PHASE = ("train", "training")
+_ROUND = re.compile(r"(?i)\btrain(?:ing)?[ \t]+\d+[ \t]*,")  # the word, a blank, the count, a comma
 
 
 def epoch_step(pairs: list[Any], line: Any) -> int | None:
@@ -103,8 +104,8 @@ def epoch_step(pairs: list[Any], line: Any) -> int | None:
     # the epoch's key may keep words of a prefix the line did not shed (`rank0: epoch: 1`, `... stdout F epoch: 1`)
     at = next((i for i, (_, v) in enumerate(pairs) if v.key[-5:].lower() == "epoch" and v.key[-6:-5] in ("", " ")),
               None)
-    if at is None and pairs and pairs[0][1].key.lower() in _PHASE:  # `Train 3, loss: ..` (a hand-written loop):
-        at = 0  # the training round, the line's first word and count, is the epoch
+    if at is None and pairs and pairs[0][1].key.lower() in _PHASE and _ROUND.search(line.body):
+        at = 0  # `Train 3, loss: ..` (a hand-written loop): the training round is the epoch (not `train:  6%|`)
     text = pairs[at][1].text if at is not None else ""
     return int(text) if at is not None and at < names.index(loss) and text.isdigit() else None
 
