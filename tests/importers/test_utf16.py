@@ -44,3 +44,34 @@ def test_a_big_utf16_log_is_not_mapped_raw(tmp_path: Path) -> None:
     assert linescan.mapped(str(path)) is None
     got = _losses(path)
     assert len(got) == 150_000 and got[-1] == (150_000, 1.5)
+
+
+def _docker(lines: list[str]) -> bytes:
+    import json
+
+    return b"".join(json.dumps({"log": line + "\n", "stream": "stdout",
+                                "time": f"2024-07-24T11:{k // 60 % 60:02d}:{k % 60:02d}.{k * 7919 % 10**9:09d}Z"},
+                               separators=(",", ":")).encode() + b"\n" for k, line in enumerate(lines))
+
+
+@pytest.mark.parametrize("n", [40, 200_000])  # a small log and one big enough to be mapped were it plain
+def test_dockers_json_file_log_is_read_as_the_lines_the_container_printed(tmp_path: Path, n: int) -> None:
+    """`/var/lib/docker/containers/<id>/<id>-json.log` wraps each printed line in {"log":..,"stream":..,"time":..}:
+    the console reader took the wrapper's numbers for the line's (the seventh grammar part: 76 misreads)."""
+    path = tmp_path / "abc-json.log"
+    path.write_bytes(_docker([f"Epoch: {i:03d}, Loss: {4 - i / n:.6f}, Train: 0.3000, Val: 0.2900"  # PyG's examples
+                              for i in range(1, n + 1)]))
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    got = _losses(path)
+    assert len(got) == n and got[0] == (1, round(4 - 1 / n, 6)), got[:3]
+    assert [s for s, _ in got] == sorted(s for s, _ in got)
+
+
+def test_a_table_in_dockers_json_file_log_is_read_as_a_table(tmp_path: Path) -> None:
+    header = "epoch       main/loss   validation/main/loss  main/accuracy  elapsed_time"  # Chainer's PrintReport
+    rows = [f"{i:<12d}{2 / i:<12.4f}{2.1 / i:<22.4f}{0.9:<15.3f}{5.1 * i:.3f}" for i in range(1, 30)]
+    path = tmp_path / "abc-json.log"
+    path.write_bytes(_docker([header, *rows]))
+    got = _losses(path)
+    assert got[:2] == [(1, 2.0), (2, 1.0)] and len(got) == 29

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import re
 import zlib
 from pathlib import Path
@@ -39,22 +40,42 @@ def log_name(path: Path) -> str:
 def open_log(path: Path) -> BinaryIO:
     """The file opened for binary reading; a gzip file (by its magic bytes) is decompressed on the fly."""
     raw = path.open("rb")
-    magic = raw.read(2)
+    magic = raw.read(len(_DOCKER))
     raw.seek(0)
-    if magic in _UTF16_BOMS:
+    if magic[:2] in _UTF16_BOMS or magic.startswith(_DOCKER):
         with raw:
             return io.BytesIO(utf8(raw.read()))
-    if magic != _GZIP_MAGIC:
+    if magic[:2] != _GZIP_MAGIC:
         return raw
     return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
 
 
 def utf8(data: bytes) -> bytes:
-    """`data` as UTF-8: a text with a UTF-16 byte-order mark (a log redirected by Windows PowerShell) is
-    transcoded; anything else is returned as it is (the readers decode UTF-8 leniently)."""
-    if data[:2] not in _UTF16_BOMS:
-        return data
-    return data.decode("utf-16", errors="replace").encode("utf-8")
+    """`data` as the UTF-8 text a reader reads: a text with a UTF-16 byte-order mark (a log redirected by
+    Windows PowerShell) is transcoded; Docker's json-file log (`{"log":"step 10 loss 2.3\\n","stream":"stdout",
+    "time":..}` a line: `/var/lib/docker/containers/*/*-json.log`) is unwrapped to the lines the container
+    printed; anything else is returned as it is (the readers decode UTF-8 leniently)."""
+    if data[:2] in _UTF16_BOMS:
+        data = data.decode("utf-16", errors="replace").encode("utf-8")
+    head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
+    return _docker_lines(data) if head.startswith(_DOCKER) else data
+
+
+_DOCKER = b'{"log":'
+
+
+def _docker_lines(data: bytes) -> bytes:
+    """The text a Docker json-file log wraps: each line's `log` field in order (a line that is no such object
+    is kept as it is)."""
+    out = []
+    for line in data.splitlines():
+        try:
+            record = json.loads(line) if line.lstrip().startswith(b"{") else None
+        except ValueError:
+            record = None
+        text = record.get("log") if isinstance(record, dict) else None
+        out.append(text.encode("utf-8") if isinstance(text, str) else line + b"\n")
+    return b"".join(out)
 
 
 def read_error(path: Path, exc: BaseException) -> InputError:

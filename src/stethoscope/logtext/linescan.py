@@ -139,6 +139,11 @@ MAP_QUIET_S = 60.0  # ...when nothing wrote to it for this long: a live log may 
 _NOT_PLAIN = (b"\x1f\x8b", b"\xff\xfe", b"\xfe\xff")  # gzip, UTF-16 (`importers.source` decodes them)
 
 
+def _not_plain(head: bytes) -> bool:
+    """gzip, UTF-16 or Docker's json-file wrapping (`importers.source` reads them): never mapped raw."""
+    return head[:2] in _NOT_PLAIN or head.startswith(b'{"log":')
+
+
 def mapped(path: str) -> mmap.mmap | None:
     """The file at `path` mapped read-only, where the native scanner reads it (the readers' bytes calls
     on it: find, rfind, slices, the buffer): no copy of a big log, whose pages the scans fault in as they
@@ -150,7 +155,7 @@ def mapped(path: str) -> mmap.mmap | None:
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
-            if st.st_size < MAP_FROM or time.time() - st.st_mtime < MAP_QUIET_S or f.read(2) in _NOT_PLAIN:
+            if st.st_size < MAP_FROM or time.time() - st.st_mtime < MAP_QUIET_S or _not_plain(f.read(7)):
                 return None
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
