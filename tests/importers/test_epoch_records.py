@@ -139,3 +139,11 @@ def test_a_long_format_table_names_a_val_rows_loss_the_eval_loss(tmp_path: Path,
     path.write_text("\n".join(rows) + "\n")
     assert _series(path, EVAL_LOSS) == [(0, 10.8258), (100, 5.5037)]
     assert len(_series(path, LOSS)) == 199 and not read_any(path)[0].warnings
+
+
+def test_llama_factory_trainer_log_counts_current_steps(tmp_path: Path) -> None:
+    path = tmp_path / "trainer_log.jsonl"  # LLaMA-Factory's LogCallback (it was refused: no step key)
+    rows = [{"current_steps": s, "total_steps": 100, "loss": 2.0 - s / 100, "lr": 1e-5, "epoch": s / 50,
+             "percentage": s, "elapsed_time": "0:00:10", "remaining_time": "0:10:00"} for s in range(5, 101, 5)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [s for s, _ in _series(path, LOSS)] == list(range(5, 101, 5))

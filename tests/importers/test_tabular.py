@@ -99,7 +99,7 @@ def test_jsonl(write) -> None:
     assert "flag" not in names(run) and "name" not in names(run)
     assert run.warnings == [f"{path}:3: not a JSON object; line left out",
                             f"{path}: 1 lines without a step key (_step, step, global_step, iteration, iter, it, "
-                            "num_updates, bare or under trainer/, train/, training/); left out"]
+                            "num_updates, current_steps, bare or under trainer/, train/, training/); left out"]
 
 
 def test_fairseq_json_lines(write) -> None:

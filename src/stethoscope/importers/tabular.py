@@ -1,6 +1,6 @@
 """Generic tables of metrics: CSV (W&B history exports included) and JSON lines.
 
-CSV: the step is the first of `_step`/`step`/`Step`/`global_step`/`iteration`/`iter`/`num_updates`
+CSV: the step is the first of `_step`/`step`/`Step`/`global_step`/`iteration`/`iter`/`num_updates`/`current_steps`
 columns (bare, else under `train/`, `trainer/` or `training/`), else an `epoch` column whose whole numbers rise on
 every row (a table of one row an epoch: its findings speak of the epochs the file prints), else the row index
 (from 0); the choice is noted in meta. `_timestamp`/`timestamp`/`wall_time` is the time.
@@ -36,7 +36,8 @@ from stethoscope.records import LOSS, LR
 
 CSV_NAME = "csv"
 JSONL_NAME = "jsonl"
-STEP_KEYS = ("_step", "step", "global_step", "iteration", "iter", "it", "num_updates")
+STEP_KEYS = ("_step", "step", "global_step", "iteration", "iter", "it", "num_updates",
+             "current_steps")  # LLaMA-Factory's trainer_log.jsonl
 # A step key may sit in the training namespace trainers log under (HF Trainer's W&B `train/global_step`,
 # Lightning's `trainer/global_step`); other namespaces are left alone: `time/step` is a duration.
 _STEP_NAMESPACES = ("trainer/", "train/", "training/")
