@@ -40,3 +40,19 @@ def test_an_aborted_first_launch_is_no_verdict_on_the_run(tmp_path: Path) -> Non
 def test_a_run_that_stays_stuck_after_the_restart_keeps_its_warning(tmp_path: Path) -> None:
     serious = _serious(_launches(tmp_path / "train.log", learns_after=False))
     assert [f for f in serious if f.type in ("underfitting", "plateau")], [f.message for f in serious]
+
+
+def test_a_short_resume_at_the_end_is_no_verdict_on_a_run_that_learned(tmp_path: Path) -> None:
+    """A real metrics.jsonl: two launches that died at steps 20 and 40, a run 20 -> 7580 (8.56 -> 2.1), then two
+    short resumes from 7520 (3 and 13 records). The curve of the last session is flat; the run is not 'never came down'."""
+    import json
+
+    rng = random.Random(0)
+    def launch(first: int, last: int, level: float | None = None) -> list[dict]:
+        return [{"step": s, "loss": (2.1 + 6.45 * math.exp(-s / 800) if level is None else level)
+                 + rng.gauss(0, 0.03), "lr": 6e-4} for s in range(first, last + 1, 20)]
+
+    rows = launch(20, 20) + launch(20, 40) + launch(20, 7580) + launch(7520, 7560, 2.18) + launch(7520, 7760, 2.18)
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert not [f for f in _serious(path) if f.type in ("underfitting", "plateau")]

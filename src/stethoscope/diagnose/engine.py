@@ -110,7 +110,7 @@ def _diagnose(imported: ImportedRun, config: DetectConfig | None, recorded: list
     classification = _classification(table, cfg, context)
     findings = settle(findings + _log_findings(imported.lines, table))
     if not context.get("ga_factor"):
-        verdict = verdicts.underfitting(findings, table.series(LOSS)[0], classification)
+        verdict = verdicts.underfitting(findings, *table.series(LOSS), classification)
         findings += verdict or _curve_findings(classification)
     findings = _finalise(findings, context)
     fine = verdicts.healthy(findings, {"loss": table.series(LOSS), "eval": table.series(EVAL_LOSS),

@@ -19,12 +19,18 @@ from stethoscope.findings.catalogue import HEALTHY, PLATEAU, UNDERFITTING
 from stethoscope.records import Finding, severity_rank
 
 _START_RECORDS = 2  # a plateau that opens within this many logged steps of the first one starts "from the start"
+_LEARNED = 0.5  # a run whose loss fell below this share of its first losses learned, whatever a session shows
 
 
-def underfitting(findings: list[Finding], loss_steps: np.ndarray, classification: dict[str, Any]) -> list[Finding]:
+def underfitting(findings: list[Finding], loss_steps: np.ndarray, loss: np.ndarray,
+                 classification: dict[str, Any]) -> list[Finding]:
     """An `underfitting` verdict owning the plateau that held from the first step (in place: the plateau
-    is withdrawn from `findings`); nothing when the run learned."""
+    is withdrawn from `findings`); nothing when the run learned: a curve classified flat on the last session
+    of a log whose earlier sessions fell by half (a short resume at its end) is that session's, not the run's."""
     if loss_steps.size < 3:
+        return []
+    finite = loss[np.isfinite(loss)]
+    if finite.size >= 3 and finite.min() < _LEARNED * float(np.median(finite[:3])):
         return []
     first, last = int(loss_steps[0]), int(loss_steps[-1])
     gap = int(np.median(np.diff(loss_steps))) if loss_steps.size > 1 else 1
