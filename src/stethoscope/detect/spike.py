@@ -59,6 +59,7 @@ class SpikeDetector:
         self.grad = Track(self.config)
         self._last_step: int | None = None
         self._first_step: int | None = None
+        self._first_loss: float | None = None
         self._last_reset: int | None = None
         self._blowup_jump: float | None = None  # the LR jump whose blow-up was reported (once per jump)
 
@@ -202,6 +203,8 @@ class SpikeDetector:
     # -- loss -------------------------------------------------------------------------------------
     def _on_loss(self, step: int, v: float, values: dict[str, float], out: list[Finding]) -> None:
         t = self.loss
+        if self._first_loss is None:
+            self._first_loss = v
         if self._settled(t, "loss", step, v, self._loss_incident, out):
             return
         n = len(t.window)
@@ -320,6 +323,11 @@ class SpikeDetector:
         z = (inc["peak"] - inc["level"]) / inc["sigma"] if inc["sigma"] else math.inf
         real = inc["peak"] >= _REAL_SPIKE_RATIO * inc["level"] and z >= 2 * self.config.spike_sigma
         brief = _brief_share(inc, step, self._first_step)
+        learned = (self._first_loss or 0.0) - inc["level"]  # a rise off a floor far below the start: little lost
+        small = learned > 0 and inc["peak"] - inc["level"] < _SMALL_OF_LEARNED * learned
+        if small:
+            inc["severity"] = "info"
+            inc.pop("held", None)
         if ((inc["records"] <= _BLIP_RECORDS or echo(inc)) and not real) or brief is not None:
             inc["severity"] = "info"  # a one-record blip that came straight back and was not huge: a hard batch
             inc.pop("held", None)  # (or a brief bump: a small share of the run, under 2x its level)
@@ -331,6 +339,9 @@ class SpikeDetector:
         if brief is not None:
             f.message += f" ({brief:.1%} of the run so far, under x2 its level): it cost the run little"
             f.evidence["run_share"] = brief
+        elif small:
+            share = (inc["peak"] - inc["level"]) / learned
+            f.message += f" (a rise of {share:.1%} of what the run had learned): little lost"
         f.evidence.update(recovered="fully", recovered_step=step)
         out.append(f)
         if inc["diverged"]:  # it stayed up long enough to be called a divergence, and then came back
@@ -386,7 +397,7 @@ class SpikeDetector:
         return {
             "lr": self.lr.state_dict(), "loss": self.loss.state_dict(), "grad": self.grad.state_dict(),
             "last_step": self._last_step, "last_reset": self._last_reset, "blowup_jump": self._blowup_jump,
-            "first_step": self._first_step,
+            "first_step": self._first_step, "first_loss": self._first_loss,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -397,8 +408,10 @@ class SpikeDetector:
         self._last_reset = state.get("last_reset")
         self._blowup_jump = state.get("blowup_jump")
         self._first_step = state.get("first_step")
+        self._first_loss = state.get("first_loss")
 
 
+_SMALL_OF_LEARNED = 0.05  # a recovered spike under this share of the fall from the first loss is info
 _STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
 _STUCK_RECORDS = 3  # ...held over this many records...
 _STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged
