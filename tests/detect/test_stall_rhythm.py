@@ -55,3 +55,12 @@ def test_a_real_tiny_gpt_loader_stall_after_a_busy_stretch_is_dated_at_its_onset
     (run,) = read_any(GPT_RUNS / "stall-s2" / "wandb-history.jsonl.gz")
     stalls = [f.step for f in diagnose_run(run).findings if f.type == "periodic_stall"]
     assert any(abs(s - 265) <= 2 for s in stalls), stalls
+
+
+def test_a_rhythm_of_one_step_ends_its_walk():
+    """Stalls on consecutive steps (a period of 1, tolerance 1): the walk back along the chain took each stall
+    as its own predecessor and never ended (`diagnose` of a live run hung)."""
+    from stethoscope.detect.stall_patterns import beat_start
+
+    items = [[s, 1.0] for s in (3, 10, 11, 12, 13, 14, 15)]
+    assert beat_start(items) in (None, 10)

@@ -76,7 +76,9 @@ def beat_start(items: list[list[Any]]) -> int | None:
         return None
     tol = max(1.0, 0.15 * period)
     start, chain = steps[-1], 1
-    while prev := [x for x in steps if abs(start - x - period) <= tol]:
+    # strictly earlier stalls only: with a period of 1 step and its tolerance of 1, a stall was its own
+    # predecessor and the walk never ended (a live run's stalls every step hung `diagnose`)
+    while prev := [x for x in steps if x < start and abs(start - x - period) <= tol]:
         start, chain = max(prev), chain + 1
     before = [x for x in steps if x < start]
     on_grid = sum(abs((start - x) - period * round((start - x) / period)) <= tol for x in before)
