@@ -38,6 +38,13 @@ def new_kind(d: dict[str, Any] | None, excess: float, why: list[str], dominant: 
     return excess >= dominant * d.get("biggest" if EVAL in why else "biggest_own", d.get("biggest", 0.0))
 
 
+def grid(steps: list[int]) -> tuple[int, float]:
+    """(period, tolerance) of stalls at `steps` (2 or more): the median gap, and 15% of it (at least a step)."""
+    gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
+    period = gaps[len(gaps) // 2]
+    return period, max(1.0, 0.15 * period)
+
+
 def regular_start(items: list[list[Any]]) -> int | None:
     """The first stall of a regular pattern (stalls every ~P steps, P the median gap, other stalls in
     between allowed): the earliest stall, followed by another within 1.5 P, from which at least 3 later
@@ -46,11 +53,9 @@ def regular_start(items: list[list[Any]]) -> int | None:
     steps = [it[0] for it in items]
     if len(steps) < 4:
         return None
-    gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
-    period = gaps[len(gaps) // 2]
+    period, tol = grid(steps)
     if period <= 0:
         return None
-    tol = max(1.0, 0.15 * period)
     for i, start in enumerate(steps[:-2]):
         if steps[i + 1] - start > 1.5 * period:
             continue  # a pattern's first stall is followed by its second one period later, not after a hole
@@ -70,11 +75,9 @@ def beat_start(items: list[list[Any]]) -> int | None:
     steps = [it[0] for it in items]
     if len(steps) < _BEATS:
         return None
-    gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
-    period = gaps[len(gaps) // 2]
+    period, tol = grid(steps)
     if period <= 0:
         return None
-    tol = max(1.0, 0.15 * period)
     start, chain = steps[-1], 1
     # strictly earlier stalls only: with a period of 1 step and its tolerance of 1, a stall was its own
     # predecessor and the walk never ended (a live run's stalls every step hung `diagnose`)
@@ -101,9 +104,7 @@ def is_regular(items: list[list[Any]]) -> bool:
     later = [s for s in steps if s >= start]
     if 2 * len(later) < len(steps):
         return False
-    gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
-    period = gaps[len(gaps) // 2]
-    tol = max(1.0, 0.15 * period)
+    period, tol = grid(steps)
     chance = min(1.0, (2 * int(tol) + 1) / period)  # the share of steps on the grid, at random
     if chance >= 0.5:
         return True  # a period of a few steps: the grid holds most steps, regular_start's answer stands
