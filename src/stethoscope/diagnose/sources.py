@@ -103,7 +103,7 @@ def import_into(source: str | os.PathLike[str], run_dir: str | os.PathLike[str],
     runs = read_any(Path(source))
     if check is not None:
         runs = check(runs)
-    targets = [Path(run_dir)] if len(runs) == 1 else [Path(run_dir) / _slug(r.path, i) for i, r in enumerate(runs)]
+    targets = [Path(run_dir)] if len(runs) == 1 else [Path(run_dir) / _slug(r, i) for i, r in enumerate(runs)]
     for target, run in zip(targets, runs):
         if is_run(target):
             raise UsageError(f"{target}: already holds a run; import into a new directory")
@@ -127,6 +127,8 @@ def write_store(run: ImportedRun, target: Path) -> None:
         store.close()
 
 
-def _slug(path: str, i: int) -> str:
-    name = Path(path).parent.name if Path(path).name in ("trainer_state.json", "metrics.csv") else Path(path).stem
+def _slug(run: ImportedRun, i: int) -> str:
+    path = Path(run.path)
+    name = path.parent.name if path.name in ("trainer_state.json", "metrics.csv") else path.stem
+    name = str(run.meta.get("run_name") or "") or name  # a store of several runs (mlflow.db) names each
     return f"{i:02d}-{''.join(c if c.isalnum() or c in '-_.' else '_' for c in name)[:60]}"

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.errors import InputError
-from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.importers.source import read_text
 from stethoscope.logtext.names import FileNames, scaled_row
 from stethoscope.logtext.table import PointTable, describe, to_float
@@ -48,10 +48,17 @@ class MLflowStoreImporter:
                 times.setdefault(int(step), stamp / 1000.0)
         if not rows:
             raise InputError(path, f"no metric points in {folder} (expected files of 'timestamp value step' lines)")
-        table = PointTable()
-        for step in sorted(rows):
-            table.add_row(step, step, times.get(step), *scaled_row(rows[step], names.scales))
-        columns, rejected = table.build_columns()
-        warnings += describe(rejected, lambda step: f"{folder}: step {step}")
+        columns, rejected = metric_columns(rows, times, names, str(folder))
+        warnings += rejected
         meta = {"dialect": "mlflow_file_store", "run_id": path.parent.name, "metrics": len(files)}
         return ImportedRun(str(path.parent), NAME, None, meta, warnings, columns=columns)
+
+
+def metric_columns(rows: dict[int, dict[str, Any]], times: dict[int, float], names: FileNames,
+                   where: str) -> tuple[Columns, list[str]]:
+    """The columns of {step: {name: value}} (both MLflow stores), and a warning for each value left out."""
+    table = PointTable()
+    for step in sorted(rows):
+        table.add_row(step, step, times.get(step), *scaled_row(rows[step], names.scales))
+    columns, rejected = table.build_columns()
+    return columns, describe(rejected, lambda step: f"{where}: step {step}")

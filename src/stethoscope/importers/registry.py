@@ -26,6 +26,7 @@ from stethoscope.importers.jsonmetrics import JSONMetricsImporter
 from stethoscope.importers.loss_parts import loss_from_parts
 from stethoscope.importers.lightning import LightningCSVImporter
 from stethoscope.importers.megatron import MegatronImporter
+from stethoscope.importers.mlflow_sqlite import MLflowSQLiteImporter
 from stethoscope.importers.mlflow_store import MLflowStoreImporter
 from stethoscope.importers.source import HEAD_BYTES, check_file, read_head
 from stethoscope.importers.tabular import CSVImporter, JSONLImporter
@@ -40,7 +41,7 @@ LONG_HEAD_BYTES = 8 * 1024 * 1024
 MAX_FILES = 10_000
 MAX_DEPTH = 8
 _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", ".git", ".venv", "venv", ".ipynb_checkpoints"}
-_CANDIDATE = re.compile(r"^(?:trainer_state\.json|meta\.yaml|.*history\.json|metrics\.json|.*metrics\.csv|"
+_CANDIDATE = re.compile(r"^(?:trainer_state\.json|meta\.yaml|mlflow\.db|.*history\.json|metrics\.json|.*metrics\.csv|"
                         r"events\.out\.tfevents\..*|.*\.(?:log|txt|jsonl|ndjson|csv|tsv|out|err))(?:\.gz)?$",
                         re.IGNORECASE)
 # Dedicated text readers: when one of them reads no step, the general console reader gets a try.
@@ -50,7 +51,7 @@ _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 
 def default_importers() -> list[Importer]:
     """Fresh instances of every importer, in sniffing order."""
-    return [HFTrainerStateImporter(), MLflowStoreImporter(), JSONMetricsImporter(), TensorBoardImporter(),
+    return [HFTrainerStateImporter(), MLflowStoreImporter(), MLflowSQLiteImporter(), JSONMetricsImporter(), TensorBoardImporter(),
             LightningCSVImporter(), CSVImporter(),
             JSONLImporter(), MegatronImporter(), FairseqImporter(), BoxRecordsImporter(), TextLogImporter(),
             TextTableImporter(),
@@ -82,7 +83,7 @@ def read_any(path: Path, importers: Sequence[Importer] | None = None) -> list[Im
     path = Path(path)
     importers = default_importers() if importers is None else importers
     if not path.is_dir():
-        return [_read(sniff_format(path, importers), path)]
+        return _read_all(sniff_format(path, importers), path)
     runs: list[ImportedRun] = []
     tried: list[str] = []
     for candidate in log_files(path):
@@ -91,27 +92,32 @@ def read_any(path: Path, importers: Sequence[Importer] | None = None) -> list[Im
         except InputError as exc:
             tried.append(f"{candidate.relative_to(path)} ({exc.problem})")
             continue
-        runs.append(_read_one(importer, candidate))
+        try:
+            runs += _read_all(importer, candidate)
+        except InputError as exc:  # one unreadable file must not hide the others: an empty run says why
+            logger.warning("%s", exc)
+            runs.append(ImportedRun(str(candidate), importer.name, warnings=[str(exc)]))
     if not runs:
         looked = "; ".join(tried[:20]) if tried else (
-            "no candidate files (trainer_state.json, metrics.csv, history.json, MLflow's meta.yaml, "
+            "no candidate files (trainer_state.json, metrics.csv, history.json, MLflow's meta.yaml or mlflow.db, "
             "events.out.tfevents.*, *.log, *.txt, *.jsonl, *.csv)")
         raise InputError(path, f"no known log found in this directory: {looked}")
     return runs
 
 
-def _read_one(importer: Importer, path: Path) -> ImportedRun:
-    # One unreadable file must not hide the others: it comes back as an empty run that says why.
-    try:
-        return _read(importer, path)
-    except InputError as exc:
-        logger.warning("%s", exc)
-        return ImportedRun(str(path), importer.name, warnings=[str(exc)])
+def _read_all(importer: Importer, path: Path) -> list[ImportedRun]:
+    """Every run in one file: one, or each run of a store that holds several (MLflow's `mlflow.db`)."""
+    several = getattr(importer, "read_runs", None)
+    return [_finish(path, run) for run in several(path)] if several else [_read(importer, path)]
 
 
 def _read(importer: Importer, path: Path) -> ImportedRun:
     run = importer.read(path)
     run = console_fallback(path, run) if importer.name in _TEXT_READERS else run
+    return _finish(path, run)
+
+
+def _finish(path: Path, run: ImportedRun) -> ImportedRun:
     run = loss_from_parts(eval_from_test(run))
     running_means.declare(path, run)
     return run

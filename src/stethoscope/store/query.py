@@ -46,6 +46,8 @@ def rank_files(path: str | os.PathLike[str]) -> list[tuple[int, Path]]:
         m = _RANK_RE.search(p.name)
         if m is None and p.suffix not in (".sqlite", ".db"):
             raise NotARunError(f"{p}: not a stethoscope run store (expected a run directory or a rank-*.sqlite file)")
+        if m is None and _foreign_sqlite(p):  # another tool's database (MLflow's mlflow.db): the importers read it
+            raise NotARunError(f"{p}: an SQLite file, but not a stethoscope store")
         return [(int(m.group(1)) if m else 0, p)]
     if not p.exists():
         raise NotARunError(f"{p}: no such file or directory")
@@ -54,6 +56,20 @@ def rank_files(path: str | os.PathLike[str]) -> list[tuple[int, Path]]:
         raise NotARunError(f"{p}: not a stethoscope run (no {RANK_FILE_GLOB} files); "
                            "run `stethoscope runs` to list runs, or `stethoscope import` a foreign log")
     return found
+
+
+def _foreign_sqlite(f: Path) -> bool:
+    """A readable SQLite file without a store's tables. A file that cannot be read stays a (damaged) store,
+    so that opening it says what is wrong."""
+    try:
+        conn = sqlite3.connect(f"{f.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return False
+    return bool(names) and not {"points", "series", "events", "run"} <= names
 
 
 def is_run(path: str | os.PathLike[str]) -> bool:
