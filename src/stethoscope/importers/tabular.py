@@ -28,6 +28,7 @@ from typing import Any
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.epoch_rows import EPOCH_KEYS, Row, epoch_steps
 from stethoscope.importers.fairseq import fairseq_name
 from stethoscope.logtext.names import FileNames, metric, rivals, scaled_row
 from stethoscope.importers.source import is_text, log_name, read_text
@@ -168,6 +169,10 @@ def _header(line: str) -> list[str]:
 def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dict[str, Any], list[str]]:
     table = PointTable()
     step_col, time_col = step_key(header), time_key(header)
+    done = None
+    if step_col is None:
+        rows = list(rows)
+        step_col = done = steps_done(header, rows)
     step_at = header.index(step_col) if step_col else None
     time_at = header.index(time_col) if time_col else None
     names = FileNames()
@@ -177,6 +182,8 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
                             "columns": header}
     if skipped:
         meta["skipped_columns"] = skipped
+    if done:
+        meta["notes"] = {"step": f"the step is the {done!r} column (the steps done, rising on every row)"}
     epochs: list[int | None] | None = None
     if step_at is None:
         rows = list(rows)
@@ -185,6 +192,8 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
             if epoch_at is not None else None
         if epochs is not None:
             columns = [(i, name) for i, name in columns if i != epoch_at]
+        if epochs is None:
+            refuse_results_table(path, header, rows)
         how = f"the {header[epoch_at]!r} column (one row an epoch)" if epochs is not None else "the row index, from 0"
         meta["notes"] = {"step": f"no step column: the step is {how}"}
     warnings: list[str] = []
@@ -202,6 +211,36 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
     return table, meta, warnings
 
 
+_STEPS_DONE = ("total_timesteps", "timesteps", "total_steps")
+
+
+def steps_done(header: list[str], rows: list[list[str]]) -> str | None:
+    """The column counting the steps done, as RL logs keep it (SB3's `time/total_timesteps`, `total timesteps`,
+    `timesteps`, `total_steps`), when it is a whole number rising on every row: the axis the run is logged along.
+    A total that stays put (LLaMA-Factory's planned `total_steps`) is no axis."""
+    for i, column in enumerate(header):
+        if column.strip().lower().replace(" ", "_").rsplit("/", 1)[-1] not in _STEPS_DONE:
+            continue
+        values = [_step(row, i) for row in rows if any(cell.strip() for cell in row)]
+        if len(values) >= 2 and None not in values and all(b > a for a, b in zip(values, values[1:])):  # type: ignore[operator]
+            return column
+    return None
+
+
+def refuse_results_table(path: Path, header: list[str], rows: list[list[str]]) -> None:
+    """Raises InputError for a table of results, not of a run: no step column, and a first column of names that
+    differ on every row (one row a model, not a logging step). Names that differ only by their numbers
+    (`epoch 1`, `epoch 2`) count something; times (`2024-05-01 10:00`) stamp a series: neither is refused."""
+    firsts = [row[0].strip() for row in rows if row and any(cell.strip() for cell in row)]
+    if len(firsts) < 2 or len(set(firsts)) < len(firsts) or any(not f or to_float(f) is not None for f in firsts):
+        return
+    if len({re.sub(r"\d+", "", f) for f in firsts}) == 1 or all(unix_time(f) is not None for f in firsts):
+        return
+    shown = ", ".join(firsts[:3]) + (", ..." if len(firsts) > 3 else "")
+    raise InputError(path, f"a table of results, one row a {header[0]!r} ({shown}), with no step, epoch or "
+                           "iteration column: expected a training log, one row a logging step")
+
+
 def _columns(header: list[str], taken: set[int | None], names: FileNames) -> tuple[list[tuple[int, str]], list[str]]:
     columns: list[tuple[int, str]] = []
     skipped: list[str] = []
@@ -216,8 +255,6 @@ def _columns(header: list[str], taken: set[int | None], names: FileNames) -> tup
     named = rivals({header[i]: name for i, name in columns})
     return [(i, named[header[i]]) for i, _ in columns], skipped
 
-
-EPOCH_KEYS = ("epoch", "epochs")
 
 
 def _epochs(values: list[int | None]) -> list[int | None] | None:
@@ -277,6 +314,8 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
     names = FileNames()
     demoted: set[str] = set()  # keys that lost their name to a closer spelling (`rivals`)
     stepless: list[tuple[int, dict[str, Any]]] = []  # (line, record) of records without a step key
+    rows: list[Row] = []
+    fairseq: set[int] = set()  # lines whose step is fairseq's `num_updates`
     for line, text in enumerate(lines, 1):
         if not text.strip():
             continue
@@ -290,10 +329,15 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
         if step is None:
             stepless.append((line, flat))
             continue
-        fairseq = key == "num_updates"
-        if fairseq:
+        if key == "num_updates":
             meta["dialect"] = "fairseq"
-        _add_record(table, line, step, flat, names, fairseq, demoted)
+            fairseq.add(line)
+        rows.append(Row(line, step, flat, _row_split(flat)))
+    note = epoch_steps(rows)
+    if note:
+        meta["notes"] = {"step": note}
+    for row in rows:
+        _add_record(table, row.line, row.step, row.flat, names, row.line in fairseq, demoted, row.split)
     by_epoch = _epoch_records(stepless) if stepless and not len(table) else None
     if by_epoch is not None:
         meta["notes"] = {"step": "no step key: the step is the epoch (one record an epoch)"}
@@ -305,11 +349,20 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
     return table, meta, warnings
 
 
+def _row_split(flat: dict[str, Any]) -> str | None:
+    """The eval split a record names itself in (`"mode": "val"`, as a long-format table's split column), else None."""
+    for key, value in flat.items():
+        if isinstance(value, str) and key.strip().lower() in SPLIT_KEYS:
+            split = _SPLITS.get(value.strip().lower())
+            return None if split == "train" else split
+    return None
+
+
 def _add_record(table: PointTable, line: int, step: int, flat: dict[str, Any], names: FileNames, fairseq: bool,
-                demoted: set[str]) -> None:
+                demoted: set[str], split: str | None = None) -> None:
     tkey = time_key(list(flat))
     when = unix_time(flat.pop(tkey)) if tkey else None
-    values = _eval_row({k: v for k, v in flat.items() if _is_value(v)}, names, fairseq, demoted)
+    values = _eval_row({k: v for k, v in flat.items() if _is_value(v)}, names, fairseq, demoted, split)
     if values:
         table.add_row(line, step, when, *scaled_row(values, names.scales))
 
@@ -328,14 +381,15 @@ def _epoch_records(records: list[tuple[int, dict[str, Any]]]) -> list[tuple[int,
     return out if _epochs(epochs) is not None else None
 
 
-def _eval_row(flat: dict[str, Any], names: FileNames, fairseq: bool, demoted: set[str]) -> dict[str, Any]:
+def _eval_row(flat: dict[str, Any], names: FileNames, fairseq: bool, demoted: set[str],
+              split: str | None = None) -> dict[str, Any]:
     """{name: value} of a row; a row with an evaluation's metrics and neither the training loss nor the LR is
     the evaluation's own record: its times are the evaluation's (mmengine's scalars.json writes `time` and
-    `data_time` beside `val/loss`), not a training step's."""
+    `data_time` beside `val/loss`), not a training step's. A row that names its split (`split`) is that split's."""
     named = rivals({k: _name(names, k, fairseq) for k in flat}, demoted)
-    if any(n.startswith("eval/") for n in named.values()) and not {LOSS, LR} & set(named.values()):
-        for k in [k for k, n in named.items() if not n.startswith("eval/")]:
-            found = metric(k, "eval")
+    if split or any(n.startswith("eval/") for n in named.values()) and not {LOSS, LR} & set(named.values()):
+        for k in [k for k, n in named.items() if not n.startswith(f"{split or 'eval'}/")]:
+            found = metric(k, split or "eval")
             named[k] = found.name
             if found.scale != 1.0:
                 names.scales[found.name] = found.scale
