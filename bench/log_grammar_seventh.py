@@ -14,7 +14,8 @@ line), ParlAI's `HH:MM:SS | ` clock, structlog's `[info     ] `, AllenNLP's logg
 mark (in the `ansi` dimension: how a line is dressed).
 
 Each function takes the seventh part's names and hands any other to `log_grammar_sixth` (the parts before render
-as they did)."""
+as they did). The part was fixed before it was scored, scored once (66.85% recovered, 7.30% refused, 20.00%
+partial, 5.85% misread of 2,000 logs) and then tuned on: it is spent."""
 
 from __future__ import annotations
 
