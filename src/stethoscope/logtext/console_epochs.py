@@ -12,7 +12,11 @@ from typing import Any
 from stethoscope.detect.names import CROSS_ENTROPY
 from stethoscope.records import LOSS
 
-_EPOCH_ALONE = re.compile(r"(?:^|[:\]|>\-])\s*(?i:epoch)\s*:?\s*(\d+)\s*$")  # `... 11:00:07.000001: Epoch 3`
+# `... 11:00:07.000001: Epoch 3`, st-gcn's `[03.24.23|09:56:11] Training epoch: 0` / `Eval epoch: 4`
+_EPOCH_ALONE = re.compile(r"(?:^|[:\]|>\-])\s*(?i:(?P<phase>train(?:ing)?|(?P<eval>eval(?:uation)?|val(?:idation)?|"
+                          r"test(?:ing)?))\s+)?(?i:epoch)\s*:?\s*(\d+)\s*$")
+_INDENTED = re.compile(r"(?:\[[^\]\n]{0,40}\])?[ ]?\t")  # a tab after the line's stamp, if any
+HEAD = -1  # `EpochHeads.held`: the line is a head
 
 
 class EpochCounter:
@@ -56,6 +60,23 @@ class EpochCounter:
         if self.state is not None:
             self.state = (self.state[0], 0, int(raw[-1]))
         return True
+
+
+class RoundedSteps:
+    """A step counter printed rounded to a unit (LeRobot's `step:4K` for steps 3,500 to 4,499): the step before it
+    plus the logging interval when that rounds to the printed figure (the records between two figures are one
+    interval apart), else the figure itself in steps; never back within a figure."""
+
+    def __init__(self) -> None:
+        self.before: int | None = None  # the step before the last rounded one
+
+    def step(self, figure: int, unit: int, last: int | None) -> int:
+        """The step of a record printing `figure` (in `unit`s), `last` the step read before it."""
+        interval = last - self.before if last is not None and self.before is not None else 0
+        self.before = last
+        if last is not None and interval > 0 and round((last + interval) / unit) == figure:
+            return last + interval
+        return max(figure * unit, last + 1) if last is not None and round(last / unit) == figure else figure * unit
 
 
 def bar_step(state: tuple[int, int, int] | None, raw: int) -> tuple[int, tuple[int, int, int]]:
@@ -110,14 +131,40 @@ def epoch_step(pairs: list[Any], line: Any) -> int | None:
     return int(text) if at is not None and at < names.index(loss) and text.isdigit() else None
 
 
-def epoch_head(pairs: list[Any], line: Any, head: int | None) -> tuple[int | None, int | None]:
-    """The epoch begun by the last line that prints only `Epoch N` (nnU-Net: `Epoch 3`, then one value a line),
-    and this line's step: that epoch for the first train loss printed without a counter after it (one record an
-    epoch: a loss printed later, an eval's without its word, is none), else None."""
-    alone = _EPOCH_ALONE.search(line.body)  # (after the line's prefix: a date, a logger, a rank tag)
-    if alone:
-        return int(alone[1]), None
-    names = [n[0] for n, _ in pairs]
-    if head is not None and not line.eval and (LOSS in names or CROSS_ENTROPY in names):
-        return None, head
-    return head, None
+class EpochHeads:
+    """Lines that print only an epoch (`Epoch 3`, `Training epoch: 3`, `Eval epoch: 3`) and the records after them.
+
+    A head's tab-indented next lines are that epoch's record (st-gcn's `Training epoch: 3` then `\tmean_loss:
+    0.52`), named in the eval split under an eval head (`Eval epoch: 3` then `\tmean_loss: ..`, `\tTop1: ..`); an
+    indented line with a counter of its own among them is a batch's report within the epoch (kept as a line). A
+    head followed by lines that are not indented (nnU-Net: `Epoch 3`, then one value a line) begins the epoch of
+    the first train loss printed without a counter after it (`after`)."""
+
+    def __init__(self) -> None:
+        self.head: int | None = None  # the epoch the last head began, until a train loss takes it (`after`)
+        self.block: tuple[int, bool, int] | None = None  # (epoch, eval?, last line) of the open indented block
+
+    def held(self, number: int, line: Any) -> int | None:
+        """HEAD for a head line, the epoch of a line of a head's indented block (an eval head's marked eval),
+        else None."""
+        alone = _EPOCH_ALONE.search(line.body) if line.step is None else None
+        if alone:
+            self.head = int(alone[3])
+            self.block = (self.head, alone["eval"] is not None, number)
+            return HEAD
+        block, self.block = self.block, None
+        if block is None or number != block[2] + 1 or not _INDENTED.match(line.body):
+            return None
+        self.block, self.head = (block[0], block[1], number), None
+        line.eval = line.eval or block[1]
+        return HEAD if line.step is not None else block[0]
+
+    def after(self, pairs: list[Any], line: Any) -> int | None:
+        """The step of a record that follows a head on lines of its own (not indented): the head's epoch for the
+        first train loss printed without a counter after it (one record an epoch: a loss printed later, an eval's
+        without its word, is none), else None."""
+        names = [n[0] for n, _ in pairs]
+        if self.head is not None and not line.eval and (LOSS in names or CROSS_ENTROPY in names):
+            head, self.head = self.head, None
+            return head
+        return None

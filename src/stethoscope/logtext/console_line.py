@@ -47,7 +47,8 @@ _PREFIX = re.compile(
     rf"|{_LEVEL}(?::[\w.<>]+:|\s*[-|:]\s|\s+)"  # INFO:root:  INFO -
     rf"|[-|]\s*[\w.<>]+\s*-\s*(?={_LEVEL})"  # - root - (before INFO)
     r"|[IWEF]\d{4}\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.\-]+:\d+\]"  # glog/absl
-    r"|\([\w.\-]+:\d+\)|[\w\-]+\.\w+:\d+\]"  # a logger's source line: ESPnet's `(trainer:732)`, `INFO train.py:80]`
+    r"|\([\w.\-]+:\d+\)|[\w\-]+\.\w+:\d+\]|[\w\-]+\.py:\d+(?=\s)"  # a logger's source line: ESPnet's
+    # `(trainer:732)`, `INFO train.py:80]`, LeRobot's `INFO 2026-06-12 10:53:24 ot_train.py:357 step:400`
     r"|[-|:]\s)")
 _STEP = re.compile(
     r"\[(?:batch|step|iter|iteration|ba)=(?P<a>\d+)(?:/(?P<at>\d+))?\]"  # Composer [batch=10/100]
@@ -97,6 +98,8 @@ _FOR = re.compile(r"\bfor\s+(?:the\s+)?(?:global[_ ])?$", re.IGNORECASE)
 _EPOCH = re.compile(r"\b(?i:epoch)\b\s*(?:\(\w+\)\s*)?[:=#]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?")
 _EVAL_LINE = re.compile(r"\b(?:val|valid|validate|validation|eval|evaluate|evaluation|Eval|Val|Validation|Test|TEST|"
                         r"Validate|Evaluation|EVAL|VAL)\b")
+_ROUNDED = re.compile(r"[KM](?![A-Za-z])")  # a count in thousands or millions
+_EVAL_WORD = re.compile(_EVAL_LINE.pattern + r"[ \t]+$")  # the word right before a counter: the eval loop's
 _TOKEN = re.compile(
     r"(?P<num>" + NUMBER.pattern + r")"
     r"(?P<unit>(?:[kKMB](?![A-Za-z])|\s?(?:%|(?:ms|us|µs|ns|s|sec|min)(?:/(?:it|iter|step|batch))?(?![A-Za-z])|"
@@ -146,6 +149,7 @@ class Line:
     progress: bool = False  # a sample counter (`[640/60000 (1%)]`) and no step counter: a record of its own
     count: int | None = None  # a sample counter's count (`total`: its total, `epoch`: a count right before it)
     record: bool = False  # a dict repr or a tab-indented continuation line: belongs to the step before it
+    rounded: int = 1  # the step counter is printed rounded to this unit (LeRobot's `step:4K`: 1000)
     body: str = ""
 
 
@@ -183,7 +187,8 @@ def parse(text: str) -> Line:
     out.body = body
     tags = text[launcher.end() if launcher else 0:pos]  # prefixes say what a line is too: `[Eval]`
     step = _STEP.search(body)
-    own = bool(step and step["word"] and _EVAL_LINE.search(step.group()))  # mmengine's `Iter(val) [2/2]`
+    own = bool(step and step["word"] and (_EVAL_LINE.search(step.group())  # mmengine's `Iter(val) [2/2]`
+                                          or _EVAL_WORD.search(body, 0, step.start())))  # PaddleVideo's `val step:0`
     own_span = step.span() if step and own else None  # the eval loop's counter: no value either
     if step and step["word"] and (_SETTING.search(body, 0, step.start()) or own or (
             step["word"].lower() == "batch" and _EVAL_LINE.search(body, 0, step.start()))):
@@ -211,6 +216,8 @@ def parse(text: str) -> Line:
             own, own_span, step = True, step.span(), None
     if step:
         _read_step(out, step, text, pos)
+        unit = _ROUNDED.match(body, step.end())
+        out.rounded = 1 if unit is None else 1000 if unit[0] == "K" else 1_000_000
         if out.total is not None and not out.bar:
             epoch = _EPOCH.search(body, 0, step.start())
             out.epoch = int(epoch[1]) if epoch else None

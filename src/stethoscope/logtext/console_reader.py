@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 from stethoscope.logtext import console_arrow, console_tokens, linescan
 from stethoscope.logtext.columns import Columns, ImportedRun
 from stethoscope.logtext.console_clock import times_named
-from stethoscope.logtext.console_epochs import EpochCounter, bar_step, epoch_head, epoch_step, index_steps, renumbered
+from stethoscope.logtext.config_dump import config_dump
+from stethoscope.logtext.console_epochs import (HEAD, EpochCounter, EpochHeads, RoundedSteps, bar_step, epoch_step,
+                                                index_steps, renumbered)
 from stethoscope.logtext.console_fast import Template
 from stethoscope.logtext.console_line import ANSI, NUMBER, Line, has_loss, parse
 from stethoscope.logtext.console_names import HELD_OUT, Names, distinct, resolve
@@ -59,7 +61,8 @@ class ConsoleReader:
         self.loss_steps = 0  # records with a train loss and a step counter (then no epoch is a step)
         self.counts: list[tuple[int, int | None, int, int]] = []  # a sample counter's (record, epoch, count, total)
         self.epochs = EpochCounter()
-        self.head: int | None = None  # the epoch the last `Epoch N` line alone began (`epoch_head`)
+        self.heads = EpochHeads()  # lines that print only an epoch, and the records after them
+        self.rounds = RoundedSteps()
         self.last_row = 0
         self.near: dict[str, tuple[int, int, str]] = {}  # kind → (count, first line, its text)
         self.lines = self.step_lines = self.resumes = 0
@@ -320,7 +323,8 @@ class ConsoleReader:
             if line.rank.encode() != self.keep_rank:
                 self.keeper.offer(number, text, self.last_step)
                 return
-        if SUMMARY in line.body:
+        held = self.heads.held(number, line)  # `Training epoch: 3` and its indented lines: epoch 3's record
+        if SUMMARY in line.body or held == HEAD or config_dump(line.body):
             self.keeper.offer(number, text, self.last_step)
             return
         names = [resolve(self.names, v.key, v.unit, line.eval) for v in line.values]
@@ -329,7 +333,7 @@ class ConsoleReader:
         if evals and line.step is None and not line.record and not line.progress and (
                 self.loss_steps or epoch_step(pairs, line) is None):  # (an epoch's record holds both)
             pairs = evals  # `loss=0.5 val_loss=0.7` after step N: the eval's at N (the train loss is N's own)
-        step = self._step_of(number, text, line, pairs)
+        step = self._step_of(number, text, line, pairs) if held is None else held
         if step is None or not pairs:
             self.keeper.offer(number, text, self.last_step)
             return
@@ -340,7 +344,7 @@ class ConsoleReader:
         self.step_lines += line.step is not None
         self.loss_steps += line.step is not None and LOSS in layout.names
         self.shapes[layout.names] += line.step is not None
-        if not self.epoch_row:
+        if not self.epoch_row and held is None:
             self._learn(text, original, line, layout, [v for _, v in pairs])
 
     def _step_of(self, number: int, text: str, line: Line, pairs: list[Any]) -> int | None:
@@ -348,6 +352,8 @@ class ConsoleReader:
         if line.step is not None:
             before = self.last_step
             raw = line.step if line.epoch is None else self.epochs.step(line.epoch, line.step, line.total)
+            if line.rounded > 1:  # `step:4K` (its shape not learnt: a template reads it as 4)
+                raw, self.epoch_row = self.rounds.step(raw, line.rounded, before), True
             self.last_step = self._step(raw, line.bar)
             if before is not None and self.last_step < before:
                 self.resumes += 1
@@ -369,7 +375,7 @@ class ConsoleReader:
             return self.ordinal
         epoch = epoch_step(pairs, line) if not self.loss_steps else None
         if epoch is None and not self.loss_steps:  # the epoch an `Epoch N` line alone began (nnU-Net's)
-            self.head, epoch = epoch_head(pairs, line, self.head)
+            epoch = self.heads.after(pairs, line)
         if epoch is not None:  # one record an epoch, nothing finer printed: its step is the epoch (its shape
             self.last_step, self.epoch_row = epoch, True  # is not learnt: a template reads no epoch as a step)
             return epoch
