@@ -20,7 +20,9 @@ evaluation's, a smaller total) and a postfix still showing the last evaluation a
 tqdm bar and something else (an NCCL error glued on without a newline) gives both the metrics and
 a log line; `\\r`-separated bar updates are read one by one. A bar's `key=value` fields are named (and
 their units converted) like CSV columns; a step time among them (NeMo's `train_step_timing in s`) wins over
-the bar's own smoothed rate.
+the bar's own smoothed rate. A bar with no `Epoch N:` before it that starts over past its half is the next epoch's
+(Keras' TqdmCallback through `logging`); an outer bar counting epochs (`s/epoch`) gives that epoch's evals; a bar
+counting examples (datasets' `examples/s`) is never the training bar.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ class _State:
         self.main_total = 0  # the largest bar total seen: the outer (training) bar
         self.bar_done = 0  # that bar's count
         self.other_bar = ""  # the bar the segment just read counts other work: "eval", "other" (its name says)
+        self.epoch_bar = False  # the bar the segment just read counts epochs (`s/epoch`): an outer bar of epochs
+        self.restarts = 0  # the steps of the earlier epochs of a bar with no `Epoch N:` that starts over each epoch
+        self.bar_last: dict[int, int] = {}  # the last count of each such bar total
 
 
 _NONFINITE_POINT = re.compile(r"^([-+]?(?:nan|inf))\.0+$", re.IGNORECASE)
@@ -189,9 +194,15 @@ _OTHER_BAR = re.compile(r"(?i)\b(?:load|download|sav|map|tokeni[sz]|preprocess|f
 """...nor does a bar of other work (`Loading checkpoint shards:`, datasets' `Map:`, `Downloading`)."""
 
 
+_EXAMPLES = re.compile(r"\bexamples/s\b")
+"""...nor does a bar that counts examples (datasets' `Adding EOS to train dataset: .. 8939/8939 [..,
+5.8e4 examples/s]`): its total is the data set's size, never the count of optimizer steps an epoch takes."""
+
+
 def _progress(m: re.Match[str], state: _State) -> Parsed:
     name = m.string[:m.start()]
-    kind = "eval" if _EVAL_BAR.search(name) else "other" if _OTHER_BAR.search(name) else ""
+    other = _OTHER_BAR.search(name) or _EXAMPLES.search(m.group())
+    kind = "eval" if _EVAL_BAR.search(name) else "other" if other else ""
     if kind:
         state.other_bar, state.bar_total, state.bar_done = kind, int(m["total"]), int(m["n"])
         return 0, {}
@@ -209,6 +220,7 @@ def _progress(m: re.Match[str], state: _State) -> Parsed:
         if number > 0:
             values[STEP_TIME] = 1.0 / number if rate.group(2) == "it/s" else number
     state.tail = m.string[m.end():]
+    state.epoch_bar = re.search(r"\ds/epoch|epoch/s", m.group()) is not None
     return _progress_step(m, fields, state), values
 
 
@@ -237,7 +249,11 @@ def _progress_step(m: re.Match[str], fields: dict[str, str], state: _State) -> i
         last_epoch = state.epoch_total
         state.epoch_base[epoch] = 0 if last_epoch is None else state.epoch_base[last_epoch[0]] + last_epoch[1]
     state.epoch_total = (epoch, total)
-    step = state.epoch_base[epoch] + done
+    if not m["epoch"] and total >= state.main_total:  # a bar past its half that starts over: an epoch on
+        last = state.bar_last.get(total, 0)
+        state.restarts += total if done < last and 2 * done < total <= 2 * last else 0
+        state.bar_last[total] = done
+    step = state.epoch_base[epoch] + done + (0 if m["epoch"] else state.restarts)
     rounded = _num(text)
     if rounded is not None and not _agrees(step, rounded, text or ""):
         return int(rounded)
@@ -295,7 +311,7 @@ _DIALECTS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str], _State], Pa
                                   r"train_time:(?P<time>\d+(?:\.\d+)?)(?P<unit>m?s) step_avg:(?P<avg>\S+?)ms"), _modded),
     ("nanochat", re.compile(r"\bstep (?P<step>\d+)(?:/\d+)? \([\d.]+%\) \|(?P<fields>.*)$"), _nanochat),
     ("nanochat", re.compile(rf"\bStep (?P<step>\d+) \| (?P<what>[\w ]+?): (?P<value>{_NUM})\s*$"), _nanochat_eval),
-    ("progress", re.compile(r"(?:Epoch (?P<epoch>\d+)(?:/\d+)?:\s*)?\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+) "
+    ("progress", re.compile(r"(?:Epoch (?P<epoch>\d+)(?:/\d+)?:\s*)?\d+%\|[^|]*\|\s*(?P<n>\d+)(?:\.0+)?/(?P<total>\d+) "
                             r"\[[^,\]]*(?:,\s*(?P<rate>[^,\]]*/(?:s|it)))?(?:,\s*(?P<post>[^\]]*))?\]"), _progress),
 ]
 
@@ -358,6 +374,10 @@ class _Reader:
             inner = bool(self.state.other_bar) or self.state.bar_total < self.state.main_total
             if self.state.bar_done == 0 or inner:
                 self.bar_started = self.bar_started or not inner  # a dict written now waits for the next redraw
+                evals = {k: v for k, v in values.items() if k.startswith("eval/")}
+                if inner and self.state.epoch_bar and evals and self.state.last_step is not None:
+                    self._commit()  # an outer bar of epochs (Keras' TqdmCallback): its postfix holds the epoch's evals
+                    self.table.add_values(line, self.state.last_step, time, evals)
                 if inner and self.state.other_bar != "other" and self.state.bar_done > 0:
                     self.evaluated = True  # an evaluation's bar ran: the postfix's next eval values are its
                 return True
