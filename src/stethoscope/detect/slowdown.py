@@ -28,6 +28,8 @@ JUMP_RECORDS = 3  # stalls on top of a slowdown in a row that are a new, higher 
 # or two: an eval between two logged records shows in both)
 _BIC_POSITIVE = 2.0  # a BIC difference that is 'positive evidence' (Kass & Raftery): less is a bare mention
 _JUMP_SIGMAS = 3.0  # a step fit's jump this many sigmas of the old level's noise: the noise cannot explain it
+_FASTER_RUN, _FASTER_Q = 3, 0.1  # records in a row under the old level's 10% quantile: a faster stretch
+_MIN_REFIT = 6  # records an onset is fitted again over
 GROWN = 1.5  # the latest block this many times the second: the slowdown has grown, not just wobbled (the first
 # block may straddle the onset: half old level, half new)
 
@@ -102,6 +104,35 @@ def release(d: dict[str, Any]) -> list[list[Any]]:
 
 
 def ramp_onset(xs: list[float], ys: list[float]) -> int:
+    """The index k where `ys` (at positions `xs`) leaves its old level (`_fit_onset`), the level it left being
+    the one right before it. A window that reaches back over a faster stretch (a machine less busy for a while,
+    an epoch of lighter batches) holds two old levels, and one changepoint fitted to it falls where the faster
+    stretch began. A slowdown's first records are not faster than the level before it: when the records from
+    the onset on open with `_FASTER_RUN` in a row under the old level's `_FASTER_Q` quantile (by chance 1 in
+    1000 under that level's own noise), they are the level the slowdown left, and the onset is fitted again
+    from there."""
+    base = 0
+    while len(xs) - base >= _MIN_REFIT:
+        k = base + _fit_onset(xs[base:], ys[base:])
+        if k - base < 2 or not _faster_from(ys[base:k], ys[k:]):
+            return k
+        base = k
+    return base
+
+
+def _faster_from(before: list[float], after: list[float]) -> bool:
+    """Do the records `after` an onset open with `_FASTER_RUN` in a row (stalls on top skipped) under the
+    `_FASTER_Q` quantile of the records `before` it, stalls left out: a faster stretch, not a slowdown."""
+    level = median(before)
+    calm = sorted(y for y in before if y <= _SPIKE * level)
+    if len(calm) < 2:
+        return False
+    fast = calm[int(_FASTER_Q * (len(calm) - 1))]
+    run = [y for y in after if y <= _SPIKE * level][:_FASTER_RUN]
+    return len(run) == _FASTER_RUN and all(y < fast for y in run)
+
+
+def _fit_onset(xs: list[float], ys: list[float]) -> int:
     """The index k where `ys` (at positions `xs`) leaves its old level. Two shapes are fitted by least
     squares, stalls on top left out (a record `_SPIKE` times the median of the `_NEAR` records on either side
     of it: an eval, a GC pause; a jump or a climb holds its neighbours):
