@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 STALLS_KEPT = 32
+_KIND = 4.0  # a stall under 1/_KIND of a rhythm's median cost is not one of its beats (`beat_start`)
 _BEATS = 4  # stalls one period apart in a row that make a rhythm (`beat_start`)
 EVAL = "eval"  # the cause `detect.throughput` records for a slow step right after an eval  # the newest stalls of a pattern kept for its period and its typical size
 
@@ -36,6 +37,27 @@ def new_kind(d: dict[str, Any] | None, excess: float, why: list[str], dominant: 
     if d is None:
         return False
     return excess >= dominant * d.get("biggest" if EVAL in why else "biggest_own", d.get("biggest", 0.0))
+
+
+def stalls_in(slow: list[list[Any]]) -> list[list[Any]]:
+    """The stalls in a streak of slow records ([step, time, level, dip, causes] each, over now): its dips, as
+    one stall per run of records with one cause about the eval ([first step, level + excess, level, causes of
+    its slowest record, its slowest record over the level]). An eval's record and a loader stall in the record
+    after it are two stalls of two kinds, each with its own step: merged, the loader's stall was dated at the
+    eval and its rhythm (every P steps) lost a beat."""
+    dips = [x for x in slow if x[3]]
+    runs: list[list[list[Any]]] = []
+    for x in dips:
+        if runs and (EVAL in runs[-1][-1][4]) == (EVAL in x[4]):
+            runs[-1].append(x)
+        else:
+            runs.append([x])
+    level0 = slow[0][2] if slow else 0.0
+    out = []
+    for run in runs:
+        slowest = max(run, key=lambda x: x[1] / x[2])
+        out.append([run[0][0], level0 + sum(x[1] - x[2] for x in run), level0, slowest[4], slowest[1] / slowest[2]])
+    return out
 
 
 def grid(steps: list[int]) -> tuple[int, float]:
@@ -71,19 +93,30 @@ def beat_start(items: list[list[Any]]) -> int | None:
     busy machine, then a data loader that stalls every P steps): the first stall of the unbroken chain of
     `_BEATS` or more stalls one period apart that ends at the newest stall, unless 3/4 of the stalls before it
     fall on that chain's grid (the same rhythm with a beat missed: no new start; a busy machine's scattered
-    stalls fall on it by chance at about (2 tol + 1) / period). None otherwise."""
+    stalls fall on it by chance at about (2 tol + 1) / period). None otherwise. A beat is a stall of the
+    chain's kind: one under 1/`_KIND` of the chain's median cost (a busy machine's 13 ms slow step one period
+    before a loader's 170 ms stalls) is a scattered one that fell on the grid by chance, not the rhythm's start.
+    A stall an eval explains keeps the eval's own rhythm (every eval interval): the chain and its period are
+    found among the others, when there are `_BEATS` of them."""
+    every = [it[0] for it in items]  # the stalls before the chain, the evals' too, are the ones it could be part of
+    own = [it for it in items if len(it) < 4 or EVAL not in it[3]]
+    items = own if len(own) >= _BEATS else items
     steps = [it[0] for it in items]
     if len(steps) < _BEATS:
         return None
     period, tol = grid(steps)
     if period <= 0:
         return None
-    start, chain = steps[-1], 1
+    start, sizes = steps[-1], [items[-1][1]]
     # strictly earlier stalls only: with a period of 1 step and its tolerance of 1, a stall was its own
     # predecessor and the walk never ended (a live run's stalls every step hung `diagnose`)
-    while prev := [x for x in steps if x < start and abs(start - x - period) <= tol]:
-        start, chain = max(prev), chain + 1
-    before = [x for x in steps if x < start]
+    while prev := [it for it in items if it[0] < start and abs(start - it[0] - period) <= tol
+                   and it[1] * _KIND >= sorted(sizes)[len(sizes) // 2]]:
+        beat = max(prev, key=lambda it: it[0])
+        start = beat[0]
+        sizes.append(beat[1])
+    chain = len(sizes)
+    before = [x for x in every if x < start]
     on_grid = sum(abs((start - x) - period * round((start - x) / period)) <= tol for x in before)
     return start if chain >= _BEATS and before and on_grid < 0.75 * len(before) else None
 

@@ -20,7 +20,15 @@ from typing import Any
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.level_shift import find_shift, z_needed
 from stethoscope.detect.slowdown import extend, hold, lost, open_drop, ramp_onset, recent, release
-from stethoscope.detect.stall_patterns import STALLS_KEPT, add_stall, beat_start, new_kind, new_stalls, regular_start
+from stethoscope.detect.stall_patterns import (
+    STALLS_KEPT,
+    add_stall,
+    beat_start,
+    new_kind,
+    new_stalls,
+    regular_start,
+    stalls_in,
+)
 from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.detect.step_time_alias import StepTimeAlias
 from stethoscope.detect.throughput_causes import slow_causes, step_time_excess
@@ -236,12 +244,8 @@ class ThroughputDetector:
         """A streak of slow records that made no slowdown: its dips are a stall; with `keep`, the rest
         joins the baseline (it was the run's usual jitter)."""
         out: list[Finding] = []
-        if slow and any(x[3] for x in slow):  # a stall of one or a few records, over now
-            level0 = slow[0][2]
-            excess = sum(x[1] - x[2] for x in slow if x[3])
-            why = max((x for x in slow if x[3]), key=lambda x: x[1] / x[2])[4]  # its slowest record's causes
-            peak = max(x[1] / x[2] for x in slow if x[3])  # its slowest record, as a multiple of the level
-            out.extend(self._on_dip([next(x[0] for x in slow if x[3]), level0 + excess, level0, why, peak]))
+        for dip in stalls_in(slow):  # the stalls of one or a few records, over now
+            out.extend(self._on_dip(dip))
         if keep:
             for x in slow:
                 if not x[3]:
