@@ -57,3 +57,16 @@ def test_a_dict_of_metrics_is_still_a_record() -> None:
     text = "".join(f"{{'loss': {2.0 - 0.1 * i:.2f}, 'learning_rate': 1e-05, 'epoch': {i / 10:.1f}}}\n" for i in range(1, 6))
     run = read_text(text)
     assert len(series(run, LOSS)) == 5
+
+
+def test_an_epoch_head_ending_in_a_colon_heads_the_lines_after_it() -> None:
+    """A Keras loop's summary through python logging: `Epoch 1:`, then `loss=..` and `val_loss=..` on lines of
+    their own (the log was refused: 'metrics without a step counter')."""
+    lines = []
+    for e in range(1, 6):
+        lines += [f"2025-06-14 22:57:2{e},314 - INFO - Epoch {e}: ",
+                  f"2025-06-14 22:57:2{e},314 - INFO - loss={4.8 - 0.5 * e:.4f}, accuracy=0.0190, ",
+                  f"2025-06-14 22:57:2{e},314 - INFO - val_loss={4.3 - 0.2 * e:.4f}, val_accuracy=0.0425"]
+    run = read_text("\n".join(lines) + "\n")
+    assert series(run, LOSS) == {1: 4.3, 2: 3.8, 3: 3.3, 4: 2.8, 5: 2.3}
+    assert series(run, EVAL_LOSS) == {1: 4.1, 2: 3.9, 3: 3.7, 4: 3.5, 5: 3.3}

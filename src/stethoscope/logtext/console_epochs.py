@@ -12,9 +12,9 @@ from typing import Any
 from stethoscope.detect.names import CROSS_ENTROPY
 from stethoscope.records import LOSS
 
-# `... 11:00:07.000001: Epoch 3`, st-gcn's `[03.24.23|09:56:11] Training epoch: 0` / `Eval epoch: 4`
+# `... 11:00:07.000001: Epoch 3`, st-gcn's `[03.24.23|09:56:11] Training epoch: 0` / `Eval epoch: 4`, `- INFO - Epoch 1:`
 _EPOCH_ALONE = re.compile(r"(?:^|[:\]|>\-])\s*(?i:(?P<phase>train(?:ing)?|(?P<eval>eval(?:uation)?|val(?:idation)?|"
-                          r"test(?:ing)?))\s+)?(?i:epoch)\s*:?\s*(\d+)\s*$")
+                          r"test(?:ing)?))\s+)?(?i:epoch)\s*:?\s*(\d+)\s*:?\s*$")
 _INDENTED = re.compile(r"(?:\[[^\]\n]{0,40}\])?[ ]?\t")  # a tab after the line's stamp, if any
 HEAD = -1  # `EpochHeads.held`: the line is a head
 
