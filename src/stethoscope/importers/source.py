@@ -17,6 +17,7 @@ from stethoscope.importers.base import ImportedRun
 HEAD_BYTES = 256 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # Windows PowerShell's `>` writes UTF-16 with one of these
+UTF8_BOM = b"\xef\xbb\xbf"  # ...and its `Out-File -Encoding utf8` UTF-8 behind this mark: no part of the first line
 # What a damaged gzip stream raises while it is read.
 GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
 
@@ -38,13 +39,18 @@ def log_name(path: Path) -> str:
 
 
 def open_log(path: Path) -> BinaryIO:
-    """The file opened for binary reading; a gzip file (by its magic bytes) is decompressed on the fly."""
+    """The file opened for binary reading; a gzip file (by its magic bytes) is decompressed on the fly, a UTF-8
+    byte-order mark skipped."""
     raw = path.open("rb")
-    magic = raw.read(len(_DOCKER))
+    magic = raw.read(len(UTF8_BOM) + len(_DOCKER))
     raw.seek(0)
-    if magic[:2] in _UTF16_BOMS or magic.startswith(_DOCKER):
+    bom = len(UTF8_BOM) if magic.startswith(UTF8_BOM) else 0
+    if magic[:2] in _UTF16_BOMS or magic[bom:].startswith(_DOCKER):
         with raw:
             return io.BytesIO(utf8(raw.read()))
+    if bom:
+        raw.seek(bom)
+        return raw
     if magic[:2] != _GZIP_MAGIC:
         return raw
     return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
@@ -54,9 +60,12 @@ def utf8(data: bytes) -> bytes:
     """`data` as the UTF-8 text a reader reads: a text with a UTF-16 byte-order mark (a log redirected by
     Windows PowerShell) is transcoded; Docker's json-file log (`{"log":"step 10 loss 2.3\\n","stream":"stdout",
     "time":..}` a line: `/var/lib/docker/containers/*/*-json.log`) is unwrapped to the lines the container
-    printed; anything else is returned as it is (the readers decode UTF-8 leniently)."""
+    printed; a UTF-8 byte-order mark is dropped; anything else is returned as it is (the readers decode UTF-8
+    leniently)."""
     if data[:2] in _UTF16_BOMS:
         data = data.decode("utf-16", errors="replace").encode("utf-8")
+    if data[:3] == UTF8_BOM:
+        data = data[3:]
     head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
     return _docker_lines(data) if head.startswith(_DOCKER) else data
 

@@ -239,7 +239,7 @@ def parse(text: str) -> Line:
         out.values = [Value(STEPS_TIME_KEY, v.text, v.unit, v.token) if v.token == at else v for v in out.values]
     if out.eval and step is None:  # when an eval ran, not what it measured (Ignite's `... - Epoch[1] Avg loss: 0.5`)
         out.values = [v for v in out.values if v.key.lower() != "epoch"]
-    return out
+    return settle(out, text, pos)  # the round, quoted names, a split named before an epoch
 
 
 def _head_end(body: str) -> int:
@@ -408,3 +408,6 @@ MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
 def has_loss(names: Any) -> bool:
     """Whether any of the (name, scale) pairs is a loss: what makes a dict a metrics record."""
     return any(name == "train/loss" or name.endswith("/loss") for name, _ in names)
+
+
+from stethoscope.logtext.console_labels import settle  # noqa: E402 (it reads this module's names)

@@ -24,7 +24,8 @@ EPOCH = "train/epoch"
 # Keys are normalized: lower case, blanks and dashes as underscores.
 _ALIASES = {
     **dict.fromkeys(("loss", "train/loss", "train_loss", "training_loss", "loss/train", "lm_loss", "train/lm_loss",
-                     "reduced_train_loss", "trl"), LOSS),
+                     "reduced_train_loss", "trl", "learn", "epoch_loss"), LOSS),  # CatBoost's `learn`, GluonTS's
+    # `epoch_loss` (the epoch's mean train loss)
     **dict.fromkeys(("eval/loss", "eval_loss", "val/loss", "val_loss", "valid/loss", "valid_loss",
                      "validation/loss", "validation_loss", "loss/val", "loss/valid", "loss/validation",
                      "loss/eval", "val_loss_epoch", "lm_loss_validation", "tel"), EVAL_LOSS),
@@ -50,10 +51,16 @@ _UNITS = {"runtime": "runtime_s", "samples_per_second": "samples_per_s", "steps_
 
 _NAMESPACES = {"train": "train", "training": "train", "val": "eval", "valid": "eval", "validation": "eval",
                "eval": "eval", "evaluation": "eval", "test": "test", "predict": "test"}
-_PREFIX = re.compile(r"^(train|training|val|valid|validation|eval|evaluation|test|predict)[_/](.+)$",
-                     re.IGNORECASE)
+_PREFIX = re.compile(r"^(train|training|val|valid|validation|eval|evaluation|test|predict)[_/\-](.+)$",
+                     re.IGNORECASE)  # XGBoost: `train-logloss`, `eval-logloss`
 _SUFFIX = re.compile(r"^([^/]+)/(train|training|val|valid|validation|eval|evaluation|test)$", re.IGNORECASE)
 _SET_WORD = re.compile(r"^(?:set|split|dataset|data)_", re.IGNORECASE)  # `test_set_loss`: the split's name, not the metric's
+# A data set's metric named with its possessive (LightGBM: `training's binary_logloss`, `valid_1's l2`): the set's words
+# say the split (`valid_1`: the second validation set), its numbering none.
+_POSSESSIVE = re.compile(r"^([A-Za-z]+)(?:[_ ]\d+)?'s[\s_]+(\S.*)$")
+# The log loss (XGBoost's `logloss`, `mlogloss`; LightGBM's `binary_logloss`, `multi_logloss`) is the cross-entropy a
+# classifier is trained on: a loss by its name, as the loss of any split it is printed for.
+_LOG_LOSS = re.compile(r"^(?:[a-z]+_)?m?log_?loss$", re.IGNORECASE)
 # Lightning's LearningRateMonitor: lr-AdamW, lr-AdamW/pg2, lr-SGD-1 … (not lr_decay, lr-Adam-momentum)
 _LR_MONITOR = re.compile(r"^lr-[A-Za-z]\w*(?:-\d+)?(?:/pg(\d+))?$")
 
@@ -75,10 +82,15 @@ def metric(raw: str, namespace: str | None = None) -> Resolved:
     if namespace and f"{namespace}/{key}" in _ALIASES:
         return Resolved(_ALIASES[f"{namespace}/{key}"])
     if key in _ALIASES:
+        if namespace in ("eval", "test") and _ALIASES[key] == LOSS and not _PREFIX.match(key):
+            return Resolved(_ALIASES.get(f"{namespace}/loss", f"{namespace}/loss"))  # an eval line's `epoch_loss`
         return Resolved(_ALIASES[key])
     lr = _LR_MONITOR.match(raw.strip())
     if lr:
         return Resolved(lr_group(int(lr.group(1) or 1) - 1))
+    owned = _POSSESSIVE.match(raw.strip())
+    if owned and owned[1].lower() in _NAMESPACES:
+        return metric(f"{owned[1]}_{owned[2]}", namespace)
     clean = "_".join(raw.split())
     found = recognize(raw)
     if found is not None:
@@ -106,11 +118,20 @@ def _fallback(clean: str, namespace: str | None) -> str:
         named = _SET_WORD.sub("", rest) if split.re is _PREFIX else rest
         if named != rest and named:  # `Test set: Average loss` (PyTorch's MNIST example): the split's own word;
             rest = "loss" if recognize(named) == Resolved(LOSS) else named  # its loss, however it is named
+        elif _is_loss(rest):  # a split's train-loss spelling is its loss (`eval-logloss`, `validation_epoch_loss`)
+            rest = "loss"
         name = f"{_NAMESPACES[ns.lower()]}/{_UNITS.get(rest.lower(), rest)}"
         return _ALIASES.get(normalize(name), name)
+    if _LOG_LOSS.match(clean):
+        return _ALIASES.get(f"{namespace}/loss", f"{namespace}/loss") if namespace else LOSS
     if namespace and "/" not in clean:
         return f"{namespace}/{clean}"
     return clean
+
+
+def _is_loss(rest: str) -> bool:
+    """Whether a name with its split taken off spells the loss (`logloss`, `epoch_loss`, `learn`)."""
+    return metric(rest).name == LOSS  # (a shorter name: `training's train-logloss` -> `train-logloss` -> the loss)
 
 
 def lr_group(index: int) -> str:
