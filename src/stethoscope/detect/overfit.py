@@ -40,7 +40,7 @@ class OverfitDetector:
 
     name = "overfit"
 
-    def __init__(self, config: DetectConfig | None = None) -> None:
+    def __init__(self, config: DetectConfig | None = None, quality: HeldOutQuality | None = None) -> None:
         self.config = config or DetectConfig()
         self.train = StepEma(self.config.trend_halflife_steps)
         self.evals = Window(_EVAL_WINDOW)
@@ -55,7 +55,8 @@ class OverfitDetector:
         self._train_records = 0  # train losses since the last eval
         self._lr: float | None = None  # the last LR logged
         self.frozen = EvalFrozen()  # weights that stopped changing, seen on the eval loss
-        self.quality = HeldOutQuality()  # accuracy, mAP ... at the evals: overconfidence is no overfitting
+        # accuracy, mAP ... at the evals: overconfidence is no overfitting (shared with `TrendDetector`, fed here)
+        self.quality = quality if quality is not None else HeldOutQuality()
         window = self.config.eval_loss_window or 1
         self.means = RunningMeanUndo(window) if window > 1 else None  # the evals behind a printed running mean
 

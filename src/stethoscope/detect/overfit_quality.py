@@ -13,11 +13,12 @@ import math
 import re
 from typing import Any
 
-_QUALITY = re.compile(r"^(?:eval|metrics|val|valid|validation|test)/(?:\w+[_/])?"
+_QUALITY = re.compile(r"^(?:eval|metrics|val|valid|validation|test)/(?:\w+?[_/])*"
                       r"(?:acc|accuracy|top1|top5|acc1|acc5|map|map50|map50-95|map_0\.5|map_0\.5:0\.95|f1|bleu|"
                       r"rouge\w*|auc|auroc|iou|miou|dice|exact_match|em)(?:\([a-z]\))?$", re.IGNORECASE)
 _KEPT = 256  # evals of each metric kept
 _GAIN_REL = 0.005  # an improvement of at least this share of the metric's earlier best
+_RISE_REL = 0.5  # with no eval before a rise, the metric must climb by half its first value since (not noise)
 
 
 class HeldOutQuality:
@@ -46,6 +47,26 @@ class HeldOutQuality:
             recent = after[len(after) - max(1, len(after) // 3):]
             if best_v > max(before) + _GAIN_REL * abs(max(before)) and best_s >= recent[0][0]:
                 return name, best_v, int(best_s)
+        return None
+
+    def improving_through(self, start: int) -> tuple[str, float, float, int] | None:
+        """(name, first, best, best's step) of a metric that kept improving from `start` on: better than any eval
+        at or before `start` (or, with none before, at least `_RISE_REL` above its first eval since), at its best
+        in the last third of its evals since, and never back below its first eval since. A loss that rose
+        while such a metric climbed is the objective's rise (more matched predictions, a harder curriculum),
+        not a model getting worse."""
+        for name, points in self.series.items():
+            before = [v for s, v in points if s <= start]
+            after = [(s, v) for s, v in points if s > start]
+            if len(after) < 3:
+                continue
+            first = max(before) if before else after[0][1]
+            need = _GAIN_REL if before else _RISE_REL
+            best_s, best_v = max(after, key=lambda p: p[1])
+            recent = after[len(after) - max(1, len(after) // 3):]
+            if best_v > first + need * abs(first) and best_s >= recent[0][0] and \
+                    min(v for _, v in after[1:]) >= after[0][1]:
+                return name, first, best_v, int(best_s)
         return None
 
     def state_dict(self) -> dict[str, Any]:

@@ -23,10 +23,13 @@ from stethoscope.detect.lr import LrDetector, LrTracker
 from stethoscope.detect.memory import MemoryDetector
 from stethoscope.detect.nonfinite import NonFiniteDetector
 from stethoscope.detect.overfit import OverfitDetector
+from stethoscope.detect.overfit_quality import HeldOutQuality
 from stethoscope.detect.spike import SpikeDetector
 from stethoscope.detect.throughput import ThroughputDetector
 from stethoscope.detect.trend import TrendDetector
+from stethoscope.detect.trend_findings import contradicted
 from stethoscope.errors import InternalError
+from stethoscope.findings.catalogue import DIVERGENCE, LOSS_SPIKE
 from stethoscope.findings.incidents import IncidentBook
 from stethoscope.findings.pipeline import merge_findings
 from stethoscope.records import Finding, StepRecord
@@ -35,13 +38,15 @@ __all__ = ["DetectConfig", "DetectorSet", "default_detectors", "merge_findings"]
 
 log = logging.getLogger(__name__)
 
-def default_detectors(config: DetectConfig | None = None, schedule: LrTracker | None = None) -> list[Detector]:
+def default_detectors(config: DetectConfig | None = None, schedule: LrTracker | None = None,
+                      quality: HeldOutQuality | None = None) -> list[Detector]:
     """A fresh instance of every streaming detector, spikes before trends (a spike is known before the
-    divergence it opens), sharing one LR-schedule model (`schedule`, new when not given)."""
+    divergence it opens), sharing one LR-schedule model (`schedule`, new when not given) and one record of
+    the evals' quality metrics (`quality`: accuracy, mAP ..., fed by the overfit detector)."""
     cfg = config or DetectConfig()
     lr = schedule if schedule is not None else LrTracker(cfg)
     return [
-        NonFiniteDetector(cfg), SpikeDetector(cfg, lr), TrendDetector(cfg, lr), OverfitDetector(cfg),
+        NonFiniteDetector(cfg), SpikeDetector(cfg, lr), TrendDetector(cfg, lr), OverfitDetector(cfg, quality),
         GradientDetector(cfg, lr), LossScaleDetector(cfg), ThroughputDetector(cfg), MemoryDetector(cfg),
         LrDetector(cfg, lr), GpuHealthDetector(cfg),
     ]
@@ -58,9 +63,10 @@ class DetectorSet:
         self.config = cfg
         """The thresholds the default detectors were built with (recorded in the run's metadata)."""
         self.schedule: LrTracker | None = None  # the schedule context, updated once per record, here
+        self.quality: HeldOutQuality | None = None  # the evals' accuracy/mAP: a loss rise they contradict is info
         if detectors is None:
-            self.schedule = LrTracker(cfg)
-            detectors = default_detectors(cfg, self.schedule)
+            self.schedule, self.quality = LrTracker(cfg), HeldOutQuality()
+            detectors = default_detectors(cfg, self.schedule, self.quality)
         self.detectors: list[Detector] = list(detectors)
         names = [d.name for d in self.detectors]
         if len(set(names)) != len(names):
@@ -94,9 +100,31 @@ class DetectorSet:
             if fin is None:
                 continue
             try:
-                out.extend(self.incidents.process(fin()))
+                # before the incident book (what it owns) and after (the symptoms a withdrawn root releases)
+                out.extend(self._contradicted(self.incidents.process(self._contradicted(fin()))))
             except Exception as exc:
                 self._failed(d.name, exc)
+        return out
+
+    def _contradicted(self, found: list[Finding]) -> list[Finding]:
+        """A divergence through which an eval quality metric kept improving, and the loss spike that opened it,
+        are the objective's rise (`detect.trend_findings.contradicted`): info, at the run's end, when the evals
+        are known."""
+        if self.quality is None or not found:
+            return found
+        lead = self.config.lead_steps
+        out = list(found)
+        starts = []
+        for i, f in enumerate(out):
+            if f.type == DIVERGENCE and f.severity != "info" and f.step is not None:
+                better = self.quality.improving_through(f.step)
+                if better is not None:
+                    out[i] = contradicted(f, better)
+                    starts.append((f.step, better))
+        for i, f in enumerate(out):
+            near = next((b for s, b in starts if f.step is not None and abs(f.step - s) <= lead), None)
+            if f.type == LOSS_SPIKE and f.severity != "info" and near is not None:
+                out[i] = contradicted(f, near)
         return out
 
     def _failed(self, name: str, exc: Exception) -> None:

@@ -4,6 +4,7 @@ labels masked."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from stethoscope.detect.comeback import withdrawn_divergence
@@ -39,6 +40,19 @@ def divergence_finding(div: dict[str, Any], source: str) -> Finding:
     }
     return Finding(DIVERGENCE, "error", div["start"], msg, evidence=ev, causes=list(div.get("causes", [])),
                    source=source)
+
+
+def contradicted(f: Finding, better: tuple[str, float, float, int] | None) -> Finding:
+    """A divergence through which an eval metric of the model's quality kept improving is `info`: the loss rose,
+    the model did not get worse (RTMDet's box/quality-focal terms grow as more positives are matched)."""
+    if better is not None:
+        name, first, best, step = better
+        f = replace(f, evidence=dict(f.evidence))  # a copy: the finding given may already have been emitted
+        f.severity = "info"
+        f.message += (f"; but {name} kept improving through it ({first:.4g} -> {best:.4g} at step {step}): the model "
+                      "got better on its evals, so the rise is the objective's, not a failure")
+        f.evidence["improving_metric"] = {"name": name, "from": first, "best": best, "best_step": step}
+    return f
 
 
 def plateau_finding(p: dict[str, Any], vocab_size: int | None, source: str) -> Finding:
