@@ -21,26 +21,16 @@ import math
 from typing import Any
 
 from stethoscope.detect.blowup import lr_blowup
-from stethoscope.detect.comeback import came_back, recovered_fraction, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.spike_findings import divergence, g, grad_finding, loss_finding, mark_expected
-from stethoscope.detect.spike_track import Track, calm_before, echo
+from stethoscope.detect.spike_incident import REAL_SPIKE_RATIO, brief_share, loss_recovered, loss_unrecovered, release
+from stethoscope.detect.spike_track import Track, calm_before
 from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.findings.catalogue import GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SPIKE
 from stethoscope.records import GRAD_NORM, LOSS, LR, Finding, StepRecord
 
 _MIN_WARN_HISTORY = 2  # earlier values a loss spike needs before it can be a warning
-_BLIP_RECORDS = 1  # a spike on this many records that then recovers is a blip...
-_REAL_SPIKE_RATIO = 2.0  # ...unless it reached 2x the level and twice the spike threshold in sigmas
-# A log that prints every _AGGREGATE_GAP steps or more prints an aggregate of them (detectron2 and torchvision's
-# MetricLogger: the median of the last 20; mmengine, Megatron, fairseq, HF: the mean since the last print). Its
-# noise is the aggregate's, tiny, so a brief x1.4 bump reads "14 sigma": sigmas there are no cost. A spike in such
-# a log back at its level within _BRIEF_RECORDS records and _BRIEF_SHARE of the steps logged before it, under
-# _REAL_SPIKE_RATIO x its level, cost the run little: info. (Per-step logs keep the hard-batch rules above.)
-_AGGREGATE_GAP = 10
-_BRIEF_RECORDS = 10
-_BRIEF_SHARE = 0.02
 _EXCURSION_N = 50  # values of the record-excursion test (`_record_excursion`)
 # Within lead_steps after an upward off-schedule LR jump, a loss spike needs this fraction of spike_sigma:
 # with its likely cause in the log, a rise of 3 sigmas is no longer a one-in-a-million fluke of the noise.
@@ -244,17 +234,9 @@ class SpikeDetector:
         }
         inc["calm_before"] = calm_before(self.loss, level, max(2.0 * inc["data_sigma"], self.config.recover_rel * abs(level)))
         z = (v - level) / sigma if sigma else math.inf
-        if inc["severity"] == "warning" and not (v >= _REAL_SPIKE_RATIO * level and z >= 2 * self.config.spike_sigma):
+        if inc["severity"] == "warning" and not (v >= REAL_SPIKE_RATIO * level and z >= 2 * self.config.spike_sigma):
             inc["severity"], inc["held"] = "info", "warning"  # a blip that comes straight back is a hard batch:
         return inc  # the page waits one record (`_loss_incident`) rather than page for a batch
-
-    @staticmethod
-    def _release(inc: dict[str, Any]) -> bool:
-        """The severity held back at the onset, now that the spike outlived one record."""
-        held = inc.pop("held", None)
-        if held is not None:
-            inc["severity"] = held
-        return held is not None
 
     def _causes(self, step: int, values: dict[str, float]) -> list[str]:
         causes: list[str] = []
@@ -297,7 +279,7 @@ class SpikeDetector:
         if v <= inc["level"] + tol:
             self.loss.incident = None
             self.loss.push(v)
-            out.extend(self._loss_recovered(inc, step))
+            out.extend(loss_recovered(inc, step, self.config, self._first_loss, self._first_step, self.name))
             return
         threshold = inc["level"] + max(cfg.spike_sigma * inc["sigma"], cfg.loss_spike_min_rel * scale)
         if v <= threshold:
@@ -310,78 +292,16 @@ class SpikeDetector:
         inc["last"], inc["last_step"] = v, step
         inc["records"] = inc.get("records", 1) + 1
         brief = "held" in inc and step - inc["start"] < cfg.divergence_min_steps and \
-            _brief_share(inc, step, self._first_step) is not None
-        if not brief and self._release(inc):  # an aggregated print's brief bump does not page while it is brief
+            brief_share(inc, step, self._first_step) is not None
+        if not brief and release(inc):  # an aggregated print's brief bump does not page while it is brief
             out.append(loss_finding(inc, self.name))
         if not inc["diverged"] and step - inc["start"] >= cfg.divergence_min_steps:
             inc["diverged"] = True
             inc["diverged_at"] = step
             out.append(divergence(inc, step, self.name))
 
-    def _loss_recovered(self, inc: dict[str, Any], step: int) -> list[Finding]:
-        out = []
-        z = (inc["peak"] - inc["level"]) / inc["sigma"] if inc["sigma"] else math.inf
-        real = inc["peak"] >= _REAL_SPIKE_RATIO * inc["level"] and z >= 2 * self.config.spike_sigma
-        brief = _brief_share(inc, step, self._first_step)
-        learned = (self._first_loss or 0.0) - inc["level"]  # a rise off a floor far below the start: little lost
-        small = learned > 0 and inc["peak"] - inc["level"] < _SMALL_OF_LEARNED * learned
-        if small:
-            inc["severity"] = "info"
-            inc.pop("held", None)
-        if ((inc["records"] <= _BLIP_RECORDS or echo(inc)) and not real) or brief is not None:
-            inc["severity"] = "info"  # a one-record blip that came straight back and was not huge: a hard batch
-            inc.pop("held", None)  # (or a brief bump: a small share of the run, under 2x its level)
-        self._release(inc)
-        f = loss_finding(inc, self.name)
-        f.end_step = step
-        took = step - inc["start"]
-        f.message += f"; recovered after {took} step{'' if took == 1 else 's'}"
-        if brief is not None:
-            f.message += f" ({brief:.1%} of the run so far, under x2 its level): it cost the run little"
-            f.evidence["run_share"] = brief
-        elif small:
-            share = (inc["peak"] - inc["level"]) / learned
-            f.message += f" (a rise of {share:.1%} of what the run had learned): little lost"
-        f.evidence.update(recovered="fully", recovered_step=step)
-        out.append(f)
-        if inc["diverged"]:  # it stayed up long enough to be called a divergence, and then came back
-            d = divergence(inc, step, self.name)
-            d.end_step = step
-            d.evidence["recovered"] = "fully"
-            if f.severity == "info":
-                f.severity = "warning"
-            out.append(withdrawn_divergence(d, f"the loss came back to its level at step {step}"))
-        return out
-
     def _loss_unrecovered(self, inc: dict[str, Any], step: int) -> list[Finding]:
-        self._release(inc)
-        frac = recovered_fraction(inc)
-        how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the jump)"
-        f = loss_finding(inc, self.name)
-        f.end_step = inc["last_step"]
-        f.message += f"; {how} by the last record (step {step}, loss {g(inc['last'])})"
-        f.evidence.update(recovered="not" if frac < 0.25 else "partly", recovered_fraction=frac)
-        out = [f]
-        # The stream ends inside the jump with the loss still far up: whatever the spike was, the run
-        # is now in a diverged state (one event, with the jump as its start).
-        # Evidence that it stayed up: several records, or a jump so large (x4: far past a fresh model's
-        # loss for a trained one) that one record is enough, or a jump that ended in NaN/Inf.
-        held = inc.get("records", 1) >= _STUCK_RECORDS or inc["last"] >= _STUCK_JUMP * inc["level"]
-        stuck = frac < 0.25 and inc["level"] > 0 and inc["last"] >= _STUCK_RATIO * inc["level"] and held
-        if inc["diverged"] or stuck or (inc.get("blew_up") and frac < 0.25):
-            d = divergence(inc, inc["last_step"], self.name)
-            d.end_step = inc["last_step"]
-            if not inc.get("blew_up") and came_back(inc["level"], self.loss.recent_level(inc["start"]), self.config):
-                out.append(withdrawn_divergence(d, "the loss came back to its level before the jump by the end"))
-                return out
-            if inc.get("blew_up"):
-                d.message = (f"loss jumped at step {inc['start']} ({g(inc['level'])} -> {g(inc['first'])}) and then "
-                             "turned NaN/Inf: the run blew up")
-            else:
-                d.message += f"; {how} by the last record"
-            d.evidence["recovered"] = "not" if frac < 0.25 else "partly"
-            out.append(d)
-        return out
+        return loss_unrecovered(inc, step, self.loss, self.config, self.name)
 
     def _blown_up_by_lr(self, step: int, v: float) -> list[Finding]:
         """A NaN/Inf loss right after an LR jump: a divergence (detect/blowup.py)."""
@@ -409,24 +329,6 @@ class SpikeDetector:
         self._blowup_jump = state.get("blowup_jump")
         self._first_step = state.get("first_step")
         self._first_loss = state.get("first_loss")
-
-
-_SMALL_OF_LEARNED = 0.05  # a recovered spike under this share of the fall from the first loss is info
-_STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
-_STUCK_RECORDS = 3  # ...held over this many records...
-_STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged
-
-
-def _brief_share(inc: dict[str, Any], step: int, first_step: int | None) -> float | None:
-    """The share of the steps logged before it that a recovered spike in an aggregated print (`_AGGREGATE_GAP`)
-    took, when it was brief (`_BRIEF_RECORDS`, `_BRIEF_SHARE`) and stayed under `_REAL_SPIKE_RATIO` x its level."""
-    span = inc["start"] - (first_step if first_step is not None else inc["start"])
-    if span <= 0 or inc["level"] <= 0 or inc["records"] > _BRIEF_RECORDS or inc.get("gap", 1) < _AGGREGATE_GAP:
-        return None
-    if inc["peak"] >= _REAL_SPIKE_RATIO * inc["level"] or inc["diverged"]:
-        return None
-    share = (step - inc["start"]) / span
-    return share if share <= _BRIEF_SHARE else None
 
 
 def _median_gap(items: list[tuple[int, float]]) -> int:

@@ -1,0 +1,116 @@
+"""How a loss-spike incident ends: back at its level (`loss_recovered`), or not by the last record or a gap in
+the log (`loss_unrecovered`), and what it cost the run. Used by `detect.spike`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stethoscope.detect.comeback import came_back, recovered_fraction, withdrawn_divergence
+from stethoscope.detect.config import DetectConfig
+from stethoscope.detect.spike_findings import divergence, g, loss_finding
+from stethoscope.detect.spike_track import Track, echo
+from stethoscope.records import Finding
+
+_BLIP_RECORDS = 1  # a spike on this many records that then recovers is a blip...
+REAL_SPIKE_RATIO = 2.0  # ...unless it reached 2x the level and twice the spike threshold in sigmas
+# A log that prints every _AGGREGATE_GAP steps or more prints an aggregate of them (detectron2 and torchvision's
+# MetricLogger: the median of the last 20; mmengine, Megatron, fairseq, HF: the mean since the last print). Its
+# noise is the aggregate's, tiny, so a brief x1.4 bump reads "14 sigma": sigmas there are no cost. A spike in such
+# a log back at its level within _BRIEF_RECORDS records and _BRIEF_SHARE of the steps logged before it, under
+# REAL_SPIKE_RATIO x its level, cost the run little: info. (Per-step logs keep the hard-batch rules above.)
+_AGGREGATE_GAP = 10
+_BRIEF_RECORDS = 10
+_BRIEF_SHARE = 0.02
+_SMALL_OF_LEARNED = 0.05  # a recovered spike under this share of the fall from the first loss is info
+_STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
+_STUCK_RECORDS = 3  # ...held over this many records...
+_STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged
+
+
+def release(inc: dict[str, Any]) -> bool:
+    """The severity held back at the onset, now that the spike outlived one record."""
+    held = inc.pop("held", None)
+    if held is not None:
+        inc["severity"] = held
+    return held is not None
+
+
+def loss_recovered(inc: dict[str, Any], step: int, cfg: DetectConfig, first_loss: float | None,
+                   first_step: int | None, source: str) -> list[Finding]:
+    out = []
+    z = (inc["peak"] - inc["level"]) / inc["sigma"] if inc["sigma"] else math.inf
+    real = inc["peak"] >= REAL_SPIKE_RATIO * inc["level"] and z >= 2 * cfg.spike_sigma
+    brief = brief_share(inc, step, first_step)
+    learned = (first_loss or 0.0) - inc["level"]  # a rise off a floor far below the start: little lost
+    small = learned > 0 and inc["peak"] - inc["level"] < _SMALL_OF_LEARNED * learned
+    if small:
+        inc["severity"] = "info"
+        inc.pop("held", None)
+    if ((inc["records"] <= _BLIP_RECORDS or echo(inc)) and not real) or brief is not None:
+        inc["severity"] = "info"  # a one-record blip that came straight back and was not huge: a hard batch
+        inc.pop("held", None)  # (or a brief bump: a small share of the run, under 2x its level)
+    release(inc)
+    f = loss_finding(inc, source)
+    f.end_step = step
+    took = step - inc["start"]
+    f.message += f"; recovered after {took} step{'' if took == 1 else 's'}"
+    if brief is not None:
+        f.message += f" ({brief:.1%} of the run so far, under x2 its level): it cost the run little"
+        f.evidence["run_share"] = brief
+    elif small:
+        share = (inc["peak"] - inc["level"]) / learned
+        f.message += f" (a rise of {share:.1%} of what the run had learned): little lost"
+    f.evidence.update(recovered="fully", recovered_step=step)
+    out.append(f)
+    if inc["diverged"]:  # it stayed up long enough to be called a divergence, and then came back
+        d = divergence(inc, step, source)
+        d.end_step = step
+        d.evidence["recovered"] = "fully"
+        if f.severity == "info":
+            f.severity = "warning"
+        out.append(withdrawn_divergence(d, f"the loss came back to its level at step {step}"))
+    return out
+
+
+def loss_unrecovered(inc: dict[str, Any], step: int, track: Track, cfg: DetectConfig, source: str) -> list[Finding]:
+    release(inc)
+    frac = recovered_fraction(inc)
+    how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the jump)"
+    f = loss_finding(inc, source)
+    f.end_step = inc["last_step"]
+    f.message += f"; {how} by the last record (step {step}, loss {g(inc['last'])})"
+    f.evidence.update(recovered="not" if frac < 0.25 else "partly", recovered_fraction=frac)
+    out = [f]
+    # The stream ends inside the jump with the loss still far up: whatever the spike was, the run
+    # is now in a diverged state (one event, with the jump as its start).
+    # Evidence that it stayed up: several records, or a jump so large (x4: far past a fresh model's
+    # loss for a trained one) that one record is enough, or a jump that ended in NaN/Inf.
+    held = inc.get("records", 1) >= _STUCK_RECORDS or inc["last"] >= _STUCK_JUMP * inc["level"]
+    stuck = frac < 0.25 and inc["level"] > 0 and inc["last"] >= _STUCK_RATIO * inc["level"] and held
+    if inc["diverged"] or stuck or (inc.get("blew_up") and frac < 0.25):
+        d = divergence(inc, inc["last_step"], source)
+        d.end_step = inc["last_step"]
+        if not inc.get("blew_up") and came_back(inc["level"], track.recent_level(inc["start"]), cfg):
+            out.append(withdrawn_divergence(d, "the loss came back to its level before the jump by the end"))
+            return out
+        if inc.get("blew_up"):
+            d.message = (f"loss jumped at step {inc['start']} ({g(inc['level'])} -> {g(inc['first'])}) and then "
+                         "turned NaN/Inf: the run blew up")
+        else:
+            d.message += f"; {how} by the last record"
+        d.evidence["recovered"] = "not" if frac < 0.25 else "partly"
+        out.append(d)
+    return out
+
+
+def brief_share(inc: dict[str, Any], step: int, first_step: int | None) -> float | None:
+    """The share of the steps logged before it that a recovered spike in an aggregated print (`_AGGREGATE_GAP`)
+    took, when it was brief (`_BRIEF_RECORDS`, `_BRIEF_SHARE`) and stayed under `REAL_SPIKE_RATIO` x its level."""
+    span = inc["start"] - (first_step if first_step is not None else inc["start"])
+    if span <= 0 or inc["level"] <= 0 or inc["records"] > _BRIEF_RECORDS or inc.get("gap", 1) < _AGGREGATE_GAP:
+        return None
+    if inc["peak"] >= REAL_SPIKE_RATIO * inc["level"] or inc["diverged"]:
+        return None
+    share = (step - inc["start"]) / span
+    return share if share <= _BRIEF_SHARE else None
