@@ -24,7 +24,9 @@ from stethoscope.detect.blowup import lr_blowup
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.spike_findings import divergence, g, grad_finding, loss_finding, mark_expected
-from stethoscope.detect.spike_incident import REAL_SPIKE_RATIO, brief_share, loss_recovered, loss_unrecovered, release
+from stethoscope.detect.spike_incident import (
+    REAL_SPIKE_RATIO, brief_share, loss_recovered, loss_unrecovered, release, small_of_learned,
+)
 from stethoscope.detect.spike_track import Track, calm_before
 from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.findings.catalogue import GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SPIKE
@@ -236,6 +238,8 @@ class SpikeDetector:
         z = (v - level) / sigma if sigma else math.inf
         if inc["severity"] == "warning" and not (v >= REAL_SPIKE_RATIO * level and z >= 2 * self.config.spike_sigma):
             inc["severity"], inc["held"] = "info", "warning"  # a blip that comes straight back is a hard batch:
+        elif inc["severity"] == "warning" and small_of_learned(inc, self._first_loss) is not None:
+            inc["severity"], inc["held"] = "info", "warning"  # a small share of what was learned: held while small
         return inc  # the page waits one record (`_loss_incident`) rather than page for a batch
 
     def _causes(self, step: int, values: dict[str, float]) -> list[str]:
@@ -293,15 +297,19 @@ class SpikeDetector:
         inc["records"] = inc.get("records", 1) + 1
         brief = "held" in inc and step - inc["start"] < cfg.divergence_min_steps and \
             brief_share(inc, step, self._first_step) is not None
-        if not brief and release(inc):  # an aggregated print's brief bump does not page while it is brief
+        small = small_of_learned(inc, self._first_loss) is not None
+        # a brief bump in an aggregated print, or one small against what the run had learned, does not page while so
+        if not brief and not small and release(inc):
             out.append(loss_finding(inc, self.name))
-        if not inc["diverged"] and step - inc["start"] >= cfg.divergence_min_steps:
+        # a rise small against what the run had learned is no divergence while it stays so (a log printing every 500
+        # steps spans divergence_min_steps in one record); the records' end still judges it (`loss_unrecovered`)
+        if not inc["diverged"] and not small and step - inc["start"] >= cfg.divergence_min_steps:
             inc["diverged"] = True
             inc["diverged_at"] = step
             out.append(divergence(inc, step, self.name))
 
     def _loss_unrecovered(self, inc: dict[str, Any], step: int) -> list[Finding]:
-        return loss_unrecovered(inc, step, self.loss, self.config, self.name)
+        return loss_unrecovered(inc, step, self.loss, self.config, self._first_loss, self.name)
 
     def _blown_up_by_lr(self, step: int, v: float) -> list[Finding]:
         """A NaN/Inf loss right after an LR jump: a divergence (detect/blowup.py)."""

@@ -22,7 +22,13 @@ REAL_SPIKE_RATIO = 2.0  # ...unless it reached 2x the level and twice the spike 
 _AGGREGATE_GAP = 10
 _BRIEF_RECORDS = 10
 _BRIEF_SHARE = 0.02
-_SMALL_OF_LEARNED = 0.05  # a recovered spike under this share of the fall from the first loss is info
+# A spike whose rise is under this share of what the run had learned (its first loss less the level before the
+# spike) cost the run little: info when it came back, however long it took, or when the records end before it has
+# held _STUCK_RECORDS records (too soon to call it stuck); while it stays that small, it is neither paged nor a
+# divergence (`SpikeDetector._loss_incident`), though the records' end still finds it stuck (`_stuck`). A spike off a
+# converged floor (a Marian NMT cost per word at 0.006, from 6.7) is many sigmas and x2 its level, yet nothing lost.
+# A spike of 10% or more of its level is under 5% of the fall only once the loss fell below a third of its start.
+_SMALL_OF_LEARNED = 0.05
 _STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
 _STUCK_RECORDS = 3  # ...held over this many records...
 _STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged
@@ -36,15 +42,24 @@ def release(inc: dict[str, Any]) -> bool:
     return held is not None
 
 
+def small_of_learned(inc: dict[str, Any], first_loss: float | None) -> float | None:
+    """The spike's rise (its peak less the level before it) as a share of what the run had learned (its first loss
+    less that level), when under `_SMALL_OF_LEARNED`; None otherwise or when the run had learned nothing."""
+    learned = (first_loss or 0.0) - inc["level"]
+    if learned <= 0:
+        return None
+    share = (inc["peak"] - inc["level"]) / learned
+    return share if share < _SMALL_OF_LEARNED else None
+
+
 def loss_recovered(inc: dict[str, Any], step: int, cfg: DetectConfig, first_loss: float | None,
                    first_step: int | None, source: str) -> list[Finding]:
     out = []
     z = (inc["peak"] - inc["level"]) / inc["sigma"] if inc["sigma"] else math.inf
     real = inc["peak"] >= REAL_SPIKE_RATIO * inc["level"] and z >= 2 * cfg.spike_sigma
     brief = brief_share(inc, step, first_step)
-    learned = (first_loss or 0.0) - inc["level"]  # a rise off a floor far below the start: little lost
-    small = learned > 0 and inc["peak"] - inc["level"] < _SMALL_OF_LEARNED * learned
-    if small:
+    small = small_of_learned(inc, first_loss)  # a rise off a floor far below the start: little lost
+    if small is not None:
         inc["severity"] = "info"
         inc.pop("held", None)
     if ((inc["records"] <= _BLIP_RECORDS or echo(inc)) and not real) or brief is not None:
@@ -58,22 +73,28 @@ def loss_recovered(inc: dict[str, Any], step: int, cfg: DetectConfig, first_loss
     if brief is not None:
         f.message += f" ({brief:.1%} of the run so far, under x2 its level): it cost the run little"
         f.evidence["run_share"] = brief
-    elif small:
-        share = (inc["peak"] - inc["level"]) / learned
-        f.message += f" (a rise of {share:.1%} of what the run had learned): little lost"
+    elif small is not None:
+        f.message += f" (a rise of {small:.1%} of what the run had learned): little lost"
     f.evidence.update(recovered="fully", recovered_step=step)
     out.append(f)
     if inc["diverged"]:  # it stayed up long enough to be called a divergence, and then came back
         d = divergence(inc, step, source)
         d.end_step = step
         d.evidence["recovered"] = "fully"
-        if f.severity == "info":
+        if f.severity == "info":  # (never while small: a small rise is no divergence, `SpikeDetector._loss_incident`)
             f.severity = "warning"
         out.append(withdrawn_divergence(d, f"the loss came back to its level at step {step}"))
     return out
 
 
-def loss_unrecovered(inc: dict[str, Any], step: int, track: Track, cfg: DetectConfig, source: str) -> list[Finding]:
+def loss_unrecovered(inc: dict[str, Any], step: int, track: Track, cfg: DetectConfig, first_loss: float | None,
+                     source: str) -> list[Finding]:
+    small = small_of_learned(inc, first_loss)
+    records = inc.get("records", 1)
+    young = small is not None and records < _STUCK_RECORDS and not inc.get("blew_up")
+    if young:  # the records stop before a small rise has held long enough to call it stuck: too soon to call
+        inc["severity"] = "info"
+        inc.pop("held", None)
     release(inc)
     frac = recovered_fraction(inc)
     how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the jump)"
@@ -81,14 +102,13 @@ def loss_unrecovered(inc: dict[str, Any], step: int, track: Track, cfg: DetectCo
     f.end_step = inc["last_step"]
     f.message += f"; {how} by the last record (step {step}, loss {g(inc['last'])})"
     f.evidence.update(recovered="not" if frac < 0.25 else "partly", recovered_fraction=frac)
+    if young:
+        f.message += (f"; the records stop {records} record{'s' if records > 1 else ''} into a rise of {small:.1%} of "
+                      "what the run had learned: too soon to call, and little at stake")
+        f.evidence["learned_share"] = small
+        return [f]  # and no divergence: a small rise is one only once it is stuck by its records (`_stuck`)
     out = [f]
-    # The stream ends inside the jump with the loss still far up: whatever the spike was, the run
-    # is now in a diverged state (one event, with the jump as its start).
-    # Evidence that it stayed up: several records, or a jump so large (x4: far past a fresh model's
-    # loss for a trained one) that one record is enough, or a jump that ended in NaN/Inf.
-    held = inc.get("records", 1) >= _STUCK_RECORDS or inc["last"] >= _STUCK_JUMP * inc["level"]
-    stuck = frac < 0.25 and inc["level"] > 0 and inc["last"] >= _STUCK_RATIO * inc["level"] and held
-    if inc["diverged"] or stuck or (inc.get("blew_up") and frac < 0.25):
+    if inc["diverged"] or _stuck(inc) or (inc.get("blew_up") and frac < 0.25):
         d = divergence(inc, inc["last_step"], source)
         d.end_step = inc["last_step"]
         if not inc.get("blew_up") and came_back(inc["level"], track.recent_level(inc["start"]), cfg):
@@ -102,6 +122,14 @@ def loss_unrecovered(inc: dict[str, Any], step: int, track: Track, cfg: DetectCo
         d.evidence["recovered"] = "not" if frac < 0.25 else "partly"
         out.append(d)
     return out
+
+
+def _stuck(inc: dict[str, Any]) -> bool:
+    """The loss still far up with under a quarter of the jump undone, and evidence that it stayed up: several
+    records, or a jump so large (x4: far past a fresh model's loss for a trained one) that one record is enough.
+    A stream that ends so is in a diverged state (one event, with the jump as its start)."""
+    held = inc.get("records", 1) >= _STUCK_RECORDS or inc["last"] >= _STUCK_JUMP * inc["level"]
+    return recovered_fraction(inc) < 0.25 and inc["level"] > 0 and inc["last"] >= _STUCK_RATIO * inc["level"] and held
 
 
 def brief_share(inc: dict[str, Any], step: int, first_step: int | None) -> float | None:
