@@ -102,6 +102,16 @@ def test_a_count_heading_a_tab_is_the_boosting_round(n: int, log) -> None:  # no
         assert evals[first + 5] == pytest.approx(_loss(first + 5) + 0.1)
 
 
+def test_a_count_after_another_before_a_tab_is_no_round() -> None:
+    """SwAV prints `Epoch: [0][50]\tTime ..\tLoss ..`: the `[50]` before the tab is the batch within epoch 0, not a
+    boosting round. The tabs read exactly as spaces would (a real SwAV log read 22 steps for its 400 epochs)."""
+    lines = [f"INFO - 09/02/20 14:19:41 - 0:02:03 - Epoch: [{e}][{b}]\tTime 1.9 (1.9)\tData 0.000 (0.014)\t"
+             f"Loss {_loss(e * 3 + b // 50):.4f} ({_loss(e * 3):.4f})\tLr: 0.0019" for e in range(6) for b in (0, 50, 100)]
+    tabs, spaces = read_text("\n".join(lines) + "\n"), read_text("\n".join(lines).replace("\t", "  ") + "\n")
+    assert series(tabs, LOSS) == series(spaces, LOSS)
+    assert len(series(tabs, LOSS)) >= 6
+
+
 def test_a_count_and_a_colon_without_a_tab_stays_a_rank_label() -> None:
     """`srun -l` puts `0: ` before every line: the task's rank, never a round."""
     line = parse("0: step 30 | loss: 2.5")

@@ -40,8 +40,8 @@ def settle(line: Line, text: str, pos: int) -> Line:
 
 def _round(line: Line, text: str, pos: int) -> None:
     head = _ROUND.search(line.body)
-    if head is None:
-        return
+    if head is None or any(c.isdigit() for c in line.body[:head.start()]):
+        return  # a count after another (`Epoch: [0][50]\tTime ..`, SwAV) is a position within it, not a round
     start = pos + head.start(1 if head[1] is not None else 2)
     token = _token_index(text, start)
     if token is None:
