@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 _QUALITY = re.compile(r"^(?:eval|metrics|val|valid|validation|test)/(?:\w+?[_/])*"
-                      r"(?:acc|accuracy|top1|top5|acc1|acc5|map|map50|map50-95|map_0\.5|map_0\.5:0\.95|f1|bleu|"
+                      r"(?:acc|accuracy|top1|top5|acc1|acc5|m_?ap(?:_?50|50-95|_0\.5|_0\.5:0\.95)?|f1|bleu|"
                       r"rouge\w*|auc|auroc|iou|miou|dice|exact_match|em)(?:\([a-z]\))?$", re.IGNORECASE)
 _KEPT = 256  # evals of each metric kept
 _GAIN_REL = 0.005  # an improvement of at least this share of the metric's earlier best

@@ -10,11 +10,14 @@ from typing import Any
 from stethoscope.detect.names import names_time_unit
 from stethoscope.logtext.console_clock import CLOCK_NAMES, STEPS_TIME, UNITLESS_STEP, time_name
 from stethoscope.logtext.console_line import MAGNITUDE, STEPS_TIME_KEY, key_name
-from stethoscope.logtext.names import metric, rivals
+from stethoscope.logtext.names import Resolved, metric, rivals
 from stethoscope.records import STEP_TIME
 
 Names = dict[tuple[str, str, bool], "tuple[str, float] | None"]
 HELD_OUT = ("eval/", "test/")  # the names of an eval (or test) line's metrics: its record, not a step's
+# the scopes of our own names (`stethoscope.records`): any other scope on an eval line is the eval's own
+_OURS = frozenset({"amp", "eval", "test", "gpu", "grad", "memory", "opt", "param", "perf", "stethoscope", "system",
+                   "train", "update"})
 
 
 def resolve(cache: Names, key: str, unit: str, eval_line: bool) -> tuple[str, float] | None:
@@ -30,6 +33,8 @@ def resolve(cache: Names, key: str, unit: str, eval_line: bool) -> tuple[str, fl
             cache[at] = CLOCK_NAMES[raw]
         else:
             found = metric(raw, "eval" if eval_line else None)
+            if eval_line and found.name.split("/", 1)[0] not in _OURS:  # mmengine's `coco/bbox_mAP` on an eval
+                found = Resolved(f"eval/{found.name}", found.scale)  # line: the eval's metric, a scope of its own
             plain = None if ("/" in found.name and not found.name.startswith("train/")) or eval_line \
                 else time_name(raw)  # `train_time`: a time the trainer's name leaves open (a step's or a clock)
             if found.name == STEP_TIME and not names_time_unit(raw):
