@@ -16,14 +16,16 @@ from stethoscope.records import LOSS
 _EPOCH_ALONE = re.compile(r"(?:^|[:\]|>\-])\s*(?i:(?P<phase>train(?:ing)?|(?P<eval>eval(?:uation)?|val(?:idation)?|"
                           r"test(?:ing)?))\s+)?(?i:epoch)\s*:?\s*(\d+)\s*:?\s*$")
 _INDENTED = re.compile(r"(?:\[[^\]\n]{0,40}\])?[ ]?\t")  # a tab after the line's stamp, if any
+_EVAL_HEAD = re.compile(r"\b(?i:eval|evaluation|validation|valid|val|test)\b[A-Za-z \t:]*$")  # words to its end
 HEAD = -1  # `EpochHeads.held`: the line is a head
 
 
 class EpochCounter:
     """The state of one log's counter within epochs: (epoch, offset, last counter), None before the first."""
 
-    def __init__(self) -> None:
+    def __init__(self, anchored: bool = True) -> None:
         self.state: tuple[int, int, int] | None = None
+        self.anchored = anchored  # whether a log that starts in a later epoch counts the epochs before it
         self.cadence = 1  # the counter's last step forward: how far from zero an epoch restarts it
 
     def step(self, epoch: int, raw: int, total: int | None) -> int:
@@ -31,7 +33,9 @@ class EpochCounter:
         `3epoch:train:401-500batch`, MXNet's `Epoch[2] Batch [20-40]`) the logging interval goes on over an
         epoch's end: the new epoch's first record is one interval after the last one (the epoch's length is
         what that makes it): the steps stay in order, the trainer's own when it logs every N steps."""
-        last_epoch, offset, last = self.state or (epoch, 0, raw)
+        # a log that starts in a later epoch (a resumed run's, a tail) counts the epochs before it when it prints
+        # their length: epoch E's batch b is step (E - 1) * total + b, as the whole log would have read it
+        last_epoch, offset, last = self.state or (epoch, max(epoch - 1, 0) * (total or 0) * self.anchored, raw)
         if epoch > last_epoch and raw < last:
             offset += total * (epoch - last_epoch) if total else last + self.cadence - raw
         elif epoch > last_epoch and raw == last:  # one record an epoch at the same count (CycleGAN's `iters: 3648`
@@ -99,7 +103,7 @@ def index_steps(counts: list[tuple[int, int | None, int, int]]) -> dict[int, int
     a count of samples never does (PyTorch's `[59520/60000 (99%)]`). None until it shows that."""
     if not any(count == total - 1 for _, _, count, total in counts):
         return None
-    counter = EpochCounter()
+    counter = EpochCounter(anchored=False)  # timm's epochs count from 0: an excerpt keeps the file's own numbering
     return {record: counter.step(epoch or 0, count, total) for record, epoch, count, total in counts}
 
 
@@ -143,6 +147,16 @@ class EpochHeads:
     def __init__(self) -> None:
         self.head: int | None = None  # the epoch the last head began, until a train loss takes it (`after`)
         self.block: tuple[int, bool, int] | None = None  # (epoch, eval?, last line) of the open indented block
+        self.eval_head: int | None = None  # the line number of an eval head without values, or of its last record
+
+    def continued(self, number: int, line: Any) -> None:
+        """Mark eval a record continued under an eval head that printed no values (Coqui TTS: `--> EVAL
+        PERFORMANCE`, then `| > avg_loss: 0.52` a line): its values are the eval's, not the train step's."""
+        if line.record and self.eval_head is not None and number == self.eval_head + 1:
+            line.eval, self.eval_head = True, number
+        else:
+            self.eval_head = number if line.step is None and (
+                (line.eval and not line.values) or _EVAL_HEAD.search(line.body)) else None
 
     def held(self, number: int, line: Any) -> int | None:
         """HEAD for a head line, the epoch of a line of a head's indented block (an eval head's marked eval),

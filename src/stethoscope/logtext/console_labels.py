@@ -9,19 +9,35 @@ parser (`console_line.parse`) has read them:
 - a data set's possessive names its split (LightGBM's `training's`, `valid_1's`: `names.metric` reads it);
 - a line that names its split before an epoch (`Validation Results - Epoch[1] Avg loss: 0.18`, PyTorch-Ignite;
   `eval epoch: 1, loss: 1.23`, Flax) is an eval's, wherever the prefixes before it end: its epoch says when the
-  eval ran, never which train step it is, and its loss is never a train loss.
+  eval ran, never which train step it is, and its loss is never a train loss;
+- a count of a total before its counter word in the plural (`|   200/ 2983 batches |`, PyTorch's
+  word_language_model) is the step within the epoch printed before it: the batches done of the epoch's;
+- a global counter (`GLOBAL_STEP: 25`, Coqui TTS; `global_batch_idx: 110`, icefall) is the step, whatever
+  counter within the epoch comes before it (`STEP: 24/406`, `batch 10`);
+- a number that starts a date (`TIME: 2024-07-24 11:00:03`) is a clock, not a metric's value;
+- a line headed by `| >` (Coqui TTS: `     | > loss: 0.56  (0.60)`, a value a line under its `--> STEP` head) is
+  the record above continued, when a metric follows (`console_epochs.EpochHeads` marks those under an eval
+  head the eval's);
+- a call's value shown as `name(args) = value` (Julia's `@show loss(x, y)`, Flux.jl) is `name`'s, and a Float32
+  literal's `f` is its exponent (`4.2778687f0` is 4.2778687, `1.5f-3` 0.0015).
 """
 
 from __future__ import annotations
 
 import re
 
-from stethoscope.logtext.console_line import NUMBER, Line, _token_index
+from stethoscope.logtext.console_line import _EPOCH, NUMBER, Line, Value, _token_index
 
 # after the line's head, a blank, a bracket or a logger's `name:` (`INFO:root:10:\tlearn: ..`)
 _ROUND = re.compile(r"(?:^|(?<=[\s\])>])|(?<=[A-Za-z]:))(?:\[(\d+)\]|(\d+):)\t(?=\s*[A-Za-z_])")
 _QUOTED = re.compile(r"""['"]([A-Za-z_][^'"\n]{0,60}?)['"]\s*[:=]?\s*$""")
 _OWNED = re.compile(r"([A-Za-z_]\w*)'s\s+([A-Za-z_][^:='\n]{0,60}?)\s*[:=]?\s*$")
+_OF_TOTAL = re.compile(r"(?<![\w./])(\d+)\s*/\s*(\d+)\s+(?i:batches|steps|iters|iterations)\b")
+_GLOBAL = re.compile(r"\b(?i:global[_ ](?:step|batch_idx|batch|iter|iteration))['\"]?\s*[:=]?\s*(\d+)(?![\d.])")
+_DATE_AFTER = re.compile(r"-\d\d-\d\d\b")
+_CONTINUED = re.compile(r"(?:^|\s\|\s?)>\s+[A-Za-z_][\w./\-]*:\s*[-+]?\.?\d")  # not loguru's `> File "..", line 9`
+_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\([^()=\n]{0,60}\)\s*=\s*"
+                   r"([-+]?(?:\d+\.?\d*|\.\d+))(?:[eEf]([-+]?\d+))?(?![\w.])")
 _SPLIT_EPOCH = re.compile(r"\b(?i:val|valid|validation|eval|evaluation|test)\b[^\d\n]{0,24}?\b(?i:epoch)\b")
 
 
@@ -29,8 +45,18 @@ def settle(line: Line, text: str, pos: int) -> Line:
     """`line` (parsed from `text`, its body from `pos`) with its round, its values' own names and its split."""
     if line.step is None and not line.progress and "\t" in line.body:
         _round(line, text, pos)
+    if line.step is None and line.count is None and "/" in line.body:
+        _of_total(line, text, pos)
+    if "lobal" in line.body or "LOBAL" in line.body:
+        _global(line, text, pos)
     if "'" in text or '"' in text:
         _own_names(line, text)
+    if ")" in line.body and "=" in line.body:
+        _calls(line, text, pos)
+    if "-" in text and any(len(v.text) == 4 for v in line.values):
+        _no_dates(line, text)
+    if line.step is None and ">" in line.body:
+        line.record = line.record or _CONTINUED.search(line.body) is not None
     if not line.eval and _SPLIT_EPOCH.search(line.body):
         line.eval = True
         if line.step is None:  # when the eval ran, not what it measured (as `console_line.parse` drops it)
@@ -48,6 +74,42 @@ def _round(line: Line, text: str, pos: int) -> None:
         return
     line.step, line.step_token, line.total, line.record = int(head[1] or head[2]), token, None, False
     line.values = [v for v in line.values if v.token != token]
+
+
+def _of_total(line: Line, text: str, pos: int) -> None:
+    m = _OF_TOTAL.search(line.body)
+    token = _token_index(text, pos + m.start(1)) if m else None
+    if m is None or token is None or int(m[1]) > int(m[2]):
+        return
+    epoch = _EPOCH.search(line.body, 0, m.start())
+    line.step, line.step_token, line.total = int(m[1]), token, int(m[2])
+    line.epoch = int(epoch[1]) if epoch else None
+    line.values = [v for v in line.values if v.token not in (token, token + 1)]
+
+
+def _global(line: Line, text: str, pos: int) -> None:
+    m = _GLOBAL.search(line.body)
+    token = _token_index(text, pos + m.start(1)) if m else None
+    if token is None or token == line.step_token or line.eval:
+        return
+    line.step, line.step_token, line.total, line.epoch, line.progress = int(m[1]), token, None, None, False
+    line.values = [v for v in line.values if v.token != token]
+
+
+def _calls(line: Line, text: str, pos: int) -> None:
+    for m in _CALL.finditer(line.body):
+        token = _token_index(text, pos + m.start(2))
+        if token is not None:
+            value = m[2] if m[3] is None else f"{m[2]}e{m[3]}"
+            kept = [v for v in line.values if v.token != token and v.key != m[1]]
+            line.values = [*kept, Value(m[1], value, "", token)]
+    line.values.sort(key=lambda v: v.token)
+
+
+def _no_dates(line: Line, text: str) -> None:
+    ends = [m.end() for m in NUMBER.finditer(text)]
+    line.values = [v for v in line.values if not (len(v.text) == 4 and v.token < len(ends)
+                                                  and _DATE_AFTER.match(text, ends[v.token]))]
 
 
 def _own_names(line: Line, text: str) -> None:

@@ -323,6 +323,7 @@ class ConsoleReader:
             if line.rank.encode() != self.keep_rank:
                 self.keeper.offer(number, text, self.last_step)
                 return
+        self.heads.continued(number, line)
         held = self.heads.held(number, line)  # `Training epoch: 3` and its indented lines: epoch 3's record
         if SUMMARY in line.body or held == HEAD or config_dump(line.body):
             self.keeper.offer(number, text, self.last_step)

@@ -49,10 +49,13 @@ _ALIASES = {
 # Units spelled out where the source left them implicit (HF: eval_runtime, eval_samples_per_second …).
 _UNITS = {"runtime": "runtime_s", "samples_per_second": "samples_per_s", "steps_per_second": "steps_per_s"}
 
-_NAMESPACES = {"train": "train", "training": "train", "val": "eval", "valid": "eval", "validation": "eval",
+_NAMESPACES = {"train": "train", "training": "train", "trn": "train", "tr": "train",
+               "val": "eval", "valid": "eval", "validation": "eval",
                "eval": "eval", "evaluation": "eval", "test": "test", "predict": "test"}
-_PREFIX = re.compile(r"^(train|training|val|valid|validation|eval|evaluation|test|predict)[_/\-](.+)$",
-                     re.IGNORECASE)  # XGBoost: `train-logloss`, `eval-logloss`
+_PREFIX = re.compile(r"^(train|training|trn|tr|val|valid|validation|eval|evaluation|test|predict)[_/\-](.+)$",
+                     re.IGNORECASE)  # XGBoost: `train-logloss`, `eval-logloss`; `trn_loss`, `tr_loss` (abbreviated)
+# The mean squared error printed as the train split's metric (`train_mse`) is a regression's objective: its loss.
+_TRAIN_MSE = re.compile(r"^(?:train|training|trn|tr)_(?:mse|mean_squared_error)$")
 _SUFFIX = re.compile(r"^([^/]+)/(train|training|val|valid|validation|eval|evaluation|test)$", re.IGNORECASE)
 _SET_WORD = re.compile(r"^(?:set|split|dataset|data)_", re.IGNORECASE)  # `test_set_loss`: the split's name, not the metric's
 # A data set's metric named with its possessive (LightGBM: `training's binary_logloss`, `valid_1's l2`): the set's words
@@ -85,6 +88,8 @@ def metric(raw: str, namespace: str | None = None) -> Resolved:
         if namespace in ("eval", "test") and _ALIASES[key] == LOSS and not _PREFIX.match(key):
             return Resolved(_ALIASES.get(f"{namespace}/loss", f"{namespace}/loss"))  # an eval line's `epoch_loss`
         return Resolved(_ALIASES[key])
+    if _TRAIN_MSE.match(key):
+        return Resolved(LOSS)
     lr = _LR_MONITOR.match(raw.strip())
     if lr:
         return Resolved(lr_group(int(lr.group(1) or 1) - 1))
