@@ -123,3 +123,4 @@ def test_a_traceback_marker_is_no_continued_record() -> None:
     """loguru marks the failing frame `> File "..", line 98, in launch`: no metric follows, no record continues."""
     assert not parse('> File "yolox/core/launch.py", line 98, in launch').record
     assert parse("     | > loss: 0.56  (0.60)").record
+    assert parse("     | > lm loss: 0.56  (0.60)").record and parse("[R0]      | > Train loss: 4.57  (4.67)").record

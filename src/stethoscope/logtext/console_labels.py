@@ -35,7 +35,8 @@ _OWNED = re.compile(r"([A-Za-z_]\w*)'s\s+([A-Za-z_][^:='\n]{0,60}?)\s*[:=]?\s*$"
 _OF_TOTAL = re.compile(r"(?<![\w./])(\d+)\s*/\s*(\d+)\s+(?i:batches|steps|iters|iterations)\b")
 _GLOBAL = re.compile(r"\b(?i:global[_ ](?:step|batch_idx|batch|iter|iteration))['\"]?\s*[:=]?\s*(\d+)(?![\d.])")
 _DATE_AFTER = re.compile(r"-\d\d-\d\d\b")
-_CONTINUED = re.compile(r"(?:^|\s\|\s?)>\s+[A-Za-z_][\w./\-]*:\s*[-+]?\.?\d")  # not loguru's `> File "..", line 9`
+# `| > lm loss: 2.5`, not loguru's `> File "..", line 9`
+_CONTINUED = re.compile(r"(?:^|\s\|\s?)>\s+[A-Za-z_][\w./\-]*(?: [A-Za-z_][\w./\-]*)?:\s*[-+]?\.?\d")
 _CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\([^()=\n]{0,60}\)\s*=\s*"
                    r"([-+]?(?:\d+\.?\d*|\.\d+))(?:[eEf]([-+]?\d+))?(?![\w.])")
 _SPLIT_EPOCH = re.compile(r"\b(?i:val|valid|validation|eval|evaluation|test)\b[^\d\n]{0,24}?\b(?i:epoch)\b")
