@@ -104,3 +104,18 @@ def test_sniff_by_name(tmp_path: Path) -> None:
 def test_empty_event_file(tmp_path: Path) -> None:
     run = TensorBoardImporter().read(event_file(tmp_path, lambda w: None))
     assert run.points == [] and "loss" not in names(run)
+
+
+def test_a_loss_and_its_part_keep_apart_the_total_keeping_the_name(tmp_path: Path) -> None:
+    # detectron2/Mask2Former write `total_loss` beside its parts `loss_ce`, `loss_mask`: `loss_ce` also names the loss,
+    # and written after the total it overwrote it (a healthy run read as an ERROR divergence of its class term)
+    def events(w) -> None:
+        for step in range(0, 60, 20):
+            w.add_scalar("total_loss", 100.0 - step, step)
+            w.add_scalar("loss_ce", 0.5 + step / 100, step)
+            w.add_scalar("loss_mask", 0.25, step)
+
+    run = TensorBoardImporter().read(event_file(tmp_path, events))
+    assert series(run, LOSS) == {0: 100.0, 20: 80.0, 40: 60.0}
+    assert series(run, "loss_ce") == {0: 0.5, 20: 0.699999988079071, 40: 0.8999999761581421}
+    assert run.meta["tags"]["loss_ce"] == "loss_ce" and run.meta["tags"]["total_loss"] == LOSS

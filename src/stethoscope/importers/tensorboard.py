@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.errors import InputError
-from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.base import Columns, ImportedRun
 from stethoscope.detect.names import ELAPSED, Resolved
-from stethoscope.logtext.names import FileNames
+from stethoscope.logtext.names import FileNames, closest
 from stethoscope.importers.source import check_file
 from stethoscope.logtext.table import PointTable, describe, gc_paused
 from stethoscope.records import LOSS
@@ -68,6 +68,8 @@ class _Reader:
         self.records = 0
         self.plugins: dict[str, str] = {}
         self.names: dict[str, Resolved | None] = {}
+        self.keys: dict[str, str] = {}  # tag -> the name its points are stored under while reading
+        self.first: dict[str, str] = {}  # our name -> the first tag that took it
         self.resolve = FileNames()
         self.other: dict[str, int] = {}
         self.warnings: list[str] = []
@@ -86,7 +88,8 @@ class _Reader:
             if number is not None:
                 found = self._name(value.tag)
                 if found is not None:
-                    self.table.add(self.records, event.step, event.wall_time or None, found.name, number * found.scale)
+                    self.table.add(self.records, event.step, event.wall_time or None, self.keys[value.tag],
+                                   number * found.scale)
                     if found.name == LOSS:
                         self._tick(event.step, event.wall_time)
 
@@ -112,8 +115,29 @@ class _Reader:
 
     def _name(self, tag: str) -> Resolved | None:
         if tag not in self.names:
-            self.names[tag] = None if tag.endswith(_OTHER_AXIS) else self.resolve(tag)
+            found = self.names[tag] = None if tag.endswith(_OTHER_AXIS) else self.resolve(tag)
+            if found is not None:  # a later tag of the same name waits under its own key (`_settle_names`)
+                first = self.first.setdefault(found.name, tag)
+                self.keys[tag] = found.name if first == tag else f"{found.name}\x00{tag}"
         return self.names[tag]
+
+    def _settle_names(self, columns: Columns) -> Columns:
+        """Tags that name one series (detectron2's `total_loss` and its part `loss_ce`, both the loss by name): the
+        closest spelling keeps the name (`names.closest`), the others their own; equally close ones stay merged
+        (`train/loss` and `loss`)."""
+        final: dict[str, str] = {}
+        for name in self.first:
+            tags = [t for t, n in self.names.items() if n is not None and n.name == name]
+            if len(tags) < 2:
+                continue
+            keep = closest(tags, name)
+            for tag in tags:
+                final[self.keys[tag]] = name if tag in keep else "_".join(tag.split())
+                self.names[tag] = Resolved(final[self.keys[tag]], self.names[tag].scale)  # type: ignore[union-attr]
+        final = {k: v for k, v in final.items() if k != v}
+        if not final:
+            return columns
+        return columns._replace(names=[final.get(n, n) for n in columns.names])
 
     def result(self) -> ImportedRun:
         size = self.path.stat().st_size
@@ -121,6 +145,7 @@ class _Reader:
             self.warnings.append(f"{self.path}: the last {size - self.consumed} bytes (from byte {self.consumed}) "
                                  "are a truncated or corrupt record; read up to there")
         columns, rejected = self.table.build_columns()
+        columns = self._settle_names(columns)
         self.warnings += describe(rejected, lambda record: f"{self.path}: record {record}")
         meta: dict[str, Any] = {"tags": {t: n.name for t, n in self.names.items() if n is not None},
                                 "events": self.records}

@@ -191,6 +191,13 @@ def _distance(raw: str, name: str) -> int:
     return sum(1 for w in _WORDS.findall(raw.lower()) if w not in own)
 
 
+def closest(keys: list[str], name: str) -> set[str]:
+    """The keys naming `name` in the closest spelling (`_distance`): the others are its parts or kin."""
+    distance = {k: _distance(k, name) for k in keys}
+    best = min(distance.values())
+    return {k for k, d in distance.items() if d == best}
+
+
 def rivals(named: dict[str, str], demoted: set[str] | None = None) -> dict[str, str]:
     """{raw key: our name} where no two keys share a name: two keys of one row or header that resolve to one
     series (`val/loss` and `val/train_loss` to the eval loss; `train/total_loss` and `train/ce_loss` to the
