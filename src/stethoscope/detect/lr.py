@@ -37,6 +37,7 @@ class LrTracker:
     def __init__(self, config: DetectConfig) -> None:
         self.config = config
         self.prev_step: int | None = None
+        self.seen_step: int | None = None  # the last record's step, with an LR or without (`note_step`)
         self.prev_lr: float | None = None
         self.peak = 0.0
         self.top = 0.0  # the highest LR of the run so far, across restarts
@@ -77,14 +78,17 @@ class LrTracker:
         return self._events
 
     def note_step(self, step: int) -> bool:
-        """Track steps of records without an LR; True when the steps went backwards (a resume)."""
-        resumed = self.prev_step is not None and step <= self.prev_step
+        """Track steps of records without an LR; True when the steps went backwards (a resume, or a second run
+        appended to the log: its first spike is the new run's start, not an instability)."""
+        last, self.seen_step = self.seen_step, step
+        resumed = last is not None and step < last
         if resumed:
             self.last_resume_step = step
         return resumed
 
     def update(self, step: int, lr: float) -> list[LrEvent]:
         events: list[LrEvent] = []
+        self.seen_step = step
         if self.prev_step is not None and step <= self.prev_step:
             self.last_resume_step = step
             events.append(LrEvent("resume", step, self.prev_lr, lr))
@@ -229,7 +233,7 @@ class LrTracker:
 _TRACKER_FIELDS = (
     "prev_step", "prev_lr", "peak", "peak_step", "start_lr", "session_n", "since_jump", "rises", "flat", "rising",
     "warmup_end_step", "decay_step", "slope", "n", "zero_run", "zero_abrupt", "ever_positive",
-    "zero_reported", "last_restart_step", "last_resume_step", "last_jump", "zero_start", "top",
+    "zero_reported", "last_restart_step", "last_resume_step", "last_jump", "zero_start", "top", "seen_step",
 )
 
 
