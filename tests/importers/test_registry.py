@@ -12,7 +12,7 @@ from stethoscope.importers import default_importers, read_any, sniff_format
 from stethoscope.importers.registry import log_files
 
 FORMATS = ["hf_trainer_state", "mlflow", "mlflow_sqlite", "json_metrics", "tensorboard", "lightning_csv", "csv", "jsonl", "megatron",
-           "fairseq", "boxrecords", "textlog", "texttable", "console"]
+           "fairseq", "boxrecords", "yolo_results_txt", "textlog", "texttable", "console"]
 MEGATRON = (" iteration       10/     100 | consumed samples:          160 | elapsed time per iteration (ms): 500.0 | "
             "learning rate: 1.000E-04 | global batch size:    16 | lm loss: 2.500000E+00 | loss scale: 1.0 | grad "
             "norm: 0.500 | number of skipped iterations:   0 | number of nan iterations:   0 |\n")

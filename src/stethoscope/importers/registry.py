@@ -32,6 +32,7 @@ from stethoscope.importers.source import HEAD_BYTES, check_file, read_head
 from stethoscope.importers.tabular import CSVImporter, JSONLImporter
 from stethoscope.importers.tensorboard import TensorBoardImporter
 from stethoscope.importers.textlog import TextLogImporter
+from stethoscope.importers.yolo_results import YoloResultsImporter
 from stethoscope.importers.texttable import TextTableImporter
 
 logger = logging.getLogger(__name__)
@@ -53,7 +54,8 @@ def default_importers() -> list[Importer]:
     """Fresh instances of every importer, in sniffing order."""
     return [HFTrainerStateImporter(), MLflowStoreImporter(), MLflowSQLiteImporter(), JSONMetricsImporter(), TensorBoardImporter(),
             LightningCSVImporter(), CSVImporter(),
-            JSONLImporter(), MegatronImporter(), FairseqImporter(), BoxRecordsImporter(), TextLogImporter(),
+            JSONLImporter(), MegatronImporter(), FairseqImporter(), BoxRecordsImporter(), YoloResultsImporter(),
+            TextLogImporter(),
             TextTableImporter(),
             ConsoleImporter()]
 
