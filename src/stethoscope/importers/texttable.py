@@ -12,6 +12,7 @@ outside every column is no row. Other console output around the table is kept as
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from stethoscope.importers.base import ImportedRun
@@ -20,14 +21,17 @@ from stethoscope.logtext.loglines import LineKeeper
 from stethoscope.logtext.names import FileNames, scaled_row
 from stethoscope.importers.source import is_text, read_text
 from stethoscope.logtext.table import PointTable, describe, to_float
+from stethoscope.logtext.table_heads import LOOK_AHEAD, column_name, is_shared_layer_loss, pipe_cells, pipe_header, ruled_header
 from stethoscope.importers.tabular import step_key
 from stethoscope.records import LOSS
 
 NAME = "texttable"
 _NAME_CELL = re.compile(r"^[A-Za-z_][\w/.\-]*$")
 _RULE = re.compile(r"^[\s\-=+|]+$")
+_RULE_LINE = re.compile(r"-[- ]*-\s*$")  # a line ending in a rule of dashes
 _BAR = re.compile(r":?\s+\d{1,3}%\|")  # a progress bar drawn after a row's cells (ultralytics: `640: 45%|███ |`)
 _EVAL_WORD = re.compile(r"(?i)(val|valid|validation|eval|test)[_/]")
+_TWO_NETWORKS = re.compile(r"(?i)(actor|critic|policy|value|q|generator|discriminator|gen|disc|g|d)[_/]")
 
 
 def _clean(line: str) -> str:
@@ -35,7 +39,10 @@ def _clean(line: str) -> str:
 
 
 def _step_column(header: list[str]) -> int | None:
-    key = step_key(header) or next((c for c in header if c.lower() == "epoch"), None)  # `Epoch` (ultralytics)
+    """The step column: a step's name (`step`, `Iteration`), else spaCy's `#` (beside `E`, its epoch), else
+    `epoch` (ultralytics' `Epoch`)."""
+    key = step_key(header) or next((c for c in header if c == "#"), None) or \
+        next((c for c in header if c.lower() == "epoch"), None)
     return header.index(key) if key else None
 
 
@@ -52,7 +59,10 @@ def _parts_of_the_loss(columns: list[tuple[int, str]], raw: list[str]) -> list[i
     trainer optimises their sum, which is the train loss. Empty when a column is the loss itself."""
     if any(name == LOSS for _, name in columns):
         return []
-    parts = [i for i, _ in columns if raw[i].lower().endswith("_loss") and not _EVAL_WORD.match(raw[i])]
+    parts = [i for i, _ in columns if raw[i].lower().endswith("_loss") and not _EVAL_WORD.match(raw[i])
+             and not is_shared_layer_loss(raw[i])]
+    if any(_TWO_NETWORKS.match(raw[i]) for i in parts):  # an actor's and a critic's (a generator's and a
+        return []  # discriminator's) losses are two networks' objectives, each its own optimiser's: no sum
     return parts if len(parts) >= 2 else []
 
 
@@ -112,29 +122,91 @@ def _body(line: str, head: str) -> str | None:
     return line[len(head):] if line[len(head) - 1:len(head)] == head[-1:] else None
 
 
-def _table_at(lines: list[str], i: int) -> tuple[list[str], list[tuple[int, int]], int, str] | None:
-    """(names, spans, index of the first row, the prefix before the header's names) when line i is a header
-    followed (past a rule) by a row."""
+@dataclass(frozen=True)
+class _Layout:
+    """Where a table's cells are: columns spanning characters past a prefix (`head`), or the last cells of
+    a line drawn with pipes (`spans` empty)."""
+
+    names: list[str]
+    spans: list[tuple[int, int]]
+    head: str
+    at: int  # the step column
+
+    def cells(self, line: str) -> list[str | None] | None:
+        if not self.spans:
+            found = pipe_cells(_clean(line), len(self.names))
+            return found if found is not None and _is_row(found, self.names) else None
+        body = _body(line, self.head)
+        return _row(body, self.spans, self.at) if body is not None and not _RULE.match(body) else None
+
+    def is_rule(self, line: str) -> bool:
+        body = _body(line, self.head) if self.spans else _clean(line)
+        return body is not None and bool(_RULE.match(body))
+
+
+def _is_row(cells: list[str | None], names: list[str]) -> bool:
+    step = _count(cells[_step_column(names) or 0])
+    return step is not None and step.is_integer()
+
+
+def _next_text(lines: list[str], j: int) -> int:
+    """The first line at or after j that is not blank (`\\r\\r\\n` line ends split into blank lines: AWR's)."""
+    while j < len(lines) and not lines[j].strip():
+        j += 1
+    return j
+
+
+def _table_at(lines: list[str], i: int) -> _Layout | None:
+    """The table headed by line i, when a row follows it (past a rule, blank lines, a header's second row)."""
     text = _clean(lines[i])
     at = _header_at(text)
-    if at is None:
-        return None
-    head = text[:at]
-    names = text[at:].split()
-    j, rule = i + 1, None
-    body = _body(lines[j], head) if j < len(lines) else None
-    if body is not None and _RULE.match(body) and body.strip():
-        rule, j = body, j + 1
+    j = _next_text(lines, i + 1)
+    if at is not None:
+        head = text[:at]
+        names = text[at:].split()
+        rule = None
         body = _body(lines[j], head) if j < len(lines) else None
-    spans = _spans(text[at:], rule)
-    if body is not None and _row(body, spans, _step_column(names) or 0) is not None:
-        return names, spans, j, head
-    return None
+        if body is not None and _RULE.match(body) and body.strip():
+            rule, j = body, _next_text(lines, j + 1)
+            body = _body(lines[j], head) if j < len(lines) else None
+        spans = _spans(text[at:], rule)
+        if body is not None and _row(body, spans, _step_column(names) or 0) is not None:
+            return _Layout(names, spans, head, _step_column(names) or 0)
+    ruled = _ruled(lines, i, j) if j < len(lines) and _RULE_LINE.search(lines[j]) else None
+    if ruled is None and text.rstrip().endswith("|"):
+        found = pipe_header([_clean(line) for line in lines[i:i + 1 + LOOK_AHEAD]], 0, _is_row)
+        if found is not None and _step_column(found[0]) is not None:
+            return _Layout(found[0], [], "", _step_column(found[0]) or 0)
+    return ruled
+
+
+def _ruled(lines: list[str], i: int, j: int) -> _Layout | None:
+    """A header whose columns the rule of dashes on line j draws (spaCy's `E    #       LOSS TEXTCAT`)."""
+    text = _clean(lines[i])
+    found = ruled_header(text, _clean(lines[j]))
+    if found is None or _step_column(found[1]) is None:
+        return None
+    start, names, spans = found
+    k = _next_text(lines, j + 1)
+    body = _body(lines[k], text[:start]) if k < len(lines) else None
+    at = _step_column(names) or 0
+    if body is None or _row(body, spans, at) is None:
+        return None
+    return _Layout(names, spans, text[:start], at)
+
+
+def _may_head(lines: list[str], i: int) -> bool:
+    """Cheap: whether line i could head a table (most lines end in a number, and no rule follows)."""
+    text = _clean(lines[i])
+    if _header_at(text) is not None or text.rstrip().endswith("|"):
+        return True
+    j = _next_text(lines, i + 1)
+    return j < len(lines) and bool(_RULE_LINE.search(lines[j]))
 
 
 def find_header(lines: list[str]) -> int | None:
     """The index of the first header line followed (past a rule of dashes) by a row of its columns."""
-    return next((i for i in range(len(lines)) if _table_at(lines, i) is not None), None)
+    return next((i for i in range(len(lines)) if _may_head(lines, i) and _table_at(lines, i) is not None), None)
 
 
 class TextTableImporter:
@@ -148,29 +220,26 @@ class TextTableImporter:
     def read(self, path: Path) -> ImportedRun:
         lines = read_text(path).splitlines()
         table, keeper, names = PointTable(), LineKeeper(), FileNames()
-        header: list[str] = []
-        head = ""
-        spans: list[tuple[int, int]] = []
+        layout: _Layout | None = None
         columns: list[tuple[int, str]] = []
-        at = 0
         parts: list[int] = []
         for number, line in enumerate(lines, 1):
-            found = _table_at(lines, number - 1) if _header_at(_clean(line)) is not None else None
+            found = _table_at(lines, number - 1) if _may_head(lines, number - 1) else None
             if found is not None:
-                header, spans, _, head = found
-                at = _step_column(header) or 0
-                columns = [(i, names(c).name) for i, c in enumerate(header) if i != at]
+                layout = found
+                header = [column_name(c, found.names) for c in found.names]
+                columns = [(i, names(c).name) for i, c in enumerate(header) if i != found.at]
                 parts = _parts_of_the_loss(columns, header)
                 continue
-            body = _body(line, head) if spans else None
-            cells = _row(body, spans, at) if body is not None and not _RULE.match(body) else None
+            cells = layout.cells(line) if layout is not None else None
             if cells is not None:
                 values: dict[str, object] = {name: cells[i] for i, name in columns if to_float(cells[i] or "") is not None}
                 if parts and all(to_float(cells[i] or "") is not None for i in parts):
                     values[LOSS] = float(f"{sum(to_float(cells[i] or '') or 0.0 for i in parts):.12g}")
-                table.add_row(number, int(_count(cells[at]) or 0), None, *scaled_row(values, names.scales))
-            elif line.strip() and not (body is not None and _RULE.match(body)):
+                table.add_row(number, int(_count(cells[layout.at]) or 0), None, *scaled_row(values, names.scales))
+            elif line.strip() and not (layout is not None and layout.is_rule(line)):
                 keeper.offer(number, line, None)
         built, rejected = table.build_columns()
-        return ImportedRun(str(path), NAME, None, {"columns": header}, describe(rejected, lambda ln: f"{path}:{ln}"),
+        header_names = layout.names if layout is not None else []
+        return ImportedRun(str(path), NAME, None, {"columns": header_names}, describe(rejected, lambda ln: f"{path}:{ln}"),
                            keeper.lines(), columns=built)
