@@ -31,6 +31,7 @@ from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.epoch_rows import EPOCH_KEYS, Row, epoch_steps
 from stethoscope.importers.fairseq import fairseq_name
 from stethoscope.logtext.names import FileNames, metric, rivals, scaled_row
+from stethoscope.importers.stat_records import is_summary, summarised
 from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.logtext.table import PointTable, describe, gc_paused, to_float
 from stethoscope.records import LOSS, LR
@@ -323,7 +324,7 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
         if record is None:
             warnings.append(f"{path}:{line}: not a JSON object; line left out")
             continue
-        flat = _flatten(record)
+        flat = summarised(_flatten(record))
         key = step_key(list(flat))
         step = _step_value(flat.pop(key)) if key else None
         if step is None:
@@ -399,7 +400,9 @@ def _eval_row(flat: dict[str, Any], names: FileNames, fairseq: bool, demoted: se
 def _flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in record.items():
-        if isinstance(value, dict):
+        if is_summary(value):  # StyleGAN/EDM's `{"num", "mean", "std"}`: its mean
+            out[f"{prefix}{key}"] = value["mean"]
+        elif isinstance(value, dict):
             out.update(_flatten(value, f"{prefix}{key}/"))
         else:
             out[f"{prefix}{key}"] = value
