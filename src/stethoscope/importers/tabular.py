@@ -5,7 +5,8 @@ columns (bare, else under `train/`, `trainer/` or `training/`), else an `epoch` 
 every row (a table of one row an epoch: its findings speak of the epochs the file prints), else the row index
 (from 0); the choice is noted in meta. `_timestamp`/`timestamp`/`wall_time` is the time.
 W&B's `_runtime` becomes `perf/elapsed_s`; its panel exports (`run - metric`, `metric__MIN/__MAX`
-columns) keep the metric and leave out the min/max bands. Other numeric columns keep their names
+columns) keep the metric and leave out the min/max bands; one of several runs side by side is read run by run
+(`read_runs`, `wandb_export.py`). Other numeric columns keep their names
 (mapped onto our vocabulary where we know them, values converted when the name gives a unit:
 `step_ms` → `perf/step_time_s` in seconds); text columns are left out.
 JSONL: one object per line, with a step key (as above, or fairseq's `num_updates`), or in a file with none an
@@ -32,6 +33,7 @@ from stethoscope.importers.epoch_rows import EPOCH_KEYS, Row, epoch_steps
 from stethoscope.importers.fairseq import fairseq_name
 from stethoscope.logtext.names import FileNames, metric, rivals, scaled_row
 from stethoscope.importers.stat_records import is_summary, summarised
+from stethoscope.importers.wandb_export import side_by_side
 from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.logtext.table import PointTable, describe, gc_paused, to_float
 from stethoscope.records import LOSS, LR
@@ -95,18 +97,39 @@ class CSVImporter:
         return named and (table_name or _table_body(head, header))  # Keras' CSVLogger writes `training.log`
 
     def read(self, path: Path) -> ImportedRun:
-        text = read_text(path)
-        first = text.partition("\n")[0]
-        delimiter = "\t" if "\t" in first and "," not in first else ","
-        rows = checked_rows(path, csv.reader(io.StringIO(text), delimiter=delimiter))
-        header = next(rows, None)
-        if not header:
-            raise InputError(path, "empty CSV: expected a header row", line=1)
-        with gc_paused():
-            table, meta, warnings = _read_csv(path, header, rows)
-            columns, rejected = table.build_columns()
-        warnings += describe(rejected, lambda line: f"{path}:{line}")
-        return ImportedRun(str(path), CSV_NAME, None, meta, warnings, columns=columns)
+        header, rows = _csv_rows(path)
+        return _csv_run(path, str(path), header, rows)
+
+    def read_runs(self, path: Path) -> list[ImportedRun]:
+        """The table's run, or each run of a W&B export of several side by side (`wandb_export.py`)."""
+        header, rows = _csv_rows(path)
+        step = step_key(header)
+        rows = list(rows) if step is not None else rows
+        runs = side_by_side(header, rows, header.index(step)) if step is not None else None
+        if runs is None:
+            return [_csv_run(path, str(path), header, rows)]
+        return [_csv_run(path, f"{path}#{name}", names, cells, name) for name, names, cells in runs]
+
+
+def _csv_rows(path: Path) -> tuple[list[str], Iterator[list[str]]]:
+    text = read_text(path)
+    first = text.partition("\n")[0]
+    delimiter = "\t" if "\t" in first and "," not in first else ","
+    rows = checked_rows(path, csv.reader(io.StringIO(text), delimiter=delimiter))
+    header = next(rows, None)
+    if not header:
+        raise InputError(path, "empty CSV: expected a header row", line=1)
+    return header, rows
+
+
+def _csv_run(path: Path, label: str, header: list[str], rows: Any, run_name: str | None = None) -> ImportedRun:
+    with gc_paused():
+        table, meta, warnings = _read_csv(path, header, rows)
+        columns, rejected = table.build_columns()
+    warnings += describe(rejected, lambda line: f"{path}:{line}")
+    if run_name is not None:
+        meta.update(dialect="wandb_export", run_name=run_name)
+    return ImportedRun(label, CSV_NAME, None, meta, warnings, columns=columns)
 
 
 def _table_body(head: str, header: list[str]) -> bool:
