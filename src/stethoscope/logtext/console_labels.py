@@ -18,6 +18,8 @@ parser (`console_line.parse`) has read them:
 - a line headed by `| >` (Coqui TTS: `     | > loss: 0.56  (0.60)`, a value a line under its `--> STEP` head) is
   the record above continued, when a metric follows (`console_epochs.EpochHeads` marks those under an eval
   head the eval's);
+- a value named the step beside a bar's count (`6400/60000 step: 100`, a tqdm postfix's `step=100`) is the
+  step: the bar counts samples or batches;
 - a call's value shown as `name(args) = value` (Julia's `@show loss(x, y)`, Flux.jl) is `name`'s, and a Float32
   literal's `f` is its exponent (`4.2778687f0` is 4.2778687, `1.5f-3` 0.0015).
 """
@@ -39,6 +41,7 @@ _DATE_AFTER = re.compile(r"-\d\d-\d\d\b")
 _CONTINUED = re.compile(r"(?:^|\s\|\s?)>\s+[A-Za-z_][\w./\-]*(?: [A-Za-z_][\w./\-]*)?:\s*[-+]?\.?\d")
 _CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\([^()=\n]{0,60}\)\s*=\s*"
                    r"([-+]?(?:\d+\.?\d*|\.\d+))(?:[eEf]([-+]?\d+))?(?![\w.])")
+_STEP_NAMES = frozenset({"step", "global_step", "iter", "iteration", "global step"})
 _SPLIT_EPOCH = re.compile(r"\b(?i:val|valid|validation|eval|evaluation|test)\b[^\d\n]{0,24}?\b(?i:epoch)\b")
 
 
@@ -50,6 +53,8 @@ def settle(line: Line, text: str, pos: int) -> Line:
         _of_total(line, text, pos)
     if "lobal" in line.body or "LOBAL" in line.body:
         _global(line, text, pos)
+    if line.bar and line.step is not None and line.values:
+        _named_step(line)
     if "'" in text or '"' in text:
         _own_names(line, text)
     if ")" in line.body and "=" in line.body:
@@ -95,6 +100,15 @@ def _global(line: Line, text: str, pos: int) -> None:
         return
     line.step, line.step_token, line.total, line.epoch, line.progress = int(m[1]), token, None, None, False
     line.values = [v for v in line.values if v.token != token]
+
+
+def _named_step(line: Line) -> None:
+    """A bar's count beside a value named the step (`6400/60000 step: 100 loss: 1.9`, a tqdm postfix's
+    `step=100`): the bar counts samples or batches, the named value is the step."""
+    named = next((v for v in line.values if v.key.lower() in _STEP_NAMES and v.text.isdigit()), None)
+    if named is not None:
+        line.step, line.step_token, line.total, line.bar = int(named.text), named.token, None, False
+        line.values = [v for v in line.values if v is not named]
 
 
 def _calls(line: Line, text: str, pos: int) -> None:
