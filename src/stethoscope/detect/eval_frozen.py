@@ -1,5 +1,7 @@
 """Weights that stopped changing, seen on the eval loss: after a real descent, the eval loss repeats one
-value (to its last printed digit, or 1e-5 of it) for `_MIN_SAME` evals and more, while the LR is not ~0.
+value (to its last printed digit, or 1e-5 of it) for `_MIN_SAME` evals and more, while the LR is not ~0; or
+the log ends in the optimizer's momentum running out (`_coasting`): each eval moving under beta1^interval of
+the move before, in one direction, down to the print's resolution (a stop late in a short run).
 
 A model that learns moves its eval loss from one eval to the next by far more than that; only a model whose
 weights no longer change gives the same number on the same validation set again and again (a gradient
@@ -11,7 +13,9 @@ When the stop happened. Between the stop and the first of the repeats the eval s
 time (by under `_TAIL` of the move before: the optimizer's momentum running out), or barely (`_TINY`). The eval before that
 shrinking tail is the last that learned; the stop is in the interval it closes, dated by the share of
 that interval that still learned: the eval's move over what was expected of it (on a descent, the fall
-before it slowed by the curve's own deceleration; on a curve that had levelled off, its usual move).
+before it slowed by the curve's own deceleration; on a curve that had levelled off, its usual move). A tail
+that rose right after that fall carried the weights past the eval's minimum: the stop came after it, in the
+same interval, at least `_PAST_MIN` into it on average.
 
 `warning` when the repeated value has at least `_SURE_DIGITS` significant digits (a coincidence is out of
 the question); `info` when the log prints fewer (a learning run at its floor can repeat a 4-digit print).
@@ -41,6 +45,13 @@ _SURE_DIGITS = 6  # a print this precise repeats by chance only when the weights
 _SCHEDULE_END = 0.1  # an LR under this share of its peak: the schedule's end (annealing), not a stop
 _KEPT = 256  # evals kept (a run evaluates rarely)
 _FALLING_UNITS = 1  # a fall the print shows (a unit of its last digit or more), at a pace that holds
+_COAST = 0.1  # a momentum tail ending the log: each eval moves under this share of the move before (Adam's beta1
+# per step compounds to 0.9^32 = 0.03 over 32 steps); an LR annealed to 0 slows by 1/7 at most (cosine), not 1/10
+_BETA1, _SLACK = 0.9, 2.0  # the momentum's decay per step (Adam's and SGD's default), and the margin on it
+_COAST_MOVES = 2  # such collapses in a row
+_PAST_MIN = 2 / 3  # where a stop after the eval's minimum lies in its interval, on average (see `_finding`)
+_COAST_END = 1.5  # print units the tail's last move spans at most (a 0.87 loss to +-1e-5 moved 1.7e-5 in its last 32 steps)
+_RESOLVED = 10  # print units the first move of the tail spans: its collapse is seen, not the print's rounding
 
 
 class EvalFrozen:
@@ -77,10 +88,10 @@ class EvalFrozen:
         if f is None:
             return None
         ev = f.evidence
-        if abs(value - ev["value"]) <= ev["tolerance"]:
+        if abs(value - ev["value"]) <= ev["tolerance"] * (2 if ev.get("coasting") else 1):
             self.held = f
             return None
-        if ev["evals"] > _MIN_SAME_SURE:
+        if ev["evals"] > _MIN_SAME_SURE and not ev.get("coasting"):
             return None  # it stood still long enough to matter, whatever came after
         f.severity, f.end_step = "info", ev["last_same_step"]
         f.message += f"; the eval loss moved again at step {step}: one eval repeated, not weights that stood still"
@@ -100,7 +111,13 @@ class EvalFrozen:
         while k0 > 0 and abs(ev[k0 - 1][1] - last) <= tol:
             k0 -= 1
         needed = _MIN_SAME_SURE if _digits(last, _err(ev[-1])) >= _SURE_DIGITS else _MIN_SAME
-        if len(ev) - k0 < needed or k0 < _MIN_BEFORE:
+        coast = None
+        if len(ev) - k0 < needed:
+            coast = _coasting(ev, 2 * tol)
+            if coast is None:
+                return None
+            k0 = coast
+        if k0 < _MIN_BEFORE:
             return None
         if _still_falling(ev[k0 - 1:], printed, _digits(last, _err(ev[-1]))):
             return None
@@ -113,18 +130,31 @@ class EvalFrozen:
         j = k0  # back over the momentum's tail to the last eval that still learned
         while j > 1 and _in_tail(moves, j - 1, k0):
             j -= 1
+            if moves[j] < -2 * _RESOLVED * tol and moves[j - 1] > 0:
+                break  # the tail rose past the eval's minimum: the fall before it learned (momentum keeps its way)
+        past_min = j < k0 and moves[j] < -2 * _RESOLVED * tol and moves[j - 1] > 0
         scale = sorted(abs(m) for m in moves[:j])[j // 2]  # how far an eval moved while learning
-        return self._finding(ev, moves, j, k0, tol, scale)
+        return self._finding(ev, moves, j, k0, tol, scale, coast is not None, past_min)
 
     def _finding(self, ev: list[list[float]], moves: list[float], j: int, k0: int, tol: float,
-                 scale: float) -> Finding:
+                 scale: float, coasting: bool = False, past_min: bool = False) -> Finding:
         onset = _stop_in(ev, moves, j, scale)
+        if past_min:  # the tail rose past the eval's minimum: the minimum, and the stop after it, lie in the interval
+            # of the last fall, which is the net of a descent and a rise and so under-counts the learning. With the
+            # minimum anywhere in the interval and the stop anywhere after it, the stop is 2/3 into it on average
+            onset = max(onset, int(round(ev[j - 1][0] + _PAST_MIN * (ev[j][0] - ev[j - 1][0]))))
         value, n = ev[-1][1], len(ev) - k0
         digits = _digits(value, _err(ev[-1]))
         sure = digits >= _SURE_DIGITS
         shown = f"{value:.{max(digits, 1)}g}" if _err(ev[-1]) else repr(value)  # a recovered value: its digits only
-        msg = (f"the weights stopped changing around step {onset}: the eval loss is {shown} (to +-{tol:.1g}) "
-               f"at all {n} evals from step {int(ev[k0][0])} to {int(ev[-1][0])}, after falling "
+        if coasting:
+            tail = ", ".join(f"{abs(b[1] - a[1]):.3g}" for a, b in zip(ev[k0 - 1:], ev[k0:]))
+            seen = (f"the eval loss moved by {abs(ev[k0 - 1][1] - ev[k0 - 2][1]):.3g}, then {tail} up to step "
+                    f"{int(ev[-1][0])} ({shown}): each move under 1/{round(1 / _COAST)} of the one before, the "
+                    "optimizer's momentum running out with no gradient left")
+        else:
+            seen = f"the eval loss is {shown} (to +-{tol:.1g}) at all {n} evals from step {int(ev[k0][0])} to {int(ev[-1][0])}"
+        msg = (f"the weights stopped changing around step {onset}: {seen}, after falling "
                f"{ev[0][1]:.4g} -> {ev[j][1]:.4g} by step {int(ev[j][0])}; a model that learns moves its eval "
                "loss more than that. Check that the gradients reach the optimizer (a hook or scaler zeroing "
                "them, requires_grad off, parameters missing from the optimizer) and that the LR is not 0")
@@ -135,6 +165,8 @@ class EvalFrozen:
         evidence: dict[str, Any] = {"series": "eval/loss", "value": value, "evals": n, "first_same_step":
                                     int(ev[k0][0]), "last_learning_eval": int(ev[j][0]), "digits": digits,
                                     "tolerance": tol, "last_same_step": int(ev[-1][0])}
+        if coasting:
+            evidence["coasting"] = True
         return Finding(FROZEN_LOSS, "warning" if sure else "info", onset, msg, end_step=int(ev[-1][0]),
                        evidence=evidence, source="overfit")
 
@@ -176,6 +208,35 @@ def _still_falling(pts: list[list[float]], printed: float, digits: int) -> bool:
     if rates[-1] == 0 and digits <= _SURE_DIGITS:
         rates.pop()
     return all(r > 0 for r in rates) and all(b >= _TAIL * a for a, b in zip(rates, rates[1:]))
+
+
+def _coasting(ev: list[list[float]], unit: float) -> int | None:
+    """The first eval of a momentum tail that ends the log, or None. With the gradients gone, Adam or SGD with
+    momentum still moves the weights by a step that shrinks by beta1 each step: each eval then moves, in the one
+    direction, under `_shrink` of the move before (up to a print `unit` of rounding), `_COAST_MOVES` times in a
+    row or more, after a move of `_RESOLVED` units or more that the collapse is measured against, down to a last
+    move at the print's resolution (`_COAST_END` units). The eval loss of a model that still learns moves by its
+    noise from one eval to the next, and an LR annealed to 0 slows it by 1/7 at most from one interval to the
+    next (the last interval of a cosine against the one before)."""
+    moves = [b[1] - a[1] for a, b in zip(ev, ev[1:])]  # moves[i]: into eval i + 1
+    k = len(moves)
+    while k > 1 and abs(moves[k - 1]) <= _shrink(ev[k][0] - ev[k - 1][0]) * abs(moves[k - 2]) + unit:
+        k -= 1  # moves[k - 1] collapsed against the one before it
+    big = moves[k - 1] if k > 0 else 0.0
+    tail = moves[k:]
+    if len(tail) < _COAST_MOVES or abs(big) < _RESOLVED * unit or abs(tail[-1]) > _COAST_END * unit:
+        return None  # the tail ends at the print's resolution: a loss converging fast to its floor also moves
+        # less and less, then goes on moving by its noise
+    if any(m * big < 0 for m in tail if abs(m) > unit):
+        return None  # momentum keeps its direction: a move back is the noise of a run that still learns
+    return k + 1
+
+
+def _shrink(steps: float) -> float:
+    """The most a momentum tail's move keeps of the move before over `steps` steps: beta1^steps with the usual
+    beta1 (`_BETA1`, Adam's and SGD's default), with `_SLACK` for the interval that still learned in part; at most
+    `_COAST`. Over 32 steps 0.07: a descent that slows to 1/11 into its floor is no tail."""
+    return min(_COAST, _SLACK * _BETA1 ** max(steps, 1.0))
 
 
 def _err(e: list[float]) -> float:
