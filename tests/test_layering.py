@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "stethoscope"
-TOP_LAYERS = ("serve", "cli", "diagnose", "explain", "report", "importers")
+TOP_LAYERS = ("serve", "cli", "diagnose", "explain", "report", "importers", "__main__")  # __main__: `python -m`, the CLI
 # The live probe serves the dashboard's page from the training process; its code is imported on the first
 # request for it (inside a function, checked below), never when the probe starts.
 # What a live alert says is the incident `run_incidents` computes (act/truth.py): imported on the first alert,

@@ -49,7 +49,10 @@ class Pending:
         if self.batches:
             batches, self.batches = self.batches, []
             steps = [s for s, _ in batches]
-            self.recorder.call("write_batches", list(zip(steps, ids_to_host([ids for _, ids in batches]))))
+            # every log_every steps: woken at once, the writer would take the GIL from the training thread
+            # 10-20 times a second on short steps; at its next interval it writes them with the points
+            self.recorder.call("write_batches", list(zip(steps, ids_to_host([ids for _, ids in batches]))),
+                               wake=False)
         if self.last_flush - self._last_system >= self.settings.system_every:
             self._last_system = self.last_flush
             self._sample_system(last_step or 0)

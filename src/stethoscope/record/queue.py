@@ -52,10 +52,12 @@ class BoundedQueue:
             self.wake.set()
         return True
 
-    def put_control(self, item: Any) -> None:
-        """Enqueue past the bound: flush markers and lifecycle items must never be dropped."""
+    def put_control(self, item: Any, wake: bool = True) -> None:
+        """Enqueue past the bound: flush markers and lifecycle items must never be dropped. `wake=False`
+        leaves it to the writer's next interval: no thread switch on the training thread's path."""
         self._items.append(item)
-        self.wake.set()
+        if wake:
+            self.wake.set()
 
     def drain(self, limit: int = 100_000) -> list[Any]:
         items = self._items

@@ -135,9 +135,10 @@ class Recorder:
         if values:  # one item, (step, time, a copy of the values): the writer spreads it into columns
             self.queue.put_batch((step, t, dict(values)), len(values))
 
-    def call(self, method: str, *args: Any) -> None:
-        """Apply `RunStore.<method>(*args)` on the writer thread, in order with the points."""
-        self.queue.put_control(_Call(method, args))
+    def call(self, method: str, *args: Any, wake: bool = True) -> None:
+        """Apply `RunStore.<method>(*args)` on the writer thread, in order with the points; `wake=False`: at
+        the writer's next interval (at most flush_interval / 2 later), not at once."""
+        self.queue.put_control(_Call(method, args), wake)
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Block until everything enqueued before this call is durable. False on timeout."""
