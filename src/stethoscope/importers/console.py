@@ -70,7 +70,13 @@ class ConsoleImporter:
             data = bytes(data).replace(b"\x08", b"")
         reader = ConsoleReader(str(path))
         reader.feed(data)
-        return reader.result()
+        run = reader.result()
+        from stethoscope.logtext.twice_logged import once  # numpy: loaded when a log is read
+
+        columns = once(run.columns)  # a record two loggers printed is one (`logtext/twice_logged.py`)
+        if columns is run.columns:
+            return run
+        return ImportedRun(run.path, run.format, None, run.meta, run.warnings, run.lines, columns=columns)
 
 
 def _import_numpy() -> None:

@@ -18,6 +18,8 @@ parser (`console_line.parse`) has read them:
 - a line headed by `| >` (Coqui TTS: `     | > loss: 0.56  (0.60)`, a value a line under its `--> STEP` head) is
   the record above continued, when a metric follows (`console_epochs.EpochHeads` marks those under an eval
   head the eval's);
+- a dict's item on a line of its own (`pprint`'s ` 'Loss/total_loss': 0.76,`, the TensorFlow Object Detection
+  API's loss dict after its `Step N` line) continues the record above;
 - a value named the step beside a bar's count (`6400/60000 step: 100`, a tqdm postfix's `step=100`) is the
   step: the bar counts samples or batches;
 - a call's value shown as `name(args) = value` (Julia's `@show loss(x, y)`, Flux.jl) is `name`'s, and a Float32
@@ -27,6 +29,7 @@ parser (`console_line.parse`) has read them:
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from stethoscope.logtext.console_line import _EPOCH, NUMBER, Line, Value, _token_index
 
@@ -41,6 +44,8 @@ _DATE_AFTER = re.compile(r"-\d\d-\d\d\b")
 _CONTINUED = re.compile(r"(?:^|\s\|\s?)>\s+[A-Za-z_][\w./\-]*(?: [A-Za-z_][\w./\-]*)?:\s*[-+]?\.?\d")
 _CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\([^()=\n]{0,60}\)\s*=\s*"
                    r"([-+]?(?:\d+\.?\d*|\.\d+))(?:[eEf]([-+]?\d+))?(?![\w.])")
+# a dict's item on a line of its own (`pprint`: ` 'Loss/total_loss': 0.76,`), the dict opened on a line above
+_DICT_ITEM = re.compile(r"""(?:^|(?<=\s))(['"])[A-Za-z_][^'"\n]{0,80}\1:\s*[-+]?(?:\d|\.\d|nan|inf)[^,}]*,?\}?\s*$""")
 _STEP_NAMES = frozenset({"step", "global_step", "iter", "iteration", "global step"})
 _SPLIT_EPOCH = re.compile(r"\b(?i:val|valid|validation|eval|evaluation|test)\b[^\d\n]{0,24}?\b(?i:epoch)\b")
 
@@ -63,11 +68,19 @@ def settle(line: Line, text: str, pos: int) -> Line:
         _no_dates(line, text)
     if line.step is None and ">" in line.body:
         line.record = line.record or _CONTINUED.search(line.body) is not None
+    if line.step is None and not line.record and len(line.values) == 1 and _DICT_ITEM.search(line.body):
+        line.record = True
     if not line.eval and _SPLIT_EPOCH.search(line.body):
         line.eval = True
         if line.step is None:  # when the eval ran, not what it measured (as `console_line.parse` drops it)
             line.values = [v for v in line.values if v.key.lower() != "epoch"]
     return line
+
+
+def has_loss(names: Any) -> bool:
+    """Whether any of the (name, scale) pairs is a loss or a term of one (the Object Detection API's
+    `Loss/classification_loss`, its pprinted dict's first item): what makes a dict a metrics record."""
+    return any(name == "train/loss" or name.endswith("/loss") or name.startswith("loss/") for name, _ in names)
 
 
 def _round(line: Line, text: str, pos: int) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from stethoscope.logtext.loglines import parse_timestamp, skip_stamp
 from stethoscope.logtext.names import known
@@ -405,9 +404,4 @@ def key_name(key: str, unit: str) -> str | None:
 MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
 
 
-def has_loss(names: Any) -> bool:
-    """Whether any of the (name, scale) pairs is a loss: what makes a dict a metrics record."""
-    return any(name == "train/loss" or name.endswith("/loss") for name, _ in names)
-
-
-from stethoscope.logtext.console_labels import settle  # noqa: E402 (it reads this module's names)
+from stethoscope.logtext.console_labels import has_loss, settle  # noqa: E402,F401 (it reads this module's names)
