@@ -124,3 +124,25 @@ def test_a_results_table_one_row_a_model_is_still_no_run(write, text) -> None:
     except InputError:
         return
     assert all(r.format != "texttable" for r in runs)
+
+
+def _parlai(reports: int) -> str:
+    """ParlAI's train report: a `time:` line, then the report as a table (its header again every report)."""
+    out = []
+    for k in range(1, reports + 1):
+        step = 50 * k
+        cols = [("clip", "1"), ("exps", "201.0"), ("gnorm", f"{13 + k / 10:.4g}"), ("loss", f"{3 - k / 10:.4g}"),
+                ("lr", "1e-05"), ("ppl", "8.117"), ("token_acc", ".3827"), ("total_train_updates", str(step)),
+                ("ups", "12.99")]
+        widths = [max(len(n), len(v)) for n, v in cols]
+        out += [f"12:00:{k:02d} | time:{k * 20}s total_exs:{step * 32} total_steps:{step} epochs:{step / 700:.2f}",
+                "    " + "  ".join(n.rjust(w) for (n, _), w in zip(cols, widths)),
+                "    " + "  ".join(v.rjust(w) for (_, v), w in zip(cols, widths))]
+    return "\n".join(out) + "\n"
+
+
+def test_parlais_report_table_is_read_by_its_updates_done(write) -> None:
+    """`total_train_updates` counts the optimiser's updates: the step (the table was no table: no step column)."""
+    (run,) = read_any(write("train.log", _parlai(5)))
+    assert run.format == "texttable"
+    assert series(run, LOSS) == pytest.approx({50: 2.9, 100: 2.8, 150: 2.7, 200: 2.6, 250: 2.5})

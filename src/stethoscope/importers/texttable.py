@@ -21,13 +21,15 @@ from stethoscope.logtext.loglines import LineKeeper
 from stethoscope.logtext.names import FileNames, scaled_row
 from stethoscope.importers.source import is_text, read_text
 from stethoscope.logtext.table import PointTable, describe, to_float
-from stethoscope.logtext.table_heads import LOOK_AHEAD, column_name, is_shared_layer_loss, pipe_cells, pipe_header, ruled_header
+from stethoscope.logtext.table_heads import (LOOK_AHEAD, column_name, is_shared_layer_loss, pipe_cells, pipe_header,
+                                             ruled_header)
 from stethoscope.importers.tabular import step_key
 from stethoscope.records import LOSS
 
 NAME = "texttable"
 _NAME_CELL = re.compile(r"^[A-Za-z_][\w/.\-]*$")
 _RULE = re.compile(r"^[\s\-=+|]+$")
+_UPDATES = ("total_train_updates", "train_updates", "total_updates")  # the optimiser's updates done: the step
 _RULE_LINE = re.compile(r"-[- ]*-\s*$")  # a line ending in a rule of dashes
 _BAR = re.compile(r":?\s+\d{1,3}%\|")  # a progress bar drawn after a row's cells (ultralytics: `640: 45%|███ |`)
 _EVAL_WORD = re.compile(r"(?i)(val|valid|validation|eval|test)[_/]")
@@ -39,9 +41,9 @@ def _clean(line: str) -> str:
 
 
 def _step_column(header: list[str]) -> int | None:
-    """The step column: a step's name (`step`, `Iteration`), else spaCy's `#` (beside `E`, its epoch), else
-    `epoch` (ultralytics' `Epoch`)."""
-    key = step_key(header) or next((c for c in header if c == "#"), None) or \
+    """The step column: a step's name (`step`, `Iteration`), else spaCy's `#` (beside `E`, its epoch) or the
+    updates done (ParlAI's `total_train_updates`), else `epoch` (ultralytics' `Epoch`)."""
+    key = step_key(header) or next((c for c in header if c == "#" or c.lower() in _UPDATES), None) or \
         next((c for c in header if c.lower() == "epoch"), None)
     return header.index(key) if key else None
 
@@ -241,5 +243,5 @@ class TextTableImporter:
                 keeper.offer(number, line, None)
         built, rejected = table.build_columns()
         header_names = layout.names if layout is not None else []
-        return ImportedRun(str(path), NAME, None, {"columns": header_names}, describe(rejected, lambda ln: f"{path}:{ln}"),
-                           keeper.lines(), columns=built)
+        return ImportedRun(str(path), NAME, None, {"columns": header_names},
+                           describe(rejected, lambda ln: f"{path}:{ln}"), keeper.lines(), columns=built)

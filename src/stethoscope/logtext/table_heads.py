@@ -12,6 +12,7 @@ first dash, and a pipe table's cells from the line's end.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _RULE_TAIL = re.compile(r"[-=]+(?: +[-=]+)+ *$")  # a rule of >= 2 runs ending the line (after any prefix)
 _PIPE_RULE = re.compile(r"[|+][-=+|: ]*[-=][-=+|: ]*[|+] *$")  # `|=====|`, `+----+----+`, `|---|---|`
@@ -67,7 +68,8 @@ def pipe_cells(line: str, width: int) -> list[str] | None:
     return [p.strip() for p in parts[-width - 1:-1]]
 
 
-def pipe_header(lines: list[str], i: int, is_row: callable) -> tuple[list[str], int] | None:
+def pipe_header(lines: list[str], i: int,
+                is_row: Callable[[list[str], list[str]], bool]) -> tuple[list[str], int] | None:
     """(names, index of the first row) when line i heads a pipe table: cells of names (after any prefix: the
     text before the first pipe is no cell), then more rows of the names' words, rules or blank lines, then a
     row (`is_row(cells, names)`)."""
