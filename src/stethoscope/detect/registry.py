@@ -16,6 +16,7 @@ from typing import Any
 
 from stethoscope.detect.amp import LossScaleDetector
 from stethoscope.detect.base import Detector
+from stethoscope.detect.chance import ChanceLevelDetector
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.gpu import GpuHealthDetector
 from stethoscope.detect.gradients import GradientDetector
@@ -48,7 +49,7 @@ def default_detectors(config: DetectConfig | None = None, schedule: LrTracker | 
     return [
         NonFiniteDetector(cfg), SpikeDetector(cfg, lr), TrendDetector(cfg, lr), OverfitDetector(cfg, quality),
         GradientDetector(cfg, lr), LossScaleDetector(cfg), ThroughputDetector(cfg), MemoryDetector(cfg),
-        LrDetector(cfg, lr), GpuHealthDetector(cfg),
+        LrDetector(cfg, lr), GpuHealthDetector(cfg), ChanceLevelDetector(cfg),
     ]
 
 
