@@ -25,7 +25,8 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.spike_findings import divergence, g, grad_finding, loss_finding, mark_expected
 from stethoscope.detect.spike_incident import (
-    REAL_SPIKE_RATIO, brief_share, loss_recovered, loss_unrecovered, release, small_of_learned,
+    REAL_SPIKE_RATIO, RECUR_RECORDS, brief_share, loss_recovered, loss_unrecovered, recurring, release,
+    small_of_learned,
 )
 from stethoscope.detect.spike_track import Track, calm_before
 from stethoscope.detect.stats import Window, shrunk_sigma
@@ -54,6 +55,7 @@ class SpikeDetector:
         self._first_loss: float | None = None
         self._last_reset: int | None = None
         self._blowup_jump: float | None = None  # the LR jump whose blow-up was reported (once per jump)
+        self._came_back: list[float] | None = None  # [step, rise] of the biggest loss spike the run came back from
 
     # -- entry points -----------------------------------------------------------------------------
     def update(self, record: StepRecord) -> list[Finding]:
@@ -240,6 +242,10 @@ class SpikeDetector:
             inc["severity"], inc["held"] = "info", "warning"  # a blip that comes straight back is a hard batch:
         elif inc["severity"] == "warning" and small_of_learned(inc, self._first_loss) is not None:
             inc["severity"], inc["held"] = "info", "warning"  # a small share of what was learned: held while small
+        if recurring(inc, self._came_back):  # as big as one the run came back from: held while it is brief
+            inc["recurring"] = list(self._came_back or ())
+            if inc["severity"] == "warning":
+                inc["severity"], inc["held"] = "info", "warning"
         return inc  # the page waits one record (`_loss_incident`) rather than page for a batch
 
     def _causes(self, step: int, values: dict[str, float]) -> list[str]:
@@ -284,6 +290,9 @@ class SpikeDetector:
             self.loss.incident = None
             self.loss.push(v)
             out.extend(loss_recovered(inc, step, self.config, self._first_loss, self._first_step, self.name))
+            rise = inc["peak"] - inc["level"]
+            if not inc["diverged"] and (self._came_back is None or rise > self._came_back[1]):
+                self._came_back = [float(inc["start"]), rise]
             return
         threshold = inc["level"] + max(cfg.spike_sigma * inc["sigma"], cfg.loss_spike_min_rel * scale)
         if v <= threshold:
@@ -298,6 +307,7 @@ class SpikeDetector:
         brief = "held" in inc and step - inc["start"] < cfg.divergence_min_steps and \
             brief_share(inc, step, self._first_step) is not None
         small = small_of_learned(inc, self._first_loss) is not None
+        brief = brief or ("recurring" in inc and inc["records"] <= RECUR_RECORDS)
         # a brief bump in an aggregated print, or one small against what the run had learned, does not page while so
         if not brief and not small and release(inc):
             out.append(loss_finding(inc, self.name))
@@ -325,7 +335,7 @@ class SpikeDetector:
         return {
             "lr": self.lr.state_dict(), "loss": self.loss.state_dict(), "grad": self.grad.state_dict(),
             "last_step": self._last_step, "last_reset": self._last_reset, "blowup_jump": self._blowup_jump,
-            "first_step": self._first_step, "first_loss": self._first_loss,
+            "first_step": self._first_step, "first_loss": self._first_loss, "came_back": self._came_back,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -337,6 +347,7 @@ class SpikeDetector:
         self._blowup_jump = state.get("blowup_jump")
         self._first_step = state.get("first_step")
         self._first_loss = state.get("first_loss")
+        self._came_back = state.get("came_back")
 
 
 def _median_gap(items: list[tuple[int, float]]) -> int:

@@ -29,6 +29,12 @@ _BRIEF_SHARE = 0.02
 # converged floor (a Marian NMT cost per word at 0.006, from 6.7) is many sigmas and x2 its level, yet nothing lost.
 # A spike of 10% or more of its level is under 5% of the fall only once the loss fell below a third of its start.
 _SMALL_OF_LEARNED = 0.05
+# A run whose loss spikes and comes straight back again and again (an RL value loss, a physics loss on random
+# collocation points, a detector's hard images) has spikes of that size in its nature: after the first, a spike whose
+# rise is at most _RECUR x that of the biggest spike the run came back from, back within RECUR_RECORDS records, is one
+# more of the same: info that names the first. One incident to act on, not a warning each time.
+_RECUR = 1.5
+RECUR_RECORDS = 3
 _STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
 _STUCK_RECORDS = 3  # ...held over this many records...
 _STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged
@@ -40,6 +46,11 @@ def release(inc: dict[str, Any]) -> bool:
     if held is not None:
         inc["severity"] = held
     return held is not None
+
+
+def recurring(inc: dict[str, Any], came_back: list[float] | None) -> bool:
+    """Is this spike's rise at most `_RECUR` x that of the biggest spike the run came back from before?"""
+    return came_back is not None and 0 < inc["peak"] - inc["level"] <= _RECUR * came_back[1]
 
 
 def small_of_learned(inc: dict[str, Any], first_loss: float | None) -> float | None:
@@ -65,6 +76,11 @@ def loss_recovered(inc: dict[str, Any], step: int, cfg: DetectConfig, first_loss
     if ((inc["records"] <= _BLIP_RECORDS or echo(inc)) and not real) or brief is not None:
         inc["severity"] = "info"  # a one-record blip that came straight back and was not huge: a hard batch
         inc.pop("held", None)  # (or a brief bump: a small share of the run, under 2x its level)
+    again = "recurring" in inc and inc["records"] <= RECUR_RECORDS and recurring(inc, inc["recurring"]) \
+        and not inc["diverged"]
+    if again:
+        inc["severity"] = "info"
+        inc.pop("held", None)
     release(inc)
     f = loss_finding(inc, source)
     f.end_step = step
@@ -75,6 +91,11 @@ def loss_recovered(inc: dict[str, Any], step: int, cfg: DetectConfig, first_loss
         f.evidence["run_share"] = brief
     elif small is not None:
         f.message += f" (a rise of {small:.1%} of what the run had learned): little lost"
+    elif again:
+        first = int(inc["recurring"][0])
+        f.message += (f"; the run came back from a spike as big at step {first}: one more of the spikes this loss "
+                      "keeps making, not a new event")
+        f.evidence["recurring_since"] = first
     f.evidence.update(recovered="fully", recovered_step=step)
     out.append(f)
     if inc["diverged"]:  # it stayed up long enough to be called a divergence, and then came back
