@@ -146,3 +146,36 @@ def test_parlais_report_table_is_read_by_its_updates_done(write) -> None:
     (run,) = read_any(write("train.log", _parlai(5)))
     assert run.format == "texttable"
     assert series(run, LOSS) == pytest.approx({50: 2.9, 100: 2.8, 150: 2.7, 200: 2.6, 250: 2.5})
+
+
+def _allennlp(epochs: int, at: str = "2024-07-24 11:20:33,123 - INFO - allennlp.training.") -> str:
+    """AllenNLP's `Epoch N/M`, then its console_logger's table: a metric a line, train and validation columns."""
+    out = []
+    for e in range(epochs):
+        out += [f"{at}gradient_descent_trainer - Epoch {e}/{epochs - 1}",
+                f"{at}callbacks.console_logger -                        Training |  Validation",
+                f"{at}callbacks.console_logger - accuracy           |  {0.8 + e / 100:8.3f}  |  {0.79 + e / 100:8.3f}",
+                f"{at}callbacks.console_logger - gpu_0_memory_MB    |  {1298.9:8.3f}  |       N/A",
+                f"{at}callbacks.console_logger - loss               |  {3 - e / 10:8.3f}  |  {3.1 - e / 10:8.3f}"]
+        out.append(f"{at}checkpointer - Best validation performance so far. Copying weights to 'out/best.th'.")
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("prefix", ["", "(RayTrainWorker pid=23817, ip=10.0.0.12) "])
+def test_allennlps_table_by_split_is_read_at_its_epochs(write, prefix) -> None:
+    """A metric a line (`loss  |  2.345  |  2.567`) under `Training |  Validation`, after `Epoch 3/19`: the
+    epoch's record, each column its split's. It was refused (or read 0 steps)."""
+    text = "".join(prefix + line + "\n" for line in _allennlp(4).splitlines())
+    (run,) = read_any(write("out.log", text))
+    assert series(run, LOSS) == pytest.approx({0: 3.0, 1: 2.9, 2: 2.8, 3: 2.7})
+    assert series(run, EVAL_LOSS) == pytest.approx({0: 3.1, 1: 3.0, 2: 2.9, 3: 2.8})
+    assert all(not n.startswith("eval/gpu") for n in names(run))  # N/A: no value
+
+
+def test_metric_lines_by_split_without_an_epochs_head_are_no_table(write) -> None:
+    text = "".join(f"loss   |  {3 - k / 10:.3f}  |  {3.1 - k / 10:.3f}\n" for k in range(5))
+    try:
+        runs = read_any(write("out.log", text))
+    except InputError:
+        return
+    assert all(r.format != "texttable" for r in runs)

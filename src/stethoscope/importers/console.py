@@ -170,9 +170,10 @@ def _has_loss(run: ImportedRun) -> bool:
 
 def _table(path: Path, head: str) -> ImportedRun | None:
     """The run of a table printed row by row, when the head holds one (`texttable`), else None."""
-    from stethoscope.importers.texttable import TextTableImporter, find_header
+    from stethoscope.importers.texttable import TextTableImporter
 
-    return TextTableImporter().read(path) if find_header(head.splitlines()[:2000]) is not None else None
+    reader = TextTableImporter()
+    return reader.read(path) if reader.sniff(path, head) else None
 
 
 def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:

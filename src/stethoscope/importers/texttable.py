@@ -20,6 +20,7 @@ from stethoscope.logtext.console_line import ANSI
 from stethoscope.logtext.loglines import LineKeeper
 from stethoscope.logtext.names import FileNames, scaled_row
 from stethoscope.importers.source import is_text, read_text
+from stethoscope.importers.split_table import blocks, has_blocks
 from stethoscope.logtext.table import PointTable, describe, to_float
 from stethoscope.logtext.table_heads import (LOOK_AHEAD, column_name, is_shared_layer_loss, pipe_cells, pipe_header,
                                              ruled_header)
@@ -217,10 +218,15 @@ class TextTableImporter:
     name = NAME
 
     def sniff(self, path: Path, head: str) -> bool:
-        return is_text(head) and find_header(head.splitlines()[:2000]) is not None
+        if not is_text(head):
+            return False
+        lines = head.splitlines()[:2000]
+        return find_header(lines) is not None or has_blocks([_clean(line) for line in lines])
 
     def read(self, path: Path) -> ImportedRun:
         lines = read_text(path).splitlines()
+        if find_header(lines[:2000]) is None and has_blocks([_clean(line) for line in lines[:2000]]):
+            return _by_split(path, [_clean(line) for line in lines])
         table, keeper, names = PointTable(), LineKeeper(), FileNames()
         layout: _Layout | None = None
         columns: list[tuple[int, str]] = []
@@ -245,3 +251,14 @@ class TextTableImporter:
         header_names = layout.names if layout is not None else []
         return ImportedRun(str(path), NAME, None, {"columns": header_names},
                            describe(rejected, lambda ln: f"{path}:{ln}"), keeper.lines(), columns=built)
+
+
+def _by_split(path: Path, lines: list[str]) -> ImportedRun:
+    """A table of metrics by split a line, every epoch (AllenNLP's: `split_table.py`)."""
+    table, names = PointTable(), FileNames()
+    for number, epoch, cells in blocks(lines):
+        values = {names(name).name: cell for name, cell in cells.items() if to_float(cell) is not None}
+        table.add_row(number, epoch, None, *scaled_row(values, names.scales))
+    built, rejected = table.build_columns()
+    return ImportedRun(str(path), NAME, None, {"dialect": "by_split"}, describe(rejected, lambda ln: f"{path}:{ln}"),
+                       columns=built)
