@@ -82,6 +82,46 @@ def test_points_of_interleaved_shapes_of_several_widths_are_in_line_order() -> N
     assert [None if t != t else t for t in points.time_list.tolist()] == [w[4] for w in want]
 
 
+@pytest.mark.parametrize("timed", [False, True], ids=["untimed", "timed"])
+@pytest.mark.parametrize("header", [0, 1, 2], ids=["header-first", "header-second", "header-last"])
+def test_lines_that_take_turns_are_laid_out_once_by_join(header: int, timed: bool) -> None:
+    """Composer's header and record lines taking turns: their points are not laid out side by side and then
+    copied again by `join` (two points-sized copies of every column, ~10% of a Composer read); they come as
+    a block (`TurnBlock`) that `join` writes straight into its output. The points are the line order's:
+    a record before the header in its turn takes the last turn's step (the reader's last step in the first
+    turn), a name printed by two shapes keeps one label, a shape without times gives NaN; the same alone
+    (`coded()`) and after other parts."""
+    from stethoscope.logtext.coded import CodedColumns, RowBlock, join
+
+    n, first, last_step = 5, 10, 7
+    shapes = [(("train/loss", "lr"), False), (("time/batch",), False), (("train/loss",), False)]
+    shapes.insert(header, (("train/epoch",), True))
+    head_steps = [100 + 3 * t for t in range(n)]
+    groups = []
+    for i, (names, own) in enumerate(shapes):
+        lines = [first + 4 * t + i for t in range(n)]
+        values = [np.array([10.0 * line + j for line in lines]) for j in range(len(names))]
+        times = np.array([1e9 + line for line in lines]) if timed and i == 2 else None
+        read = Read(np.array(head_steps) if own else None, values, times, n)
+        groups.append(console_segment.Group(np.array(lines), read, names, own, False, False))
+    done = console_segment.combine(groups, last_step, None, 0)
+    assert done is not None and isinstance(done.points, RowBlock) and done.points.size == 5 * n
+    want = []
+    for t in range(n):
+        for i, (names, own) in enumerate(shapes):
+            line = first + 4 * t + i
+            step = head_steps[t] if i >= header else (head_steps[t - 1] if t else last_step)
+            want += [(name, step, 10.0 * line + j, 1e9 + line if timed and i == 2 else None)
+                     for j, name in enumerate(names)]
+    before = CodedColumns(["eval/loss"], np.zeros(2, np.int32), np.array([1, 2]), np.array([0.5, 0.25]))
+    for got, skip in ((done.points.coded(), 0), (join([before, done.points]), 2)):
+        times = [None] * got.size if got.time_list is None else [None if x != x else x for x in got.time_list]
+        points = list(zip([got.labels[c] for c in got.codes.tolist()], got.step_array.tolist(),
+                          got.value_array.tolist(), times))
+        assert points[skip:] == want and got.labels.count("train/loss") == 1
+        assert (got.time_list is not None) == timed
+
+
 _CYCLE = [b"[epoch=1][batch=%d/900]:", b"\t Train loss/train/total: 0.%d", b"\t Train lr: %d.0e-05", b"\t Train time: %d"]
 
 

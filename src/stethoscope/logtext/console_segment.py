@@ -6,7 +6,8 @@ eval line every 50 steps among its step lines. Read a run at a time, such a stre
 of a few lines each. Here every line of one shape in the stretch is read at once (the native scanner's
 columns at the lines' starts, or its token plan over the lines gathered into one buffer); a cycle of
 shapes (Composer) is read as rows of its lines in one pass (`_turns`). The shapes' reads are merged back
-into line order with numpy (lines that take turns side by side, without a sort: `_periodic`):
+into line order with numpy (lines that take turns side by side, without a sort, laid out once by `join`:
+`_periodic`):
 
 - lines that carry their step (a header, a step line) give it; a progress bar's counter restarts each
   epoch (`bar_steps`);
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from stethoscope.logtext.coded import CodedColumns
+from stethoscope.logtext.coded import CodedColumns, RowBlock
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -46,7 +47,7 @@ class Group(NamedTuple):
 
 
 class Combined(NamedTuple):
-    points: CodedColumns | None  # None: no line was kept (every line of another rank)
+    points: CodedColumns | RowBlock | None  # None: no line was kept (every line of another rank)
     steps: np.ndarray  # the steps of the step lines (kept), in line order
     per_layout: list[tuple[tuple[str, ...], int]]  # step lines per layout
     bar: tuple[int, int, int] | None
@@ -241,7 +242,7 @@ def _keep(read: Read) -> Any:
 
 
 def _points(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray],
-            turns: list[int] | None) -> CodedColumns | None:
+            turns: list[int] | None) -> CodedColumns | RowBlock | None:
     """Every kept line's points, in line order and each line's in its layout's order: side by side where the
     groups take `turns` (`_turns_taken`), else each group's points written where they go (a line's first
     point after the points of the lines before it), no sort."""
@@ -287,27 +288,62 @@ def _turns_taken(kept: list[np.ndarray]) -> list[int] | None:
 
 
 def _periodic(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray],
-              order: list[int]) -> CodedColumns:
+              order: list[int]) -> TurnBlock:
     """`_points` of groups whose lines take turns in `order` (Composer's header and record lines: the k
     groups each hold every k-th line, from k consecutive first lines; `_turns_taken`): the lines' points
-    side by side, a row per turn, no sort."""
-    n = kept[0].size
+    side by side, a row per turn, no sort; laid out by `join` (`TurnBlock`)."""
     labels: dict[str, int] = {}
-    codes = np.array([labels.setdefault(name, len(labels)) for i in order for name in groups[i].names], np.int32)
+    codes = [labels.setdefault(name, len(labels)) for i in order for name in groups[i].names]
     columns = [(i, j) for i in order for j in range(len(groups[i].names))]  # a turn's points, in line order
+    timed = any(groups[i].read.times is not None for i, _ in columns)
+    return TurnBlock(list(labels), np.array(codes, np.int32), [steps[i] for i, _ in columns],
+                     [groups[i].read.values[j] for i, j in columns],
+                     [groups[i].read.times for i, _ in columns] if timed else None, int(kept[0].size))
 
-    def side_by_side(dtype: Any, column: Callable[[int, int], Any]) -> np.ndarray:
-        out = np.empty((n, len(columns)), dtype)
-        for c, (i, j) in enumerate(columns):
-            out[:, c] = column(i, j)
-        return out.reshape(-1)
 
-    values = side_by_side(np.float64, lambda i, j: groups[i].read.values[j])
-    times = None
-    if any(g.read.times is not None for g in groups):
-        times = side_by_side(np.float64, lambda i, j: np.nan if groups[i].read.times is None else groups[i].read.times)
-    if columns and all(steps[i] is steps[columns[0][0]] for i, _ in columns):  # records take their header's step
-        step_list = np.repeat(np.asarray(steps[columns[0][0]], dtype=np.int64), len(columns))
-    else:
-        step_list = side_by_side(np.int64, lambda i, j: steps[i])
-    return CodedColumns(list(labels), np.tile(codes, n), step_list, values, times)
+class TurnBlock(RowBlock):
+    """Points of lines that take turns, not laid out yet: `n` turns of a turn's points in line order, each
+    its code into `names` (`codes`), its steps (`steps`, one array a point of the turn), values (`columns`)
+    and times (`times`: arrays or None, NaN; None when no point has one). `join` writes them straight into
+    its output (`fill`: no points-sized temporaries, no second copy); anything else takes `coded()`."""
+
+    __slots__ = ("codes", "n")
+
+    def __init__(self, names: list[str], codes: np.ndarray, steps: list[np.ndarray], columns: list[np.ndarray],
+                 times: list[np.ndarray | None] | None, n: int) -> None:
+        super().__init__(names, steps, columns, times)  # type: ignore[arg-type]
+        self.codes, self.n = codes, n
+
+    @property
+    def size(self) -> int:
+        return self.n * int(self.codes.size)
+
+    @property
+    def ordered(self) -> bool:
+        return False  # a name may be printed by two of the shapes (what `CodedColumns` said, `first_seen`)
+
+    def coded(self) -> CodedColumns:
+        size = self.size
+        codes, steps, values = np.empty(size, np.int32), np.empty(size, np.int64), np.empty(size, np.float64)
+        times = None if self.times is None else np.empty(size, np.float64)
+        self.fill(codes, steps, values, times, np.arange(len(self.names), dtype=np.int32))
+        return CodedColumns(self.names, codes, steps, values, times)
+
+    def fill(self, codes: np.ndarray, steps: np.ndarray, values: np.ndarray, times: np.ndarray | None,
+             remap: np.ndarray) -> None:
+        """Lay the points out into slices of `join`'s output (turns x points views)."""
+        shape = (self.n, int(self.codes.size))
+        codes.reshape(shape)[:] = remap[self.codes]
+        grid = steps.reshape(shape)
+        if self.steps and all(column is self.steps[0] for column in self.steps):  # records take their header's step
+            grid[:] = np.asarray(self.steps[0], dtype=np.int64)[:, None]
+        else:
+            for at, column in enumerate(self.steps):
+                grid[:, at] = column
+        grid = values.reshape(shape)
+        for at, column in enumerate(self.columns):
+            grid[:, at] = column
+        if times is not None:
+            grid = times.reshape(shape)
+            for at, column in enumerate(self.times or [None] * shape[1]):
+                grid[:, at] = np.nan if column is None else column
