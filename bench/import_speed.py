@@ -21,7 +21,14 @@ once per read weighs per MB in inverse proportion to the log's size, and the sha
 against Megatron's 362 MiB: so each shape is also timed with numpy imported before the clock starts, in
 both arms (column `numpy first`), the ratio of what the reading itself costs per MB.
 
+Both arms run a copy of the source tree with its bytecode compiled first, as an installed package has it:
+where PYTHONDONTWRITEBYTECODE is set (this machine), a module a read imports lazily (the console reader's
+`console_segment`, 5-8 ms; the Megatron reader's `coded`, ~2 ms) would otherwise be compiled from source
+inside the clock in every fresh process; `--source` times the source tree as it is (the figures before 28.4's
+third round were taken so).
+
     python bench/import_speed.py [--steps 1000000] [--repeats 3] [--console-lines 1000000] [--only-console]
+                                 [--source]
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -152,7 +160,7 @@ def time_import(path: Path, repeats: int, child: str = _CHILD, native: bool = Tr
     minute is read as live: copied, never mapped)."""
     finished = time.time() - 3600
     os.utime(path, (finished, finished))
-    env = dict(os.environ, PYTHONPATH=str(SRC), STETHOSCOPE_NATIVE="1" if native else "0")
+    env = dict(os.environ, PYTHONPATH=str(_TIMED[0]), STETHOSCOPE_NATIVE="1" if native else "0")
     runs = []
     for _ in range(repeats):
         out = subprocess.run([sys.executable, "-c", child, str(path), *(["numpy"] if numpy_first else [])],
@@ -163,15 +171,31 @@ def time_import(path: Path, repeats: int, child: str = _CHILD, native: bool = Tr
     return seconds, runs[0][1], runs[0][2]
 
 
+_TIMED = [SRC]  # the source tree the children import (`compiled`, unless --source)
+
+
+def compiled(folder: Path) -> Path:
+    """A copy of the source tree (the built scanner included) with every module's bytecode written, as an
+    installed package has it; its path."""
+    copy = folder / "src"
+    shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(copy)], check=True)
+    return copy
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--console-lines", type=int, default=1_000_000)
     ap.add_argument("--only-console", action="store_true", help="Megatron's log and the console shapes only")
+    ap.add_argument("--source", action="store_true",
+                    help="time the source tree as it is (no bytecode where PYTHONDONTWRITEBYTECODE is set)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+        _TIMED[0] = SRC if args.source else compiled(Path(d))
+        print(f"timed: {'the source tree as it is' if args.source else 'a compiled copy of the source tree'}")
         print(f"import of {args.steps:,}-step logs (median of {args.repeats}, fresh process each; target <= 2.5 s)")
         mega = Path(d) / "megatron.log"
         made = time.perf_counter()
