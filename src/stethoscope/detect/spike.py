@@ -34,6 +34,8 @@ from stethoscope.findings.catalogue import GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SPIK
 from stethoscope.records import GRAD_NORM, LOSS, LR, Finding, StepRecord
 
 _MIN_WARN_HISTORY = 2  # earlier values a loss spike needs before it can be a warning
+_EARLY_RECORDS = 5  # ...and while it has fewer than this, a climb since the first record is the run's start,
+_EARLY_PACE = 2.0  # when the spike goes on at up to this many times the climb's pace per record
 _EXCURSION_N = 50  # values of the record-excursion test (`_record_excursion`)
 # Within lead_steps after an upward off-schedule LR jump, a loss spike needs this fraction of spike_sigma:
 # with its likely cause in the log, a rise of 3 sigmas is no longer a one-in-a-million fluke of the noise.
@@ -242,6 +244,10 @@ class SpikeDetector:
             inc["severity"], inc["held"] = "info", "warning"  # a blip that comes straight back is a hard batch:
         elif inc["severity"] == "warning" and small_of_learned(inc, self._first_loss) is not None:
             inc["severity"], inc["held"] = "info", "warning"  # a small share of what was learned: held while small
+        if "warning" in (inc["severity"], inc.get("held")) and \
+                _early_climb(self.loss.window.values(), v, self.config.loss_spike_min_rel):
+            inc["severity"], inc["early_climb"] = "info", True  # no level yet: the run's own start (`_early_climb`)
+            inc.pop("held", None)
         if recurring(inc, self._came_back):  # as big as one the run came back from: held while it is brief
             inc["recurring"] = list(self._came_back or ())
             if inc["severity"] == "warning":
@@ -348,6 +354,17 @@ class SpikeDetector:
         self._first_step = state.get("first_step")
         self._first_loss = state.get("first_loss")
         self._came_back = state.get("came_back")
+
+
+def _early_climb(before: list[float], v: float, min_rel: float) -> bool:
+    """Has the loss climbed since its first record, by a spike's size already, and does `v` go on at about that
+    pace? Then there is no level it spiked from: the run starts by rising (an LR warm-up on pretrained weights, a
+    new head: YOLOv9's 3.74, 4.34, 5.13, 5.54 and back over 30 epochs), which a spike from two records cannot
+    tell from noise. A jump far past the climb's pace is still a spike."""
+    if not 2 <= len(before) < _EARLY_RECORDS or any(b <= a for a, b in zip(before, before[1:])):
+        return False
+    climb = before[-1] - before[0]
+    return climb >= min_rel * abs(before[0]) and v - before[-1] <= _EARLY_PACE * climb / (len(before) - 1)
 
 
 def _median_gap(items: list[tuple[int, float]]) -> int:

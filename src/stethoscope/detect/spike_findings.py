@@ -40,6 +40,10 @@ def loss_finding(inc: dict[str, Any], source: str) -> Finding:
         ev["further_spikes_folded"] = inc["respikes"]
     msg = (f"loss spiked to {g(inc['first'])} at step {inc['start']}, x{ratio:.3g} its recent level "
            f"{g(inc['level'])} ({ev['z']:.3g} sigma)")
+    if inc.get("early_climb"):
+        msg += ("; the loss had been climbing since its first record, at that pace: the run's start (an LR "
+                "warm-up, a new head on pretrained weights), not a spike from a level")
+        ev["early_climb"] = True
     return Finding(LOSS_SPIKE, inc["severity"], inc["start"], msg, evidence=ev,
                    causes=list(inc["causes"]), source=source)
 
