@@ -10,7 +10,8 @@ fixed here before any scoring: seeds 0-2 were development and 3-5 held out; 3-5 
 then fixes were made on 0-2, so 3-5 joined development and seeds 6-8, generated after those fixes and
 before any scoring of them, are the held-out set. 6-8 were scored and their misses read (looked at);
 seeds 9-11 ("heldout2"), generated before any tuning of detect-3 (issue 26), were scored once at its end and
-then looked at; seeds 12-14 ("heldout3"), generated before detect-5's tuning, are the fresh held-out set.
+then looked at; seeds 12-14 ("heldout3"), generated before detect-5's tuning, were scored once and looked at;
+seeds 15-17 ("heldout4"), generated at the start of session 7 before any change, are the fresh held-out set.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 REPO = HERE.parents[1]
 OUT = REPO / "tests" / "assets" / "gpt_runs"
-SPLITS = {"dev": (0, 1, 2, 3, 4, 5), "heldout": (6, 7, 8), "heldout2": (9, 10, 11), "heldout3": (12, 13, 14)}
+SPLITS = {"dev": (0, 1, 2, 3, 4, 5), "heldout": (6, 7, 8), "heldout2": (9, 10, 11), "heldout3": (12, 13, 14), "heldout4": (15, 16, 17)}
 
 
 def split_of(seed: int) -> str:
