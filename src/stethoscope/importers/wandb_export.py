@@ -11,7 +11,8 @@ import re
 _RUN_COLUMN = re.compile(r"^(.+?) - (.+)$")
 
 
-def side_by_side(header: list[str], rows: list[list[str]], at: int) -> list[tuple[str, list[str], list[list[str]]]] | None:
+def side_by_side(header: list[str], rows: list[list[str]],
+                 at: int) -> list[tuple[str, list[str], list[list[str]]]] | None:
     """(run name, its header, its rows) for each run of an export of several, the step column (`at`) first in
     each; None when the table is no such export (one run, or a metric column naming no run)."""
     runs: dict[str, list[int]] = {}
