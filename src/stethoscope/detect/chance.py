@@ -44,10 +44,11 @@ class ChanceLevelDetector:
         self.acc: list[list[float]] = []  # [step, accuracy as a fraction]
         self.loss: list[list[float]] = []  # [step, loss]: the train loss, else the eval loss
         self.eval_loss: list[list[float]] = []
+        self._names: dict[str, bool] = {}
 
     def update(self, record: StepRecord) -> list[Finding]:
         for name, value in record.values.items():
-            if math.isfinite(value) and _ACCURACY.match(name):
+            if math.isfinite(value) and self._is_accuracy(name):
                 self._keep(self.acc, record.step, value / 100.0 if 1.0 < value <= 100.0 else value)
                 break
         for key, series in ((LOSS, self.loss), (EVAL_LOSS, self.eval_loss)):
@@ -82,6 +83,12 @@ class ChanceLevelDetector:
         causes, fixes = zip(*_REMEDIES)
         return [Finding(UNDERFITTING, "warning", first, msg, end_step=last, evidence=evidence, source=self.name,
                         symptoms=[{"type": PLATEAU, "step": first}], causes=list(causes), fixes=list(fixes))]
+
+    def _is_accuracy(self, name: str) -> bool:
+        known = self._names.get(name)
+        if known is None:  # one regex match per name, not per record: update runs on every training step
+            known = self._names[name] = _ACCURACY.match(name) is not None
+        return known
 
     def _keep(self, series: list[list[float]], step: int, value: float) -> None:
         series.append([float(step), value])
