@@ -27,11 +27,13 @@ def _tfod(records: int, every: int = 100) -> tuple[str, dict[int, float]]:
     return "\n".join(out) + "\n", truth
 
 
+@pytest.mark.parametrize("label", ["", "[0] "])
 @pytest.mark.parametrize("records", LINES)
-def test_the_object_detection_apis_loss_dict_is_one_record_a_step(records: int) -> None:
+def test_the_object_detection_apis_loss_dict_is_one_record_a_step(records: int, label: str) -> None:
     """The dict's lines after its first were no record (no train loss read); read, each step held every
-    value twice."""
+    value twice. `mpiexec -l`'s `[0] ` before absl's `I0724 ..` header is the rank's label, not a step 0."""
     text, truth = _tfod(records)
+    text = "".join(label + line + "\n" for line in text.splitlines())
     run = read_text(text)
     losses = [(s, v) for n, s, v in zip(run.columns.names, run.columns.steps, run.columns.values) if n == LOSS]
     assert losses == list(truth.items())

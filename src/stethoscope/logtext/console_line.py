@@ -32,7 +32,7 @@ ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|\][^\x07\x1b]*(?:\x07|\x1b\\))")
 _LAUNCHER = re.compile(r"\s*(?:\[(?:default|rank)?(\d+)\]:|\[(?:\d+,)?(\d+)\]<std(?:out|err)>:) ?")  # horovod: [N]<stdout>:
 # A count in brackets before what heads a line (a date, a logger, an indent) labels the process that printed it
 # (MPICH's `mpiexec -l`: `[0] 2024-07-24 11:20:33 INFO ...`): a rank, not a step (a step heads the metrics).
-_LABEL = re.compile(r"\s*\[(\d+)\] (?=\s|\[|\(|<|(?:DEBUG|INFO|WARNING|ERROR)\b|\d\d[-/.:]|[A-Z][a-z]{2} )")
+_LABEL = re.compile(r"\s*\[(\d+)\] (?=\s|\[|\(|<|(?:DEBUG|INFO|WARNING|ERROR)\b|\d\d[-/.:]|[A-Z][a-z]{2} |[IWEF]\d{4} )")
 # A metric alone on a line indented by blanks (after a launcher's tag), after a header line (OLMo: `[step=10/1000]`,
 # then `    train/CE=2.3` a line): a record's continuation, as a tab-indented one (a traceback's frames are no
 # `name=number` lines).
