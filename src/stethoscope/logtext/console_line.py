@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from stethoscope.logtext.loglines import parse_timestamp, skip_stamp
-from stethoscope.logtext.names import known
+from stethoscope.logtext.names import CAMEL, known
 
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
                     r"|(?<![\w.])[-+]?(?:nan|inf(?:inity)?)(?![\w])", re.IGNORECASE)
@@ -118,7 +118,6 @@ _SKIP_KEYS = {"eta", "v_num", "epoch_step", "remaining", "remaining time", "tota
               "global step", "global_step", "micro step", "micro_step"}
 _GROUP0_LR = re.compile(r"(?:^|\s)lr-[A-Za-z]\w*/group0$")
 _COMPOSER = re.compile(r"^(?:Train|Eval) (?=\S*/)")  # Composer's console prefix: `Train loss/train/total`
-_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
 
 @dataclass(slots=True)
@@ -387,7 +386,7 @@ def key_name(key: str, unit: str) -> str | None:
     key = _COMPOSER.sub("", key)
     if key.endswith("%"):  # `data_wait% 5`: a percentage, as `data_wait(%)`
         key = f"{key[:-1]}(%)"
-    plain = " ".join(_CAMEL.sub(" ", key).replace("_", " ").split()).lower()
+    plain = " ".join(CAMEL.sub(" ", key).replace("_", " ").split()).lower()
     if plain in _SKIP_KEYS or not plain:
         return None
     if "mfu" in plain.split():

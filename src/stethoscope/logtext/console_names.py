@@ -10,7 +10,7 @@ from typing import Any
 from stethoscope.detect.names import names_time_unit
 from stethoscope.logtext.console_clock import CLOCK_NAMES, STEPS_TIME, UNITLESS_STEP, time_name
 from stethoscope.logtext.console_line import MAGNITUDE, STEPS_TIME_KEY, key_name
-from stethoscope.logtext.names import Resolved, metric, rivals
+from stethoscope.logtext.names import Resolved, metric, names_a_metric, rivals
 from stethoscope.records import STEP_TIME
 
 Names = dict[tuple[str, str, bool], "tuple[str, float] | None"]
@@ -25,10 +25,10 @@ def resolve(cache: Names, key: str, unit: str, eval_line: bool) -> tuple[str, fl
     at = (key, unit, eval_line)
     if at not in cache:
         raw = key_name(key, unit)
-        if raw is None:
-            cache[at] = None
-        elif key == STEPS_TIME_KEY:
+        if key == STEPS_TIME_KEY:
             cache[at] = (STEPS_TIME, 1.0)
+        elif raw is None or not names_a_metric(key):  # prose's words (`Start inference on 6 batches`), a loop's label
+            cache[at] = None
         elif raw in CLOCK_NAMES:
             cache[at] = CLOCK_NAMES[raw]
         else:

@@ -66,6 +66,19 @@ _POSSESSIVE = re.compile(r"^([A-Za-z]+)(?:[_ ]\d+)?'s[\s_]+(\S.*)$")
 _LOG_LOSS = re.compile(r"^(?:[a-z]+_)?m?log_?loss$", re.IGNORECASE)
 # Lightning's LearningRateMonitor: lr-AdamW, lr-AdamW/pg2, lr-SGD-1 … (not lr_decay, lr-Adam-momentum)
 _LR_MONITOR = re.compile(r"^lr-[A-Za-z]\w*(?:-\d+)?(?:/pg(\d+))?$")
+# Words run together (camel case) part where a lower-case run of two or more letters meets a capital (`gradNorm`,
+# `lossG`, `valAUROC`, `meanIoU`) and before a capitalised word (`mAcc`, `top1Acc`, `StepTimeMs`). A lone lower-case
+# letter before capitals heads an acronym, one word with it (`mAP` map, `mIoU` miou, `nDCG`, `tFLOPs`), as a lone
+# lower-case letter inside one (`IoU`): the spelling a person reads, which the quality metrics' names expect.
+CAMEL = re.compile(r"(?<=[a-z]{2})(?=[A-Z])|(?<=[a-z0-9])(?=[A-Z][a-z]{2})")
+# Words that end no metric's name: a number after them is their object (`Start inference on 6 batches`, `finished in
+# 0.01 seconds`, `km/h for 3 hours`), so the words before it are prose, not its name.
+_FUNCTION_WORDS = frozenset("an the and or but of in on at to for by as from with into than is are was were be has "
+                            "have had".split())
+_PERSONAL = frozenset("we they she he you our their".split())  # `We know they won 80 %`: a sentence's subject
+_COUNTERS = frozenset("epoch epochs step steps iter iteration batch round".split())
+# mmengine's `Epoch(train) [5][20/21]`, `Epoch(val) [10][13/13]`: a counter labelled with its loop, the record's head
+_LOOP_LABEL = re.compile(r"^[A-Za-z]+\((?:train|val|test|eval)\)$", re.IGNORECASE)
 
 
 def normalize(raw: str) -> str:
@@ -101,6 +114,20 @@ def metric(raw: str, namespace: str | None = None) -> Resolved:
     if found is not None:
         return _in_namespace(found, namespace) if namespace and "/" not in clean else found
     return Resolved(_fallback(clean, namespace))
+
+
+def names_a_metric(key: str) -> bool:
+    """Whether a console key as written can be a metric's name: not words of a sentence (ending in a function word,
+    `A car travels at`; ending a sentence, `3 hours.`; a personal pronoun, `we know they won`; over 6 words),
+    nor a loop's counter with its label (`Epoch(train)`) or after a function word (`Test on Epoch 5`)."""
+    words = key.lower().split()
+    if not words or _LOOP_LABEL.match(key.strip()) or len(words) > 6 or words[-1] in _FUNCTION_WORDS:
+        return False
+    if len(words) == 1:  # a capitalised word with a stop is an abbreviation (Marian's `Ep. 1 : Up. 500 : Sen. 64,000`)
+        return not words[0].endswith(".") or key.strip()[0].isupper()
+    last, before = words[-1], words[-2]
+    return not (last == "a" or last.endswith(".") or not _PERSONAL.isdisjoint(words) or (
+        last in _COUNTERS and before in _FUNCTION_WORDS))
 
 
 def known(raw: str) -> bool:
