@@ -114,12 +114,47 @@ def test_lines_that_take_turns_are_laid_out_once_by_join(header: int, timed: boo
             want += [(name, step, 10.0 * line + j, 1e9 + line if timed and i == 2 else None)
                      for j, name in enumerate(names)]
     before = CodedColumns(["eval/loss"], np.zeros(2, np.int32), np.array([1, 2]), np.array([0.5, 0.25]))
-    for got, skip in ((done.points.coded(), 0), (join([before, done.points]), 2)):
+    stamped = CodedColumns(["eval/loss"], np.zeros(2, np.int32), np.array([1, 2]), np.array([0.5, 0.25]),
+                           np.array([5.0, 6.0]))  # a part before with times: the block's untimed points NaN
+    for got, skip in ((done.points.coded(), 0), (join([before, done.points]), 2), (join([stamped, done.points]), 2)):
         times = [None] * got.size if got.time_list is None else [None if x != x else x for x in got.time_list]
         points = list(zip([got.labels[c] for c in got.codes.tolist()], got.step_array.tolist(),
                           got.value_array.tolist(), times))
         assert points[skip:] == want and got.labels.count("train/loss") == 1
-        assert (got.time_list is not None) == timed
+        assert (got.time_list is not None) == (timed or got.size > done.points.size and times[0] == 5.0)
+
+
+def test_the_lines_of_a_cycle_read_in_whole_turns_are_not_checked_for_their_spacing_again(monkeypatch) -> None:
+    """A cycle of k shapes read in whole turns: each shape's lines are every k-th line by construction
+    (`_parts`, Group.period = k), so `combine` takes the turns without differencing every group's lines
+    again (~2 ms of a Composer read); lines a rank filter dropped are checked (and do not take turns)."""
+    k, n, start = 3, 50, 7
+    ids = np.tile(np.arange(k, dtype=np.int8), n)
+    assert console_segment._period(ids) == k
+    parts = console_segment._parts(ids, k, start)
+
+    def groups(period: int, keep: np.ndarray | None = None) -> list[console_segment.Group]:
+        out = []
+        kept = slice(None) if keep is None else keep  # a rank filter: the Read holds the kept lines' columns
+        for i, at in enumerate(parts):
+            read = Read((np.arange(n) + 100)[kept] if i == 1 else None, [(np.arange(n) + 10.0 * i)[kept]], None,
+                        n, keep=keep)
+            out.append(console_segment.Group(at, read, (f"m{i}",), i == 1, False, False, period))
+        return out
+
+    diffs: list[int] = []
+    diff = np.diff
+    monkeypatch.setattr(np, "diff", lambda a, *args, **kw: diffs.append(len(a)) or diff(a, *args, **kw))
+    fast = console_segment.combine(groups(k), 99, None, 0)
+    assert fast is not None and diffs == []
+    slow = console_segment.combine(groups(0), 99, None, 0)
+    assert slow is not None and len(diffs) == k
+    got, want = fast.points.coded(), slow.points.coded()  # type: ignore[union-attr]
+    assert got.labels == want.labels and (got.codes == want.codes).all()
+    assert (got.step_array == want.step_array).all() and (got.value_array == want.value_array).all()
+    assert got.step_array[:3].tolist() == [99, 100, 100]  # the record before the header: the last step
+    dropped = console_segment.combine(groups(k, np.arange(n) % 7 != 3), 99, None, 0)
+    assert dropped is not None and not isinstance(dropped.points, console_segment.TurnBlock)
 
 
 _CYCLE = [b"[epoch=1][batch=%d/900]:", b"\t Train loss/train/total: 0.%d", b"\t Train lr: %d.0e-05", b"\t Train time: %d"]

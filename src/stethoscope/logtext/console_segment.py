@@ -44,6 +44,7 @@ class Group(NamedTuple):
     own_step: bool
     bar: bool
     is_dict: bool
+    period: int = 0  # k: `lines` are every k-th line of a cycle of k shapes in whole turns (`_parts`)
 
 
 class Combined(NamedTuple):
@@ -66,7 +67,7 @@ def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.nda
     if linescan.available() and period > 1:  # a cycle of shapes: its turns read as rows
         reads = _turns(lines, start, ids.size, [known.plan for known, _ in parts], keep_rank)
         if reads is not None:
-            return [Group(at, read, known.layout.names, known.own_step, known.bar, known.is_dict)
+            return [Group(at, read, known.layout.names, known.own_step, known.bar, known.is_dict, period)
                     for (known, at), read in zip(parts, reads)]
 
     def native(part: tuple[Any, np.ndarray]) -> Read | None:
@@ -90,7 +91,7 @@ def read_groups(templates: dict[bytes, Any], lines: Any, start: int, ids: np.nda
                 read = console_tokens.read_raw(known.plan, raw, at.size, keep_rank)
         if read is None:
             return None
-        groups.append(Group(at, read, known.layout.names, known.own_step, known.bar, known.is_dict))
+        groups.append(Group(at, read, known.layout.names, known.own_step, known.bar, known.is_dict, period))
     return groups
 
 
@@ -180,10 +181,10 @@ def combine(groups: list[Group], last_step: int | None, bar: tuple[int, int, int
     for indices, is_bar in ((bars, True), ([i for i in own if not groups[i].bar], False)):
         if not indices:
             continue
-        at = np.concatenate([kept[i] for i in indices])
-        raw = np.concatenate([np.asarray(groups[i].read.steps, dtype=np.int64) for i in indices])
-        order = np.argsort(at, kind="stable") if len(indices) > 1 else np.arange(at.size)  # one group: in order
+        raw = _joined([np.asarray(groups[i].read.steps, dtype=np.int64) for i in indices])
         if is_bar:
+            order = np.argsort(_joined([kept[i] for i in indices]), kind="stable") if len(indices) > 1 else \
+                np.arange(raw.size)  # one group: in order
             ordered, bar = bar_steps(raw[order], bar)
             raw = np.empty_like(ordered)
             raw[order] = ordered
@@ -192,14 +193,14 @@ def combine(groups: list[Group], last_step: int | None, bar: tuple[int, int, int
             steps[i] = raw[start: start + kept[i].size]
             start += kept[i].size
     if own:
-        step_at = np.concatenate([kept[i] for i in own])
-        step_of = np.concatenate([steps[i] for i in own])  # type: ignore[misc]
+        step_at = _joined([kept[i] for i in own])
+        step_of = _joined([steps[i] for i in own])  # type: ignore[misc]
         if len(own) > 1:
             order = np.argsort(step_at, kind="stable")
             step_at, step_of = step_at[order], step_of[order]
     else:
         step_at = step_of = np.zeros(0, dtype=np.int64)
-    turns = _turns_taken(kept)
+    turns = _turns_taken(kept, all(g.period == len(groups) and kept[i] is g.lines for i, g in enumerate(groups)))
     unnumbered = []  # dict records before any step: numbered in file order
     for i, g in enumerate(groups):
         if g.own_step:
@@ -235,6 +236,11 @@ def combine(groups: list[Group], last_step: int | None, bar: tuple[int, int, int
         ordinal += at.size
     per_layout = [(g.names, int(kept[i].size)) for i, g in enumerate(groups) if g.own_step]
     return Combined(_points(groups, kept, steps, turns), step_of, per_layout, bar, ordinal)  # type: ignore[arg-type]
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    """The arrays one after the other: the one array itself when there is one (not copied; not written to)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _keep(read: Read) -> Any:
@@ -273,16 +279,17 @@ def _points(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray]
     return CodedColumns(list(labels), codes, step_of, values, times)
 
 
-def _turns_taken(kept: list[np.ndarray]) -> list[int] | None:
+def _turns_taken(kept: list[np.ndarray], periodic: bool = False) -> list[int] | None:
     """The groups in the order they take turns when their lines do (k groups, each holding every k-th line
-    from k consecutive first lines: Composer's header and record lines); None when they do not."""
+    from k consecutive first lines: Composer's header and record lines); None when they do not. `periodic`:
+    each holds every k-th line already (`_parts` of a cycle, whole turns): its spacing is not checked again."""
     n, k = kept[0].size, len(kept)
     if not n or any(at.size != n for at in kept):
         return None
     order = sorted(range(k), key=lambda i: int(kept[i][0]))
     first = int(kept[order[0]][0])
     if any(int(kept[i][0]) != first + turn for turn, i in enumerate(order)) or \
-            any(n > 1 and not (np.diff(at) == k).all() for at in kept):
+            not periodic and any(n > 1 and not (np.diff(at) == k).all() for at in kept):
         return None
     return order
 

@@ -200,6 +200,6 @@ def _stretch_cycle(reader: ConsoleReader, lines: Lines, kinds: list[bytes], cycl
     """`cycles` turns of the shapes `kinds` from `lines.first`, read as one stretch; (line, offset) after them."""
     import numpy as np
 
-    ids = np.tile(np.arange(len(kinds), dtype=np.int32), cycles)
+    ids = np.tile(np.arange(len(kinds), dtype=np.int8), cycles)  # (MAX_PERIOD shapes at most) a byte a line
     reader._stretch(lines, lines.first, lines.first + cycles * len(kinds), ids, kinds)
     return lines.first + cycles * len(kinds), lines.q_end
