@@ -18,6 +18,8 @@ parser (`console_line.parse`) has read them:
 - a line headed by `| >` (Coqui TTS: `     | > loss: 0.56  (0.60)`, a value a line under its `--> STEP` head) is
   the record above continued, when a metric follows (`console_epochs.EpochHeads` marks those under an eval
   head the eval's);
+- numbers inside a prefix the line parser left (Ray's `(RayTrainWorker pid=N, ip=A.B.C.D) `, `<rank 0> `, absl's
+  glog header after another prefix) are no metrics;
 - a dict's item on a line of its own (`pprint`'s ` 'Loss/total_loss': 0.76,`, the TensorFlow Object Detection
   API's loss dict after its `Step N` line) continues the record above;
 - a value named the step beside a bar's count (`6400/60000 step: 100`, a tqdm postfix's `step=100`) is the
@@ -46,6 +48,8 @@ _CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\([^()=\n]{0,60}\)\s*=\s*"
                    r"([-+]?(?:\d+\.?\d*|\.\d+))(?:[eEf]([-+]?\d+))?(?![\w.])")
 # a dict's item on a line of its own (`pprint`: ` 'Loss/total_loss': 0.76,`), the dict opened on a line above
 _DICT_ITEM = re.compile(r"""(?:^|(?<=\s))(['"])[A-Za-z_][^'"\n]{0,80}\1:\s*[-+]?(?:\d|\.\d|nan|inf)[^,}]*,?\}?\s*$""")
+_PREFIX_TEXT = re.compile(r"\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)|<rank \d+>"
+                          r"|(?<!\S)[IWEF]\d{4}\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.\-]+:\d+\]")
 _STEP_NAMES = frozenset({"step", "global_step", "iter", "iteration", "global step"})
 _SPLIT_EPOCH = re.compile(r"\b(?i:val|valid|validation|eval|evaluation|test)\b[^\d\n]{0,24}?\b(?i:epoch)\b")
 
@@ -68,6 +72,8 @@ def settle(line: Line, text: str, pos: int) -> Line:
         _no_dates(line, text)
     if line.step is None and ">" in line.body:
         line.record = line.record or _CONTINUED.search(line.body) is not None
+    if line.values and ("pid=" in line.body or "<rank " in line.body or ".py:" in line.body):
+        _no_prefix_values(line, text)
     if line.step is None and not line.record and len(line.values) == 1 and _DICT_ITEM.search(line.body):
         line.record = True
     if not line.eval and _SPLIT_EPOCH.search(line.body):
@@ -113,6 +119,17 @@ def _global(line: Line, text: str, pos: int) -> None:
         return
     line.step, line.step_token, line.total, line.epoch, line.progress = int(m[1]), token, None, None, False
     line.values = [v for v in line.values if v.token != token]
+
+
+def _no_prefix_values(line: Line, text: str) -> None:
+    """Numbers inside a prefix the line parser did not strip are no metrics: Ray's `(RayTrainWorker pid=23817,
+    ip=10.0.0.12) `, a `<rank 0> ` tag, absl's glog header after another prefix (`I0724 11:50:00.757000 1405..
+    model_lib_v2.py:705] `)."""
+    spans = [m.span() for m in _PREFIX_TEXT.finditer(text)]
+    if spans:
+        starts = [m.start() for m in NUMBER.finditer(text)]
+        line.values = [v for v in line.values if v.token >= len(starts)
+                       or not any(a <= starts[v.token] < b for a, b in spans)]
 
 
 def _named_step(line: Line) -> None:
