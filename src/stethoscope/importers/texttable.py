@@ -9,7 +9,7 @@ a cell that is not a number (skorch's `+` for a saved checkpoint) is left out, a
 outside every column is no row. Other console output around the table is kept as log lines.
 Headers of other shapes (`logtext/table_heads.py`): names of two words under a rule of dashes (spaCy's
 `E  #  LOSS NER`, `#` the step), a table drawn with pipes and names over two rows (MATLAB's trainNetwork);
-blank lines between a header and its rows are skipped (AWR's `\r\r\n` line ends). A log with no such table
+blank lines between a header and its rows are skipped (AWR's `\\r\\r\\n` line ends). A log with no such table
 may hold AllenNLP's table by split, an epoch's block of `name | train | validation` lines (`split_table.py`).
 """
 
