@@ -23,7 +23,7 @@ both arms (column `numpy first`), the ratio of what the reading itself costs per
 
 Both arms run a copy of the source tree with its bytecode compiled first, as an installed package has it:
 where PYTHONDONTWRITEBYTECODE is set (this machine), a module a read imports lazily (the console reader's
-`console_segment`, 5-8 ms; the Megatron reader's `coded`, ~2 ms) would otherwise be compiled from source
+`console_segment`, 2-8 ms by the load; the Megatron reader's `coded`, ~1-2 ms) would otherwise be compiled from source
 inside the clock in every fresh process; `--source` times the source tree as it is (the figures before 28.4's
 third round were taken so).
 
