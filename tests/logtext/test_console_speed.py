@@ -124,6 +124,24 @@ def test_lines_that_take_turns_are_laid_out_once_by_join(header: int, timed: boo
         assert (got.time_list is not None) == (timed or got.size > done.points.size and times[0] == 5.0)
 
 
+def test_a_timed_header_without_values_keeps_the_turns_timed() -> None:
+    """A header that prints a time and no metric ('[2024-07-24 11:20:07] [batch=N/T]:') before its record
+    lines: the turns' points have times (NaN, none printed on their own lines), as when they were laid out
+    side by side; not no times at all."""
+    from stethoscope.logtext.coded import join
+
+    n = 4
+    head = Read(np.arange(n) + 1, [], np.arange(n) + 1e9, n)
+    record = Read(None, [np.arange(n) / 10], None, n)
+    groups = [console_segment.Group(np.arange(0, 2 * n, 2), head, (), True, False, False, 2),
+              console_segment.Group(np.arange(1, 2 * n, 2), record, ("train/loss",), False, False, False, 2)]
+    done = console_segment.combine(groups, None, None, 0)
+    assert done is not None and done.points is not None
+    for got in (done.points.coded(), join([done.points])):
+        assert got.step_array.tolist() == [1, 2, 3, 4] and got.value_array.tolist() == [0.0, 0.1, 0.2, 0.3]
+        assert got.time_list is not None and np.isnan(got.time_list).all()
+
+
 def test_the_lines_of_a_cycle_read_in_whole_turns_are_not_checked_for_their_spacing_again(monkeypatch) -> None:
     """A cycle of k shapes read in whole turns: each shape's lines are every k-th line by construction
     (`_parts`, Group.period = k), so `combine` takes the turns without differencing every group's lines

@@ -302,7 +302,7 @@ def _periodic(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarra
     labels: dict[str, int] = {}
     codes = [labels.setdefault(name, len(labels)) for i in order for name in groups[i].names]
     columns = [(i, j) for i in order for j in range(len(groups[i].names))]  # a turn's points, in line order
-    timed = any(groups[i].read.times is not None for i, _ in columns)
+    timed = any(g.read.times is not None for g in groups)  # (a timed line without values too: NaN times)
     return TurnBlock(list(labels), np.array(codes, np.int32), [steps[i] for i, _ in columns],
                      [groups[i].read.values[j] for i, j in columns],
                      [groups[i].read.times for i, _ in columns] if timed else None, int(kept[0].size))
