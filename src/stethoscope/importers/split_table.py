@@ -23,6 +23,7 @@ _ROW = re.compile(r"(?:^|\s)([A-Za-z_][\w./\-]*) +\| +(\S+) +\| +(\S+)\s*$")
 _WORDS = {"training": "train", "train": "train", "validation": "validation", "valid": "validation",
           "val": "validation", "test": "test"}
 _NEAR = 2  # lines between an epoch's head and its split header
+_HEAD_ENDS = tuple(word.capitalize() for word in _WORDS) + tuple(_WORDS)  # how a split header line ends
 
 
 def blocks(lines: list[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
@@ -55,4 +56,6 @@ def blocks(lines: list[str]) -> Iterator[tuple[int, int, dict[str, str]]]:
 
 
 def has_blocks(lines: list[str]) -> bool:
+    if not any(line.rstrip().endswith(_HEAD_ENDS) and "|" in line for line in lines):  # (cheap: most logs have none)
+        return False
     return next(blocks(lines), None) is not None

@@ -208,7 +208,7 @@ def _may_head(lines: list[str], i: int) -> bool:
     if _header_at(text) is not None or text.rstrip().endswith("|"):
         return True
     j = _next_text(lines, i + 1)
-    return j < len(lines) and bool(_RULE_LINE.search(lines[j]))
+    return j < len(lines) and lines[j].rstrip().endswith("-") and bool(_RULE_LINE.search(lines[j]))
 
 
 def find_header(lines: list[str]) -> int | None:
