@@ -59,3 +59,31 @@ def test_saves_skip_torchs_zip_crc_and_leave_its_setting_as_it_was(tmp_path):
         assert torch.serialization.get_crc32_options() is False  # a setting made by the user stays
     finally:
         torch.serialization.set_crc32_options(True)
+
+
+def test_saves_on_two_threads_leave_each_threads_zip_crc_setting_as_it_was():
+    """torch keeps `set_crc32_options` per thread: a save on the writer thread overlapping one on the training
+    thread must put back each thread's own setting (a process-wide count left the training thread's off, and
+    the user's later torch.save wrote no CRC-32)."""
+    import threading
+
+    from stethoscope.checkpoint.disk import _without_zip_crc
+
+    inside, release, seen = threading.Event(), threading.Event(), {}
+
+    def writer() -> None:
+        with _without_zip_crc(torch):
+            seen["writer, inside"] = torch.serialization.get_crc32_options()
+            inside.set()
+            release.wait(10)
+        seen["writer, after"] = torch.serialization.get_crc32_options()
+
+    with _without_zip_crc(torch):  # the training thread's save begins first ...
+        seen["main, inside"] = torch.serialization.get_crc32_options()
+        t = threading.Thread(target=writer)
+        t.start()
+        assert inside.wait(10)
+    release.set()  # ... and ends while the writer thread's is still running
+    t.join(10)
+    assert seen == {"main, inside": False, "writer, inside": False, "writer, after": True}
+    assert torch.serialization.get_crc32_options() is True

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -112,29 +111,19 @@ def stage(root: Path, step: int, parts: dict[str, Any], meta: dict[str, Any], al
     return staged
 
 
-_crc = threading.Lock()
-_crc_saves = [0, True]  # our saves running now, and torch's setting from before the first of them
-
-
 @contextmanager
 def _without_zip_crc(torch: Any) -> Iterator[None]:
     """torch.save computes a CRC-32 of every zip record: half the time of a save (240 MiB: 0.24 s without,
     0.50 s with). The manifest's hashes check every byte instead, so our saves skip it; torch.load reads
-    such files all the same. The switch is torch's and process-wide (`set_crc32_options`): while a save of
-    ours runs, a torch.save on another thread writes no CRC either (its file loads; zip tools would warn).
-    The setting from before is back once the last of our saves ends."""
-    with _crc:
-        if _crc_saves[0] == 0:
-            _crc_saves[1] = torch.serialization.get_crc32_options()
-            torch.serialization.set_crc32_options(False)
-        _crc_saves[0] += 1
+    such files all the same. torch keeps the switch (`set_crc32_options`) per thread: it is turned off on
+    the thread that saves and put back as it was on that same thread, whatever other threads save at the
+    same time (a process-wide count once restored it on the wrong thread and left the user's thread off)."""
+    before = torch.serialization.get_crc32_options()
+    torch.serialization.set_crc32_options(False)
     try:
         yield
     finally:
-        with _crc:
-            _crc_saves[0] -= 1
-            if _crc_saves[0] == 0:
-                torch.serialization.set_crc32_options(_crc_saves[1])
+        torch.serialization.set_crc32_options(before)
 
 
 def commit(staged: Staged) -> Path:
