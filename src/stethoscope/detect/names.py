@@ -167,6 +167,8 @@ def _words(text: str) -> list[str]:
 
 
 def _loss(words: list[str], namespace: str | None) -> Resolved | None:
+    if "cross" in words:  # beside `cross`, `ent` is entropy's abbreviation (T5X's `cross_ent_loss`)
+        words = ["entropy" if w == "ent" else w for w in words]
     if "cost" in words and not set(words) - _FILLER - {"cost", "total", "mean"}:  # the objective (Marian's `Cost`);
         words = ["loss" if w == "cost" else w for w in words]  # a batch's or a reader's cost is its time
     if namespace == "eval" and ({"cross", "entropy"} <= set(words) or _EVAL_LOSS_WORDS & set(words)) and \

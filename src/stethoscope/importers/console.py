@@ -180,16 +180,19 @@ def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:
     """`run` (read by a dedicated text importer) or, when it holds no step, what the table reader or the
     general reader reads.
     A textlog run read from progress bars alone (a checkpoint-loading bar in a log of another shape) is
-    compared with the general reader's, and the one with more steps is kept. The whole file is read again
-    only when its head has a step line the general reader can read."""
+    compared with the general reader's, and the one with more steps is kept; one read from eval lines alone (no
+    train loss: LitGPT's `iter 400: val loss ..` among another trainer's records) gives way to a read with a train
+    loss. The whole file is read again only when its head has a step line the general reader can read."""
     bars_only = run.format == "textlog" and set(run.meta.get("dialects", {})) <= {"progress"}
-    if run.columns.size and not bars_only:
+    evals_only = run.format == "textlog" and not bars_only and not _has_loss(run)
+    if run.columns.size and not bars_only and not evals_only:
         return run
     head = read_head(path)
     if not is_text(head):
         return run
     table = _table(path, head)  # a metrics table with bars between its rows (fastai's epoch table, an eval's bar)
-    if table is not None and (_has_loss(table), table.steps) > (_has_loss(run), run.steps):
+    if table is not None and (_has_loss(table), table.steps) > (_has_loss(run), run.steps) and (
+            _has_loss(table) or not evals_only):
         return table
     if _evidence(head)[0] == 0:  # no step line in its head: only the closest shape is wanted (a bar log of GBs),
         head_run = _head_run(path)  # unless the bars gave no loss and its head has records all the same (an
@@ -197,7 +200,8 @@ def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:
             run.meta.setdefault("closest", head_run.meta.get("closest"))
             return run
     general = ConsoleImporter().read(path)
-    if (_has_loss(general), general.steps) > (_has_loss(run), run.steps):  # bars without a loss (an eval's)
+    if (_has_loss(general), general.steps) > (_has_loss(run), run.steps) and (
+            _has_loss(general) or not evals_only):  # bars without a loss (an eval's)
         # among step lines with one are not the training's steps, however many they are
         general.warnings.insert(0, f"{path}: the {run.format} reader read {run.steps} steps from it, the general "
                                    f"console reader {general.steps}: read as a console log")

@@ -10,7 +10,8 @@
     nanochat         step 00020/13920 (0.14%) | loss: 6.73 | lrm: 1.00 | dt: 1350.44ms | tok/sec: 388,235 | mfu: 24.27
     progress         Epoch 0:   6%|██  | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6, global_step=3.2e+4]
 
-Steps are the log's own counters (nanoGPT/litgpt: the iteration, llm.c main.log from 0, its stdout
+Steps are the log's own counters (nanoGPT/litgpt: the iteration, or litgpt's optimizer step when each record
+is one, `logtext/optimizer_steps.py`; llm.c main.log from 0, its stdout
 from 1). Known non-problems are not turned into points: modded-nanogpt's `step_avg:nanms` (a division
 by zero before timing starts) and nanoGPT's `mfu -100.00%` (not measured yet). A dict repr written
 under a bar (the HF Trainer's `{'loss': 2.3, 'grad_norm': 0.4, …}`, through `tqdm.write`) takes the step of
@@ -38,6 +39,7 @@ from stethoscope.importers.base import ImportedRun
 from stethoscope.logtext.console_line import ANSI
 from stethoscope.logtext.loglines import LineKeeper, parse_timestamp, strip_rank
 from stethoscope.logtext.names import EPOCH, metric
+from stethoscope.logtext.optimizer_steps import named_steps
 from stethoscope.importers.source import is_text, read_lines
 from stethoscope.logtext.table import PointTable, describe, to_float
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR, MFU, STEP_TIME, TOKENS_PER_S
@@ -69,6 +71,7 @@ class _State:
         self.epoch_bar = False  # the bar the segment just read counts epochs (`s/epoch`): an outer bar of epochs
         self.restarts = 0  # the steps of the earlier epochs of a bar with no `Epoch N:` that starts over each epoch
         self.bar_last: dict[int, int] = {}  # the last count of each such bar total
+        self.val_at: dict[str, set[int]] = {"iter": set(), "step": set()}  # litgpt's evals by their counter word
 
 
 _NONFINITE_POINT = re.compile(r"^([-+]?(?:nan|inf))\.0+$", re.IGNORECASE)
@@ -120,6 +123,7 @@ def _litgpt_val(m: re.Match[str], state: _State) -> Parsed:
     values: Values = {}
     _put(values, EVAL_LOSS, m["val"])
     _put(values, "eval/time_s", m["ms"], 0.001)
+    state.val_at[m["word"]].add(int(m["iter"]))
     return int(m["iter"]), values
 
 
@@ -298,7 +302,7 @@ _DIALECTS: list[tuple[str, re.Pattern[str], Callable[[re.Match[str], _State], Pa
      _litgpt_iter),
     ("litgpt", re.compile(rf"\biter (?P<iter>\d+): loss (?P<loss>{_NUM}), time: (?P<ms>{_NUM}) ?ms"
                           rf"(?:, speed: (?P<speed>{_NUM}) toks/s/device)?(?P<mfu>)"), _nanogpt_iter),
-    ("litgpt", re.compile(rf"\b(?:iter|step) (?P<iter>\d+): val loss (?P<val>{_NUM}), val time: (?P<ms>{_NUM}) ?ms"),
+    ("litgpt", re.compile(rf"\b(?P<word>iter|step) (?P<iter>\d+): val loss (?P<val>{_NUM}), val time: (?P<ms>{_NUM}) ?ms"),
      _litgpt_val),
     ("llmc", re.compile(rf"\bstep\s+(?P<step>\d+)/\d+ \| (?:train )?loss (?P<loss>{_NUM})(?: \([^)]*\))?\s*\| "
                         rf"norm (?P<norm>{_NUM})(?: \([^)]*\))?\s*\| lr (?P<lr>{_NUM}) \| \(?(?P<ms>{_NUM}) ms"
@@ -448,6 +452,8 @@ class _Reader:
         self._commit()
         self._flush(self.state.last_step)
         columns, rejected = self.table.build_columns()
+        if self.dialects["litgpt"]:
+            columns = named_steps(columns, OPT_STEP, *self.state.val_at.values())  # `iter 400 step 100`, a record a step: the optimizer's
         meta: dict[str, Any] = {}
         if self.dialects:
             meta["dialect"] = self.dialects.most_common(1)[0][0]
