@@ -180,7 +180,8 @@ CASES = [
          "iter 16: val loss 10.4000, val time: 1234.00 ms\n"
          "Epoch 1 | iter 24 step 3 | loss train: 10.100, val: 10.400 | iter time: 509.00 ms (step) remaining "
          "time: 0:09:58\n",
-         {LOSS: {8: 10.912, 16: 10.5, 24: 10.1}, STEP_TIME: {8: 0.5123}, EVAL_LOSS: {16: 10.4}}, format="textlog"),
+         # `iter` counts micro-batches (8 a step here): the optimizer's step is the step, the eval's iter over 8
+         {LOSS: {1: 10.912, 2: 10.5, 3: 10.1}, STEP_TIME: {1: 0.5123}, EVAL_LOSS: {2: 10.4}}, format="textlog"),
     Case("Megatron-LM", "NVIDIA/Megatron-LM megatron/training/training.py @ 86df799dc4c78e4bd7fbae972b3ee743e8b14f02 "
          "(training_log; the dedicated parser reads it)",
          "".join(f" [2024-05-01 10:00:{s:02d}] iteration {s:8d}/     100 | consumed samples: {16 * s:12d} | elapsed time per "

@@ -76,3 +76,43 @@ def test_an_eval_line_a_dedicated_reader_knows_does_not_hide_the_records() -> No
     run = read_text("\n".join(lines) + "\n")
     assert series(run, LOSS) == pytest.approx(truth)
     assert series(run, EVAL_LOSS) == pytest.approx({s: truth[s] + 1 for s in (3000, 7000, 11000)})
+
+
+def _monai(n: int, per_epoch: int, every: int, prefix: str = "") -> tuple[str, dict[int, float]]:
+    """MONAI's tutorial loop: `----------` / `epoch 2/5` at an epoch's start, then `12/154, train_loss: 0.61` (the
+    batch within the epoch only), and the epoch's mean after it (not a record)."""
+    lines, truth = [], {}
+    for k in range(n):
+        step = every * k
+        epoch, batch = 1 + step // per_epoch, step % per_epoch
+        if k == 0 or (step - every) // per_epoch != step // per_epoch:
+            if k:
+                lines.append(f"{prefix}epoch {epoch - 1} average loss: {_loss(k) + 0.5:.4f}")
+            lines += [f"{prefix}----------", f"{prefix}epoch {epoch}/{n * every // per_epoch + 1}"]
+        truth[step] = _loss(k)
+        lines.append(f"{prefix}{batch}/{per_epoch}, train_loss: {_loss(k):.4f}")
+    return "\n".join(lines) + "\n", truth
+
+
+@pytest.mark.parametrize(("per_epoch", "every"), [(45, 4), (45, 12), (31, 100)])
+@pytest.mark.parametrize("prefix", ["", "2024-07-24 11:20:33,123 - INFO - "])
+def test_a_batch_count_under_an_epoch_head_counts_within_the_epoch(per_epoch: int, every: int, prefix: str) -> None:
+    """`12/45, train_loss: ..` under `epoch 3/10` is step 2 * 45 + 12 (it was read as no step at all, and the
+    epoch's mean as the epoch's record); also when the records skip epochs (a record every 100 batches)."""
+    text, truth = _monai(60, per_epoch, every, prefix)
+    assert series(read_text(text), LOSS) == pytest.approx(truth)
+
+
+def test_a_batch_count_without_an_epoch_head_is_the_step() -> None:
+    """Without an `epoch N/M` line before them, `N/T, key: value` lines count on as they are."""
+    text = "".join(f"{s}/1000, train_loss: {_loss(s):.4f}\n" for s in range(0, 400, 20))
+    assert series(read_text(text), LOSS) == pytest.approx({s: _loss(s) for s in range(0, 400, 20)})
+
+
+def test_a_count_after_a_counter_word_is_that_counter() -> None:
+    """`Epoch 3/35, Train Loss: ..` counts epochs (no batch count heading the metrics): the epoch stays a value."""
+    text = "".join(f"2025-06-04 17:39:02,341 - INFO - Epoch {e}/35, Train Loss: {_loss(e)}, Test Acc: 59.86%\n"
+                   for e in range(1, 20))
+    run = read_text(text)
+    assert series(run, LOSS) == pytest.approx({e: _loss(e) for e in range(1, 20)})
+    assert series(run, "train/epoch") == {e: float(e) for e in range(1, 20)}

@@ -15,6 +15,18 @@ from stethoscope.records import LOSS
 # `... 11:00:07.000001: Epoch 3`, st-gcn's `[03.24.23|09:56:11] Training epoch: 0` / `Eval epoch: 4`, `- INFO - Epoch 1:`
 _EPOCH_ALONE = re.compile(r"(?:^|[:\]|>\-])\s*(?i:(?P<phase>train(?:ing)?|(?P<eval>eval(?:uation)?|val(?:idation)?|"
                           r"test(?:ing)?))\s+)?(?i:epoch)\s*:?\s*(\d+)\s*:?\s*$")
+BATCH_OF = re.compile(r"(?:^|(?<=\s))(\d+)/(\d+),\s*(?=[A-Za-z_][\w ./\-]*:\s*[-+]?\.?\d)")  # MONAI's `12/154, train_loss: ..` (`console_labels`)
+_COUNTER_BEFORE = re.compile(r"\b(?i:epoch|step|iter|iteration|batch|update)s?\s*[:=#]?\s*$")
+
+
+def batch_of(body: str) -> re.Match[str] | None:
+    """MONAI's `12/154, train_loss: ..`: a count of a total heading a line's metrics, no counter word before it
+    (`Epoch 1/35, Train Loss: ..` counts epochs)."""
+    m = BATCH_OF.search(body)
+    return None if m is None or _COUNTER_BEFORE.search(body, 0, m.start()) else m
+
+
+_EPOCH_OF = re.compile(r"(?:^|[:\]|>\-\s])\s*(?i:epoch)\s+(\d+)\s*/\s*\d+\s*$")  # MONAI's `epoch 2/5` on a line alone
 _INDENTED = re.compile(r"(?:\[[^\]\n]{0,40}\])?[ ]?\t")  # a tab after the line's stamp, if any
 _EVAL_HEAD = re.compile(r"\b(?i:eval|evaluation|validation|valid|val|test)\b[A-Za-z \t:]*$")  # words to its end
 HEAD = -1  # `EpochHeads.held`: the line is a head
@@ -142,12 +154,15 @@ class EpochHeads:
     0.52`), named in the eval split under an eval head (`Eval epoch: 3` then `\tmean_loss: ..`, `\tTop1: ..`); an
     indented line with a counter of its own among them is a batch's report within the epoch (kept as a line). A
     head followed by lines that are not indented (nnU-Net: `Epoch 3`, then one value a line) begins the epoch of
-    the first train loss printed without a counter after it (`after`)."""
+    the first train loss printed without a counter after it (`after`). A head with the number of epochs (MONAI's
+    `epoch 2/5`) is the epoch of the batch counts heading the lines after it (`12/154, train_loss: 0.61`,
+    `console_labels`), until the next."""
 
     def __init__(self) -> None:
         self.head: int | None = None  # the epoch the last head began, until a train loss takes it (`after`)
         self.block: tuple[int, bool, int] | None = None  # (epoch, eval?, last line) of the open indented block
         self.eval_head: int | None = None  # the line number of an eval head without values, or of its last record
+        self.of_epochs: int | None = None  # the epoch of the last `epoch 2/5` line
 
     def continued(self, number: int, line: Any) -> None:
         """Mark eval a record continued under an eval head that printed no values (Coqui TTS: `--> EVAL
@@ -161,6 +176,11 @@ class EpochHeads:
     def held(self, number: int, line: Any) -> int | None:
         """HEAD for a head line, the epoch of a line of a head's indented block (an eval head's marked eval),
         else None."""
+        if line.step is None and (head := _EPOCH_OF.search(line.body)):
+            self.of_epochs = int(head[1])
+        elif line.epoch is None and line.total and self.of_epochs is not None and not line.bar and \
+                batch_of(line.body):  # MONAI's `12/154, ..` under `epoch 2/5`: the batch within the epoch
+            line.step, line.total, line.epoch = max(self.of_epochs - 1, 0) * line.total + line.step, None, self.of_epochs
         alone = _EPOCH_ALONE.search(line.body) if line.step is None else None
         if alone:
             self.head = int(alone[3])

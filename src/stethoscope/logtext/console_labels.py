@@ -12,6 +12,8 @@ parser (`console_line.parse`) has read them:
   eval ran, never which train step it is, and its loss is never a train loss;
 - a count of a total before its counter word in the plural (`|   200/ 2983 batches |`, PyTorch's
   word_language_model) is the step within the epoch printed before it: the batches done of the epoch's;
+- a count of a total heading the line's metrics, a comma after it (MONAI's tutorial loop: `12/154, train_loss:
+  0.61`), is the batch within the epoch; the epoch is the last `epoch 2/5` line's (`console_epochs.EpochHeads`);
 - a global counter (`GLOBAL_STEP: 25`, Coqui TTS; `global_batch_idx: 110`, icefall) is the step, whatever
   counter within the epoch comes before it (`STEP: 24/406`, `batch 10`);
 - a number that starts a date (`TIME: 2024-07-24 11:00:03`) is a clock, not a metric's value;
@@ -33,6 +35,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from stethoscope.logtext.console_epochs import batch_of
 from stethoscope.logtext.console_line import _EPOCH, NUMBER, Line, Value, _token_index
 
 # after the line's head, a blank, a bracket or a logger's `name:` (`INFO:root:10:\tlearn: ..`)
@@ -60,6 +63,8 @@ def settle(line: Line, text: str, pos: int) -> Line:
         _round(line, text, pos)
     if line.step is None and line.count is None and "/" in line.body:
         _of_total(line, text, pos)
+        if line.step is None:
+            _batch_of(line, text, pos)
     if "lobal" in line.body or "LOBAL" in line.body:
         _global(line, text, pos)
     if line.bar and line.step is not None and line.values:
@@ -109,6 +114,15 @@ def _of_total(line: Line, text: str, pos: int) -> None:
     epoch = _EPOCH.search(line.body, 0, m.start())
     line.step, line.step_token, line.total = int(m[1]), token, int(m[2])
     line.epoch = int(epoch[1]) if epoch else None
+    line.values = [v for v in line.values if v.token not in (token, token + 1)]
+
+
+def _batch_of(line: Line, text: str, pos: int) -> None:
+    m = batch_of(line.body)
+    token = _token_index(text, pos + m.start(1)) if m else None
+    if m is None or token is None or int(m[1]) > int(m[2]):
+        return
+    line.step, line.step_token, line.total = int(m[1]), token, int(m[2])
     line.values = [v for v in line.values if v.token not in (token, token + 1)]
 
 
