@@ -116,3 +116,15 @@ def test_a_count_after_a_counter_word_is_that_counter() -> None:
     run = read_text(text)
     assert series(run, LOSS) == pytest.approx({e: _loss(e) for e in range(1, 20)})
     assert series(run, "train/epoch") == {e: float(e) for e in range(1, 20)}
+
+
+def test_an_application_program_command_is_an_escape_not_text() -> None:
+    """Buildkite's raw log puts `ESC _bk;t=<epoch ms> BEL` (an APC string) before every line: an escape code, not
+    a metric `t` (it was read as one, and the line's prefixes were not shed)."""
+    lines = [f"\x1b_bk;t={1721820033000 + 1373 * k}\x07[Rank 0] INFO:tensorflow:Step {100 * (k + 1)} "
+             f"per-step time 0.524s"
+             f"\n\x1b_bk;t={1721820033500 + 1373 * k}\x07[Rank 0] INFO:tensorflow:{{'Loss/total_loss': {_loss(k)},"
+             f"\n\x1b_bk;t={1721820033900 + 1373 * k}\x07[Rank 0]  'learning_rate': 0.032}}" for k in range(12)]
+    run = read_text("\n".join(lines) + "\n")
+    assert not any(p.name in ("t", "eval/t") for p in run.points)
+    assert series(run, LOSS) == pytest.approx({100 * (k + 1): _loss(k) for k in range(12)})

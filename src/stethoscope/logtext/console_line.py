@@ -28,9 +28,9 @@ from stethoscope.logtext.names import CAMEL, known
 
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+(?![\d.])|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
                     r"|(?<![\w.])[-+]?(?:nan|inf(?:inity)?)(?![\w])", re.IGNORECASE)
-ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|\][^\x07\x1b]*(?:\x07|\x1b\\))")
+ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-z]|[\]_^P][^\x07\x1b]*(?:\x07|\x1b\\))")
 _LAUNCHER = re.compile(r"\s*(?:\[(?:default|rank)?(\d+)\]:|\[(?:\d+,)?(\d+)\]<std(?:out|err)>:) ?")  # horovod: [N]<stdout>:
-# A count in brackets before what heads a line (a date, a logger, an indent) labels the process that printed it
+# A count in brackets before what heads a line (date, logger, indent) labels the process that printed it
 # (MPICH's `mpiexec -l`: `[0] 2024-07-24 11:20:33 INFO ...`): a rank, not a step (a step heads the metrics).
 _LABEL = re.compile(r"\s*\[(\d+)\] (?=\s|\[|\(|<|(?:DEBUG|INFO|WARNING|ERROR)\b|\d\d[-/.:]|[A-Z][a-z]{2} |[IWEF]\d{4} )")
 # A metric alone on a line indented by blanks (after a launcher's tag), after a header line (OLMo: `[step=10/1000]`,
