@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import sys
 
 import pytest
@@ -205,7 +206,11 @@ def test_a_divergence_stops_training(tmp_path):
     trainer = _trainer(tmp_path, [cb], max_steps=150, val_check_interval=None, limit_val_batches=0)
     trainer.fit(Diverging(), _data(2048))
     assert cb.stopped is not None and cb.stopped.startswith("divergence at step")
-    assert 60 < trainer.global_step < 100  # stopped once the detectors said so, not at the end
+    found = int(re.match(r"divergence at step (\d+)", cb.stopped).group(1))
+    assert 60 < found < 100  # the detectors dated it where the climb starts
+    # and training stopped once they said so, not at the end: how many steps ran between the finding and the stop
+    # depends on when the writer thread (which runs the live detectors every flush_interval / 2) got the CPU
+    assert found <= trainer.global_step < 150
 
 
 def test_on_critical_continue_only_records(tmp_path):
