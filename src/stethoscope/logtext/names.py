@@ -66,6 +66,8 @@ _POSSESSIVE = re.compile(r"^([A-Za-z]+)(?:[_ ]\d+)?'s[\s_]+(\S.*)$")
 _LOG_LOSS = re.compile(r"^(?:[a-z]+_)?m?log_?loss$", re.IGNORECASE)
 # Lightning's LearningRateMonitor: lr-AdamW, lr-AdamW/pg2, lr-SGD-1 … (not lr_decay, lr-Adam-momentum)
 _LR_MONITOR = re.compile(r"^lr-[A-Za-z]\w*(?:-\d+)?(?:/pg(\d+))?$")
+# Ultralytics' LR of each parameter group, numbered from 0: `lr/pg0` (YOLOv8 and later), `x/lr0` (YOLOv5, YOLOv7)
+_LR_GROUPS = re.compile(r"^(?:lr/pg|x/lr)(\d)$")
 # Words run together (camel case) part where a lower-case run of two or more letters meets a capital (`gradNorm`,
 # `lossG`, `valAUROC`, `meanIoU`) and before a capitalised word (`mAcc`, `top1Acc`, `StepTimeMs`). A lone lower-case
 # letter before capitals heads an acronym, one word with it (`mAP` map, `mIoU` miou, `nDCG`, `tFLOPs`), as a lone
@@ -106,6 +108,9 @@ def metric(raw: str, namespace: str | None = None) -> Resolved:
     lr = _LR_MONITOR.match(raw.strip())
     if lr:
         return Resolved(lr_group(int(lr.group(1) or 1) - 1))
+    lr = _LR_GROUPS.match(key)
+    if lr:
+        return Resolved(lr_group(int(lr.group(1))))
     owned = _POSSESSIVE.match(raw.strip())
     if owned and owned[1].lower() in _NAMESPACES:
         return metric(f"{owned[1]}_{owned[2]}", namespace)
