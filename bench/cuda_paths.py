@@ -104,6 +104,11 @@ def main() -> int:
         found = diagnose_records(records)
         loud = [f"{f.type}@{f.step}" for f in found if f.severity in ("error", "critical")]
         results.append(("no error on a clean GPU run", not loud, ", ".join(loud) or "none"))
+    return report(results, torch)
+
+
+def report(results: list[tuple[str, bool, str]], torch: object) -> int:
+    """PASS/FAIL a line, the device and a count; the exit status (1 if any failed). bench/gpu_health_real.py too."""
     failed = 0
     for name, ok, detail in results:
         failed += not ok

@@ -26,6 +26,8 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 sys.path.insert(0, str(SRC))
 
+from cuda_paths import report  # noqa: E402  (beside this file: PASS/FAIL lines and the exit status)
+
 RANGES = {  # name -> (low, high): a physical range for a healthy datacenter GPU
     "gpu/util_ratio": (0.0, 1.0), "gpu/mem_util_ratio": (0.0, 1.0), "gpu/temp_c": (10.0, 95.0),
     "gpu/power_w": (10.0, 1500.0), "gpu/power_limit_w": (100.0, 1500.0), "gpu/sm_clock_hz": (1e8, 4e9),
@@ -117,15 +119,6 @@ def main() -> int:
         results.append(("no finding >= warning on a healthy GPU", not loud, ", ".join(loud) or "none"))
         print(f"{s} steps in {args.seconds:g} s")
     return report(results, torch)
-
-
-def report(results: list[tuple[str, bool, str]], torch: object) -> int:
-    failed = 0
-    for name, ok, detail in results:
-        failed += not ok
-        print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
-    print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}; {len(results) - failed} passed, {failed} failed")
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -7,9 +7,7 @@ before two evals repeat one value (Ignite prints 4 decimals, 8 epochs: the stop 
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -17,19 +15,7 @@ from stethoscope.detect.eval_frozen import EvalFrozen
 from stethoscope.diagnose.engine import diagnose_run
 from stethoscope.findings.catalogue import FROZEN_LOSS
 from stethoscope.importers import read_any
-
-ROOT = Path(__file__).resolve().parents[1] / "assets" / "real_trainers"
-CASES = {c["case"]: c for c in json.loads((ROOT / "labels.json").read_text())}
-
-
-def _stops(evals: list[tuple[int, float]], lr: float | None = None) -> list:
-    ef, out = EvalFrozen(), []
-    for step, v in evals:
-        ef.lr(lr)
-        f = ef.update(step, v, lr)
-        if f is not None:
-            out.append(f)
-    return out
+from tests.detect.test_eval_frozen import CASES, ROOT, _stops  # the same assets and the same detector loop
 
 
 def _found(case: str) -> tuple[list, int]:
