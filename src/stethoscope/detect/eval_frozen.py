@@ -62,10 +62,21 @@ class EvalFrozen:
         self.peak_lr = 0.0
         self.reported = False
         self.held: Finding | None = None  # the stop reported, while its evals still repeat
+        self.zero_grad_since: int | None = None  # the first step of the logged grad norm's current run of exact 0s
 
     def lr(self, lr: float | None) -> None:
         if lr is not None and math.isfinite(lr) and lr > self.peak_lr:
             self.peak_lr = lr
+
+    def grad(self, step: int, norm: float | None) -> None:
+        """A logged grad norm: an exact 0 is the stop itself, seen at the step it happened (no gradient reaches
+        the weights), where the evals only bound it by their interval and the momentum's tail."""
+        if norm is None or not math.isfinite(norm):
+            return
+        if norm != 0.0:
+            self.zero_grad_since = None
+        elif self.zero_grad_since is None:
+            self.zero_grad_since = step
 
     def update(self, step: int, value: float, lr: float | None, err: float = 0.0) -> Finding | None:
         """`err`: the bound of the value's error, where it was recovered from a printed running mean."""
@@ -139,6 +150,9 @@ class EvalFrozen:
     def _finding(self, ev: list[list[float]], moves: list[float], j: int, k0: int, tol: float,
                  scale: float, coasting: bool = False, past_min: bool = False) -> Finding:
         onset = _stop_in(ev, moves, j, scale)
+        zero = self.zero_grad_since  # the grad norm is 0 since then, up to the repeats: that is when it stopped
+        if zero is not None and ev[0][0] < zero <= ev[k0][0]:
+            onset, past_min = zero, False
         if past_min:  # the tail rose past the eval's minimum: the minimum, and the stop after it, lie in the interval
             # of the last fall, which is the net of a descent and a rise and so under-counts the learning. With the
             # minimum anywhere in the interval and the stop anywhere after it, the stop is 2/3 into it on average
@@ -167,16 +181,21 @@ class EvalFrozen:
                                     "tolerance": tol, "last_same_step": int(ev[-1][0])}
         if coasting:
             evidence["coasting"] = True
+        if onset == zero:
+            msg = msg.replace(f"around step {onset}: ", f"at step {onset} (the grad norm is 0 from there on): ", 1)
+            evidence["zero_grad_step"] = zero
         return Finding(FROZEN_LOSS, "warning" if sure else "info", onset, msg, end_step=int(ev[-1][0]),
                        evidence=evidence, source="overfit")
 
     def state_dict(self) -> dict[str, Any]:
-        return {"evals": [list(e) for e in self.evals], "peak_lr": self.peak_lr, "reported": self.reported}
+        return {"evals": [list(e) for e in self.evals], "peak_lr": self.peak_lr, "reported": self.reported,
+                "zero_grad_since": self.zero_grad_since}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.evals = [list(e) for e in state.get("evals", [])]
         self.peak_lr = state.get("peak_lr", 0.0)
         self.reported = state.get("reported", False)
+        self.zero_grad_since = state.get("zero_grad_since")
 
 
 def _in_tail(moves: list[float], i: int, k0: int) -> bool:

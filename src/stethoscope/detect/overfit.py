@@ -26,7 +26,7 @@ from stethoscope.detect.overfit_quality import HeldOutQuality
 from stethoscope.detect.running_mean import RunningMeanUndo
 from stethoscope.detect.stats import StepEma, Window, diff_sigma, lowest_of, shrunk_sigma
 from stethoscope.findings.catalogue import EVAL_SPARSE, OVERFITTING
-from stethoscope.records import EVAL_LOSS, LOSS, LR, Finding, StepRecord
+from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR, Finding, StepRecord
 
 EVAL_PPL = "eval/ppl"  # the eval perplexity (`detect.names`: eval_ppl, validation perplexity, lm loss validation ppl)
 
@@ -76,6 +76,7 @@ class OverfitDetector:
         if lr is not None:
             self._lr = lr
             self.frozen.lr(lr)
+        self.frozen.grad(step, record.values.get(GRAD_NORM))
         v, err = record.values.get(EVAL_LOSS), 0.0
         if v is not None and self.means is not None:
             v, err = self.means.push(v)
