@@ -37,6 +37,8 @@ REASONS = {
     "gc": ("mostly a Python garbage-collection pause", "perf/gc_pause_s"),
     "data": ("mostly waiting for data", "perf/data_wait_s"),
 }
+_EVAL_SHARE = 0.8  # of the slow steps right after an eval: the eval's own time (a loader stall, every few steps,
+# meets an eval now and then, not nearly every time)
 _NO_CAUSE = "no cause recorded beside it (no eval, perf/gc_pause_s or perf/data_wait_s)"
 
 
@@ -86,7 +88,16 @@ def stall_severity(d: dict[str, Any], total: float, seconds: Any, cfg: DetectCon
         return "info"
     why = d.get("why", {})
     explained = why.get("gc", 0) + why.get("data", 0) >= 0.5 * d["count"]
+    if not explained and is_eval_time(d):
+        return "info"  # the evals' own time at the cadence the user chose: a cost known in advance, not a stall
     return "warning" if explained or is_regular(d["items"]) else "info"
+
+
+def is_eval_time(d: dict[str, Any]) -> bool:
+    """Are the slow steps the evals themselves: nearly all of them (`_EVAL_SHARE`) right after an eval? A step
+    whose time includes an eval (and the checkpoint save that often goes with it) at a fixed cadence pays for
+    the eval: a cost the eval schedule sets, not a stall of the training loop."""
+    return d.get("why", {}).get("eval", 0) >= _EVAL_SHARE * d["count"]
 
 
 def drop_finding(d: dict[str, Any], name: str, scale: float, sev: str, source: str) -> Finding:
@@ -157,6 +168,10 @@ def stall_finding(d: dict[str, Any], total: float, sev: str, source: str) -> Fin
     ev = {"dips": d["count"], "dip_steps": list(steps), "worst_ratio": d["worst"], "time_cost": cost,
           "period_steps": period, "regular": regular, "explained_by": dict(why)}
     causes = [f"{why[k]} of {d['count']} slow steps were {REASONS[k][0]} ({REASONS[k][1]})" for k in known]
+    if sev == "info" and is_eval_time(d) and d["count"] > 1:
+        msg += ("; these are the evals' own time (and the checkpoint saves that go with them) at the cadence the run "
+                "chose, not a stall of the training loop: evaluate less often if that cost is too high")
+        ev["eval_time"] = True
     return Finding(PERIODIC_STALL, sev, d["first"], msg, evidence=ev, causes=causes, source=source)
 
 
