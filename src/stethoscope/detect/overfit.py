@@ -33,6 +33,9 @@ EVAL_PPL = "eval/ppl"  # the eval perplexity (`detect.names`: eval_ppl, validati
 _EVAL_WINDOW = 32
 _TRAIN_FALL_REL = 0.01  # the train loss must have fallen at least 1% since the best eval
 _COMPETED = 4.0
+_CHEAP = 0.05  # a rise that gave back at most this share of what the eval learned, and at most this share of the
+# best value, costs the run little: the checkpoint of the best step is as good as ever (a plateau's slow drift up,
+# early stopping counting): info, not a page; past it the rise is a warning again
 
 
 class OverfitDetector:
@@ -54,6 +57,7 @@ class OverfitDetector:
         self._min_train: float | None = None
         self._train_records = 0  # train losses since the last eval
         self._lr: float | None = None  # the last LR logged
+        self._eval_high: float | None = None  # the highest eval loss seen: where the eval's learning started
         self.frozen = EvalFrozen()  # weights that stopped changing, seen on the eval loss
         # accuracy, mAP ... at the evals: overconfidence is no overfitting (shared with `TrendDetector`, fed here)
         self.quality = quality if quality is not None else HeldOutQuality()
@@ -110,7 +114,7 @@ class OverfitDetector:
         self._best, self._since_best, self._open = None, [], None
         self.evals = Window(_EVAL_WINDOW)
         self.train = StepEma(self.train.halflife)
-        self._min_train = None
+        self._min_train = self._eval_high = None
         return out
 
     def _judged_before(self, stopped: Finding) -> list[Finding]:
@@ -166,6 +170,7 @@ class OverfitDetector:
         self._train_records = 0
         self._n_evals += 1
         self._last_eval_step = step
+        self._eval_high = v if self._eval_high is None else max(self._eval_high, v)
         self.evals.push(v)
         best = self._best
         if best is None or v < best["value"]:
@@ -252,6 +257,9 @@ class OverfitDetector:
         judged once per best), ending past the best's noise (a steep descent inflates where the evals 'stood')."""
         since = sorted(x[1] for x in self._since_best)  # the newest evals since the best (up to 4 x patience)
         recent = [x[1] for x in self._since_best[-self.config.overfit_patience:]]
+        if inc.get("cheap") and self._given_back(inc) is None:  # its price grew past a small one: now a page
+            inc["cheap"] = False
+            return [self._finding(inc)]
         if inc["severity"] != "info" or len(recent) < self.config.overfit_patience:
             return []
         bar = inc.get("before", inc["best"]) + self.config.overfit_sigma * inc["sigma"]
@@ -282,6 +290,11 @@ class OverfitDetector:
             "eval_noise_sigma": inc["sigma"], "train_loss_at_best": inc["train_best"], "train_loss": inc["train_now"],
         }
         severity = inc["severity"]
+        given = self._given_back(inc) if severity != "info" and not inc.get("late") else None
+        if given is not None:
+            severity, inc["cheap"], ev["given_back"] = "info", True, given
+            msg += (f"; it gave back {given:.1%} of the {self._eval_high - inc['best']:.4g} the eval loss fell: a small "
+                    "price (a plateau drifting up, early stopping's patience running), nothing to act on now")
         better = self.quality.improving_since(inc["best_step"]) if severity != "info" else None
         if better is not None:
             name, value, at = better
@@ -289,6 +302,15 @@ class OverfitDetector:
             msg += (f"; but {name} kept improving (best {value:.4g} at step {at}): the model grows overconfident, "
                     f"not worse on the data it is judged by; judge it by {name}")
         return Finding(OVERFITTING, severity, inc["best_step"], msg, evidence=ev, source=self.name)
+
+    def _given_back(self, inc: dict[str, Any]) -> float | None:
+        """The share of the eval's learning (its highest value down to the best) that the rise gave back, when that
+        and the rise relative to the best are both at most `_CHEAP`; None for a rise that costs more."""
+        high, best, rise = self._eval_high, inc["best"], inc["last"] - inc["best"]
+        if high is None or high <= best or rise > _CHEAP * abs(best):
+            return None
+        share = rise / (high - best)
+        return share if share <= _CHEAP else None
 
     def _sparse_finding(self) -> Finding | None:
         cfg = self.config
@@ -327,7 +349,7 @@ class OverfitDetector:
 
 _STATE = (
     "_best", "_since_best", "_open", "_n_evals", "_first_step", "_last_step", "_last_eval_step", "_min_train",
-    "_train_records", "_lr",
+    "_train_records", "_lr", "_eval_high",
 )
 
 
