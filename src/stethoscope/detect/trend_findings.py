@@ -50,7 +50,7 @@ def contradicted(f: Finding, better: tuple[str, float, float, int] | None) -> Fi
         f = replace(f, evidence=dict(f.evidence))  # a copy: the finding given may already have been emitted
         f.severity = "info"
         f.message += (f"; but {name} kept improving through it ({first:.4g} -> {best:.4g} at step {step}): the model "
-                      "got better on its evals, so the rise is the objective's, not a failure")
+                      "got better by the measure it is judged by, so the rise is the objective's, not a failure")
         f.evidence["improving_metric"] = {"name": name, "from": first, "best": best, "best_step": step}
     return f
 
