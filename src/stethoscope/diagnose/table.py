@@ -16,7 +16,8 @@ import numpy as np
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.importers.base import Columns
-from stethoscope.logtext.coded import CodedColumns
+from stethoscope.logtext.coded import CodedColumns, RowBlock, encode
+from stethoscope.logtext.coded_parts import PartsColumns
 from stethoscope.records import (
     EVAL_LOSS,
     GRAD_NORM,
@@ -60,6 +61,9 @@ class Table:
         if isinstance(columns, CodedColumns):
             if columns.size == 0:
                 return cls._empty()
+            stacked = cls._stacked(columns) if isinstance(columns, PartsColumns) else None
+            if stacked is not None:
+                return stacked
             names, codes = columns.first_seen()
             return cls._pivot(names, codes, columns.step_array, columns.value_array, columns.last_time)
         n = len(columns.names)
@@ -69,6 +73,41 @@ class Table:
         steps = np.fromiter(columns.steps, dtype=np.int64, count=n)
         values = np.fromiter(columns.values, dtype=np.float64, count=n)
         return cls._pivot(names, codes, steps, values, columns.times[-1])
+
+    @classmethod
+    def _stacked(cls, columns: PartsColumns) -> Table | None:
+        """A big log's parts' rows one under the other: `_pivot` of their points where each part's rows are
+        in step order, every row's step above the step of the row before it (no step in two parts) and no
+        part has a name twice, without laying the points out; None otherwise (then they are pivoted)."""
+        index: dict[str, int] = {}  # a name's column: as `join` numbers them (columns.labels may be renamed)
+        pieces: list[tuple[np.ndarray, list[int], list[np.ndarray] | np.ndarray, np.ndarray | None]] = []
+        for part in columns.parts:
+            if isinstance(part, RowBlock):
+                if not part.ordered:
+                    return None
+                at = [index.setdefault(name, len(index)) for name in part.names]
+                pieces.append((part.steps, at, part.columns, None))
+                continue
+            coded = encode(part)
+            steps = coded.step_array
+            if not coded.ordered or not bool(np.all(steps[1:] >= steps[:-1])):
+                return None
+            sub = cls._pivot(coded.labels, coded.codes, steps, coded.value_array, None)
+            at = [index.setdefault(name, len(index)) for name in coded.labels]
+            pieces.append((sub.steps, at, sub.values.T, sub.present))
+        steps = np.concatenate([piece[0] for piece in pieces])
+        if len(index) != len(columns.labels) or not bool(np.all(steps[1:] > steps[:-1])):
+            return None
+        matrix = np.full((steps.size, len(index)), np.nan)
+        present = np.zeros((steps.size, len(index)), dtype=bool)
+        row = 0
+        for piece_steps, at, values, shown in pieces:
+            end = row + piece_steps.size
+            for column, value in zip(at, values):
+                matrix[row:end, column] = value
+            present[row:end, at] = True if shown is None else shown
+            row = end
+        return cls(list(columns.labels), steps, matrix, present, columns.last_time)
 
     @classmethod
     def _empty(cls) -> Table:

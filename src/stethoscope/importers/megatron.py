@@ -461,7 +461,8 @@ class _Reader:
     def _columns(self, rename: dict[str, str | None]) -> tuple[Columns | CodedColumns, list[Rejected]]:
         # Blocks never hold the zero-norm placeholder (a template needs a non-zero norm): no rename there.
         # numpy: loaded when a log is read, not when the package is imported
-        from stethoscope.logtext.coded import join
+        from stethoscope.logtext.coded import RowBlock, join
+        from stethoscope.logtext.coded_parts import PartsColumns
 
         parts: list[Columns | CodedColumns | RowBlock] = []
         rejected: list[Rejected] = []
@@ -470,4 +471,6 @@ class _Reader:
                 part, more = part.build_columns(rename)
                 rejected += more
             parts.append(part)
+        if any(isinstance(part, RowBlock) and part.size for part in parts):  # laid out as points only when read so
+            return PartsColumns(parts), rejected
         return join(parts), rejected

@@ -103,6 +103,129 @@ static void init_kinds(void) {
     }
 }
 
+/* A line's shape is gathered into a buffer and hashed 8 bytes at a time (a multiply per 8 bytes, not per
+ * byte), the shift folding the high bits down (a multiply alone never carries them into the low ones);
+ * the last, partial word and its length end the line. The buffer is hashed whenever SHAPE_FLUSH bytes
+ * are in it (a multiple of 8: where the flushes fall does not change the hash). */
+#define SHAPE_FLUSH 64
+
+static inline uint64_t shape_mix(uint64_t hash, uint64_t word) {
+    hash = (hash ^ word) * FNV_PRIME;
+    return hash ^ (hash >> 29);
+}
+
+static inline uint64_t shape_words(uint64_t hash, const unsigned char *buf, int len) {
+    for (int k = 0; k + 8 <= len; k += 8) {
+        uint64_t word;
+        memcpy(&word, buf + k, 8);
+        hash = shape_mix(hash, word);
+    }
+    return hash;
+}
+
+static inline uint64_t shape_end(uint64_t hash, const unsigned char *buf, int len) {
+    hash = shape_words(hash, buf, len);
+    uint64_t word = 0;
+    memcpy(&word, buf + (len & ~7), (size_t)(len & 7));
+    return shape_mix(shape_mix(hash, word), (uint64_t)(len & 7));
+}
+
+/* Hash the whole words of the shape gathered so far; what is left of it (under 8 bytes) moves to the front. */
+static inline void shape_flush(uint64_t *hash, unsigned char *shape, int *filled) {
+    const int whole = *filled & ~7;
+    *hash = shape_words(*hash, shape, whole);
+    memcpy(shape, shape + whole, 8); /* what is left, and a few bytes more (the buffer has room) */
+    *filled -= whole;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(LINESCAN_BYTES_ONLY)
+#define SIMD_SCAN 1
+static int has_ssse3; /* set by init_pack */
+static Py_ssize_t text_run(const unsigned char *s, Py_ssize_t i, Py_ssize_t stop, Py_ssize_t n, int *in_word,
+                           unsigned char *shape, int *filled, uint64_t *hash);
+#endif
+
+/* The number at s[0..n) as scan reads it, `[+-]? digits [. digits] [(e|E) [+-] digits]` with at least one
+ * digit (a point only where a digit is next to it; an exponent only with its digits), and parse_number's
+ * double for it, in one pass where that is exact the quick way (at most 15 significant digits and a power
+ * of ten within 22; else parse_number decides): 0 and *length, *bare (bare digits) and *out; 1 where no
+ * number is read there (none starts, or it is longer than MAX_NUMBER: text); -1 on an error from Python's
+ * dtoa. */
+static inline int scan_number(const unsigned char *s, Py_ssize_t n, Py_ssize_t *length, int *bare, double *out,
+                              PyThreadState **released) {
+    Py_ssize_t j = 0;
+    int negative = 0;
+    if (s[0] == '+' || s[0] == '-') {
+        negative = s[0] == '-';
+        j = 1;
+    }
+    uint64_t mantissa = 0;
+    int significant = 0, power = 0;
+    Py_ssize_t digits = 0;
+    for (; j < n && is_digit(s[j]); j++, digits++) {
+        if (mantissa == 0 && s[j] == '0')
+            continue; /* a leading zero */
+        if (++significant <= 19)
+            mantissa = mantissa * 10 + (uint64_t)(s[j] - '0');
+    }
+    const Py_ssize_t whole = j;
+    if (j < n && s[j] == '.' && (digits || (j + 1 < n && is_digit(s[j + 1])))) {
+        for (j++; j < n && is_digit(s[j]); j++, digits++) {
+            power--;
+            if (mantissa == 0 && s[j] == '0')
+                continue;
+            if (++significant <= 19)
+                mantissa = mantissa * 10 + (uint64_t)(s[j] - '0');
+        }
+    }
+    if (!digits)
+        return 1;
+    int exp_digits = 0;
+    if (j < n && (s[j] == 'e' || s[j] == 'E')) {
+        Py_ssize_t k = j + 1;
+        int exp_negative = 0, exponent = 0;
+        if (k < n && (s[k] == '+' || s[k] == '-')) {
+            exp_negative = s[k] == '-';
+            k++;
+        }
+        for (; k < n && is_digit(s[k]); k++) {
+            if (exp_digits++ < 6)
+                exponent = exponent * 10 + (s[k] - '0');
+        }
+        if (exp_digits) {
+            j = k;
+            power += exp_negative ? -exponent : exponent;
+        }
+    }
+    if (j > MAX_NUMBER)
+        return 1;
+    *length = j;
+    *bare = whole == j && is_digit(s[0]);
+    if (significant <= 15 && exp_digits <= 6 && (mantissa == 0 || (power >= -22 && power <= 22))) {
+        double value = (double)mantissa;
+        if (mantissa != 0)
+            value = power >= 0 ? value * POW10[power] : value / POW10[-power];
+        *out = negative ? -value : value;
+        return 0;
+    }
+    return parse_number(s, j, out, released);
+}
+
+#if defined(_MSC_VER)
+#define THREAD_LOCAL __declspec(thread)
+#else
+#define THREAD_LOCAL _Thread_local
+#endif
+#define KEEP_AT_MOST (4 << 20) /* a bigger buffer (a whole log scanned at once) is freed after the call */
+
+static void keep(Buffer *slot, Buffer *b) {
+    if (b->cap > KEEP_AT_MOST) {
+        PyMem_RawFree(b->data);
+        *b = (Buffer){0};
+    }
+    *slot = *b;
+}
+
 static PyObject *as_bytes(Buffer *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", b->size); }
 
 static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs) {
@@ -113,53 +236,64 @@ static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
         return NULL;
     const unsigned char *s = view.buf;
     const Py_ssize_t n = view.len;
-    Buffer hashes = {0}, counts = {0}, starts = {0}, values = {0}, number_starts = {0};
+    /* Each thread's buffers are kept from one call to the next (a reader scans a log block by block): no
+     * realloc and first-touch page faults per block, which cost a fifth of the scan. */
+    static THREAD_LOCAL Buffer kept[5];
+    Buffer hashes = kept[0], counts = kept[1], starts = kept[2], values = kept[3], number_starts = kept[4];
+    hashes.size = counts.size = starts.size = values.size = number_starts.size = 0;
     PyObject *result = NULL;
     Py_ssize_t i = 0;
     int failed = 0;
     PyThreadState *released = PyEval_SaveThread();
+    unsigned char shape[SHAPE_FLUSH + 32] = {0};
     while (i < n) {
         const Py_ssize_t line_start = i;
+        const unsigned char *newline = memchr(s + i, '\n', (size_t)(n - i));
+        const Py_ssize_t stop = newline ? newline - s : n;
         uint64_t hash = FNV_BASIS;
+        int filled = 0; /* shape bytes in `shape` */
         uint32_t count = 0;
         int in_word = 0;
-        while (i < n && s[i] != '\n') {
+        while (i < stop) {
+#ifdef SIMD_SCAN
+            if (has_ssse3 && i + 16 <= n) { /* text 16 bytes at a time, up to a number's start or the line's end */
+                i = text_run(s, i, stop, n, &in_word, shape, &filled, &hash);
+                if (i >= stop)
+                    break;
+            }
+#endif
             const unsigned char c = s[i];
             const unsigned char kind = KIND[c];
-            if (kind & BLANK) {
-                in_word = 0;
-                i++;
-                continue;
-            }
             if (!in_word && (kind & NUMBER_START)) {
-                Py_ssize_t len = number_length(s + i, n - i);
-                if (len > 0 && len <= MAX_NUMBER) {
-                    double value;
-                    int bad = parse_number(s + i, len, &value, &released);
-                    if (bad < 0) {
-                        failed = 1;
-                        goto done_scanning;
-                    }
-                    if (bad == 0) {
-                        PUSH(values, double, value);
-                        if (offsets)
-                            PUSH(number_starts, int64_t, (int64_t)i);
-                        count++;
-                        int bare = 1;
-                        for (Py_ssize_t k = 0; k < len; k++)
-                            bare &= is_digit(s[i + k]);
-                        hash = (hash ^ (bare ? INTEGER_MARK : NUMBER_MARK)) * FNV_PRIME;
-                        i += len;
-                        in_word = 1;
-                        continue;
-                    }
+                Py_ssize_t len;
+                int bare;
+                double value;
+                int bad = scan_number(s + i, stop - i, &len, &bare, &value, &released);
+                if (bad < 0) {
+                    failed = 1;
+                    goto done_scanning;
+                }
+                if (bad == 0) {
+                    PUSH(values, double, value);
+                    if (offsets)
+                        PUSH(number_starts, int64_t, (int64_t)i);
+                    count++;
+                    shape[filled++] = bare ? INTEGER_MARK : NUMBER_MARK;
+                    if (filled >= SHAPE_FLUSH)
+                        shape_flush(&hash, shape, &filled);
+                    i += len;
+                    in_word = 1;
+                    continue;
                 }
             }
-            hash = (hash ^ c) * FNV_PRIME;
-            in_word = kind & WORD;
+            shape[filled] = c; /* a blank is written over by the next byte: left out */
+            filled += !(kind & BLANK);
+            if (filled >= SHAPE_FLUSH)
+                shape_flush(&hash, shape, &filled);
+            in_word = kind & WORD; /* a blank is no word byte */
             i++;
         }
-        PUSH(hashes, uint64_t, hash);
+        PUSH(hashes, uint64_t, shape_end(hash, shape, filled));
         PUSH(counts, uint32_t, count);
         PUSH(starts, int64_t, (int64_t)line_start);
         if (i < n)
@@ -178,11 +312,11 @@ nomem_released:
 fail:
     result = NULL;
 done:
-    PyMem_RawFree(hashes.data);
-    PyMem_RawFree(counts.data);
-    PyMem_RawFree(starts.data);
-    PyMem_RawFree(values.data);
-    PyMem_RawFree(number_starts.data);
+    keep(&kept[0], &hashes);
+    keep(&kept[1], &counts);
+    keep(&kept[2], &starts);
+    keep(&kept[3], &values);
+    keep(&kept[4], &number_starts);
     PyBuffer_Release(&view);
     return result;
 }
@@ -627,6 +761,50 @@ __attribute__((target("ssse3"))) static inline __m128i shape16(const unsigned ch
     *kept = keep;
     *k = KEPT_IN[low] + KEPT_IN[high];
     return _mm_or_si128(first, _mm_shuffle_epi8(second, _mm_loadu_si128((const __m128i *)SHIFT[KEPT_IN[low]])));
+}
+
+/* scan's text bytes from s[i], 16 at a time while 16 are there (i + 16 <= n), up to the first byte that may
+ * start a number (a digit, `+`, `-` or `.` that no word byte precedes) or the line's end at `stop`: the
+ * blanks left out, the other bytes appended to the shape (hashed by whole words when it fills), *in_word
+ * as the byte loop leaves it. Returns where it stopped (i itself when a number may start there). */
+__attribute__((target("ssse3"))) static Py_ssize_t text_run(const unsigned char *s, Py_ssize_t i, Py_ssize_t stop,
+                                                             Py_ssize_t n, int *in_word, unsigned char *shape,
+                                                             int *filled, uint64_t *hash) {
+    while (i < stop && i + 16 <= n) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+        const __m128i from_zero = _mm_sub_epi8(v, _mm_set1_epi8('0'));
+        const __m128i digit = _mm_cmpeq_epi8(_mm_min_epu8(from_zero, _mm_set1_epi8(9)), from_zero);
+        const __m128i from_a = _mm_sub_epi8(_mm_or_si128(v, _mm_set1_epi8(0x20)), _mm_set1_epi8('a'));
+        const __m128i letter = _mm_cmpeq_epi8(_mm_min_epu8(from_a, _mm_set1_epi8(25)), from_a);
+        const __m128i point = _mm_cmpeq_epi8(v, _mm_set1_epi8('.'));
+        const __m128i sign = _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('+')), _mm_cmpeq_epi8(v, _mm_set1_epi8('-')));
+        const __m128i blank = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')),
+                                                        _mm_cmpeq_epi8(v, _mm_set1_epi8('\t'))),
+                                           _mm_cmpeq_epi8(v, _mm_set1_epi8('\r')));
+        const __m128i word = _mm_or_si128(_mm_or_si128(digit, letter),
+                                          _mm_or_si128(point, _mm_cmpeq_epi8(v, _mm_set1_epi8('_'))));
+        const uint32_t words = (uint32_t)_mm_movemask_epi8(word);
+        const uint32_t starts = (uint32_t)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(digit, point), sign));
+        const uint32_t valid = stop - i >= 16 ? 0xFFFF : (1u << (stop - i)) - 1;
+        const uint32_t number = starts & ~((words << 1) | (uint32_t)(*in_word != 0)) & valid;
+        const int upto = number ? __builtin_ctz(number) : (stop - i >= 16 ? 16 : (int)(stop - i));
+        if (upto == 0)
+            return i;
+        const uint32_t keep = ~(uint32_t)_mm_movemask_epi8(blank) & ((1u << upto) - 1);
+        const unsigned low = keep & 0xFF, high = keep >> 8;
+        _mm_storel_epi64((__m128i *)(shape + *filled), _mm_shuffle_epi8(v, _mm_cvtsi64_si128((long long)PACK[low])));
+        *filled += KEPT_IN[low];
+        _mm_storel_epi64((__m128i *)(shape + *filled),
+                         _mm_shuffle_epi8(_mm_srli_si128(v, 8), _mm_cvtsi64_si128((long long)PACK[high])));
+        *filled += KEPT_IN[high];
+        if (*filled >= SHAPE_FLUSH)
+            shape_flush(hash, shape, filled);
+        *in_word = (int)(words >> (upto - 1) & 1);
+        i += upto;
+        if (number)
+            break;
+    }
+    return i;
 }
 
 /* shapes' loop, 16 bytes at a time: how many shape bytes it wrote to out for s[0..len). */

@@ -15,38 +15,6 @@ static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7, 
 static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 
 
-/* The length of the number at s[0..n) (0 when none starts there). */
-static Py_ssize_t number_length(const unsigned char *s, Py_ssize_t n) {
-    Py_ssize_t j = 0;
-    if (s[0] == '+' || s[0] == '-')
-        j = 1;
-    Py_ssize_t digits = 0;
-    while (j < n && is_digit(s[j])) {
-        j++;
-        digits++;
-    }
-    if (j < n && s[j] == '.' && (digits || (j + 1 < n && is_digit(s[j + 1])))) {
-        j++;
-        while (j < n && is_digit(s[j])) {
-            j++;
-            digits++;
-        }
-    }
-    if (!digits)
-        return 0;
-    if (j < n && (s[j] == 'e' || s[j] == 'E')) {
-        Py_ssize_t k = j + 1;
-        if (k < n && (s[k] == '+' || s[k] == '-'))
-            k++;
-        if (k < n && is_digit(s[k])) {
-            while (k < n && is_digit(s[k]))
-                k++;
-            j = k;
-        }
-    }
-    return j;
-}
-
 #ifdef __SIZEOF_INT128__
 typedef unsigned __int128 u128;
 
