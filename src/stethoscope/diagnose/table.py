@@ -198,7 +198,10 @@ class Table:
         c = self.col.get(name)
         if c is None:
             return None
-        rows = np.flatnonzero(self.present[:, c])
+        mask = self.present[:, c]
+        if mask.all():  # a series logged at every row, as `series` finds: no gather
+            return np.arange(mask.size), self.values[:, c].copy()
+        rows = np.flatnonzero(mask)
         return rows, self.values[rows, c]
 
     def _jumps(self, name: str, rel: float, sigmas: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -211,13 +214,18 @@ class Table:
             return empty, empty, np.zeros(0)
         rows, v = got
         bad = ~np.isfinite(v)
-        ref, noise = _previous_block_stats(np.where(bad, np.nan, v), _BLOCK)
+        ref, noise = _previous_block_levels(np.where(bad, np.nan, v), _BLOCK)  # one per block of values
         bar = np.maximum(rel * np.abs(ref), sigmas * noise)
+        blocks = np.full(ref.size * _BLOCK, np.nan)  # the values by block (NaN after the last: never a jump)
+        blocks[:v.size] = v
+        with np.errstate(invalid="ignore"):
+            over = blocks.reshape(ref.size, _BLOCK) > (ref + bar)[:, None]
+        at = np.flatnonzero(over & np.isfinite(ref)[:, None])
+        of = at // _BLOCK
         with np.errstate(all="ignore"):
-            score = (v - ref) / bar
-        up = np.isfinite(ref) & (v > ref + bar)
+            score = (v[at] - ref[of]) / bar[of]
         first_bad = bad & ~np.concatenate(([False], bad[:-1]))
-        return rows[first_bad], rows[up], np.where(np.isfinite(score[up]), score[up], np.inf)
+        return rows[first_bad], rows[at], np.where(np.isfinite(score), score, np.inf)
 
     def _drops(self, name: str) -> np.ndarray:
         got = self._column(name)
@@ -318,8 +326,8 @@ def _segments(codes: np.ndarray, steps: np.ndarray, n_codes: int) -> np.ndarray:
     return seg
 
 
-def _previous_block_stats(v: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """For each value, the median of the previous block of `block` values and the series' noise there:
+def _previous_block_levels(v: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each block of `block` values, the median of the previous block and the series' noise there:
     the sigma that the mean |difference| of successive values gives for normal noise, per block, then
     the median over the `_NOISE_BLOCKS` previous blocks (so that neither one quiet block nor one spike
     sets it). NaNs ignored."""
@@ -339,7 +347,7 @@ def _previous_block_stats(v: np.ndarray, block: int) -> tuple[np.ndarray, np.nda
     noise = np.where(np.isfinite(noise), noise, 0.0)
     prev = np.concatenate(([med[0]], med[:-1]))
     prev_noise = np.concatenate(([noise[0]], noise[:-1]))
-    return np.repeat(prev, block)[:n], np.repeat(prev_noise, block)[:n]
+    return prev, prev_noise
 
 
 def _block_medians(blocks: np.ndarray) -> np.ndarray:
