@@ -79,19 +79,20 @@ def rank(kind: str, t: int = 0) -> str:
 
 
 def dress(kind: str, text: str) -> str:
-    """The log as saved: a Jenkins pipeline's console with the Timestamper's time before each line."""
+    """The log as saved: a Jenkins pipeline's console with the Timestamper's time before each line of the steps'
+    output (the `[Pipeline]` lines and the build's first and last lines carry none)."""
     if kind != "jenkins_ts":
         return ninth.dress(kind, text)
-    lines = ["Started by user admin", "[Pipeline] Start of Pipeline", "[Pipeline] node",
-             "Running on gpu-agent-1 in /var/lib/jenkins/workspace/train", "[Pipeline] {", "[Pipeline] sh",
-             "+ python train.py", *text.split("\n")[:-1], "[Pipeline] }", "[Pipeline] // node",
-             "[Pipeline] End of Pipeline", "Finished: SUCCESS"]
+    lines = ["[Pipeline] Start of Pipeline", "[Pipeline] node", "Running on gpu-agent-1 in /var/lib/jenkins/workspace/train",
+             "[Pipeline] {", "[Pipeline] sh", "+ python train.py", *text.split("\n")[:-1], "[Pipeline] }",
+             "[Pipeline] // node", "[Pipeline] End of Pipeline"]
     start = datetime(2024, 7, 24, 11, 20, 33, tzinfo=timezone.utc)
-    out = []
+    out = ["Started by user admin\n"]
     for k, line in enumerate(lines):
         at = start + timedelta(milliseconds=k * 1373 + k * k % 97)
-        out.append(f"[{at.strftime('%Y-%m-%dT%H:%M:%S')}.{at.microsecond // 1000:03d}Z] {line}\n")
-    return "".join(out)
+        stamp = "" if line.startswith("[Pipeline] ") else f"[{at.strftime('%Y-%m-%dT%H:%M:%S')}.{at.microsecond // 1000:03d}Z] "
+        out.append(f"{stamp}{line}\n")
+    return "".join(out) + "Finished: SUCCESS\n"
 
 
 def table_header(kind: str) -> str:
