@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from stethoscope.errors import InputError
-from stethoscope.importers import running_means
+from stethoscope.importers import restarts, running_means
 from stethoscope.importers.held_out import eval_from_test
 from stethoscope.importers.base import ImportedRun, Importer, iter_names
 from stethoscope.importers.boxrecords import BoxRecordsImporter
@@ -47,6 +47,8 @@ _CANDIDATE = re.compile(r"^(?:trainer_state\.json|meta\.yaml|mlflow\.db|.*histor
                         re.IGNORECASE)
 # Dedicated text readers: when one of them reads no step, the general console reader gets a try.
 _TEXT_READERS = frozenset({"megatron", "fairseq", "textlog"})
+# Logs and tables a person writes runs into one after the other (a notebook's console, a sweep's table).
+_RESTARTED = frozenset({"console", "textlog"})
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -108,15 +110,18 @@ def read_any(path: Path, importers: Sequence[Importer] | None = None) -> list[Im
 
 
 def _read_all(importer: Importer, path: Path) -> list[ImportedRun]:
-    """Every run in one file: one, or each run of a store that holds several (MLflow's `mlflow.db`)."""
+    """Every run in one file: one, each run of a store that holds several (MLflow's `mlflow.db`), or each of
+    several runs written one after the other into a log or table (`restarts.py`)."""
     several = getattr(importer, "read_runs", None)
-    return [_finish(path, run) for run in several(path)] if several else [_read(importer, path)]
+    runs = several(path) if several else [_read(importer, path)]
+    if len(runs) == 1 and runs[0].format in _RESTARTED:
+        runs = restarts.split(runs[0])
+    return [_finish(path, run) for run in runs]
 
 
 def _read(importer: Importer, path: Path) -> ImportedRun:
     run = importer.read(path)
-    run = console_fallback(path, run) if importer.name in _TEXT_READERS else run
-    return _finish(path, run)
+    return console_fallback(path, run) if importer.name in _TEXT_READERS else run
 
 
 def _finish(path: Path, run: ImportedRun) -> ImportedRun:

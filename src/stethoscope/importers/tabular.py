@@ -6,7 +6,7 @@ every row (a table of one row an epoch: its findings speak of the epochs the fil
 (from 0); the choice is noted in meta. `_timestamp`/`timestamp`/`wall_time` is the time.
 W&B's `_runtime` becomes `perf/elapsed_s`; its panel exports (`run - metric`, `metric__MIN/__MAX`
 columns) keep the metric and leave out the min/max bands; one of several runs side by side is read run by run
-(`read_runs`, `wandb_export.py`). Other numeric columns keep their names
+(`read_runs`, `wandb_export.py`), and so is each run of a long-format table of several (`restarts.py`). Other numeric columns keep their names
 (mapped onto our vocabulary where we know them, values converted when the name gives a unit:
 `step_ms` → `perf/step_time_s` in seconds); text columns are left out.
 JSONL: one object per line, with a step key (as above, or fairseq's `num_updates`), or in a file with none an
@@ -33,6 +33,7 @@ from stethoscope.importers.epoch_rows import EPOCH_KEYS, Row, epoch_steps
 from stethoscope.importers.fairseq import fairseq_name
 from stethoscope.logtext.names import FileNames, metric, rivals, scaled_row
 from stethoscope.importers.stat_records import is_summary, summarised
+from stethoscope.importers.restarts import table_runs
 from stethoscope.importers.wandb_export import side_by_side
 from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.logtext.table import PointTable, describe, gc_paused, to_float
@@ -103,9 +104,11 @@ class CSVImporter:
     def read_runs(self, path: Path) -> list[ImportedRun]:
         """The table's run, or each run of a W&B export of several side by side (`wandb_export.py`)."""
         header, rows = _csv_rows(path)
-        step = step_key(header)
+        step = step_key(header) or next((k for k in header if k.strip().lower() in EPOCH_KEYS), None)
         rows = list(rows) if step is not None else rows
         runs = side_by_side(header, rows, header.index(step)) if step is not None else None
+        if runs is None and step is not None and (sweep := table_runs(header, rows, header.index(step))):
+            return [_csv_run(path, f"{path}#{name}", header, cells, name, "long_format") for name, cells in sweep]
         if runs is None:
             return [_csv_run(path, str(path), header, rows)]
         return [_csv_run(path, f"{path}#{name}", names, cells, name) for name, names, cells in runs]
@@ -122,13 +125,14 @@ def _csv_rows(path: Path) -> tuple[list[str], Iterator[list[str]]]:
     return header, rows
 
 
-def _csv_run(path: Path, label: str, header: list[str], rows: Any, run_name: str | None = None) -> ImportedRun:
+def _csv_run(path: Path, label: str, header: list[str], rows: Any, run_name: str | None = None,
+             dialect: str = "wandb_export") -> ImportedRun:
     with gc_paused():
         table, meta, warnings = _read_csv(path, header, rows)
         columns, rejected = table.build_columns()
     warnings += describe(rejected, lambda line: f"{path}:{line}")
     if run_name is not None:
-        meta.update(dialect="wandb_export", run_name=run_name)
+        meta.update(dialect=dialect, run_name=run_name)
     return ImportedRun(label, CSV_NAME, None, meta, warnings, columns=columns)
 
 

@@ -30,6 +30,7 @@ _EPOCH_OF = re.compile(r"(?:^|[:\]|>\-\s])\s*(?i:epoch)\s+(\d+)\s*/\s*\d+\s*$") 
 _INDENTED = re.compile(r"(?:\[[^\]\n]{0,40}\])?[ ]?\t")  # a tab after the line's stamp, if any
 _EVAL_HEAD = re.compile(r"\b(?i:eval|evaluation|validation|valid|val|test)\b[A-Za-z \t:]*$")  # words to its end
 HEAD = -1  # `EpochHeads.held`: the line is a head
+HEADED = 0  # `Line.total` of a count an `epoch 2/5` head made global: its shape is read line by line (`console_shape`)
 
 
 class EpochCounter:
@@ -156,7 +157,8 @@ class EpochHeads:
     head followed by lines that are not indented (nnU-Net: `Epoch 3`, then one value a line) begins the epoch of
     the first train loss printed without a counter after it (`after`). A head with the number of epochs (MONAI's
     `epoch 2/5`) is the epoch of the batch counts heading the lines after it (`12/154, train_loss: 0.61`,
-    `console_labels`), until the next."""
+    `console_labels`) and of the progress bars after it (Keras' `Epoch 3/100`, then `128/128 - 0s - loss: ..`:
+    a bar that prints only its last count repeats it every epoch), until the next."""
 
     def __init__(self) -> None:
         self.head: int | None = None  # the epoch the last head began, until a train loss takes it (`after`)
@@ -178,9 +180,11 @@ class EpochHeads:
         else None."""
         if line.step is None and (head := _EPOCH_OF.search(line.body)):
             self.of_epochs = int(head[1])
-        elif line.epoch is None and line.total and self.of_epochs is not None and not line.bar and \
-                batch_of(line.body):  # MONAI's `12/154, ..` under `epoch 2/5`: the batch within the epoch
-            line.step, line.total, line.epoch = max(self.of_epochs - 1, 0) * line.total + line.step, None, self.of_epochs
+        elif line.epoch is None and line.total and self.of_epochs is not None and (line.bar or batch_of(line.body)):
+            # MONAI's `12/154, ..` or Keras' bar (`128/128 - 0s - loss: ..`, often only the epoch's last count)
+            # under `epoch 2/5`: the batch within the head's epoch
+            line.step, line.epoch = max(self.of_epochs - 1, 0) * line.total + line.step, self.of_epochs
+            line.total, line.bar = HEADED, False
         alone = _EPOCH_ALONE.search(line.body) if line.step is None else None
         if alone:
             self.head = int(alone[3])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from stethoscope.logtext import console_tokens
-from stethoscope.logtext.console_epochs import batch_of
+from stethoscope.logtext.console_epochs import HEADED
 from stethoscope.logtext.console_fast import Template, reads_back
 from stethoscope.logtext.console_line import Line
 from stethoscope.logtext.table import Layout
@@ -31,7 +31,7 @@ def learn(text: str, original: str, line: Line, layout: Layout, values: list[Any
     per_epoch = line.epoch is not None
     if line.progress:
         return Shape(None, None, layout, False, False, False, False, True)
-    if per_epoch and batch_of(line.body):  # a batch count under an epoch head (MONAI's): its epoch is the
+    if per_epoch and line.total == HEADED:  # a count under an epoch head (MONAI's, Keras' bar): its epoch is the
         return Shape(None, None, layout, True, False, False, True)  # head's, not the line's: one by one
     template: Template | None = None
     if line.step is not None and text == original and not per_epoch:  # (regex rows carry no epoch check)
