@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from stethoscope.logtext.coded import CodedColumns, RowBlock, join
+from stethoscope.logtext.coded import CodedColumns, RowBlock, encode, join
 
 # What `join`'s CodedColumns holds per point: laid out on first use. `labels` is not among them: it is
 # known from the parts (and may be renamed before the points are laid out: importers.held_out does).
@@ -28,11 +28,13 @@ class PartsColumns(CodedColumns):
     __slots__ = ("parts", "_size")
 
     def __init__(self, parts: Sequence[Any]) -> None:  # the point slots stay unset: `__getattr__` fills them
-        self.parts = [part for part in parts if part.size]
+        # The few points read line by line are encoded now, as `join` encodes them (a step beyond 64 bits
+        # fails here, while the log is read, not when the points are first read).
+        self.parts = [part if isinstance(part, (RowBlock, CodedColumns)) else encode(part) for part in parts if part.size]
         self._size = sum(part.size for part in self.parts)
         labels: dict[str, None] = {}
         for part in self.parts:
-            labels.update(dict.fromkeys(part.names if isinstance(part, RowBlock) else _labels(part)))
+            labels.update(dict.fromkeys(part.names if isinstance(part, RowBlock) else part.labels))
         self.labels = list(labels)
 
     def __getattr__(self, name: str) -> Any:
@@ -60,13 +62,6 @@ class PartsColumns(CodedColumns):
                 return None
             t = float(last.times[-1])
             return None if t != t else t
-        if isinstance(last, CodedColumns):  # after a RowBlock: `join` made every time an array (NaN: none)
-            t = None if last.time_list is None else last.time_list[-1]
-        else:
-            t = last.times[-1]
+        t = None if last.time_list is None else last.time_list[-1]  # after a RowBlock `join` makes them an array
         return None if t is None or t != t else float(t)
 
-
-def _labels(part: Any) -> list[str]:
-    """A part's names in order of first appearance (CodedColumns: its labels; list columns: by a dict)."""
-    return part.labels if isinstance(part, CodedColumns) else list(dict.fromkeys(part.names))
