@@ -15,6 +15,7 @@ compares.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stethoscope.importers.megatron_fast import STAMPED
@@ -50,15 +51,14 @@ class Shape(NamedTuple):
         fit = (scan.hashes == self.hash) & (scan.counts == self.count)
         rows = np.flatnonzero(fit)
         if rows.size:
-            base = scan.first[rows]
-            values = scan.values
-            ok = values[base + self.step] < _MAX_STEP
+            number = _numbers(scan, rows, self.count)
+            ok = number(self.step) < _MAX_STEP
             for slot, want in self.fixed:
-                ok &= values[base + slot] == want
+                ok &= number(slot) == want
             for slot in self.nonzero:
-                ok &= values[base + slot] != 0.0
+                ok &= number(slot) != 0.0
             if self.stamp:
-                month, day, hour, minute = (values[base + slot] for slot in self.stamp[1:5])
+                month, day, hour, minute = (number(slot) for slot in self.stamp[1:5])
                 ok &= (month >= 1) & (month <= 12) & (day >= 1) & (day <= 31) & (hour < 24) & (minute < 60)
             fit[rows[~ok]] = False
         return fit
@@ -69,17 +69,30 @@ class Shape(NamedTuple):
 
         from stethoscope.logtext.coded import RowBlock
 
-        base = scan.first[rows]
-        values = scan.values
-        columns = [values[base + slot] for slot in self.values]
+        number = _numbers(scan, rows, self.count)
         if self.layout.scales:
-            columns = [column * scale for column, scale in zip(columns, self.layout.scales)]
+            columns = [number(slot) * scale for slot, scale in zip(self.values, self.layout.scales)]
+        else:  # copies: a view would keep the whole block's numbers alive
+            columns = [np.array(number(slot)) for slot in self.values]
         times = None
         if self.stamp:
-            year, month, day, hour, minute = (values[base + slot].astype(np.int64) for slot in self.stamp[:5])
+            year, month, day, hour, minute = (number(slot).astype(np.int64) for slot in self.stamp[:5])
             minutes = (_days_from_civil(year, month, day) * 1440 + hour * 60 + minute) * 60
-            times = minutes.astype(np.float64) + values[base + self.stamp[5]] - 0.0  # as stamp_seconds adds
-        return RowBlock(self.layout.names, values[base + self.step].astype(np.int64), columns, times)
+            times = minutes.astype(np.float64) + number(self.stamp[5]) - 0.0  # as stamp_seconds adds
+        return RowBlock(self.layout.names, number(self.step).astype(np.int64), columns, times)
+
+
+def _numbers(scan: Scan, rows: np.ndarray, count: int) -> Callable[[int], np.ndarray]:
+    """The k-th numbers of `rows` (lines of `count` numbers each) by k: columns of a (rows x count) view of the
+    scan's numbers where no line between them has one (a block of records, blank lines between: no gather),
+    else gathered line by line."""
+    base = scan.first[rows]
+    start = int(base[0])
+    if int(base[-1]) - start == (rows.size - 1) * count:  # each line `count` past the one before
+        table = scan.values[start:start + rows.size * count].reshape(rows.size, count)
+        return lambda k: table[:, k]
+    values = scan.values
+    return lambda k: values[base + k]
 
 
 def _days_from_civil(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.ndarray:
