@@ -14,7 +14,7 @@ from stethoscope.records import LOSS
 
 # `... 11:00:07.000001: Epoch 3`, st-gcn's `[03.24.23|09:56:11] Training epoch: 0` / `Eval epoch: 4`, `- INFO - Epoch 1:`
 _EPOCH_ALONE = re.compile(r"(?:^|[:\]|>\-])\s*(?i:(?P<phase>train(?:ing)?|(?P<eval>eval(?:uation)?|val(?:idation)?|"
-                          r"test(?:ing)?))\s+)?(?i:epoch)\s*:?\s*(\d+)\s*:?\s*$")
+                          r"test(?:ing)?))\s+)?(?i:epoch)\s*:?\s*(\d+)(?:\s+of\s+\d+)?\s*:?\s*$")  # (`EPOCH 8 of 30`)
 BATCH_OF = re.compile(r"(?:^|(?<=\s))(\d+)/(\d+),\s*(?=[A-Za-z_][\w ./\-]*:\s*[-+]?\.?\d)")  # MONAI's `12/154, train_loss: ..` (`console_labels`)
 _COUNTER_BEFORE = re.compile(r"\b(?i:epoch|step|iter|iteration|batch|update)s?\s*[:=#]?\s*$")
 
@@ -26,10 +26,11 @@ def batch_of(body: str) -> re.Match[str] | None:
     return None if m is None or _COUNTER_BEFORE.search(body, 0, m.start()) else m
 
 
-_EPOCH_OF = re.compile(r"(?:^|[:\]|>\-\s])\s*(?i:epoch)\s+(\d+)\s*/\s*\d+\s*$")  # MONAI's `epoch 2/5` on a line alone
+_EPOCH_OF = re.compile(r"(?:^|[:\]|>\-\s])\s*(?i:epoch)\s+(\d+)\s*(?:/|\s(?i:of)\s)\s*\d+\s*$")  # MONAI's `epoch 2/5` alone
 _INDENTED = re.compile(r"(?:\[[^\]\n]{0,40}\])?[ ]?\t")  # a tab after the line's stamp, if any
 _EVAL_HEAD = re.compile(r"\b(?i:eval|evaluation|validation|valid|val|test)\b[A-Za-z \t:]*$")  # words to its end
 HEAD = -1  # `EpochHeads.held`: the line is a head
+_LOSS_WORD = re.compile(r"(?i)(?<![a-z])loss(?![a-z])")  # `loss_D`, `train/loss`, not `gloss`
 HEADED = 0  # `Line.total` of a count an `epoch 2/5` head made global: its shape is read line by line (`console_shape`)
 
 
@@ -165,6 +166,7 @@ class EpochHeads:
         self.block: tuple[int, bool, int] | None = None  # (epoch, eval?, last line) of the open indented block
         self.eval_head: int | None = None  # the line number of an eval head without values, or of its last record
         self.of_epochs: int | None = None  # the epoch of the last `epoch 2/5` line
+        self.record: tuple[int, set[str]] | None = None  # (epoch, names) of the record `after` a head, while open
 
     def continued(self, number: int, line: Any) -> None:
         """Mark eval a record continued under an eval head that printed no values (Coqui TTS: `--> EVAL
@@ -187,7 +189,7 @@ class EpochHeads:
             line.total, line.bar = HEADED, False
         alone = _EPOCH_ALONE.search(line.body) if line.step is None else None
         if alone:
-            self.head = int(alone[3])
+            self.head, self.record = int(alone[3]), None
             self.block = (self.head, alone["eval"] is not None, number)
             return HEAD
         block, self.block = self.block, None
@@ -199,10 +201,18 @@ class EpochHeads:
 
     def after(self, pairs: list[Any], line: Any) -> int | None:
         """The step of a record that follows a head on lines of its own (not indented): the head's epoch for the
-        first train loss printed without a counter after it (one record an epoch: a loss printed later, an eval's
-        without its word, is none), else None."""
+        first line of losses printed without a counter after it (a train loss, or a GAN's `loss_D: .., loss_G: ..`)
+        and for the lines of losses right after that one that print no name it printed (AdvGAN's record on two
+        lines; one record an epoch: a loss printed again, an eval's without its word, is none), else None."""
         names = [n[0] for n, _ in pairs]
-        if self.head is not None and not line.eval and (LOSS in names or CROSS_ENTROPY in names):
-            head, self.head = self.head, None
-            return head
+        if line.eval or not (LOSS in names or CROSS_ENTROPY in names or any(map(_LOSS_WORD.search, names))):
+            self.record = None
+            return None
+        if self.head is not None:
+            self.record, self.head = (self.head, set(names)), None
+            return self.record[0]
+        if self.record is not None and not self.record[1].intersection(names):
+            self.record[1].update(names)
+            return self.record[0]
+        self.record = None
         return None
