@@ -34,6 +34,7 @@ from stethoscope.importers.fairseq import fairseq_name
 from stethoscope.logtext.names import FileNames, metric, rivals, scaled_row
 from stethoscope.importers.stat_records import is_summary, summarised
 from stethoscope.importers.restarts import table_runs
+from stethoscope.importers.settings_tables import refuse_settings_table
 from stethoscope.importers.wandb_export import side_by_side
 from stethoscope.importers.source import is_text, log_name, read_text
 from stethoscope.logtext.table import PointTable, describe, gc_paused, to_float
@@ -222,6 +223,7 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
             columns = [(i, name) for i, name in columns if i != epoch_at]
         if epochs is None:
             refuse_results_table(path, header, rows)
+            refuse_settings_table(path, header)
         how = f"the {header[epoch_at]!r} column (one row an epoch)" if epochs is not None else "the row index, from 0"
         meta["notes"] = {"step": f"no step column: the step is {how}"}
     warnings: list[str] = []
