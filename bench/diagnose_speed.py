@@ -21,6 +21,10 @@ on the machine disturb less. It also checks that the spike was found, and counts
 warning or above (1: the spike alone).
 
     python bench/diagnose_speed.py [--steps 1000000] [--repeats 3] [--dir DIR] [--no-cli]
+
+`--against TREE` (a checkout of another commit, its extension built: `python setup.py build_ext --inplace`)
+times both trees instead, in fresh processes interleaved round by round (the order alternating), each
+against a split loop timed in the same process: total / split per tree with its range, and after / before.
 """
 
 from __future__ import annotations
@@ -181,6 +185,51 @@ def files(folder: Path, steps: int, spike: int, names: list[str]) -> dict[str, P
     return out
 
 
+_CHILD = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from stethoscope.cli import render
+from stethoscope.diagnose.engine import diagnose_run
+from stethoscope.importers.registry import read_any
+path = Path(sys.argv[2])
+t0, c0 = time.perf_counter(), time.process_time()
+with path.open() as f:
+    for line in f:
+        line.split()
+t1, c1 = time.perf_counter(), time.process_time()
+diagnosis = diagnose_run(read_any(path)[0])
+render.to_json(diagnosis.to_dict())
+t2, c2 = time.perf_counter(), time.process_time()
+print(json.dumps([t1 - t0, t2 - t1, c1 - c0, c2 - c1, [(f.type, f.severity, f.step) for f in diagnosis.findings]]))
+"""
+
+
+def against(paths: dict[str, Path], other: Path, repeats: int) -> None:
+    """This tree and `other`, each diagnosing every log in fresh processes, interleaved."""
+    trees = {"before": str(other.resolve() / "src"), "after": str(SRC)}
+    for name, path in paths.items():
+        got: dict[str, list[list]] = {tree: [] for tree in trees}
+        for r in range(repeats):
+            for tree in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
+                res = subprocess.run([sys.executable, "-c", _CHILD, trees[tree], str(path)], capture_output=True,
+                                     text=True, env=dict(os.environ, PYTHONPATH=""))
+                if res.returncode:
+                    raise SystemExit(f"{tree}: {res.stderr[-2000:]}")
+                got[tree].append(json.loads(res.stdout))
+        print(f"  {name} ({path.stat().st_size / 2**20:.1f} MiB), {repeats} interleaved rounds, fresh processes:")
+        for tree, rows in got.items():
+            wall = [row[1] / row[0] for row in rows]
+            cpu = [row[3] / row[2] for row in rows]
+            print(f"    {tree:6s} diagnose / split loop x{statistics.median(wall):.2f} [{min(wall):.2f}-{max(wall):.2f}], "
+                  f"cpu x{statistics.median(cpu):.2f} [{min(cpu):.2f}-{max(cpu):.2f}]  (diagnose "
+                  f"{statistics.median(row[1] for row in rows):.2f} s, split {statistics.median(row[0] for row in rows):.2f} s)")
+        speed = [a[1] / b[1] for a, b in zip(got["after"], got["before"])]
+        same = all(a[4] == b[4] for a, b in zip(got["after"], got["before"]))
+        print(f"    after / before x{statistics.median(speed):.2f} [{min(speed):.2f}-{max(speed):.2f}]; "
+              f"findings {'the same' if same else 'DIFFER'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1_000_000)
@@ -188,10 +237,13 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, help="keep the generated logs here (and reuse them next time)")
     ap.add_argument("--no-cli", action="store_true", help="skip the fresh-process runs")
     ap.add_argument("--only", choices=sorted(FORMATS), action="append", help="measure only this log (repeatable)")
+    ap.add_argument("--against", type=Path, metavar="TREE", help="compare with another checkout (see above)")
     args = ap.parse_args()
     spike = args.steps // 2
     with tempfile.TemporaryDirectory() as tmp:
         paths = files(args.dir or Path(tmp), args.steps, spike, args.only or list(FORMATS))
+        if args.against:
+            return against(paths, args.against, args.repeats)
         times: dict[str, dict[str, list[float]]] = {name: {} for name in paths}
         outs: dict[str, dict] = {}
         for _ in range(args.repeats):  # interleaved: a burst of load hits every phase alike
