@@ -36,7 +36,9 @@ _NAME_CELL = re.compile(r"^[A-Za-z_][\w/.\-]*$")
 _RULE = re.compile(r"^[\s\-=+|]+$")
 _UPDATES = ("total_train_updates", "train_updates", "total_updates")  # the optimiser's updates done: the step
 _RULE_LINE = re.compile(r"-[- ]*-\s*$")  # a line ending in a rule of dashes
-_BAR = re.compile(r":?\s+\d{1,3}%\|")  # a progress bar drawn after a row's cells (ultralytics: `640: 45%|███ |`)
+# a progress bar drawn after a row's cells (ultralytics: `640: 45%|███ |`), or its count and clock when the bar's
+# blocks were lost (YOLOv5 in a notebook's saved output: `640: 100% 15/15 [00:12<00:00,  1.22it/s]`)
+_BAR = re.compile(r":?\s+\d{1,3}%(?:\||\s+\d+/\d+\s+\[)")
 _EVAL_WORD = re.compile(r"(?i)(val|valid|validation|eval|test)[_/]")
 _TWO_NETWORKS = re.compile(r"(?i)(actor|critic|policy|value|q|generator|discriminator|gen|disc|g|d)[_/]")
 
