@@ -228,24 +228,17 @@ static void keep(Buffer *slot, Buffer *b) {
 
 static PyObject *as_bytes(Buffer *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", b->size); }
 
-static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"data", "offsets", NULL};
-    Py_buffer view;
-    int offsets = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|p:scan", keywords, &view, &offsets))
-        return NULL;
-    const unsigned char *s = view.buf;
-    const Py_ssize_t n = view.len;
-    /* Each thread's buffers are kept from one call to the next (a reader scans a log block by block): no
-     * realloc and first-touch page faults per block, which cost a fifth of the scan. */
-    static THREAD_LOCAL Buffer kept[5];
-    Buffer hashes = kept[0], counts = kept[1], starts = kept[2], values = kept[3], number_starts = kept[4];
-    hashes.size = counts.size = starts.size = values.size = number_starts.size = 0;
-    PyObject *result = NULL;
-    Py_ssize_t i = 0;
-    int failed = 0;
-    PyThreadState *released = PyEval_SaveThread();
+typedef struct {
+    Buffer hashes, counts, starts, values, number_starts;
+} Scanned;
+
+/* scan's loop over the lines of s[0..n), the GIL released (*released), into `out`: 0, -1 with a Python
+ * error from dtoa, -2 out of memory. With `simd` (a constant: the loop is compiled once for
+ * SSSE3, text_run inlined in it, and once without) text is read 16 bytes at a time. */
+static inline __attribute__((always_inline)) int scan_lines(const unsigned char *s, Py_ssize_t n, int offsets,
+                                                            Scanned *out, PyThreadState **released, const int simd) {
     unsigned char shape[SHAPE_FLUSH + 32] = {0};
+    Py_ssize_t i = 0;
     while (i < n) {
         const Py_ssize_t line_start = i;
         const unsigned char *newline = memchr(s + i, '\n', (size_t)(n - i));
@@ -256,7 +249,7 @@ static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
         int in_word = 0;
         while (i < stop) {
 #ifdef SIMD_SCAN
-            if (has_ssse3 && i + 16 <= n) { /* text 16 bytes at a time, up to a number's start or the line's end */
+            if (simd && i + 16 <= n) { /* text 16 bytes at a time, up to a number's start or the line's end */
                 i = text_run(s, i, stop, n, &in_word, shape, &filled, &hash);
                 if (i >= stop)
                     break;
@@ -268,15 +261,13 @@ static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
                 Py_ssize_t len;
                 int bare;
                 double value;
-                int bad = scan_number(s + i, stop - i, &len, &bare, &value, &released);
-                if (bad < 0) {
-                    failed = 1;
-                    goto done_scanning;
-                }
+                int bad = scan_number(s + i, stop - i, &len, &bare, &value, released);
+                if (bad < 0)
+                    return -1;
                 if (bad == 0) {
-                    PUSH(values, double, value);
+                    PUSH(out->values, double, value);
                     if (offsets)
-                        PUSH(number_starts, int64_t, (int64_t)i);
+                        PUSH(out->number_starts, int64_t, (int64_t)i);
                     count++;
                     shape[filled++] = bare ? INTEGER_MARK : NUMBER_MARK;
                     if (filled >= SHAPE_FLUSH)
@@ -293,30 +284,60 @@ static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
             in_word = kind & WORD; /* a blank is no word byte */
             i++;
         }
-        PUSH(hashes, uint64_t, shape_end(hash, shape, filled));
-        PUSH(counts, uint32_t, count);
-        PUSH(starts, int64_t, (int64_t)line_start);
+        PUSH(out->hashes, uint64_t, shape_end(hash, shape, filled));
+        PUSH(out->counts, uint32_t, count);
+        PUSH(out->starts, int64_t, (int64_t)line_start);
         if (i < n)
             i++; /* the newline */
     }
-done_scanning:
-    PyEval_RestoreThread(released);
-    if (failed)
-        goto fail;
-    result = Py_BuildValue("(NNNNN)", as_bytes(&hashes), as_bytes(&counts), as_bytes(&starts), as_bytes(&values),
-                           as_bytes(&number_starts));
-    goto done;
+    return 0;
 nomem_released:
+    return -2;
+}
+
+#ifdef SIMD_SCAN
+__attribute__((target("ssse3"))) static int scan_lines_ssse3(const unsigned char *s, Py_ssize_t n, int offsets,
+                                                              Scanned *out, PyThreadState **released) {
+    return scan_lines(s, n, offsets, out, released, 1);
+}
+#endif
+
+static int scan_lines_bytes(const unsigned char *s, Py_ssize_t n, int offsets, Scanned *out,
+                            PyThreadState **released) {
+    return scan_lines(s, n, offsets, out, released, 0);
+}
+
+static PyObject *scan(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"data", "offsets", NULL};
+    Py_buffer view;
+    int offsets = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|p:scan", keywords, &view, &offsets))
+        return NULL;
+    /* Each thread's buffers are kept from one call to the next (a reader scans a log block by block): no
+     * realloc and first-touch page faults per block, which cost a fifth of the scan. */
+    static THREAD_LOCAL Scanned kept;
+    Scanned out = kept;
+    out.hashes.size = out.counts.size = out.starts.size = out.values.size = out.number_starts.size = 0;
+    PyObject *result = NULL;
+    PyThreadState *released = PyEval_SaveThread();
+    int status;
+#ifdef SIMD_SCAN
+    if (has_ssse3)
+        status = scan_lines_ssse3(view.buf, view.len, offsets, &out, &released);
+    else
+#endif
+        status = scan_lines_bytes(view.buf, view.len, offsets, &out, &released);
     PyEval_RestoreThread(released);
-    PyErr_NoMemory();
-fail:
-    result = NULL;
-done:
-    keep(&kept[0], &hashes);
-    keep(&kept[1], &counts);
-    keep(&kept[2], &starts);
-    keep(&kept[3], &values);
-    keep(&kept[4], &number_starts);
+    if (status == 0)
+        result = Py_BuildValue("(NNNNN)", as_bytes(&out.hashes), as_bytes(&out.counts), as_bytes(&out.starts),
+                               as_bytes(&out.values), as_bytes(&out.number_starts));
+    else if (status == -2)
+        PyErr_NoMemory();
+    keep(&kept.hashes, &out.hashes);
+    keep(&kept.counts, &out.counts);
+    keep(&kept.starts, &out.starts);
+    keep(&kept.values, &out.values);
+    keep(&kept.number_starts, &out.number_starts);
     PyBuffer_Release(&view);
     return result;
 }
