@@ -45,3 +45,18 @@ def test_jumps_by_block_are_the_per_value_ones(n: int) -> None:
             got, want = table._jumps("x", rel, sigmas), _reference(v, rel, sigmas)
             for g, w in zip(got, want):
                 assert g.tolist() == w.tolist()  # == on lists: NaN never, infinities and doubles exactly
+
+
+@pytest.mark.parametrize("width", [7, 8, 32])
+def test_sorted_medians_are_np_median_to_the_bit(width: int) -> None:
+    """Block medians by sorting (`_sorted_medians`): np.median's doubles, signed zeros in the middle included."""
+    from stethoscope.diagnose.table import _block_medians
+
+    rng = np.random.default_rng(width)
+    for trial in range(40):
+        rows = rng.choice([-0.0, 0.0, 1.0, -1.0, 2.5, np.inf, -np.inf, 1e308], size=(300, width))
+        if trial % 2:
+            rows = rng.standard_normal((300, width)) * 10.0 ** rng.integers(-300, 300)
+            rows[::7, : width // 2] = rng.choice([-0.0, 0.0], size=(len(rows[::7]), width // 2))
+        with np.errstate(all="ignore"):
+            assert _block_medians(rows).tobytes() == np.median(rows, axis=1).tobytes()

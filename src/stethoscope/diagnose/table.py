@@ -351,12 +351,29 @@ def _previous_block_levels(v: np.ndarray, block: int) -> tuple[np.ndarray, np.nd
 
 
 def _block_medians(blocks: np.ndarray) -> np.ndarray:
-    """np.nanmedian per row; rows without a NaN (nearly all) by np.median, which gives the same doubles
-    (tests/diagnose/test_table.py) at a third of the cost."""
+    """np.nanmedian per row; rows without a NaN (nearly all) by `_sorted_medians`, which gives the same
+    doubles (tests/diagnose/test_table.py) at a twentieth of the cost."""
     holed = np.isnan(blocks).any(axis=1)
     if not holed.any():
-        return np.median(blocks, axis=1)
+        return _sorted_medians(blocks)
     med = np.empty(blocks.shape[0])
-    med[~holed] = np.median(blocks[~holed], axis=1)
+    med[~holed] = _sorted_medians(blocks[~holed])
     med[holed] = np.nanmedian(blocks[holed], axis=1)
+    return med
+
+
+def _sorted_medians(rows: np.ndarray) -> np.ndarray:
+    """np.median per row of rows without NaN, to the bit: the middle of each sorted row, or the mean of its two
+    middle values, (a + b) / 2 as np.median's mean takes it. numpy sorts short rows with SIMD: ~1.7 ms for
+    31,250 rows of 32, where np.median's partitions take ~30 ms (the replay screen takes six such medians).
+    Where a middle value is zero, which of -0.0 and 0.0 lands there is the algorithm's: np.median decides."""
+    ordered = np.sort(rows, axis=1)
+    half = rows.shape[1] // 2
+    if rows.shape[1] % 2:
+        med, zero = ordered[:, half], ordered[:, half] == 0
+    else:
+        med = (ordered[:, half - 1] + ordered[:, half]) / 2
+        zero = (ordered[:, half - 1] == 0) | (ordered[:, half] == 0)
+    if zero.any():
+        med[zero] = np.median(rows[zero], axis=1)
     return med
