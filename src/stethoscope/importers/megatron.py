@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from stethoscope.logtext import linescan
@@ -45,7 +46,7 @@ from stethoscope.importers.megatron_fast import (
 from stethoscope.importers.megatron_fields import (
     AFTER_LOSS, COUNTER_KEYS, GLOBAL_BATCH, GLOBAL_BATCH_KEY, LOSS_MISSING, eval_name, field_name, number,
 )
-from stethoscope.importers.megatron_native import Shape, learn, read_scanned
+from stethoscope.importers.megatron_native import Shape, close_map, learn, mapped_blocks, read_scanned
 from stethoscope.logtext.names import normalize
 from stethoscope.importers.source import GZIP_ERRORS, check_file, is_text, open_log, read_error
 from stethoscope.logtext.table import PointTable, Rejected, describe, gc_paused
@@ -95,7 +96,13 @@ class MegatronImporter:
             with open_log(path) as stream, gc_paused():
                 native = self.fast and self.native and linescan.available()
                 size = self.chunk_bytes or (NATIVE_CHUNK_BYTES if native else CHUNK_BYTES)
-                return _Reader(path, self.fast, native).run(stream, size)
+                log = linescan.mapped(str(path)) if native else None  # a big, plain, settled log: not copied
+                if log is None:
+                    return _Reader(path, self.fast, native).run(stream, size)
+                try:
+                    return _Reader(path, self.fast, native).run(stream, size, mapped_blocks(log, size))
+                finally:
+                    close_map(log)
         except (OSError, *GZIP_ERRORS) as exc:
             raise read_error(path, exc) from None
 
@@ -143,10 +150,11 @@ class _Reader:
         self.raw: tuple[int, bytes] | None = None  # the line the general parser is reading, as bytes
 
     # -- the loop --------------------------------------------------------------------------------
-    def run(self, stream: BinaryIO, chunk_bytes: int) -> ImportedRun:
+    def run(self, stream: BinaryIO, chunk_bytes: int, blocks: Iterator[memoryview] | None = None) -> ImportedRun:
+        """Read the log from `stream`, or for the line scanner from `blocks` where given (its mapped bytes)."""
         line = 0
         if self.use_native:
-            for block, scan in linescan.scanned(linescan.blocks(stream, chunk_bytes)):
+            for block, scan in linescan.scanned(blocks or linescan.blocks(stream, chunk_bytes)):
                 read_scanned(self, block, scan, line)
                 line += len(scan)
         else:

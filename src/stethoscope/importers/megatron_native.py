@@ -14,8 +14,9 @@ compares.
 
 from __future__ import annotations
 
+import mmap
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from stethoscope.importers.megatron_fast import STAMPED
@@ -175,7 +176,29 @@ def _place(key: str, text: str, slot: int | None, values: np.ndarray, placed: di
     return True
 
 
-def read_scanned(reader: Any, chunk: bytearray, scan: Scan, line: int) -> None:
+def mapped_blocks(log: mmap.mmap, size: int) -> Iterator[memoryview]:
+    """A mapped log (`linescan.mapped`) in views of about `size` bytes that end at a line end (the last may
+    not), as `linescan.blocks` reads a stream: no copy of the file into memory, nothing zero-filled first."""
+    whole = memoryview(log)
+    start, end = 0, len(log)
+    while start < end:
+        stop = min(start + size, end)
+        if stop < end:
+            cut = log.rfind(b"\n", start, stop) + 1
+            stop = cut if cut > start else (log.find(b"\n", stop) + 1 or end)  # a line longer than a block
+        yield whole[start:stop]
+        start = stop
+
+
+def close_map(log: mmap.mmap) -> None:
+    """Unmap a log read by `mapped_blocks`; where a view of it is still held, the map goes with the last one."""
+    try:
+        log.close()
+    except BufferError:
+        pass
+
+
+def read_scanned(reader: Any, chunk: bytearray | memoryview, scan: Scan, line: int) -> None:
     """A block read by the line scanner for `reader` (megatron._Reader): runs of lines that fit the current
     shape at once, the others by its general parser, in log order (a line it reads may teach a new shape).
     Where its regex template has no shape for the scanner, the rest of the block takes the regex path."""
