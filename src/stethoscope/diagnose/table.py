@@ -98,8 +98,10 @@ class Table:
         steps = np.concatenate([piece[0] for piece in pieces])
         if len(index) != len(columns.labels) or not bool(np.all(steps[1:] > steps[:-1])):
             return None
-        matrix = np.full((steps.size, len(index)), np.nan)
-        present = np.zeros((steps.size, len(index)), dtype=bool)
+        # Column by column (each series contiguous): the parts' columns are written and `series` read as one
+        # run of memory each, not every width-th double.
+        matrix = np.full((steps.size, len(index)), np.nan, order="F")
+        present = np.zeros((steps.size, len(index)), dtype=bool, order="F")
         row = 0
         for piece_steps, at, values, shown in pieces:
             end = row + piece_steps.size
