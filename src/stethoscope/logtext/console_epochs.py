@@ -41,6 +41,8 @@ class EpochCounter:
         self.state: tuple[int, int, int] | None = None
         self.anchored = anchored  # whether a log that starts in a later epoch counts the epochs before it
         self.cadence = 1  # the counter's last step forward: how far from zero an epoch restarts it
+        self.anchor = 0  # the epochs before the log's first one, counted in (`step`)
+        self.counts_run: bool | None = None  # the epoch moved on: without going back (the counter counts the run)?
 
     def step(self, epoch: int, raw: int, total: int | None) -> int:
         """The global step of counter `raw` (of `total`) printed after `epoch`. Without a total (ESPnet's
@@ -49,7 +51,11 @@ class EpochCounter:
         what that makes it): the steps stay in order, the trainer's own when it logs every N steps."""
         # a log that starts in a later epoch (a resumed run's, a tail) counts the epochs before it when it prints
         # their length: epoch E's batch b is step (E - 1) * total + b, as the whole log would have read it
-        last_epoch, offset, last = self.state or (epoch, max(epoch - 1, 0) * (total or 0) * self.anchored, raw)
+        if self.state is None:
+            self.anchor = max(epoch - 1, 0) * (total or 0) * self.anchored
+        last_epoch, offset, last = self.state or (epoch, self.anchor, raw)
+        if epoch > last_epoch:
+            self.counts_run = raw > last and self.counts_run is not False
         if epoch > last_epoch and raw < last:
             offset += total * (epoch - last_epoch) if total else last + self.cadence - raw
         elif epoch > last_epoch and raw == last:  # one record an epoch at the same count (CycleGAN's `iters: 3648`
@@ -58,6 +64,21 @@ class EpochCounter:
             self.cadence = raw - last
         self.state = (epoch, offset, raw)
         return offset + raw
+
+    def unanchored(self, columns: Any) -> Any:
+        """`columns` less the epochs counted in before the log's first one, when the counter turned out to count
+        the run: the epoch moved on and the counter never went back (PaddleSeg's `[TRAIN] epoch: 14, iter: 1020/3250`
+        after `epoch: 13, iter: 1000/3250`: its total is the run's iterations, not an epoch's). A first record
+        cannot tell that apart from a batch count within epoch 13 of 3250 batches (a tail of word_language_model's
+        `| epoch 13 | 1000/3250 batches |`, whose next epoch starts the count over)."""
+        if not self.anchor or not self.counts_run:
+            return columns
+        from stethoscope.logtext.coded import CodedColumns, encode
+
+        coded = encode(columns)
+        steps = coded.step_array  # (a point below the anchor is another counter's: Caffe's `Iteration 1050, Testing`)
+        return CodedColumns(coded.labels, coded.codes, steps - self.anchor * (steps >= self.anchor), coded.value_array,
+                            coded.time_list, coded.ordered, coded.last_time)
 
     def reads(self, steps: Any, last_step: int | None) -> bool:
         """Whether `steps`, read at once without their epochs, are global steps as they are (else those lines

@@ -415,7 +415,7 @@ class ConsoleReader:
                 part, more = part.build_columns()
                 rejected += more
             parts.append(part)
-        joined, steps = join(parts), index_steps(self.counts)
+        joined, steps = self.epochs.unanchored(join(parts)), index_steps(self.counts)
         if steps:  # the counter counts batches: the records' steps are known after all
             joined, self.ordinal = renumbered(joined, steps), 0
         columns = stand_ins(times_named(joined, {found[0] for found in self.names.values() if found}))
