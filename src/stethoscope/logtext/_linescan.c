@@ -103,38 +103,48 @@ static void init_kinds(void) {
     }
 }
 
-/* A line's shape is gathered into a buffer and hashed 8 bytes at a time (a multiply per 8 bytes, not per
- * byte), the shift folding the high bits down (a multiply alone never carries them into the low ones);
- * the last, partial word and its length end the line. The buffer is hashed whenever SHAPE_FLUSH bytes
- * are in it (a multiple of 8: where the flushes fall does not change the hash). */
+/* A line's shape is gathered into a buffer and hashed 16 bytes at a time, a multiply per 8 bytes in two
+ * lanes (two chains of multiplies side by side: one chain's latency was the scan's floor), the shift folding
+ * the high bits down (a multiply alone never carries them into the low ones); then the lanes in order, the
+ * last bytes (under 16) and their count end the line. The buffer is hashed whenever SHAPE_FLUSH bytes are
+ * in it, by 16-byte units (where the flushes fall does not change the hash). */
 #define SHAPE_FLUSH 64
+
+typedef struct {
+    uint64_t a, b;
+} Lanes;
 
 static inline uint64_t shape_mix(uint64_t hash, uint64_t word) {
     hash = (hash ^ word) * FNV_PRIME;
     return hash ^ (hash >> 29);
 }
 
-static inline uint64_t shape_words(uint64_t hash, const unsigned char *buf, int len) {
-    for (int k = 0; k + 8 <= len; k += 8) {
-        uint64_t word;
-        memcpy(&word, buf + k, 8);
-        hash = shape_mix(hash, word);
+static inline void shape_units(Lanes *hash, const unsigned char *buf, int len) {
+    for (int k = 0; k + 16 <= len; k += 16) {
+        uint64_t first, second;
+        memcpy(&first, buf + k, 8);
+        memcpy(&second, buf + k + 8, 8);
+        hash->a = shape_mix(hash->a, first);
+        hash->b = shape_mix(hash->b, second);
     }
-    return hash;
 }
 
-static inline uint64_t shape_end(uint64_t hash, const unsigned char *buf, int len) {
-    hash = shape_words(hash, buf, len);
-    uint64_t word = 0;
-    memcpy(&word, buf + (len & ~7), (size_t)(len & 7));
-    return shape_mix(shape_mix(hash, word), (uint64_t)(len & 7));
+static inline uint64_t shape_end(Lanes *hash, const unsigned char *buf, int len) {
+    shape_units(hash, buf, len);
+    const int at = len & ~15, rest = len & 15;
+    uint64_t first = 0, second = 0;
+    memcpy(&first, buf + at, (size_t)(rest < 8 ? rest : 8));
+    if (rest > 8)
+        memcpy(&second, buf + at + 8, (size_t)(rest - 8));
+    const uint64_t h = shape_mix(shape_mix(FNV_BASIS, hash->a), hash->b);
+    return shape_mix(shape_mix(shape_mix(h, first), second), (uint64_t)rest);
 }
 
-/* Hash the whole words of the shape gathered so far; what is left of it (under 8 bytes) moves to the front. */
-static inline void shape_flush(uint64_t *hash, unsigned char *shape, int *filled) {
-    const int whole = *filled & ~7;
-    *hash = shape_words(*hash, shape, whole);
-    memcpy(shape, shape + whole, 8); /* what is left, and a few bytes more (the buffer has room) */
+/* Hash the whole 16-byte units of the shape gathered so far; what is left (under 16 bytes) moves to the front. */
+static inline void shape_flush(Lanes *hash, unsigned char *shape, int *filled) {
+    const int whole = *filled & ~15;
+    shape_units(hash, shape, whole);
+    memcpy(shape, shape + whole, 16); /* what is left, and a few bytes more (the buffer has room) */
     *filled -= whole;
 }
 
@@ -142,7 +152,7 @@ static inline void shape_flush(uint64_t *hash, unsigned char *shape, int *filled
 #define SIMD_SCAN 1
 static int has_ssse3; /* set by init_pack */
 static Py_ssize_t text_run(const unsigned char *s, Py_ssize_t i, Py_ssize_t stop, Py_ssize_t n, int *in_word,
-                           unsigned char *shape, int *filled, uint64_t *hash);
+                           unsigned char *shape, int *filled, Lanes *hash);
 #endif
 
 /* The number at s[0..n) as scan reads it, `[+-]? digits [. digits] [(e|E) [+-] digits]` with at least one
@@ -243,7 +253,7 @@ static inline __attribute__((always_inline)) int scan_lines(const unsigned char 
         const Py_ssize_t line_start = i;
         const unsigned char *newline = memchr(s + i, '\n', (size_t)(n - i));
         const Py_ssize_t stop = newline ? newline - s : n;
-        uint64_t hash = FNV_BASIS;
+        Lanes hash = {FNV_BASIS, FNV_BASIS ^ FNV_PRIME};
         int filled = 0; /* shape bytes in `shape` */
         uint32_t count = 0;
         int in_word = 0;
@@ -284,7 +294,7 @@ static inline __attribute__((always_inline)) int scan_lines(const unsigned char 
             in_word = kind & WORD; /* a blank is no word byte */
             i++;
         }
-        PUSH(out->hashes, uint64_t, shape_end(hash, shape, filled));
+        PUSH(out->hashes, uint64_t, shape_end(&hash, shape, filled));
         PUSH(out->counts, uint32_t, count);
         PUSH(out->starts, int64_t, (int64_t)line_start);
         if (i < n)
@@ -790,7 +800,7 @@ __attribute__((target("ssse3"))) static inline __m128i shape16(const unsigned ch
  * as the byte loop leaves it. Returns where it stopped (i itself when a number may start there). */
 __attribute__((target("ssse3"))) static Py_ssize_t text_run(const unsigned char *s, Py_ssize_t i, Py_ssize_t stop,
                                                              Py_ssize_t n, int *in_word, unsigned char *shape,
-                                                             int *filled, uint64_t *hash) {
+                                                             int *filled, Lanes *hash) {
     while (i < stop && i + 16 <= n) {
         const __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
         const __m128i from_zero = _mm_sub_epi8(v, _mm_set1_epi8('0'));
