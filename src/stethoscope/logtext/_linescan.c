@@ -223,8 +223,10 @@ static inline int scan_number(const unsigned char *s, Py_ssize_t n, Py_ssize_t *
 
 #if defined(_MSC_VER)
 #define THREAD_LOCAL __declspec(thread)
+#define ALWAYS_INLINE __forceinline
 #else
 #define THREAD_LOCAL _Thread_local
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 #endif
 #define KEEP_AT_MOST (4 << 20) /* a bigger buffer (a whole log scanned at once) is freed after the call */
 
@@ -245,7 +247,7 @@ typedef struct {
 /* scan's loop over the lines of s[0..n), the GIL released (*released), into `out`: 0, -1 with a Python
  * error from dtoa, -2 out of memory. With `simd` (a constant: the loop is compiled once for
  * SSSE3, text_run inlined in it, and once without) text is read 16 bytes at a time. */
-static inline __attribute__((always_inline)) int scan_lines(const unsigned char *s, Py_ssize_t n, int offsets,
+static ALWAYS_INLINE int scan_lines(const unsigned char *s, Py_ssize_t n, int offsets,
                                                             Scanned *out, PyThreadState **released, const int simd) {
     unsigned char shape[SHAPE_FLUSH + 32] = {0};
     Py_ssize_t i = 0;
