@@ -61,12 +61,15 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
     results, failed = [], []
     for path in paths:
         try:
-            if is_run(Path(path)):  # a stored run: the incidents every view prints (diagnose/stored.py)
-                with _status(path, "diagnosing"), open_run(path) as reader:
-                    results.append(read_input(lambda _: run_incidents(reader, rank, config), path))
+            stored = _stored_runs(path)
+            for run_dir in stored:  # a stored run: the incidents every view prints (diagnose/stored.py)
+                with _status(path, "diagnosing"), open_run(run_dir) as reader:
+                    results.append(read_input(lambda _: run_incidents(reader, rank, config), str(run_dir)))
+            if is_run(Path(path)):
                 continue
             with _status(path, "reading"):
-                runs = _with_steps(read_input(load, path, rank), RUN_FORMAT)
+                runs = _foreign(path, rank, stored)
+                runs = _with_steps(runs, RUN_FORMAT) if runs or not stored else []
             if rank is not None:  # a foreign log keeps one rank's lines (the first seen) whatever --rank says
                 read = sorted({r.meta["rank"] for r in runs if "rank" in r.meta})
                 click.echo(f"stethoscope: note: {path}: --rank applies to stethoscope runs; this log is read as "
@@ -94,12 +97,34 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
         for d in results:
             con.print(_header(d))
             if d.classification.get("label") == "too_short" and not shown(d.findings, min_severity or "warning"):
-                con.print(Text(f"  {d.steps:,} steps: too few to judge ({d.classification.get('detail')})"))
+                con.print(Text(f"  {d.steps:,} step{'s' * (d.steps != 1)}: too few to judge ({d.classification.get('detail')})"))
             else:
                 print_findings(con, d.findings, min_severity=min_severity or "warning")
     if failed:
         return 2
     return 1 if any(fails(d.findings, fail_on) for d in results) else 0
+
+
+def _stored_runs(path: str) -> list[Path]:
+    """The stethoscope runs `path` is or holds (a folder of runs, an imported log of several runs)."""
+    from stethoscope.cli.listing import find_runs
+
+    p = Path(path)
+    return find_runs(p) if p.is_dir() else []
+
+
+def _foreign(path: str, rank: int | None, stored: list[Path]) -> list[ImportedRun]:
+    """The foreign logs read from `path`, less those inside a stored run's folder (its own exports, such as
+    its tensorboard/ event files: the run is read from its store). A folder holding runs and no log: none."""
+    from stethoscope.diagnose.sources import load
+
+    try:
+        runs = read_input(load, path, rank)
+    except InputError:
+        if not stored:
+            raise
+        return []
+    return [r for r in runs if not any(Path(r.path).is_relative_to(d) for d in stored)]
 
 
 def _json(d: Any, min_severity: str | None) -> dict[str, Any]:
@@ -116,7 +141,7 @@ def _header(d: Any) -> Text:
     head = Text()
     head.append(d.path, style="bold")
     last = f"last step {d.last_step:,}, " if getattr(d, "last_step", None) is not None else ""
-    head.append(f"  ({d.format}, {last}{d.steps:,} steps logged)  run: ")
+    head.append(f"  ({d.format}, {last}{d.steps:,} step{'s' * (d.steps != 1)} logged)  run: ")
     head.append(d.label, style="bold")
     return head
 
@@ -255,9 +280,15 @@ def write_report(path: str, out: str, rank: int | None, config: DetectConfig | N
     from stethoscope.report.html import render_report
     from stethoscope.diagnose.sources import load
 
+    from stethoscope.cli.listing import one_run
+
+    path = one_run(path, "report")
     runs = read_input(load, path, rank)
     if len(runs) > 1:
-        raise UsageError(f"{path}: holds {len(runs)} logs; give one file (or `stethoscope import` them first)")
+        names = ", ".join(r.path for r in runs[:4]) + (", …" if len(runs) > 4 else "")
+        raise UsageError(f"{path}: holds {len(runs)} runs ({names}); a report is of one run: "
+                         f"`stethoscope import {path} --into DIR` stores each in a folder of DIR to report, or "
+                         f"`stethoscope compare {path}` draws them side by side")
     run = runs[0]
     _warn(run)
     html = render_report(report_input(run, _incidents(path, run, rank, config).findings))
@@ -283,9 +314,10 @@ def write_compare(paths: tuple[str, ...], out: str, config: DetectConfig | None 
     from stethoscope.diagnose.sources import load
 
     inputs = []
-    for path in paths:
-        for run in read_input(load, path):
-            inputs.append(report_input(run, _incidents(path, run, None, config).findings))
+    for given in paths:
+        for path in [str(d) for d in _stored_runs(given)] or [given]:  # a folder of runs: each of them
+            for run in read_input(load, path):
+                inputs.append(report_input(run, _incidents(path, run, None, config).findings))
     if len(inputs) < 2:
         raise UsageError("compare needs at least two runs")
     target = Path(out)

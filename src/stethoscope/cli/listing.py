@@ -12,7 +12,7 @@ from stethoscope.cli.findings_view import print_findings, shown
 from stethoscope.diagnose.stored import run_findings
 from stethoscope.config import env_runs_dir
 from stethoscope.errors import StethoscopeError, UsageError
-from stethoscope.records import SEVERITIES, Finding
+from stethoscope.records import LOSS, SEVERITIES, Finding
 from stethoscope.store.query import RunReader, is_run, open_run
 from stethoscope.store.summary import summarize
 
@@ -32,6 +32,20 @@ def find_runs(root: Path, max_depth: int = 3) -> list[Path]:
     return found
 
 
+def one_run(path: str, verb: str) -> str:
+    """`path`, unless it is a folder holding several runs rather than being one (an imported log of several
+    runs, a folder of runs): then a UsageError naming them, as `stethoscope runs` lists them."""
+    p = Path(path)
+    if not p.is_dir() or is_run(p):
+        return path
+    found = find_runs(p)
+    if not found:
+        return path  # opening it says what is wrong
+    names = ", ".join(str(f) for f in found[:4]) + (", …" if len(found) > 4 else "")
+    raise UsageError(f"{path}: a folder of {len(found)} run{'s' * (len(found) > 1)}, not one run ({names}); "
+                     f"give one: `stethoscope {verb} {found[0]}` (`stethoscope diagnose {path}` diagnoses them all)")
+
+
 def list_runs(directory: str | None, as_json: bool) -> None:
     root = Path(directory or env_runs_dir())
     if not root.is_dir():
@@ -40,7 +54,7 @@ def list_runs(directory: str | None, as_json: bool) -> None:
     if not found:
         raise UsageError(f"{root}: no runs here (a run is a folder with rank-*.sqlite files, looked 3 levels down; "
                          "make one with `stethoscope demo` or `stethoscope import LOG --into DIR`)")
-    summaries = [_listed(run) for run in found]
+    summaries = [_listed(run, as_json) for run in found]
     if as_json:
         click.echo(render.to_json(summaries))
         return
@@ -52,13 +66,14 @@ def list_runs(directory: str | None, as_json: bool) -> None:
     render.console().print(render.rows_table(cols, rows, title=f"runs under {root}"))
 
 
-def _listed(run: Path) -> dict[str, Any]:
+def _listed(run: Path, as_json: bool) -> dict[str, Any]:
     """One run's summary; a run that cannot be read is listed and marked, never aborts the listing."""
     try:
         with open_run(run) as reader:
             reader.verify()
             summary = with_counts(summarize(reader), run_findings(reader))
-            return _with_skipped(summary, reader)
+            summary = _with_skipped(summary, reader)
+            return summary if as_json else _last_loss_text(summary, reader)
     except StethoscopeError as exc:
         return {"run": str(run), "status": f"unreadable: {exc}"}
     except Exception as exc:  # noqa: BLE001 - one run's surprise never hides the others
@@ -66,10 +81,11 @@ def _listed(run: Path) -> dict[str, Any]:
 
 
 def show_run(run: str, as_json: bool, min_severity: str | None = None) -> None:
-    with open_run(run) as reader:
+    with open_run(one_run(run, "show")) as reader:
         reader.verify()
         findings = run_findings(reader)
         summary = _with_skipped(with_counts(summarize(reader), findings), reader)
+        shown_summary = _last_loss_text(summary, reader)
     for skipped in summary.get("skipped_ranks", []):
         click.echo(f"stethoscope: warning: skipped {skipped}", err=True)
     if as_json:
@@ -77,10 +93,20 @@ def show_run(run: str, as_json: bool, min_severity: str | None = None) -> None:
         click.echo(render.to_json({**summary, "findings_list": [f.to_dict() for f in floor]}))
         return
     con = render.console()
-    con.print(summary_table(summary))
+    con.print(summary_table(shown_summary))
     if findings:
         con.print("[bold]findings[/] (most severe first; the same as `stethoscope diagnose` of this run)")
         print_findings(con, findings, min_severity=min_severity or "warning", limit=20)
+
+
+def _last_loss_text(summary: dict[str, Any], reader: RunReader) -> dict[str, Any]:
+    """The table's last loss: `nan` where the newest loss is NaN (the summary's None, SQL's NULL, also means no
+    loss at all), as `watch` and `compare` print it; the JSON keeps null."""
+    if summary.get("last_loss") is None and reader.ranks:
+        values = reader.series_arrays(LOSS, reader.ranks[0])[1]
+        if len(values) and values[-1] != values[-1]:
+            return {**summary, "last_loss": "nan"}
+    return summary
 
 
 def _with_skipped(summary: dict[str, Any], reader: RunReader) -> dict[str, Any]:

@@ -55,7 +55,9 @@ def query(args: tuple[str, ...], ranks: str | None, schema: bool, as_json: bool,
 def _query_run(run: str, sql: str | None, schema: bool, engine: str = "auto") -> tuple[list[str], list[Any]]:
     from stethoscope.store.query import open_run
 
-    with open_run(run) as reader:
+    from stethoscope.cli.listing import one_run
+
+    with open_run(one_run(run, "query")) as reader:
         if schema:
             from stethoscope.store.schema import schema_rows
 

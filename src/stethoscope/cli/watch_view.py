@@ -40,8 +40,10 @@ def watch(run: str, rank: int | None, interval: float, once: bool, n_findings: i
       stethoscope watch runs/exp1 --rank 3 --interval 5
       stethoscope watch runs/demo --once
     """
+    from stethoscope.cli.listing import one_run
     from stethoscope.store.tail import read
 
+    run = one_run(run, "watch")
     console = render.console()
     width = _spark_width(console.width)
     incidents = Incidents(run, rank, n_findings)

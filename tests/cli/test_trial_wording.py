@@ -1,0 +1,53 @@
+"""What a new user reads (user-trial): a run whose newest loss is NaN says `nan` in `show` and `runs`, as `watch`
+and `compare` do (it said `-`, the mark for no loss at all; the JSON keeps null); one logged step is "1 step
+logged", not "1 steps"."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from click.testing import CliRunner
+
+from stethoscope import Monitor
+from stethoscope.cli.main import cli
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def _nan_run(path):
+    with Monitor(path, strict=True) as mon:
+        for step in range(12):
+            mon.step(step, loss=float("nan") if step >= 8 else 3.0 - step / 10)
+    return path
+
+
+def test_show_and_runs_print_a_nan_last_loss_as_nan(tmp_path):
+    run = _nan_run(tmp_path / "runs" / "nan")
+    shown = _invoke("show", str(run))
+    assert shown.exit_code == 0, shown.output
+    assert re.search(r"last loss\s*│\s*nan", shown.stdout)
+    assert json.loads(_invoke("show", str(run), "--json").stdout)["last_loss"] is None
+    listed = _invoke("runs", str(tmp_path / "runs"))
+    assert listed.exit_code == 0 and re.search(r"│\s*nan\s*│", listed.stdout)
+    assert json.loads(_invoke("runs", str(tmp_path / "runs"), "--json").stdout)[0]["last_loss"] is None
+
+
+def test_a_run_without_loss_still_shows_a_dash(tmp_path):
+    with Monitor(tmp_path / "run", strict=True) as mon:
+        for step in range(3):
+            mon.step(step, grad_norm=1.0)
+    shown = _invoke("show", str(tmp_path / "run"))
+    assert shown.exit_code == 0, shown.output
+    assert re.search(r"last loss\s*│\s*-", shown.stdout)
+
+
+def test_one_logged_step_is_one_step(tmp_path):
+    log = tmp_path / "one.jsonl"
+    log.write_text('{"step": 5, "loss": 2.5}\n')
+    res = _invoke("diagnose", str(log))
+    assert res.exit_code == 0, res.output
+    assert "1 step logged" in res.stdout and "1 step: too few to judge" in res.stdout
+    assert "1 steps logged" not in res.stdout
