@@ -5,12 +5,13 @@ whose name gives no unit (`iter_time: 250`) is settled later too, by its magnitu
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from stethoscope.detect.names import names_time_unit
 from stethoscope.logtext.console_clock import CLOCK_NAMES, STEPS_TIME, UNITLESS_STEP, time_name
 from stethoscope.logtext.console_line import MAGNITUDE, STEPS_TIME_KEY, key_name
-from stethoscope.logtext.names import Resolved, metric, names_a_metric, rivals
+from stethoscope.logtext.names import FUNCTION_WORDS, Resolved, metric, names_a_metric, rivals
 from stethoscope.records import STEP_TIME
 
 Names = dict[tuple[str, str, bool], "tuple[str, float] | None"]
@@ -20,10 +21,20 @@ _OURS = frozenset({"amp", "eval", "test", "gpu", "grad", "memory", "opt", "param
                    "train", "update"})
 
 
+# A key written as a sentence, `<name> is <value>`: the verb is no part of the name, nor is `so far` (the mean up
+# to this record, as `avg` says: Paddle's `avg loss so far is 0.11`, `val loss is 0.048`); a subject of more than
+# four words or with a function word is prose (a generated answer's `the cost of one set is 3`)
+_PHRASED = re.compile(r"(?i)(?:\s+so\s+far)?\s+(?:is|was|are|were)\s*$")
+
+
 def resolve(cache: Names, key: str, unit: str, eval_line: bool) -> tuple[str, float] | None:
     """(name, scale) of a key with its unit on a line (an eval line or not); None when it is no metric."""
     at = (key, unit, eval_line)
     if at not in cache:
+        phrased = _PHRASED.search(key) if key[-1:] in "sertSERT" else None
+        subject = key[:phrased.start()].lower().split() if phrased else []
+        if 0 < len(subject) <= 4 and FUNCTION_WORDS.isdisjoint(subject):
+            key = key[:phrased.start()]  # type: ignore[union-attr]
         raw = key_name(key, unit)
         if key == STEPS_TIME_KEY:
             cache[at] = (STEPS_TIME, 1.0)

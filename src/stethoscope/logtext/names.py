@@ -75,7 +75,7 @@ _LR_GROUPS = re.compile(r"^(?:lr/pg|x/lr)(\d)$")
 CAMEL = re.compile(r"(?<=[a-z]{2})(?=[A-Z])|(?<=[a-z0-9])(?=[A-Z][a-z]{2})")
 # Words that end no metric's name: a number after them is their object (`Start inference on 6 batches`, `finished in
 # 0.01 seconds`, `km/h for 3 hours`), so the words before it are prose, not its name.
-_FUNCTION_WORDS = frozenset("an the and or but of in on at to for by as from with into than is are was were be has "
+FUNCTION_WORDS = frozenset("an the and or but of in on at to for by as from with into than is are was were be has "
                             "have had".split())
 _PERSONAL = frozenset("we they she he you our their".split())  # `We know they won 80 %`: a sentence's subject
 _COUNTERS = frozenset("epoch epochs step steps iter iteration batch round".split())
@@ -126,13 +126,13 @@ def names_a_metric(key: str) -> bool:
     `A car travels at`; ending a sentence, `3 hours.`; a personal pronoun, `we know they won`; over 6 words),
     nor a loop's counter with its label (`Epoch(train)`) or after a function word (`Test on Epoch 5`)."""
     words = key.lower().split()
-    if not words or _LOOP_LABEL.match(key.strip()) or len(words) > 6 or words[-1] in _FUNCTION_WORDS:
+    if not words or _LOOP_LABEL.match(key.strip()) or len(words) > 6 or words[-1] in FUNCTION_WORDS:
         return False
     if len(words) == 1:  # a capitalised word with a stop is an abbreviation (Marian's `Ep. 1 : Up. 500 : Sen. 64,000`)
         return not words[0].endswith(".") or key.strip()[0].isupper()
     last, before = words[-1], words[-2]
     return not (last == "a" or last.endswith(".") or not _PERSONAL.isdisjoint(words) or (
-        last in _COUNTERS and before in _FUNCTION_WORDS))
+        last in _COUNTERS and before in FUNCTION_WORDS))
 
 
 def known(raw: str) -> bool:
