@@ -51,3 +51,27 @@ def test_one_logged_step_is_one_step(tmp_path):
     assert res.exit_code == 0, res.output
     assert "1 step logged" in res.stdout and "1 step: too few to judge" in res.stdout
     assert "1 steps logged" not in res.stdout
+
+
+def test_a_note_on_the_verdict_is_printed_with_it_not_folded_as_one_more_healthy(tmp_path):
+    """HF's train loss summed over 16 accumulation steps: the note that says so is a `healthy` finding beside the
+    verdict; folded into '+ info: 1 healthy' the reader saw 'healthy: loss 9.4' with no word on the factor."""
+    rows = []
+    for s in range(10, 610, 10):
+        rows.append({"epoch": s / 600, "grad_norm": 3.0, "learning_rate": 2e-5, "step": s,
+                     "loss": round(16 * (0.6 - 0.2 * s / 600) + 0.01 * (s % 3), 4)})
+        if s % 100 == 0:
+            rows.append({"epoch": s / 600, "eval_loss": round(0.6 - 0.2 * s / 600, 4), "step": s})
+    state = tmp_path / "trainer_state.json"
+    state.write_text(json.dumps({"global_step": 600, "log_history": rows}))
+    res = _invoke("diagnose", str(state))
+    assert res.exit_code == 0, res.output
+    assert "gradient-accumulation" in res.stdout and "1 healthy" not in res.stdout
+
+
+def test_folded_findings_recovered_in_one_step_say_one_step():
+    from stethoscope.cli.findings_view import hidden_summary
+    from stethoscope.records import Finding
+
+    spikes = [Finding("loss_spike", "info", s, "spike", end_step=s + 1, evidence={"recovered": True}) for s in (5, 9)]
+    assert "(all recovered within 1 step)" in hidden_summary(spikes)

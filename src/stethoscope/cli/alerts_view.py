@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from stethoscope.cli import render
-from stethoscope.cli.options import EXIT_STATUS
+from stethoscope.cli.options import EXIT_STATUS_NO_FAIL_ON
 from stethoscope.store.query import open_run
 
 
@@ -53,7 +53,7 @@ def list_alerts(run: str, as_json: bool, failed_only: bool) -> int:
     return 0
 
 
-@click.command(epilog=EXIT_STATUS)
+@click.command(epilog=EXIT_STATUS_NO_FAIL_ON)
 @click.argument("run", type=click.Path())
 @click.option("--failed", "failed_only", is_flag=True, help="Only the deliveries that failed.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")

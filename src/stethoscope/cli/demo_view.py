@@ -19,7 +19,7 @@ from rich.text import Text
 from stethoscope.cli import render
 from stethoscope.cli.findings_view import print_findings
 from stethoscope.cli.listing import summary_table, with_counts
-from stethoscope.cli.options import EXIT_STATUS
+from stethoscope.cli.options import EXIT_STATUS_NO_FAIL_ON
 from stethoscope.diagnose.stored import run_findings
 from stethoscope.errors import UsageError
 from stethoscope.store.db import holds_run, remove_run
@@ -140,7 +140,7 @@ def print_next(run_dir: Path) -> None:
         click.echo(f"  {cmd}")
 
 
-@click.command(epilog=EXIT_STATUS)
+@click.command(epilog=EXIT_STATUS_NO_FAIL_ON)
 @click.option("--steps", type=int, default=None, help="Training steps (about 1 minute per 1000) [1000; 400 with --recover].")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Run directory [runs/demo; runs/demo-2, -3, … when that holds a run].")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from stethoscope.cli.options import EXIT_STATUS, FAIL_ON, MIN_SEVERITY_HELP, SEVERITY, detect_options
+from stethoscope.cli.options import (EXIT_STATUS, EXIT_STATUS_NO_FAIL_ON, FAIL_ON, MIN_SEVERITY_HELP, SEVERITY,
+                                     detect_options)
 
 
 @click.command(epilog=EXIT_STATUS)
@@ -56,7 +57,7 @@ def explain(ctx: click.Context, logfile: str, as_json: bool, fail_on: str) -> No
     ctx.exit(explain_source(logfile, as_json, fail_on))
 
 
-@click.command("import", epilog=EXIT_STATUS)
+@click.command("import", epilog=EXIT_STATUS_NO_FAIL_ON)
 @click.argument("path", type=click.Path())
 @click.option("--into", "into", required=True, type=click.Path(file_okay=False),
               help="Run directory to create (one subdirectory per log when PATH holds several).")
@@ -74,7 +75,7 @@ def import_(path: str, into: str, as_json: bool) -> None:
     import_source(path, into, as_json)
 
 
-@click.command(epilog=EXIT_STATUS)
+@click.command(epilog=EXIT_STATUS_NO_FAIL_ON)
 @click.argument("path", type=click.Path())
 @click.option("-o", "--out", default="report.html", show_default=True, type=click.Path(dir_okay=False),
               help="The HTML file to write.")
@@ -93,7 +94,7 @@ def report(path: str, out: str, rank: int | None, overrides: tuple[str, ...], co
     click.echo(f"report written to {write_report(path, out, rank, detect_config(config_file, overrides))}")
 
 
-@click.command(epilog=EXIT_STATUS)
+@click.command(epilog=EXIT_STATUS_NO_FAIL_ON)
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("-o", "--out", default="compare.html", show_default=True, type=click.Path(dir_okay=False),
               help="The HTML file to write.")

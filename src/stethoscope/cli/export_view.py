@@ -102,7 +102,7 @@ def grafana(out: str, title: str) -> None:
 
     \b
     Examples:
-      stethoscope export parquet runs/exp1 runs/exp2 fleet/
+      stethoscope export grafana -o stethoscope-dashboard.json --title "my runs"
     """
     from stethoscope.exporters.grafana import dashboard
 

@@ -44,9 +44,11 @@ def _short(v: Any, width: int = 100) -> str:
 
 
 def shown(findings: Sequence[Finding], min_severity: str) -> list[Finding]:
-    """The findings at or above `min_severity`."""
+    """The findings at or above `min_severity`, with the run's verdict and the notes on it (a finding of the
+    verdict's type: the HF Trainer's train loss summed over accumulation steps beside "healthy")."""
     floor = severity_rank(min_severity)
-    return [f for f in findings if severity_rank(f.severity) >= floor or f.evidence.get("verdict")]
+    verdicts = {f.type for f in findings if f.evidence.get("verdict")}
+    return [f for f in findings if severity_rank(f.severity) >= floor or f.type in verdicts]
 
 
 def hidden_summary(hidden: Sequence[Finding]) -> str:
@@ -63,7 +65,7 @@ def hidden_summary(hidden: Sequence[Finding]) -> str:
                 if f.evidence.get("recovered") in (True, "fully") and f.step is not None
                 and isinstance(f.evidence.get("recovered_step", f.end_step), int)]
         if back and len(back) == len(group):
-            text += f" ({'all ' if len(group) > 1 else ''}recovered within {max(back)} steps)"
+            text += f" ({'all ' if len(group) > 1 else ''}recovered within {max(back)} step{'s' * (max(back) != 1)})"
         parts.append(text)
     severities = sorted({f.severity for f in hidden}, key=severity_rank)
     return f"{'/'.join(severities)}: {', '.join(parts)} — details: --min-severity {severities[0]}"

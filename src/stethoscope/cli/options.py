@@ -11,6 +11,9 @@ from stethoscope.records import SEVERITIES
 EXIT_STATUS = """\b
 Exit status: 0 fine, 1 findings at or above --fail-on, 2 usage or input error (one line on stderr naming
 the file and the problem). Never a traceback: add --debug to see one."""
+EXIT_STATUS_NO_FAIL_ON = """\b
+Exit status: 0 fine, 2 usage or input error (one line on stderr naming the file and the problem). Never a
+traceback: add --debug to see one."""  # for the verbs without --fail-on
 
 
 SEVERITY = click.Choice(SEVERITIES)

@@ -8,11 +8,11 @@ from typing import Any
 import click
 
 from stethoscope.cli import render
-from stethoscope.cli.options import EXIT_STATUS
+from stethoscope.cli.options import EXIT_STATUS_NO_FAIL_ON
 from stethoscope.errors import UsageError
 
 
-@click.command(epilog=EXIT_STATUS)
+@click.command(epilog=EXIT_STATUS_NO_FAIL_ON)
 @click.argument("args", nargs=-1, required=True, metavar="RUN... [SQL]")
 @click.option("--ranks", default=None, metavar="all|LIST",
               help="Read these ranks (all, or e.g. 0,3,8-15) through DuckDB, with run and rank columns.")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from stethoscope.cli.options import EXIT_STATUS, MIN_SEVERITY_HELP, SEVERITY
+from stethoscope.cli.options import EXIT_STATUS_NO_FAIL_ON, MIN_SEVERITY_HELP, SEVERITY
 
 
-@click.command(epilog=EXIT_STATUS)
+@click.command(epilog=EXIT_STATUS_NO_FAIL_ON)
 @click.argument("directory", required=False, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per run.")
 def runs(directory: str | None, as_json: bool) -> None:
@@ -26,7 +26,7 @@ def runs(directory: str | None, as_json: bool) -> None:
 
 
 
-@click.command(epilog=EXIT_STATUS)
+@click.command(epilog=EXIT_STATUS_NO_FAIL_ON)
 @click.argument("run", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the summary and findings as one JSON object.")
 @click.option("--min-severity", type=SEVERITY, default=None, help=MIN_SEVERITY_HELP)
