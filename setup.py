@@ -8,5 +8,6 @@ Everything else about the package is in pyproject.toml.
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("stethoscope.logtext._linescan", ["src/stethoscope/logtext/_linescan.c"],
-                             depends=["src/stethoscope/logtext/_numbers.h"],  # included by _linescan.c
+                             depends=["src/stethoscope/logtext/_numbers.h",  # included by _linescan.c
+                                      "src/stethoscope/logtext/_scan.h"],
                              extra_compile_args=["-O2"], optional=True)])
