@@ -75,3 +75,22 @@ def test_folded_findings_recovered_in_one_step_say_one_step():
 
     spikes = [Finding("loss_spike", "info", s, "spike", end_step=s + 1, evidence={"recovered": True}) for s in (5, 9)]
     assert "(all recovered within 1 step)" in hidden_summary(spikes)
+
+
+def test_a_run_that_never_learned_is_not_told_its_loss_was_still_falling(tmp_path):
+    """The underfitting verdict (the loss never came down) listed 'the run is too short: the loss was still
+    falling at the end' as its first cause (two real flat LoRA/SLM logs); the curve's own underfitting (still
+    falling) keeps it."""
+    rows = [{"epoch": s / 500, "grad_norm": 0.5, "learning_rate": 2e-5, "step": s,
+             "loss": round(1.4 + 0.01 * ((s * 7919) % 11 - 5) / 5, 4)} for s in range(5, 505, 5)]
+    state = tmp_path / "trainer_state.json"
+    state.write_text(json.dumps({"global_step": 500, "log_history": rows}))
+    res = _invoke("diagnose", str(state), "--json")
+    assert res.exit_code == 0, res.output
+    (verdict,) = [f for f in json.loads(res.stdout)["findings"] if f["type"] == "underfitting"]
+    assert "never came down" in verdict["message"] and verdict["causes"]
+    assert not [c for c in verdict["causes"] if "still falling" in c]
+    falling = "".join(f"step {s} | loss {3.0 * 0.999 ** s:.4f}\n" for s in range(10, 2010, 10))
+    (tmp_path / "falling.log").write_text(falling)
+    found = json.loads(_invoke("diagnose", str(tmp_path / "falling.log"), "--json").stdout)["findings"]
+    assert any("still falling" in c for f in found if f["type"] == "underfitting" for c in f["causes"])

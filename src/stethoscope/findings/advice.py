@@ -20,7 +20,7 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
-from stethoscope.findings.catalogue import DIVERGENCE, LOSS_SPIKE
+from stethoscope.findings.catalogue import DIVERGENCE, LOSS_SPIKE, UNDERFITTING
 from stethoscope.findings.remedies import (  # the tables and flags (re-exported: tests and alerts read them here)
     ADVICE,
     AFTER_WARMUP,
@@ -37,6 +37,7 @@ from stethoscope.findings.remedies import (  # the tables and flags (re-exported
     NAN_SUDDEN,
     NON_PROBLEMS,
     NOT_FP16,
+    NOT_LEARNING,
     Conditional,
     Remedy,
 )
@@ -101,6 +102,8 @@ def context_flags(finding: Finding, ctx: dict[str, Any]) -> frozenset[str]:
         flags.add(LR_HELD)
     if _first_update(finding, ctx):
         flags.add(FIRST_UPDATE)
+    if finding.type == UNDERFITTING and finding.evidence.get("verdict"):
+        flags.add(NOT_LEARNING)
     return frozenset(flags)
 
 

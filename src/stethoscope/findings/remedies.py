@@ -20,6 +20,7 @@ from stethoscope.findings.named_causes import NAN_GREW, NAN_LR_ROSE, NAN_SUDDEN,
 # Flags a context sets (per finding) and a remedy may be ruled out by.
 FP16, NOT_FP16, CPU, AFTER_WARMUP, IN_WARMUP = "fp16", "not_fp16", "cpu", "after_warmup", "in_warmup"
 LR_TINY, AT_RESTART, FIRST_UPDATE, LR_HELD = "lr_tiny", "at_restart", "first_update", "lr_held"
+NOT_LEARNING = "not_learning"  # the underfitting verdict: the loss never came down (so it was not still falling)
 # Stances two findings of one report must not take both.
 KEEP_SCHEDULE, CHANGE_SCHEDULE = "schedule:keep", "schedule:change"
 
@@ -164,7 +165,8 @@ ADVICE: dict[str, Advice] = {
            "evaluate at least ~10 times per run (eval_steps <= max_steps / 10)"),
     )),
     UNDERFITTING: Advice((
-        _r("the run is too short: the loss was still falling at the end", "train longer (more steps or epochs)"),
+        _r("the run is too short: the loss was still falling at the end", "train longer (more steps or epochs)",
+           NOT_LEARNING),
         _r("LR too low", "raise the LR (try 3x) or use a schedule with a higher peak", stance=CHANGE_SCHEDULE),
         _r("model too small", "a bigger model or fewer regularisers"),
     )),
