@@ -189,8 +189,11 @@ def mlflow(run: str, dest: str | None, experiment: str, ranks: tuple[int, ...], 
 def _export(run: str, make: Callable[[], Any], ranks: tuple[int, ...]) -> list[Any]:
     from stethoscope.exporters.replay import export_run
 
-    with _as_store(run) as (path, name):
-        return export_run(path, make, list(ranks) or None, name=name)
+    from stethoscope.diagnose.stored import run_incidents
+
+    with _as_store(run) as (path, name):  # the findings every view shows (diagnose, show, report): the incidents
+        return export_run(path, make, list(ranks) or None, name=name,
+                          findings=lambda reader, rank: run_incidents(reader, rank).findings)
 
 
 @contextlib.contextmanager
@@ -233,7 +236,8 @@ def _report(done: list[Any], as_json: bool, where: Callable[[Any], str]) -> None
         click.echo(json.dumps(rows, indent=1))
         return
     for r in rows:
-        click.echo(f"rank {r['rank']}: {r['points']:,} points, {r['findings']} findings → {r['to']}")
+        click.echo(f"rank {r['rank']}: {r['points']:,} points, {r['findings']} finding{'s' * (r['findings'] != 1)} "
+                   f"→ {r['to']}")
 
 
 def _write(out: str, text: str, what: str) -> None:

@@ -28,9 +28,10 @@ class Exported:
 
 
 def export_run(path: str | os.PathLike[str], make: Callable[[], Any], ranks: list[int] | None = None,
-               name: str | None = None) -> list[Exported]:
+               name: str | None = None, findings: Callable[[Any, int], list[Finding]] | None = None) -> list[Exported]:
     """Replay every rank (or `ranks`) of the run at `path` into a fresh exporter from `make()`; `name`
-    (default: the run directory's) names the run in the tool."""
+    (default: the run directory's) names the run in the tool. `findings(reader, rank)` gives the findings to
+    send (the CLI: the incidents every view shows); default: the rows the live detectors stored."""
     out = []
     with open_run(path) as reader:
         unknown = sorted(set(ranks or ()) - set(reader.ranks))
@@ -44,18 +45,17 @@ def export_run(path: str | os.PathLike[str], make: Callable[[], Any], ranks: lis
             exporter = make()
             exporter.open(context)
             try:
-                points, findings = _replay(reader, rank, exporter)
+                points, sent = _replay(reader, rank, exporter, (findings or _findings)(reader, rank))
             finally:
                 exporter.close()
-            out.append(Exported(rank, points, findings, exporter))
+            out.append(Exported(rank, points, sent, exporter))
     return out
 
 
-def _replay(reader: Any, rank: int, exporter: Any) -> tuple[int, int]:
+def _replay(reader: Any, rank: int, exporter: Any, findings: list[Finding]) -> tuple[int, int]:
     _, rows = reader.query("SELECT name, step, value, time FROM metrics WHERE rank = ? ORDER BY step, name", (rank,))
     nan = float("nan")
     points = [(name, step, nan if value is None else value, t) for name, step, value, t in rows]
-    findings = _findings(reader, rank)
     for start in range(0, len(points), CHUNK):
         exporter.write(points[start:start + CHUNK], [])
     exporter.write([], findings)
