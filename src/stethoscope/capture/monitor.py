@@ -255,19 +255,21 @@ class Monitor:
     def _step(self, step: int, loss: Any, grad_norm: Any, batch_ids: Any, tokens: int | None,
               samples: int | None, metrics: dict[str, Any]) -> None:
         now = time.perf_counter()
-        values: dict[str, Any] = {k: detach(v) for k, v in metrics.items()}
+        values: dict[str, Any] = {k: detach(v) for k, v in metrics.items()} if metrics else {}
         if loss is not None:
             values[R.LOSS] = detach(loss)
         self._optim.capture(values, grad_norm)
         self._timing.capture(values, now, tokens, samples if samples is not None else length(batch_ids))
-        spent = self._own.take() if self._own is not None else 0.0
-        if spent:
-            values[R.CHECKPOINT_TIME] = spent
-        values.update(self._gc.take())
-        self._pending.add(step, values, batch_ids)
+        if self._own is not None:
+            spent = self._own.take()
+            if spent:
+                values[R.CHECKPOINT_TIME] = spent
+        values[R.GC_PAUSE] = self._gc.take()
+        pending = self._pending
+        pending.add(step, values, batch_ids)
         self.last_step, self.steps = step, self.steps + 1
-        if self._pending.due(now):
-            self._pending.flush(step)
+        if pending.due(now):
+            pending.flush(step)
         self._timing.restart()
 
     def _finish(self) -> None:

@@ -21,24 +21,23 @@ class OptimizerValues:
 
     def capture(self, values: dict[str, Any], grad_norm: Any) -> None:
         """This step's grad norms and LR into `values` (device tensors, not read)."""
-        self._grad_norms(values, grad_norm)
+        grads = self.grads
+        if grads is not None:
+            grads.take_into(values)
+        if grad_norm is not None:
+            if not self._user_grad_norm and grads is not None:
+                grads.skip_global = True  # reuse the user's clip_grad_norm_ result from now on
+            self._user_grad_norm = True
+            values[R.GRAD_NORM] = detach(grad_norm)
         self._lr(values)
 
-    def _grad_norms(self, values: dict[str, Any], grad_norm: Any) -> None:
-        hooked = self.grads.take() if self.grads is not None else {}
-        if grad_norm is not None:
-            if not self._user_grad_norm and self.grads is not None:
-                self.grads.skip_global = True  # reuse the user's clip_grad_norm_ result from now on
-            self._user_grad_norm = True
-            hooked[R.GRAD_NORM] = detach(grad_norm)
-        values.update(hooked)
-
     def _lr(self, values: dict[str, Any]) -> None:
-        used = self.lr_used.take() if self.lr_used is not None else {}
+        lr_used = self.lr_used
         if self.optimizer is None or R.LR in values:  # an LR the caller passed (the one the step used) wins
+            if lr_used is not None:
+                lr_used.take_into(None)
             return
-        if used:  # what optimizer.step() used since the last call
-            values.update(used)
+        if lr_used is not None and lr_used.take_into(values):  # what optimizer.step() used since the last call
             return
         for i, group in enumerate(self.optimizer.param_groups):
             lr = group.get("lr")

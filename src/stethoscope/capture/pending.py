@@ -58,25 +58,29 @@ class Pending:
             self._sample_system(last_step or 0)
 
     def _put_values(self, pending: list[tuple[int, float, dict[str, Any]]]) -> None:
-        rows: list[tuple[str, int, float, float]] = []
+        # The steps' dicts go to the writer as they are (one queue item a step, spread into columns there in C);
+        # only the tensors are replaced, by their values from one transfer, and ints made floats.
         tensors: list[Any] = []
-        slots: list[int] = []
-        for step, wall, values in pending:
+        where: list[tuple[dict[str, Any], str]] = []
+        for _, _, values in pending:
             for name, v in values.items():
-                if type(v) is not float and type(v) is not int:
-                    tensors.append(v)
-                    slots.append(len(rows))
-                rows.append((name, step, v, wall))
-        for slot, v in zip(slots, to_host(tensors) if tensors else ()):
-            name, step, _, wall = rows[slot]
-            rows[slot] = (name, step, v, wall)
-        put = self.recorder.put_point
-        for name, step, v, wall in rows:
-            put(name, step, float(v), wall)
-            if name == R.GRAD_NORM and self.max_grad_norm:
-                put(R.GRAD_CLIP_COEF, step, min(1.0, self.max_grad_norm / (float(v) + 1e-6)), wall)
+                if type(v) is not float:
+                    if type(v) is int:
+                        values[name] = float(v)  # an existing key: the dict does not change size
+                    else:
+                        tensors.append(v)
+                        where.append((values, name))
+        for (values, name), v in zip(where, to_host(tensors) if tensors else ()):
+            values[name] = v
+        clip = self.max_grad_norm
+        put = self.recorder.queue.put_batch
+        for i, (step, wall, values) in enumerate(pending):
+            if clip and R.GRAD_NORM in values:
+                values = _with_clip_coef(values, clip)
+                pending[i] = (step, wall, values)
+            put((step, wall, values), len(values))
         if self.nonfinite is not None:
-            self.nonfinite.check(rows)
+            self.nonfinite.check([(name, step, v, wall) for step, wall, values in pending for name, v in values.items()])
 
     def _sample_system(self, step: int) -> None:
         values = self._host.sample()
@@ -85,3 +89,13 @@ class Pending:
         if self.scaler is not None and self.scaler.is_enabled():
             values[R.LOSS_SCALE] = float(self.scaler.get_scale())  # host sync: once per system sample
         self.recorder.put_many(values, step, time.time())
+
+
+def _with_clip_coef(values: dict[str, Any], max_norm: float) -> dict[str, Any]:
+    """`values` with the clip coefficient of its grad norm right after it (where the rows had it)."""
+    out: dict[str, Any] = {}
+    for name, v in values.items():
+        out[name] = v
+        if name == R.GRAD_NORM:
+            out[R.GRAD_CLIP_COEF] = min(1.0, max_norm / (v + 1e-6))
+    return out

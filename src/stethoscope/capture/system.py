@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, Protocol
 
-from stethoscope.records import CPU_PCT, CUDA_ALLOCATED, CUDA_PEAK, CUDA_RESERVED, CUDA_TOTAL, GC_PAUSE, RSS
+from stethoscope.records import CPU_PCT, CUDA_ALLOCATED, CUDA_PEAK, CUDA_RESERVED, CUDA_TOTAL, RSS
 
 GIB = float(1 << 30)
 
@@ -89,9 +89,10 @@ class GcPauses:
             self._total += time.perf_counter() - self._start
             self._start = 0.0
 
-    def take(self) -> dict[str, float]:
+    def take(self) -> float:
+        """Seconds paused since the last call (the step's `GC_PAUSE`): a float, no dict a step."""
         total, self._total = self._total, 0.0
-        return {GC_PAUSE: total}
+        return total
 
     def remove(self) -> None:
         if self._callback in gc.callbacks:

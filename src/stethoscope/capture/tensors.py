@@ -46,6 +46,9 @@ def to_host(tensors: list[Any]) -> list[float]:
 def length(ids: Any) -> int | None:
     if ids is None:
         return None
+    shape = getattr(ids, "shape", None)  # a tensor's or array's first dimension: no Tensor.__len__ in Python
+    if isinstance(shape, tuple) and shape:
+        return int(shape[0])
     try:
         return len(ids)
     except TypeError:

@@ -7,6 +7,8 @@ norm of that vector. Never `p.grad.norm().item()` per parameter (one host sync p
 
 from __future__ import annotations
 
+import operator
+from itertools import repeat
 from typing import Any
 
 from stethoscope.records import GRAD_NORM, GRAD_ZERO_FRAC, LR, PARAM_NORM, UPDATE_RATIO
@@ -28,9 +30,15 @@ class LrUsed:
             if lr is not None:
                 self._values[LR if i == 0 else f"{LR}/group{i}"] = lr.detach() if hasattr(lr, "detach") else lr
 
-    def take(self) -> dict[str, Any]:
-        values, self._values = self._values, {}
-        return values
+    def take_into(self, values: dict[str, Any] | None) -> bool:
+        """Move the LRs noted since the last call into `values` (None: drop them); whether there were any."""
+        noted = self._values
+        if not noted:
+            return False
+        if values is not None:
+            values.update(noted)
+        noted.clear()
+        return True
 
     def remove(self) -> None:
         self._handle.remove()
@@ -53,12 +61,18 @@ class GradStats:
         self.step = 0
         self.skip_global = False  # set once the user hands us the norm clip_grad_norm_ returned
         self._values: dict[str, Any] = {}
-        self._snapshot: tuple[list[Any], list[Any]] | None = None
+        self._snapshot: tuple[list[Any], list[Any], Any] | None = None
+        self._layout: tuple[Any, ...] = ()  # the param groups' lists and lengths the cache below was made from
+        self._all: list[Any] = []
+        self._sized: tuple[list[Any], int, list[Any]] = ([], 0, [])  # params, their numel, the update's sample
         self._handles = [optimizer.register_step_pre_hook(self._pre), optimizer.register_step_post_hook(self._post)]
 
-    def take(self) -> dict[str, Any]:
-        values, self._values = self._values, {}
-        return values
+    def take_into(self, values: dict[str, Any]) -> None:
+        """Move the values captured since the last call into `values` (no new dict a step)."""
+        captured = self._values
+        if captured:
+            values.update(captured)
+            captured.clear()
 
     def remove(self) -> None:
         for h in self._handles:
@@ -67,14 +81,21 @@ class GradStats:
 
     # -- hooks ---------------------------------------------------------------------------------
     def _params(self) -> list[Any]:
-        return [p for g in self._opt.param_groups for p in g["params"] if p.grad is not None]
+        groups = self._opt.param_groups
+        layout = tuple((id(g["params"]), len(g["params"])) for g in groups)
+        if layout != self._layout:  # a param group added or changed: flatten again (not every step)
+            self._layout, self._all = layout, [p for g in groups for p in g["params"]]
+        return self._all
 
     def _pre(self, *_: Any) -> None:
         params = self._params()
+        grads = [p.grad for p in params]
+        if any(map(operator.is_, grads, repeat(None))):  # identity in C (`in` would call Tensor.__eq__)
+            params = [p for p, g in zip(params, grads) if g is not None]
+            grads = [g for g in grads if g is not None]
         if not params:
             return
         torch = self._torch
-        grads = [p.grad for p in params]
         details = self.step % self._details_every == 0
         layers = self._mode == "layers" and self.step % self._layers_every == 0
         with torch.no_grad():  # no autograd records, so no per-tensor detach: fused ops over the lists only
@@ -93,10 +114,21 @@ class GradStats:
     def _record_details(self, params: list[Any], grads: list[Any]) -> None:
         # A handful of fused ops over all parameters, whatever their number (no Python loop of torch ops).
         torch = self._torch
+        total, sample = self._sizes(params)
         nonzero = torch.stack(torch._foreach_norm(grads, 0)).sum()  # the L0 "norm" counts non-zero entries
-        total = sum(g.numel() for g in grads)
         self._values[GRAD_ZERO_FRAC] = 1.0 - nonzero / total
-        self._values[PARAM_NORM] = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(params)))
+        self._values[PARAM_NORM] = param_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(params)))
+        if sample:
+            # Copy of at most update_max_bytes (one fused op): the update is measured on this sample of tensors;
+            # when it holds every parameter, their norm before the update is the one just taken.
+            self._snapshot = (sample, torch._foreach_mul(sample, 1.0), param_norm if sample is params else None)
+
+    def _sizes(self, params: list[Any]) -> tuple[int, list[Any]]:
+        """The parameters' element count and the update's sample (what fits in update_max_bytes, in order):
+        Python over every parameter once per parameter list, not every `details_every` steps."""
+        cached, total, sample = self._sized
+        if len(cached) == len(params) and all(map(operator.is_, cached, params)):
+            return total, (params if sample is cached else sample)
         budget, sample = self._update_max_bytes, []
         for p in params:
             size = p.numel() * p.element_size()
@@ -104,19 +136,20 @@ class GradStats:
                 continue
             budget -= size
             sample.append(p)
-        if sample:
-            # Copy of at most update_max_bytes (one fused op): the update is measured on this sample of tensors.
-            self._snapshot = (sample, torch._foreach_mul(sample, 1.0))
+        total = sum(p.numel() for p in params)
+        self._sized = (params, total, params if len(sample) == len(params) else sample)
+        return total, (params if len(sample) == len(params) else sample)
 
     def _post(self, *_: Any) -> None:
         self.step += 1
         if self._snapshot is None:
             return
         torch = self._torch
-        sample, before = self._snapshot
+        sample, before, par = self._snapshot
         self._snapshot = None
         with torch.no_grad():
             delta = torch._foreach_sub(sample, before)
             upd = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(delta)))
-            par = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(before)))
+            if par is None:
+                par = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(before)))
             self._values[UPDATE_RATIO] = upd / par.clamp_min(1e-12)

@@ -188,22 +188,34 @@ class Recorder:
         types = list(map(type, items))
         controls = [] if types.count(tuple) == len(items) else [i for i, k in enumerate(types) if k is not tuple]
         start = 0
+        points: list[Any] = []
+        beside: list[Any] = []  # rows of calls that commute with the points (_BESIDE_POINTS), merged into one
         for i in [*controls, len(items)]:
-            batch = _Batch()
-            segment = items[start:i]
-            if set(map(len, segment)) <= {3}:  # steps' values only (put_many): gathered in C
-                batch.add_steps(segment)
-            else:
-                for item in segment:
-                    batch.add(item)
-            self.queue.taken(len(batch.names) - len(batch.counts) + 1)
-            self._write_points(batch)
-            if i < len(items):
-                item, start = items[i], i + 1
-                if type(item) is _Flush:
-                    item.done.set()
-                else:
-                    self._guard(getattr(self.store, item.method), *item.args)
+            points += items[start:i]
+            item = items[i] if i < len(items) else None
+            start = i + 1
+            if type(item) is _Call and item.method in _BESIDE_POINTS and len(item.args) == 1:
+                beside += item.args[0]  # e.g. every log_every steps' batch ids: one transaction a wake, not one each
+                continue
+            self._write_segment(points)
+            points = []
+            if beside:
+                self._guard(self.store.write_batches, beside)
+                beside = []
+            if type(item) is _Flush:
+                item.done.set()
+            elif item is not None:
+                self._guard(getattr(self.store, item.method), *item.args)
+
+    def _write_segment(self, segment: list[Any]) -> None:
+        batch = _Batch()
+        if set(map(len, segment)) <= {3}:  # steps' values only (put_many): gathered in C
+            batch.add_steps(segment)
+        else:
+            for item in segment:
+                batch.add(item)
+        self.queue.taken(len(batch.names) - len(batch.counts) + 1)
+        self._write_points(batch)
 
     def _write_points(self, batch: _Batch) -> None:
         if not batch.names:
@@ -269,3 +281,6 @@ class Recorder:
 
 
 _FAILED = object()
+# Store writes to a table that neither the points nor the observers touch: gathered over one wake and applied
+# once, after the points before them (the steps' batch ids, handed over every log_every steps).
+_BESIDE_POINTS = frozenset({"write_batches"})
