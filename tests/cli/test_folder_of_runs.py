@@ -84,3 +84,18 @@ def test_diagnose_of_a_folder_of_runs_reads_the_runs_not_their_exports(tmp_path)
     res = _invoke("diagnose", str(tmp_path / "runs"), "--json")
     assert res.exit_code == 0, res.output
     assert sorted(d["path"] for d in json.loads(res.stdout)) == [str(tmp_path / "runs" / n) for n in ("a", "b")]
+
+
+def test_export_parquet_of_a_folder_of_runs_exports_each(imported, tmp_path):
+    _, folder = imported
+    res = _invoke("export", "parquet", str(folder), str(tmp_path / "fleet"), "--json")
+    assert res.exit_code == 0, res.output
+    assert sorted({row["run"] for row in json.loads(res.stdout)}) == ["00-run_1", "01-run_2", "02-run_3"]
+
+
+@pytest.mark.parametrize("verb", ["show", "query", "watch"])
+def test_a_view_of_a_stored_run_given_a_log_says_how_to_import_it(imported, verb):
+    log, _ = imported
+    res = _invoke(verb, str(log), *({"query": ["SELECT 1"], "watch": ["--once"]}.get(verb, [])))
+    assert res.exit_code == 2
+    assert f"stethoscope import {log} --into DIR" in res.stderr and f"stethoscope diagnose {log}" in res.stderr

@@ -282,7 +282,7 @@ def write_report(path: str, out: str, rank: int | None, config: DetectConfig | N
 
     from stethoscope.cli.listing import one_run
 
-    path = one_run(path, "report")
+    path = one_run(path, "report") if Path(path).is_dir() else path  # a log is reported as it is
     runs = read_input(load, path, rank)
     if len(runs) > 1:
         names = ", ".join(r.path for r in runs[:4]) + (", …" if len(runs) > 4 else "")

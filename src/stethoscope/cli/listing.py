@@ -33,9 +33,13 @@ def find_runs(root: Path, max_depth: int = 3) -> list[Path]:
 
 
 def one_run(path: str, verb: str) -> str:
-    """`path`, unless it is a folder holding several runs rather than being one (an imported log of several
-    runs, a folder of runs): then a UsageError naming them, as `stethoscope runs` lists them."""
+    """`path`, unless it is a folder holding runs rather than being one (an imported log of several runs, a
+    folder of runs): then a UsageError naming them, as `stethoscope runs` lists them; or a foreign log: then
+    one saying how to import it."""
     p = Path(path)
+    if p.is_file() and not is_run(p):
+        raise UsageError(f"{path}: a log, not a stethoscope run: `stethoscope import {path} --into DIR` stores it to "
+                         f"{verb}; `stethoscope diagnose {path}` and `report` read it as it is")
     if not p.is_dir() or is_run(p):
         return path
     found = find_runs(p)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from stethoscope.cli import render
@@ -35,7 +37,11 @@ def parquet(paths: tuple[str, ...], name: str | None, jobs: int, as_json: bool) 
 
     if len(paths) < 2:
         raise UsageError("give one or more runs and then the destination directory (RUN... DEST)")
-    runs, dest = paths[:-1], paths[-1]
+    from stethoscope.cli.listing import find_runs, one_run
+
+    dest = paths[-1]  # a folder of runs (an imported log of several runs): each of its runs
+    runs = tuple(str(d) for given in paths[:-1] for d in (find_runs(Path(given)) if Path(given).is_dir() else [])
+                 or [one_run(given, "export parquet")])
     if name is not None and len(runs) != 1:
         raise UsageError("--name names one run; give a single RUN with it")
     result = export_runs(runs, dest, None if name is None else [name], jobs=jobs)
