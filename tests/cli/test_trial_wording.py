@@ -94,3 +94,20 @@ def test_a_run_that_never_learned_is_not_told_its_loss_was_still_falling(tmp_pat
     (tmp_path / "falling.log").write_text(falling)
     found = json.loads(_invoke("diagnose", str(tmp_path / "falling.log"), "--json").stdout)["findings"]
     assert any("still falling" in c for f in found if f["type"] == "underfitting" for c in f["causes"])
+
+
+def test_the_run_word_of_a_short_log_names_its_worst_finding_not_too_short(tmp_path):
+    """11 of the 32 real logs printed `run: too_short` above a CRITICAL hang, an ERROR divergence or a frozen
+    loss; a log too short to judge with nothing at warning stays `too_short`."""
+    log = tmp_path / "train.log"
+    log.write_text("iter 1: loss 11.0666, time: 13381.00ms\niter 400: loss 11.0666, time: 19090.34ms\n")
+    res = _invoke("diagnose", str(log), "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    worst = out["findings"][0]
+    assert worst["severity"] in ("warning", "error", "critical")
+    assert out["label"] == f"{worst['type']} (curve: too short to classify)"
+    assert f"run: {worst['type']} (curve: too short to classify)" in _invoke("diagnose", str(log)).stdout
+    quiet = tmp_path / "two.jsonl"
+    quiet.write_text('{"step": 1, "loss": 2.5}\n{"step": 2, "loss": 2.4}\n')
+    assert json.loads(_invoke("diagnose", str(quiet), "--json").stdout)["label"] == "too_short"

@@ -101,12 +101,16 @@ _PROBLEM_CURVES = frozenset({"explosion", "divergence", "cliff", "overfitting", 
 def run_label(findings: list[Finding], classification: dict[str, Any]) -> str:
     """The one word for the run that the header prints, agreeing with the verdict below it: the curve's
     `underfitting` (still falling at the end: train longer) reads "still improving" unless the underfitting
-    verdict (not learning) was given; a healthy verdict names the run healthy, with the curve's shape."""
+    verdict (not learning) was given; a healthy verdict names the run healthy, with the curve's shape; a curve
+    too short to classify gives way to the worst finding at warning or above."""
     curve = str(classification.get("label") or "-")
     verdict = next((f.type for f in findings if f.evidence.get("verdict") and f.type in (UNDERFITTING, HEALTHY)), None)
     if verdict == UNDERFITTING:
         return "underfitting (not learning)"
     shape = "still improving" if curve == UNDERFITTING_CURVE else curve
+    worst = max(findings, key=lambda f: severity_rank(f.severity), default=None)
+    if curve == "too_short" and worst is not None and severity_rank(worst.severity) >= 1:
+        return f"{worst.type} (curve: too short to classify)"  # a hang or a crash in a few steps is still a hang
     if verdict != HEALTHY:
         return shape
     if curve in (HEALTHY_CURVE, "-", "too_short"):
