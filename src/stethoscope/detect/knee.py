@@ -16,6 +16,7 @@ cannot tell the two apart.
 from __future__ import annotations
 
 import math
+from bisect import insort
 from typing import Any
 
 from stethoscope.findings.catalogue import PLATEAU
@@ -42,6 +43,32 @@ class KneeTracker:
         self.points: list[list[float]] = []  # [step, level, lr or nan]
         self.stride = 1  # records-per-point multiplier after thinning
         self._skip = 0
+        self._index_of: list[list[float]] | None = None  # the `points` list the index below describes
+
+    def _index(self) -> tuple[list[float], list[float] | None, list[int]]:
+        """The running sums of the levels, their steps' sizes sorted (None once one is NaN: unordered) and the
+        window places j that `_test` may pass (`_steady`, then `_never` once the windows after j are in), for
+        the points kept: extended as points arrive, rebuilt when they are thinned (a new list). The same floats
+        as the test computes from the points each time: only the work already done is kept."""
+        pts = self.points
+        if self._index_of is not pts:
+            self._index_of, self._cum, self._diffs, self._steady, self._waiting = pts, [0.0], [], [], []
+        cum, diffs, steady, waiting = self._cum, self._diffs, self._steady, self._waiting
+        for i in range(len(cum) - 1, len(pts)):
+            cum.append(cum[-1] + pts[i][1])
+            if i and diffs is not None:
+                d = abs(pts[i][1] - pts[i - 1][1])
+                if d != d:
+                    self._diffs = diffs = None
+                else:
+                    insort(diffs, d)
+            if _steady(pts, cum, i):
+                waiting.append(i)
+            while waiting and waiting[0] + 2 * max(_MIN_WINDOW, round(waiting[0] / 10)) <= i + 1:
+                j = waiting.pop(0)
+                if not _never(cum, j):
+                    steady.append(j)
+        return cum, diffs, steady
 
     def due(self, records: int) -> bool:
         """Is a knee test due at this record count: every `CHECK_EVERY` records, and every quarter of the points
@@ -65,14 +92,15 @@ class KneeTracker:
         n = len(pts)
         if n < _MIN_POINTS:
             return None
-        diffs = sorted(abs(b[1] - a[1]) for a, b in zip(pts, pts[1:]))
+        cum, diffs, steady = self._index()
+        if diffs is None:
+            diffs = sorted(abs(b[1] - a[1]) for a, b in zip(pts, pts[1:]))
         sigma = diffs[len(diffs) // 2] / (0.6745 * math.sqrt(2.0))  # one loss's noise, free of the trend
         if sigma <= 0:
             return None
-        cum = [0.0]
-        for p in pts:
-            cum.append(cum[-1] + p[1])
-        for j in range(3, n):  # the knee between window 2 (before) and window 3 (after), earliest first
+        for j in steady if sigma == sigma else range(3, n):  # the knee between window 2 (before) and window 3 (after), earliest first
+            if n - j < 3 * max(_MIN_WINDOW, round(j / 10)):
+                break  # ...and every later j: its windows after reach past now
             k = _test(pts, cum, j, sigma, n)
             if k is None:
                 continue
@@ -94,6 +122,35 @@ class KneeTracker:
         self.points = [list(p) for p in state.get("points", [])]
         self.stride = state.get("stride", 1)
         self._skip = state.get("skip", 0)
+
+
+def _steady(pts: list[list[float]], cum: list[float], j: int) -> bool:
+    """Does window place j pass the parts of `_test` that do not depend on the noise or on the points after j
+    (a steady descent before it, not yet a tail)? The same expressions: a j failing here fails there."""
+    w = max(_MIN_WINDOW, round(j / 10))
+    if j < 4 * w:
+        return False
+    m_, m0, m1, m2 = ((cum[a + w] - cum[a]) / w for a in (j - 4 * w, j - 3 * w, j - 2 * w, j - w))
+    f12, f01 = m1 - m2, m0 - m1
+    if f12 < _MIN_FALL_REL * abs(m2) or f01 < 0.5 * f12:
+        return False
+    return not f12 < _MIN_FALL_OF_DESCENT * (pts[0][1] - m2)
+
+
+def _never(cum: list[float], j: int) -> bool:
+    """Can window place j pass `_test` at no noise level? Its first bar wants sd <= fall / `_BEFORE_SIGMAS`, its
+    bar after the knee sd >= (fall after - `_AFTER_SHARE` x predicted): a curve still falling fast after j (most
+    places of a descent) passes neither at once. The same expressions as `_test`; called never only with a
+    margin a million times any rounding of the comparison (and not for a non-finite or zero fall)."""
+    w = max(_MIN_WINDOW, round(j / 10))
+    m0, m1, m2, m3, m4 = ((cum[a + w] - cum[a]) / w for a in (j - 3 * w, j - 2 * w, j - w, j, j + w))
+    f12, f01 = m1 - m2, m0 - m1
+    if not (f12 > 0 and f01 > 0 and math.isfinite(m0 + m1 + m2 + m3 + m4)):
+        return False
+    r = min(1.0, f12 / f01)
+    predicted = f12 * (r + r * r)
+    after, share = m2 - m4, _AFTER_SHARE * predicted
+    return after - share - f12 / _BEFORE_SIGMAS > 1e-9 * (abs(after) + abs(share) + f12) + 1e-300
 
 
 def _test(pts: list[list[float]], cum: list[float], j: int, sigma: float, n: int) -> dict[str, Any] | None:
