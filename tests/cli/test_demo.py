@@ -81,3 +81,13 @@ def test_ctrl_c_is_recorded_as_interrupted_not_failed(tmp_path):
         (status,), = r.query("SELECT value FROM run WHERE key = 'status'")[1]
         steps = r.query("SELECT COUNT(*) FROM metrics WHERE name = 'train/loss'")[1][0][0]
     assert status.startswith("interrupted") and "failed" not in status and steps == 5
+
+
+def test_demo_recover_without_a_fault_trains_once(tmp_path, cli_env):
+    """With nothing injected the fault-free twin is this very run: it trained it again (as long again) to
+    print '+0.0%'. Now one training and a hint to inject a fault."""
+    out = tmp_path / "rec"
+    res = run_cli("demo", "--steps", "10", "--recover", "--out", str(out), env=cli_env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "same run, no fault" not in res.stdout and "without the fault" not in res.stdout
+    assert "no fault injected" in res.stdout and "--inject diverge@150" in res.stdout

@@ -53,6 +53,10 @@ def print_recovery(con: Any, run_dir: Path, cfg: Any, result: dict[str, Any], co
         click.echo(line)
     if not lines:
         click.echo("  nothing to recover from: no incident reached a rollback")
+    if not cfg.inject:  # the run without the fault would be this very run again: minutes for a +0.0%
+        click.echo(f"\nfinal held-out loss: {result['final_loss']:.4f} (no fault injected, so no run without it to "
+                   "compare: add --inject diverge@150 to watch a recovery)")
+        return
     twin = replace(cfg, inject=None, recover=False)
     with Progress(*columns, console=con, transient=False) as progress:
         task = progress.add_task("same run, no fault", total=twin.steps, loss="-", tps="-")
