@@ -332,7 +332,7 @@ def _hyperparameters(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_compare(inputs: list[Any]) -> None:
-    from stethoscope.report.html import flatten
+    from stethoscope.report.html import flatten, logged_steps
     from stethoscope.records import EVAL_LOSS, LOSS, TOKENS_PER_S
 
     flat = [flatten(_hyperparameters(i.meta)) for i in inputs]
@@ -344,6 +344,6 @@ def print_compare(inputs: list[Any]) -> None:
                              ("median tokens/s", TOKENS_PER_S, lambda v: sorted(v)[len(v) // 2])):
         rows.append([label, *[agg(i.series[name][1]) if name in i.series and i.series[name][1] else None
                               for i in inputs]])
-    rows.append(["steps", *[len(i.series.get(LOSS, ([], []))[0]) for i in inputs]])
+    rows.append(["steps logged", *[logged_steps(i.series) for i in inputs]])
     rows.append(["findings ≥ warning", *[sum(f.severity != "info" for f in i.findings) for i in inputs]])
     render.console().print(render.rows_table(cols, rows, title="config that differs, and outcomes"))
