@@ -111,3 +111,10 @@ def test_the_run_word_of_a_short_log_names_its_worst_finding_not_too_short(tmp_p
     quiet = tmp_path / "two.jsonl"
     quiet.write_text('{"step": 1, "loss": 2.5}\n{"step": 2, "loss": 2.4}\n')
     assert json.loads(_invoke("diagnose", str(quiet), "--json").stdout)["label"] == "too_short"
+
+
+def test_diagnose_of_stdin_says_it_reads_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["diagnose", "-"], input="step 1 | loss 2.5\n")
+    assert res.exit_code == 2
+    assert "reads files, not stdin" in res.stderr and "stethoscope explain -" in res.stderr

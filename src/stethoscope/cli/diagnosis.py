@@ -58,6 +58,10 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
     from stethoscope.diagnose.stored import run_incidents
     from stethoscope.store.query import is_run, open_run
 
+    if "-" in paths and not Path("-").exists():
+        raise UsageError("-: diagnose reads files, not stdin: save the log first (`python train.py 2>&1 | tee "
+                         "train.log`), then `stethoscope diagnose train.log`; `stethoscope explain -` reads a crash "
+                         "log from stdin")
     results, failed = [], []
     for path in paths:
         try:
