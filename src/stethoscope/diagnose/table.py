@@ -50,6 +50,8 @@ class Table:
         self.values = values
         self.present = present
         self.last_time = last_time
+        self._series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._all_steps: np.ndarray | None = None
         if steps.size and bool(np.all(steps[1:] > steps[:-1])):
             self.n_steps = int(steps.size)
         else:
@@ -139,13 +141,24 @@ class Table:
         return cls(list(names), steps[new], matrix.reshape(n_rows, width), present.reshape(n_rows, width), last_time)
 
     def series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        """(steps, values) of one series in row order; empty arrays when absent."""
+        """(steps, values) of one series in row order, read-only (kept: a diagnosis asks for the loss 5 times);
+        empty arrays when absent."""
+        got = self._series.get(name)
+        if got is None:
+            got = self._series[name] = self._series_of(name)
+            for a in got:
+                a.flags.writeable = False
+        return got
+
+    def _series_of(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         c = self.col.get(name)
         if c is None:
             return np.zeros(0, np.int64), np.zeros(0)
         mask = self.present[:, c]
         if mask.all():  # the common case (a series logged at every row): copies, ~5x cheaper than masking
-            return self.steps.copy(), self.values[:, c].copy()
+            if self._all_steps is None:
+                self._all_steps = self.steps.copy()  # one copy for every series logged at every row
+            return self._all_steps, self.values[:, c].copy()
         return self.steps[mask], self.values[mask, c]
 
     def has(self, name: str) -> bool:
