@@ -118,3 +118,15 @@ def test_diagnose_of_stdin_says_it_reads_files(tmp_path, monkeypatch):
     res = CliRunner().invoke(cli, ["diagnose", "-"], input="step 1 | loss 2.5\n")
     assert res.exit_code == 2
     assert "reads files, not stdin" in res.stderr and "stethoscope explain -" in res.stderr
+
+
+def test_a_binary_file_is_said_to_be_binary_not_of_no_known_format(tmp_path):
+    blob = tmp_path / "model.bin"
+    blob.write_bytes(bytes(range(256)) * 16)
+    for verb in (["diagnose"], ["report", "-o", str(tmp_path / "r.html")]):
+        res = _invoke(*verb[:1], str(blob), *verb[1:])
+        assert res.exit_code == 2
+        assert f"{blob}: binary data, not a text log" in res.stderr and "tried:" not in res.stderr
+    text = tmp_path / "notes.txt"
+    text.write_text("WARNING: something is deprecated\n" * 3)
+    assert "no known log format" in _invoke("diagnose", str(text)).stderr  # a text file keeps the formats tried

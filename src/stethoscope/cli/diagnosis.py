@@ -155,11 +155,28 @@ def read_input(read: Callable[..., Any], path: str, *args: Any) -> Any:
     naming the file: the CLI never shows a traceback (--debug shows the one behind it)."""
     try:
         return read(path, *args)
+    except InputError as exc:
+        raise _binary(exc) from None
     except (StethoscopeError, OSError):
         raise
     except Exception as exc:  # noqa: BLE001 - the boundary between a reader and the person
         raise InputError(path, f"could not be read ({type(exc).__name__}: {str(exc)[:200]}); this is a bug in "
                                "stethoscope's reader: please report it with the file") from exc
+
+
+def _binary(exc: InputError) -> InputError:
+    """'no known log format' said of a binary file (an image, a checkpoint, a zip) says it is one: the list of
+    formats tried reads as if a text log had been misread."""
+    p = Path(exc.path)
+    if not exc.problem.startswith("no known log format") or not p.is_file():
+        return exc
+    with p.open("rb") as f:
+        head = f.read(4096)
+    odd = sum(b == 0 or (b < 32 and b not in (9, 10, 12, 13, 27)) for b in head)
+    if odd <= max(8, len(head) // 20) or head.startswith(b"SQLite format 3\x00"):  # a database: its readers tried it
+        return exc
+    return InputError(p, f"binary data, not a text log ({odd} of its first {len(head):,} bytes are not text); "
+                         "stethoscope reads training logs and metric files (docs/log-formats.md)")
 
 
 def _crash_log(path: str) -> Any:
