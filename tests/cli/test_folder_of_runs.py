@@ -99,3 +99,20 @@ def test_a_view_of_a_stored_run_given_a_log_says_how_to_import_it(imported, verb
     res = _invoke(verb, str(log), *({"query": ["SELECT 1"], "watch": ["--once"]}.get(verb, [])))
     assert res.exit_code == 2
     assert f"stethoscope import {log} --into DIR" in res.stderr and f"stethoscope diagnose {log}" in res.stderr
+
+
+def test_show_runs_and_diagnose_count_the_same_steps_logged(tmp_path):
+    """Eval-only steps (an HF trainer_state.json evaluating between logging steps): `show` and `runs` counted the
+    steps with a loss (10), `diagnose` and `report` every step with a record (20) — 7 of the 32 real logs."""
+    rows = []
+    for s in range(10, 110, 10):
+        rows.append({"loss": 3.0 - s / 100, "learning_rate": 1e-4, "epoch": s / 100, "step": s})
+        rows.append({"eval_loss": 3.1 - s / 100, "epoch": s / 100, "step": s + 5})
+    state = tmp_path / "trainer_state.json"
+    state.write_text(json.dumps({"global_step": 100, "log_history": rows}))
+    assert _invoke("import", str(state), "--into", str(tmp_path / "runs" / "hf")).exit_code == 0
+    run = tmp_path / "runs" / "hf"
+    logged = json.loads(_invoke("diagnose", str(run), "--json").stdout)["steps"]
+    assert logged == json.loads(_invoke("diagnose", str(state), "--json").stdout)["steps"] == 20
+    assert json.loads(_invoke("show", str(run), "--json").stdout)["logged_steps"] == logged
+    assert json.loads(_invoke("runs", str(tmp_path / "runs"), "--json").stdout)[0]["logged_steps"] == logged

@@ -31,7 +31,7 @@ def summarize(reader: RunReader) -> dict[str, Any]:
     findings = dict(reader.query("SELECT severity, COUNT(*) FROM findings GROUP BY severity")[1])
     start, end = _number(_meta_value(meta, "start_time")), _number(_meta_value(meta, "end_time"))
     last_time = reader.last_time(rank)
-    logged = len(loss[0]) or _logged_steps(reader, rank)  # a series holds a step once
+    logged = _logged_steps(reader, rank)  # steps with any record, as `diagnose` and `report` count them
     return {
         "run": str(reader.path),
         "status": _meta_value(meta, "status"),
