@@ -130,3 +130,13 @@ def test_a_binary_file_is_said_to_be_binary_not_of_no_known_format(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("WARNING: something is deprecated\n" * 3)
     assert "no known log format" in _invoke("diagnose", str(text)).stderr  # a text file keeps the formats tried
+
+
+def test_the_schema_says_the_findings_table_holds_the_raw_rows(tmp_path):
+    """`query RUN "SELECT COUNT(*) FROM findings"` gave 11 on the demo's NaN run where diagnose and show list 5."""
+    with Monitor(tmp_path / "run", strict=True) as mon:
+        mon.step(0, loss=1.0)
+    res = _invoke("query", str(tmp_path / "run"), "--schema", "--csv")
+    assert res.exit_code == 0, res.output
+    (line,) = [ln for ln in res.stdout.splitlines() if ln.startswith("findings,id,")]
+    assert "merge them into incidents" in line

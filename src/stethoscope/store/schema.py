@@ -138,7 +138,9 @@ SCHEMA_DOC: dict[str, dict[str, str]] = {
     "metrics": {"rank": "rank of the process that recorded it", "step": "training step (the log's own numbering)",
                 "name": "metric key, e.g. train/loss, perf/step_time_s (units: see series)",
                 "value": "the value (NULL means NaN)", "time": "unix seconds when it was recorded (NULL if unknown)"},
-    "findings": {"rank": "", "id": "", "step": "step the finding starts at", "time": "unix seconds",
+    "findings": {"rank": "", "id": "every finding the live detectors recorded, follow-ups unmerged (`diagnose` and "
+                 "`show` merge them into incidents: fewer rows); none for an imported log",
+                 "step": "step the finding starts at", "time": "unix seconds",
                  "type": "finding type (nan, loss_spike, divergence, …)", "severity": "info|warning|error|critical",
                  "source": "detector", "message": "what happened", "data": "the whole finding as JSON"},
     "alerts": {"rank": "", "id": "", "step": "", "time": "unix seconds", "severity": "", "source": "rule",
