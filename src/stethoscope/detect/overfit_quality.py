@@ -33,10 +33,17 @@ class HeldOutQuality:
 
     def __init__(self) -> None:
         self.series: dict[str, list[list[float]]] = {}  # name -> [[step, value], ...]
+        self._kinds: dict[str, bool] = {}  # name -> a quality metric: one regex test per name, not per record
 
     def push(self, step: int, values: dict[str, float]) -> None:
+        kinds = self._kinds
         for name, value in values.items():
-            if math.isfinite(value) and (_QUALITY.match(name) or _RETURN.search(name)):
+            if not math.isfinite(value):
+                continue
+            quality = kinds.get(name)
+            if quality is None:
+                quality = kinds[name] = bool(_QUALITY.match(name) or _RETURN.search(name))
+            if quality:
                 points = self.series.setdefault(name, [])
                 points.append([step, value])
                 if len(points) > _KEPT:

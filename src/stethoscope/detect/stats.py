@@ -10,6 +10,7 @@ import math
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from typing import Any
 
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution times this is its standard deviation
@@ -49,9 +50,9 @@ def diff_sigma(values: Sequence[float], tails: bool = True) -> float:
     n = len(values)
     if n < 2:
         return 0.0
-    diffs = [values[i] - values[i - 1] for i in range(1, n)]
+    diffs = [b - a for a, b in zip(values, islice(values, 1, None))]
     center = median(diffs)
-    dev = sorted(abs(d - center) for d in diffs)
+    dev = sorted([abs(d - center) for d in diffs])
     m = len(dev)
     mid = dev[m // 2] if m % 2 else 0.5 * (dev[m // 2 - 1] + dev[m // 2])
     q90 = dev[min(m - 1, int(0.9 * (m - 1) + 0.5))]
@@ -98,15 +99,16 @@ class Window:
         return len(self._values)
 
     def push(self, value: float) -> None:
-        if len(self._values) == self.size:
-            old = self._values[0]
+        vals = self._values
+        if len(vals) == self.size:
+            old = vals[0]
             self._sum -= old
             self._sumsq -= old * old
-        self._values.append(value)
+        vals.append(value)
         self._sum += value
         self._sumsq += value * value
-        self._pushes += 1
-        if self._pushes % (4 * self.size) == 0:  # wipe float drift of the running sums now and then
+        self._pushes = pushes = self._pushes + 1
+        if pushes % (4 * self.size) == 0:  # wipe float drift of the running sums now and then
             self._resum()
 
     def clear(self) -> None:
@@ -170,11 +172,11 @@ class RollingMedian:
         return len(self._order)
 
     def push(self, value: float) -> None:
-        if len(self._order) == self.size:
-            old = self._order.popleft()
-            del self._sorted[bisect_left(self._sorted, old)]
-        self._order.append(value)
-        insort(self._sorted, value)
+        order, ranked = self._order, self._sorted
+        if len(order) == self.size:
+            del ranked[bisect_left(ranked, order.popleft())]
+        order.append(value)
+        insort(ranked, value)
 
     def median(self) -> float:
         s = self._sorted
