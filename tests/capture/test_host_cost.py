@@ -24,8 +24,7 @@ def _train(model, opt, stats, steps: int, frozen=()) -> list[dict]:
         want = torch.nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
         before = [p.detach().clone() for p in model.parameters()]
         opt.step()
-        got = {}
-        stats.take_into(got)
+        got = stats.take() or {}
         got["want_norm"] = want
         got["first_weight_norm"] = first
         got["before"] = before

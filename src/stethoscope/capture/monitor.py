@@ -86,7 +86,7 @@ class Monitor:
         store = placement.store if placement.store is not None else RunStore(rank_path(self.run_dir, self.rank))
         self._recorder = Recorder(store, self.settings.flush_interval, self.settings.max_queue, self.settings.strict)
         self._pending = Pending(self._recorder, self.settings, facts.max_grad_norm, facts.scaler,
-                                placement.device_memory, self._nonfinite)
+                                placement.device_memory, self._nonfinite, self._values)
         self._run_facts = RunFacts(self.run_dir, self.rank, self.world_size, config, self._recorder,
                                    lambda exc, what: self._fail(exc, what, always_log=True))
         self._detection = detection
@@ -254,23 +254,34 @@ class Monitor:
     # -- internals -----------------------------------------------------------------------------
     def _step(self, step: int, loss: Any, grad_norm: Any, batch_ids: Any, tokens: int | None,
               samples: int | None, metrics: dict[str, Any]) -> None:
+        # The step's facts as they are now (tensors detached, not read), in one tuple; its values are laid out
+        # at the flush (`_values`), once per log_every steps with warm caches, not in the trainer's step
         now = time.perf_counter()
-        values: dict[str, Any] = {k: detach(v) for k, v in metrics.items()} if metrics else {}
-        if loss is not None:
-            values[R.LOSS] = detach(loss)
-        self._optim.capture(values, grad_norm)
-        self._timing.capture(values, now, tokens, samples if samples is not None else length(batch_ids))
-        if self._own is not None:
-            spent = self._own.take()
-            if spent:
-                values[R.CHECKPOINT_TIME] = spent
-        values[R.GC_PAUSE] = self._gc.take()
+        timing = self._timing
+        facts = ({k: detach(v) for k, v in metrics.items()} if metrics else None,
+                 None if loss is None else detach(loss), self._optim.take(grad_norm, metrics),
+                 now, timing.last_call, timing.compute_start, tokens,
+                 samples if samples is not None else length(batch_ids),
+                 self._own.take() if self._own is not None else 0.0, self._gc.take())
         pending = self._pending
-        pending.add(step, values, batch_ids)
+        pending.add(step, facts, batch_ids)
         self.last_step, self.steps = step, self.steps + 1
         if pending.due(now):
             pending.flush(step)
-        self._timing.restart()
+        timing.restart()
+
+    def _values(self, facts: tuple[Any, ...]) -> dict[str, Any]:
+        """A step's values from the facts `_step` kept, named and in the order they are recorded."""
+        metrics, loss, optim, now, last_call, compute_start, tokens, samples, spent, gc_pause = facts
+        values: dict[str, Any] = metrics if metrics is not None else {}
+        if loss is not None:
+            values[R.LOSS] = loss
+        self._optim.put(values, optim)
+        self._timing.capture(values, now, last_call, compute_start, tokens, samples)
+        if spent:
+            values[R.CHECKPOINT_TIME] = spent
+        values[R.GC_PAUSE] = gc_pause
+        return values
 
     def _finish(self) -> None:
         """Remove the hooks and stop the writer; each part runs even when an earlier one failed."""

@@ -19,30 +19,36 @@ class OptimizerValues:
         self.lr_used = lr_used(optimizer)
         self._user_grad_norm = False
 
-    def capture(self, values: dict[str, Any], grad_norm: Any) -> None:
-        """This step's grad norms and LR into `values` (device tensors, not read)."""
+    def take(self, grad_norm: Any, metrics: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """This step's grad norms and LRs as the hooks left them (device tensors, not read), for `put` later."""
         grads = self.grads
-        if grads is not None:
-            grads.take_into(values)
+        hooked = grads.take() if grads is not None else None
         if grad_norm is not None:
             if not self._user_grad_norm and grads is not None:
                 grads.skip_global = True  # reuse the user's clip_grad_norm_ result from now on
             self._user_grad_norm = True
-            values[R.GRAD_NORM] = detach(grad_norm)
-        self._lr(values)
+            grad_norm = detach(grad_norm)
+        return hooked, grad_norm, self._lr(metrics)
 
-    def _lr(self, values: dict[str, Any]) -> None:
-        lr_used = self.lr_used
-        if self.optimizer is None or R.LR in values:  # an LR the caller passed (the one the step used) wins
-            if lr_used is not None:
-                lr_used.take_into(None)
-            return
-        if lr_used is not None and lr_used.take_into(values):  # what optimizer.step() used since the last call
-            return
-        for i, group in enumerate(self.optimizer.param_groups):
-            lr = group.get("lr")
-            if lr is not None:
-                values[R.LR if i == 0 else f"{R.LR}/group{i}"] = detach(lr)
+    @staticmethod
+    def put(values: dict[str, Any], taken: tuple[Any, Any, Any]) -> None:
+        """What `take` returned into `values`: the hooks' values, the caller's grad norm over theirs, the LRs."""
+        hooked, grad_norm, lrs = taken
+        if hooked:
+            values.update(hooked)
+        if grad_norm is not None:
+            values[R.GRAD_NORM] = grad_norm
+        if lrs:
+            values.update(lrs)
+
+    def _lr(self, metrics: dict[str, Any]) -> dict[str, Any] | None:
+        used = self.lr_used.take() if self.lr_used is not None else None
+        if self.optimizer is None or R.LR in metrics:  # an LR the caller passed (the one the step used) wins
+            return None
+        if used:  # what optimizer.step() used since the last call
+            return used
+        return {R.LR if i == 0 else f"{R.LR}/group{i}": detach(group["lr"])  # no hook: the groups' LR now
+                for i, group in enumerate(self.optimizer.param_groups) if group.get("lr") is not None}
 
     def remove(self) -> None:
         for hook in (self.grads, self.lr_used):

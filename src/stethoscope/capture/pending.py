@@ -9,6 +9,7 @@ clip coefficient, hands the points to the record writer, and samples the host an
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from stethoscope import records as R
@@ -21,17 +22,18 @@ class Pending:
     """The pending values and batch ids of one Monitor, and its flush."""
 
     def __init__(self, recorder: Any, settings: MonitorConfig, max_grad_norm: float | None, scaler: Any,
-                 device_memory: Any, nonfinite: Any) -> None:
-        self.recorder, self.settings = recorder, settings
+                 device_memory: Any, nonfinite: Any, layout: Callable[[tuple[Any, ...]], dict[str, Any]]) -> None:
+        self.recorder, self.settings, self.layout = recorder, settings, layout
         self.max_grad_norm, self.scaler, self.nonfinite = max_grad_norm, scaler, nonfinite
-        self.values: list[tuple[int, float, dict[str, Any]]] = []
+        self.values: list[tuple[int, float, Any]] = []  # (step, time, values: a dict, or a step's facts to lay out)
         self.batches: list[tuple[int, Any]] = []
         self.last_flush = time.perf_counter()
         self._last_system = 0.0
         self._host = HostStats()
         self._device_memory = device_memory if device_memory is not None else default_device_memory()
 
-    def add(self, step: int, values: dict[str, Any], batch_ids: Any = None) -> None:
+    def add(self, step: int, values: dict[str, Any] | tuple[Any, ...], batch_ids: Any = None) -> None:
+        """A step's values, or its facts (a tuple) that `layout` turns into its values at the flush."""
         self.values.append((step, time.time(), values))
         if batch_ids is not None:
             self.batches.append((step, batch_ids))
@@ -60,6 +62,10 @@ class Pending:
     def _put_values(self, pending: list[tuple[int, float, dict[str, Any]]]) -> None:
         # The steps' dicts go to the writer as they are (one queue item a step, spread into columns there in C);
         # only the tensors are replaced, by their values from one transfer, and ints made floats.
+        layout = self.layout
+        for i, (step, wall, values) in enumerate(pending):
+            if type(values) is tuple:
+                pending[i] = (step, wall, layout(values))
         tensors: list[Any] = []
         where: list[tuple[dict[str, Any], str]] = []
         for _, _, values in pending:

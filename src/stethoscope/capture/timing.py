@@ -30,14 +30,16 @@ class StepTiming:
         if self.compute_start is None:
             self.compute_start = time.perf_counter()
 
-    def capture(self, values: dict[str, Any], now: float, tokens: int | None, samples: int | None) -> None:
-        """The step that ends `now`: its time, data wait and throughput into `values`."""
-        if self.last_call is None:
+    def capture(self, values: dict[str, Any], now: float, last_call: float | None, compute_start: float | None,
+                tokens: int | None, samples: int | None) -> None:
+        """The step that ended `now` (the clock's `last_call` and `compute_start` then): its time, data wait and
+        throughput into `values`."""
+        if last_call is None:
             return
-        dt = now - self.last_call
+        dt = now - last_call
         values[R.STEP_TIME] = dt
-        if self.compute_start is not None:
-            values[R.DATA_WAIT] = max(0.0, self.compute_start - self.last_call)
+        if compute_start is not None:
+            values[R.DATA_WAIT] = max(0.0, compute_start - last_call)
         tokens = tokens if tokens is not None else self.tokens_per_step
         samples = samples if samples is not None else self.samples_per_step
         if dt <= 0:

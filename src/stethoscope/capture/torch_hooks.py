@@ -30,15 +30,13 @@ class LrUsed:
             if lr is not None:
                 self._values[LR if i == 0 else f"{LR}/group{i}"] = lr.detach() if hasattr(lr, "detach") else lr
 
-    def take_into(self, values: dict[str, Any] | None) -> bool:
-        """Move the LRs noted since the last call into `values` (None: drop them); whether there were any."""
+    def take(self) -> dict[str, Any] | None:
+        """The LRs noted since the last call, or None (no new dict a step when there were none)."""
         noted = self._values
         if not noted:
-            return False
-        if values is not None:
-            values.update(noted)
-        noted.clear()
-        return True
+            return None
+        self._values = {}
+        return noted
 
     def remove(self) -> None:
         self._handle.remove()
@@ -67,12 +65,13 @@ class GradStats:
         self._sized: tuple[list[Any], int, list[Any]] = ([], 0, [])  # params, their numel, the update's sample
         self._handles = [optimizer.register_step_pre_hook(self._pre), optimizer.register_step_post_hook(self._post)]
 
-    def take_into(self, values: dict[str, Any]) -> None:
-        """Move the values captured since the last call into `values` (no new dict a step)."""
+    def take(self) -> dict[str, Any] | None:
+        """The values captured since the last call, or None (no new dict a step when there were none)."""
         captured = self._values
-        if captured:
-            values.update(captured)
-            captured.clear()
+        if not captured:
+            return None
+        self._values = {}
+        return captured
 
     def remove(self) -> None:
         for h in self._handles:
