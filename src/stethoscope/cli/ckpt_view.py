@@ -9,7 +9,6 @@ import click
 from stethoscope.cli import render
 from stethoscope.errors import UsageError
 
-EXAMPLES_DIR = "runs/demo/ckpt"
 _UNVERIFIED = ("unverified: the manifest and every file's size checked, not the contents; "
                "`stethoscope ckpt verify DIR` checks every hash")
 
@@ -20,8 +19,8 @@ def ckpt() -> None:
 
     \b
     Examples:
-      stethoscope ckpt list runs/demo/ckpt
-      stethoscope ckpt verify runs/demo/ckpt
+      stethoscope ckpt list runs/demo
+      stethoscope ckpt verify runs/demo
       stethoscope ckpt inspect output/checkpoint-500
     """
 
@@ -53,7 +52,7 @@ def list_(dir: str, as_json: bool) -> None:
 
     \b
     Examples:
-      stethoscope ckpt list runs/demo/ckpt
+      stethoscope ckpt list runs/demo
       stethoscope ckpt list output/ --json
     """
     root = _checkpoints_of(_root(dir))
@@ -74,8 +73,8 @@ def verify(ctx: click.Context, dir: str, as_json: bool) -> None:
 
     \b
     Examples:
-      stethoscope ckpt verify runs/demo/ckpt
-      stethoscope ckpt verify runs/demo/ckpt/step-00000500 --json
+      stethoscope ckpt verify runs/demo
+      stethoscope ckpt verify runs/exp1/ckpt/step-00000500 --json
     """
     root = _checkpoints_of(_root(dir))
     rows = _rows(root, verify=True)
@@ -100,14 +99,14 @@ def prune(dir: str, keep_last: int, keep_best: str | None, best_mode: str, corru
 
     \b
     Examples:
-      stethoscope ckpt prune runs/demo/ckpt --keep-last 2 --dry-run
-      stethoscope ckpt prune runs/demo/ckpt --keep-best eval/loss --corrupt
+      stethoscope ckpt prune runs/demo --keep-last 2 --dry-run
+      stethoscope ckpt prune runs/demo --keep-best eval/loss --corrupt
     """
     from stethoscope.checkpoint import disk, retention
 
     if keep_last < 1:
         raise UsageError(f"--keep-last must be >= 1, got {keep_last}")
-    infos = disk.catalogue(_root(dir), check_hashes=corrupt)
+    infos = disk.catalogue(_checkpoints_of(_root(dir)), check_hashes=corrupt)  # a run folder, as list/verify
     gone = retention.to_delete(infos, keep_last, keep_best, best_mode)
     if corrupt:
         ok = [i for i in infos if i.status == "ok"]
@@ -135,7 +134,7 @@ def inspect(path: str, as_json: bool, trust: bool, max_tensors: int) -> None:
 
     \b
     Examples:
-      stethoscope ckpt inspect runs/demo/ckpt/step-00000500
+      stethoscope ckpt inspect runs/exp1/ckpt/step-00000500
       stethoscope ckpt inspect output/checkpoint-500 --json
       stethoscope ckpt inspect megatron_ckpt/
     """
