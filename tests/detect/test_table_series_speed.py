@@ -31,3 +31,11 @@ def test_a_series_is_laid_out_once_read_only_and_as_the_rows_say():
     assert t.steps[0] == 0 and t.values[0, 0] == 0.0  # the table's own arrays stay writable, and apart
     t.steps[0] = 99
     assert s[0] == 0
+
+
+def test_the_replay_screen_reads_the_same_shared_series():
+    t = _table()
+    rows, v = t._column("train/loss")
+    assert v is t.series("train/loss")[1] and rows.tolist() == list(range(10)) and t._column("opt/lr")[0] is rows
+    rows, v = t._column("eval/loss")  # logged at some rows: gathered, as before
+    assert rows.tolist() == [1, 2, 4, 5, 7, 8] and v.tolist() == t.series("eval/loss")[1].tolist()

@@ -52,6 +52,7 @@ class Table:
         self.last_time = last_time
         self._series: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._all_steps: np.ndarray | None = None
+        self._all_rows: np.ndarray | None = None
         if steps.size and bool(np.all(steps[1:] > steps[:-1])):
             self.n_steps = int(steps.size)
         else:
@@ -214,8 +215,11 @@ class Table:
         if c is None:
             return None
         mask = self.present[:, c]
-        if mask.all():  # a series logged at every row, as `series` finds: no gather
-            return np.arange(mask.size), self.values[:, c].copy()
+        if mask.all():  # a series logged at every row, as `series` finds: no gather, the rows 0..n-1 shared
+            if self._all_rows is None:
+                self._all_rows = np.arange(mask.size)
+                self._all_rows.flags.writeable = False
+            return self._all_rows, self.series(name)[1]
         rows = np.flatnonzero(mask)
         return rows, self.values[rows, c]
 
