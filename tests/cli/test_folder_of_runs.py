@@ -116,3 +116,15 @@ def test_show_runs_and_diagnose_count_the_same_steps_logged(tmp_path):
     assert logged == json.loads(_invoke("diagnose", str(state), "--json").stdout)["steps"] == 20
     assert json.loads(_invoke("show", str(run), "--json").stdout)["logged_steps"] == logged
     assert json.loads(_invoke("runs", str(tmp_path / "runs"), "--json").stdout)[0]["logged_steps"] == logged
+
+
+def test_an_unreadable_run_in_a_folder_is_named_and_the_others_diagnosed(tmp_path):
+    with Monitor(tmp_path / "runs" / "good", strict=True) as mon:
+        for step in range(20):
+            mon.step(step, loss=3.0 / (1 + step / 10))
+    (tmp_path / "runs" / "bad").mkdir()
+    (tmp_path / "runs" / "bad" / "rank-00000.sqlite").write_bytes(b"\x13garbage, not a database" * 200)
+    res = _invoke("diagnose", str(tmp_path / "runs"), "--json")
+    assert res.exit_code == 2
+    assert str(tmp_path / "runs" / "bad") in res.stderr and "Traceback" not in res.output
+    assert [d["path"] for d in json.loads(res.stdout)] == [str(tmp_path / "runs" / "good")]

@@ -54,7 +54,7 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
     """Diagnose every input; one that cannot be read is named on stderr (exit 2) and the others still
     printed. Returns the exit status."""
     from stethoscope.diagnose.engine import diagnose_run
-    from stethoscope.diagnose.sources import RUN_FORMAT, load
+    from stethoscope.diagnose.sources import RUN_FORMAT
     from stethoscope.diagnose.stored import run_incidents
     from stethoscope.store.query import is_run, open_run
 
@@ -63,13 +63,12 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
                          "train.log`), then `stethoscope diagnose train.log`; `stethoscope explain -` reads a crash "
                          "log from stdin")
     results, failed = [], []
-    for path in paths:
+    inputs = _inputs(paths)
+    for path, stored in inputs:
         try:
-            stored = _stored_runs(path)
-            for run_dir in stored:  # a stored run: the incidents every view prints (diagnose/stored.py)
-                with _status(path, "diagnosing"), open_run(run_dir) as reader:
-                    results.append(read_input(lambda _: run_incidents(reader, rank, config), str(run_dir)))
-            if is_run(Path(path)):
+            if is_run(Path(path)):  # a stored run: the incidents every view prints (diagnose/stored.py)
+                with _status(path, "diagnosing"), open_run(path) as reader:
+                    results.append(read_input(lambda _: run_incidents(reader, rank, config), path))
                 continue
             with _status(path, "reading"):
                 runs = _foreign(path, rank, stored)
@@ -84,7 +83,7 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
             if crash is not None:  # no training steps, but a failure `explain` names: explained as it does
                 results.append(crash)
                 continue
-            if len(paths) == 1:
+            if len(inputs) == 1:
                 raise
             failed.append(str(exc))
             click.echo(f"stethoscope: error: {exc}", err=True)
@@ -95,7 +94,7 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
                 results.append(diagnose_run(run, config))
     if as_json:
         dicts = [_json(d, min_severity) for d in results]
-        click.echo(render.to_json(dicts[0] if len(dicts) == 1 and len(paths) == 1 else dicts))
+        click.echo(render.to_json(dicts[0] if len(dicts) == 1 and len(inputs) == 1 else dicts))
     else:
         con = render.console()
         for d in results:
@@ -107,6 +106,18 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
     if failed:
         return 2
     return 1 if any(fails(d.findings, fail_on) for d in results) else 0
+
+
+def _inputs(paths: tuple[str, ...]) -> list[tuple[str, list[Path]]]:
+    """Each input with the stored runs of its folder: a folder holding runs gives each run (read, and failing,
+    on its own), then the folder itself for the foreign logs beside them."""
+    out: list[tuple[str, list[Path]]] = []
+    for path in paths:
+        stored = _stored_runs(path)
+        if stored and stored[0] != Path(path):
+            out += [(str(d), []) for d in stored]
+        out.append((path, stored))
+    return out
 
 
 def _stored_runs(path: str) -> list[Path]:
