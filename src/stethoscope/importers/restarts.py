@@ -46,6 +46,9 @@ def split(run: ImportedRun) -> list[ImportedRun]:
     from stethoscope.logtext.coded import CodedColumns, encode
 
     cols = run.columns
+    every = cols.step_array if isinstance(cols, CodedColumns) else np.fromiter(cols.steps, np.int64, cols.size)
+    if not (every[1:] < every[:-1]).any():  # the steps never go back (nearly every log): one pass in C
+        return [run]
     if LOSS not in (cols.labels if isinstance(cols, CodedColumns) else cols.names):
         return [run]
     coded = encode(cols)
