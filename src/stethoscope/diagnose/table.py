@@ -233,10 +233,9 @@ class Table:
             return empty, empty, np.zeros(0)
         rows, v = got
         bad = ~np.isfinite(v)
-        ref, noise = _previous_block_levels(np.where(bad, np.nan, v), _BLOCK)  # one per block of values
+        ref, noise = _previous_block_levels(np.where(bad, np.nan, v) if bad.any() else v, _BLOCK)  # one a block
         bar = np.maximum(rel * np.abs(ref), sigmas * noise)
-        blocks = np.full(ref.size * _BLOCK, np.nan)  # the values by block (NaN after the last: never a jump)
-        blocks[:v.size] = v
+        blocks = _padded(v, ref.size * _BLOCK)  # the values by block (NaN after the last: never a jump)
         with np.errstate(invalid="ignore"):
             over = blocks.reshape(ref.size, _BLOCK) > (ref + bar)[:, None]
         at = np.flatnonzero(over & np.isfinite(ref)[:, None])
@@ -352,9 +351,7 @@ def _previous_block_levels(v: np.ndarray, block: int) -> tuple[np.ndarray, np.nd
     sets it). NaNs ignored."""
     n = v.size
     k = -(-n // block)
-    padded = np.full(k * block, np.nan)
-    padded[:n] = v
-    blocks = padded.reshape(k, block)
+    blocks = _padded(v, k * block).reshape(k, block)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         med = _block_medians(blocks)
@@ -367,6 +364,16 @@ def _previous_block_levels(v: np.ndarray, block: int) -> tuple[np.ndarray, np.nd
     prev = np.concatenate(([med[0]], med[:-1]))
     prev_noise = np.concatenate(([noise[0]], noise[:-1]))
     return prev, prev_noise
+
+
+def _padded(v: np.ndarray, size: int) -> np.ndarray:
+    """`v` followed by NaNs up to `size` values (`v` itself when it has as many: no 8 MB copy of a big log's)."""
+    if v.size == size:
+        return v
+    out = np.empty(size)
+    out[:v.size] = v
+    out[v.size:] = np.nan
+    return out
 
 
 def _block_medians(blocks: np.ndarray) -> np.ndarray:
