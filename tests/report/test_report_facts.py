@@ -48,3 +48,15 @@ def test_a_stored_runs_report_and_compare_count_the_logged_steps(tmp_path):
     assert res.exit_code == 0, res.output
     assert re.search(r"steps logged\s*│\s*30\s*│\s*20", res.stdout)
     assert "<th>steps logged</th>" in (tmp_path / "c.html").read_text()
+
+
+def test_a_long_evidence_list_is_clipped_as_the_terminal_clips_it():
+    """16 batch ids, one a line in a 320-px column, made the NaN finding's row a screen tall."""
+    from stethoscope.records import Finding
+    from stethoscope.report.html import ReportInput, render_report
+
+    ids = list(range(1000, 1016))
+    f = Finding("nan", "critical", 200, "non-finite train/loss at step 200", evidence={"batch_ids": ids})
+    page = render_report(ReportInput(title="t", series={"train/loss": ([0, 1], [2.0, 1.9])}, findings=[f], meta={}))
+    (shown,) = re.findall(r"<b>batch_ids</b>: ([^<]*)</div>", page)
+    assert shown == "[1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, … 16 in all]"

@@ -253,11 +253,16 @@ def ranked(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (-severity_rank(f.severity), f.step is None, f.step or 0))
 
 
+_EVIDENCE_ITEMS = 8  # list items shown per evidence value (16 batch ids made a row a screen tall)
+
+
 def _evidence(evidence: dict[str, Any]) -> str:
     items = []
     for key, value in json_safe(evidence).items():
         if isinstance(value, float):
             text = f"{value:.4g}"  # evidence is for people: four significant digits
+        elif isinstance(value, list) and len(value) > _EVIDENCE_ITEMS:  # as the terminal shows it; --json has all
+            text = json.dumps(value[:_EVIDENCE_ITEMS], ensure_ascii=False)[:-1] + f", … {len(value)} in all]"
         else:
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         items.append(f"<div><b>{html.escape(str(key))}</b>: {html.escape(_clip(text, 240))}</div>")

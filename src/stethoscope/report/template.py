@@ -33,7 +33,8 @@ th, td { text-align:left; vertical-align:top; padding:7px 10px; border-bottom:1p
 th { background:#eef1f6; font-weight:600; font-size:13px; }
 td ol { margin:0; padding-left:18px; }
 td.st-ev { font-family:ui-monospace,SFMono-Regular,Menlo,monospace; font-size:12px; color:var(--muted);
-           max-width:320px; word-break:break-word; }
+           min-width:220px; max-width:320px; word-break:break-word; }
+td code { white-space:nowrap; }
 td code, .st-meta td { font-family:ui-monospace,SFMono-Regular,Menlo,monospace; font-size:12px; word-break:break-word; }
 .st-meta th { width:28%; }
 .st-group td { background:#f8f9fb; font-weight:600; font-family:inherit; }
