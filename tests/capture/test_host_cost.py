@@ -109,3 +109,22 @@ def test_a_flush_puts_one_queue_item_a_step(tmp_path) -> None:
     with open_run(tmp_path / "run") as run:
         assert run.series("acc")[0] == list(range(10))
         assert run.series("grad/norm")[0] == list(range(10))
+
+
+def test_host_stats_read_directly_agree_with_psutil() -> None:
+    import time
+
+    import psutil
+
+    from stethoscope.capture.system import HostStats
+    from stethoscope.records import CPU_PCT, RSS
+
+    proc = psutil.Process()
+    ours = HostStats()
+    proc.cpu_percent(None)
+    end = time.process_time() + 0.3
+    while time.process_time() < end:  # busy: this thread's CPU, so both see ~100% of one core (less if preempted)
+        pass
+    got, theirs = ours.sample(), proc.cpu_percent(None)
+    assert got[RSS] == pytest.approx(proc.memory_info().rss / (1 << 30), rel=0.02)  # the same statm field
+    assert 30.0 <= got[CPU_PCT] <= 210.0 and abs(got[CPU_PCT] - theirs) <= 15.0  # psutil counts 10 ms ticks

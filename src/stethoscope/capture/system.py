@@ -7,6 +7,7 @@ The CUDA side sits behind `DeviceMemory`, a one-method boundary: the real one as
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import time
 from typing import Any, Protocol
@@ -62,16 +63,43 @@ def device_metrics(mem: DeviceMemory) -> dict[str, float]:
 
 
 class HostStats:
-    """This process's resident memory and CPU use (psutil)."""
+    """This process's resident memory and CPU use, as psutil computes them (RSS from /proc/self/statm, CPU %
+    of one core since the last sample). On Linux read directly: a few µs on the training thread, where
+    psutil's objects and files took 50-250 µs a sample; psutil elsewhere."""
 
     def __init__(self) -> None:
-        import psutil
+        self._proc: Any = None
+        if not os.path.exists(_STATM):
+            import psutil
 
-        self._proc = psutil.Process()
-        self._proc.cpu_percent(None)  # primes the counter: the first call always answers 0.0
+            self._proc = psutil.Process()
+            self._proc.cpu_percent(None)  # primes the counter: the first call always answers 0.0
+            return
+        self._page = os.sysconf("SC_PAGE_SIZE")
+        self._last = (time.monotonic(), _cpu_seconds())
 
     def sample(self) -> dict[str, float]:
-        return {RSS: self._proc.memory_info().rss / GIB, CPU_PCT: self._proc.cpu_percent(None)}
+        if self._proc is not None:
+            return {RSS: self._proc.memory_info().rss / GIB, CPU_PCT: self._proc.cpu_percent(None)}
+        fd = os.open(_STATM, os.O_RDONLY)
+        try:
+            rss = int(os.read(fd, 256).split()[1]) * self._page
+        finally:
+            os.close(fd)
+        now, cpu = time.monotonic(), _cpu_seconds()
+        (then, before), self._last = self._last, (now, cpu)
+        return {RSS: rss / GIB, CPU_PCT: round((cpu - before) / (now - then) * 100, 1) if now > then else 0.0}
+
+
+_STATM = "/proc/self/statm"
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of every thread of this process (not its children), as psutil's cpu_times."""
+    import resource  # Unix only: this path runs only where /proc/self/statm exists
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 class GcPauses:

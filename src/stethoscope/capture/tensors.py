@@ -3,8 +3,12 @@ in one transfer per device (the only host syncs, at a flush)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from operator import attrgetter, methodcaller
 from typing import Any
+
+_device, _dtype, _ndim, _numel = attrgetter("device"), attrgetter("dtype"), attrgetter("ndim"), methodcaller("numel")
 
 
 def is_tensor(v: Any) -> bool:
@@ -25,6 +29,13 @@ def to_host(tensors: list[Any]) -> list[float]:
     """All values to the host, one transfer per device."""
     import torch
 
+    if len(set(map(_device, tensors))) == 1 and len(set(map(_dtype, tensors))) == 1:
+        with contextlib.suppress(RuntimeError):  # shapes that do not stack: the general path below
+            stacked = torch.stack(tensors)
+            if stacked.dim() == 1:  # the usual case, every value 0-dim: one stack, no Python per value
+                if stacked.dtype != torch.float64:
+                    stacked = stacked.to(torch.float64)  # one op: bf16/fp16/fp32 values read as Python floats do
+                return stacked.tolist()  # host sync: one per flush
     by_device: dict[Any, list[int]] = {}
     for i, t in enumerate(tensors):
         by_device.setdefault(t.device, []).append(i)
@@ -57,6 +68,15 @@ def length(ids: Any) -> int | None:
 
 def ids_to_host(batches: list[Any]) -> list[list[Any]]:
     """Each batch's sample ids as a list; tensors go over in one transfer per device and dtype."""
+    torch = sys.modules.get("torch")  # ids given as lists need no torch
+    if torch is not None and set(map(type, batches)) == {torch.Tensor} and len(set(map(_device, batches))) == 1 \
+            and len(set(map(_dtype, batches))) == 1 and set(map(_ndim, batches)) == {1}:
+        flat = torch.cat(batches).tolist()  # host sync: one per flush (the usual case: 1-dim id tensors)
+        out, start = [], 0
+        for n in map(_numel, batches):
+            out.append(flat[start:start + n])
+            start += n
+        return out
     out: list[list[Any]] = [[] for _ in batches]
     groups: dict[Any, list[int]] = {}
     for i, ids in enumerate(batches):
