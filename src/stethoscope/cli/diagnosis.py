@@ -73,7 +73,7 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
             with _status(path, "reading"):
                 runs = _foreign(path, rank, stored)
                 runs = _with_steps(runs, RUN_FORMAT) if runs or not stored else []
-            if rank is not None:  # a foreign log keeps one rank's lines (the first seen) whatever --rank says
+            if rank is not None and runs:  # a foreign log keeps one rank's lines (the first seen) whatever --rank says
                 read = sorted({r.meta["rank"] for r in runs if "rank" in r.meta})
                 click.echo(f"stethoscope: note: {path}: --rank applies to stethoscope runs; this log is read as "
                            + (f"rank {read[0]}'s lines (the first rank seen)" if read else "one stream of records"),
@@ -100,7 +100,8 @@ def diagnose_paths(paths: tuple[str, ...], as_json: bool, fail_on: str, rank: in
         for d in results:
             con.print(_header(d))
             if d.classification.get("label") == "too_short" and not shown(d.findings, min_severity or "warning"):
-                con.print(Text(f"  {d.steps:,} step{'s' * (d.steps != 1)}: too few to judge ({d.classification.get('detail')})"))
+                steps = f"{d.steps:,} step{'s' * (d.steps != 1)}"
+                con.print(Text(f"  {steps}: too few to judge ({d.classification.get('detail')})"))
             else:
                 print_findings(con, d.findings, min_severity=min_severity or "warning")
     if failed:
@@ -309,10 +310,9 @@ def report_input(run: ImportedRun, findings: list[Any]) -> Any:
 
 
 def write_report(path: str, out: str, rank: int | None, config: DetectConfig | None = None) -> Path:
-    from stethoscope.report.html import render_report
-    from stethoscope.diagnose.sources import load
-
     from stethoscope.cli.listing import one_run
+    from stethoscope.diagnose.sources import load
+    from stethoscope.report.html import render_report
 
     path = one_run(path, "report") if Path(path).is_dir() else path  # a log is reported as it is
     runs = read_input(load, path, rank)
