@@ -439,7 +439,8 @@ def _summary_table(runs: Sequence[ReportInput]) -> str:
                     f"<td>{html.escape(facts['last step'])}</td><td>{html.escape(facts['steps logged'])}</td>"
                     f"<td>{html.escape(facts['duration'])}</td>"
                     f"<td>{html.escape(headline(run.findings))}</td></tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("run", "status", "last step", "steps logged", "duration", "headline"))
+    head = "".join(f"<th>{h}</th>"
+                   for h in ("run", "status", "last step", "steps logged", "duration", "headline"))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
