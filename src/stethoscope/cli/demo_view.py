@@ -141,7 +141,7 @@ def print_next(run_dir: Path) -> None:
 
 
 @click.command(epilog=EXIT_STATUS_NO_FAIL_ON)
-@click.option("--steps", type=int, default=None, help="Training steps (about 1 minute per 1000) [1000; 400 with --recover].")
+@click.option("--steps", type=int, default=None, help="Training steps (1-7 minutes per 1000, by the machine and its load) [1000; 400 with --recover].")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Run directory [runs/demo; runs/demo-2, -3, … when that holds a run].")
 @click.option("--inject", default=None, metavar="KIND@STEP",
