@@ -77,6 +77,17 @@ def find_shift(values: Sequence[float], min_rel: float, z_min: float,
     return Shift(onset, level, _median(list(values[onset:])), usual, spread, z)
 
 
+def may_shift(history: list[float], value: float, min_rel: float) -> bool:
+    """Would `find_shift(history + [value], min_rel, ...)` get past its first test (enough values, the block's
+    median `min_rel` above its reference's)? The same values and expressions, without copying the history."""
+    n = len(history) + 1
+    if n < BLOCK + MIN_REFERENCE:
+        return False
+    level = _median(history[max(0, n - BLOCK - REFERENCE): n - BLOCK])
+    slow = _median(history[n - BLOCK:] + [value])
+    return not (not level > 0 or slow <= level * (1 + min_rel))
+
+
 def _mann_whitney_z(high: list[float], low: list[float]) -> float:
     """z-score of "`high` is stochastically larger than `low`" (normal approximation, ties halved)."""
     m, k = len(high), len(low)

@@ -18,7 +18,7 @@ from collections import deque
 from typing import Any
 
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.level_shift import find_shift, z_needed
+from stethoscope.detect.level_shift import find_shift, may_shift, z_needed
 from stethoscope.detect.slowdown import extend, hold, lost, open_drop, ramp_onset, recent, release
 from stethoscope.detect.stall_patterns import (
     STALLS_KEPT,
@@ -228,7 +228,10 @@ class ThroughputDetector:
         run's earlier levels although no streak of individually slow records formed."""
         if len(self.raw_steps) != len(self.raw):  # state saved before steps were kept
             return []
-        values = self.raw.values() + [t]
+        values = self.raw.values()
+        if not may_shift(values, t, self.config.drop_min_rel):  # find_shift's first test, on 80 values
+            return []
+        values.append(t)
         steps = list(self.raw_steps) + [step]
         shift = find_shift(values, self.config.drop_min_rel, z_needed(max(self._s["records"], 1)), steps)
         if shift is None:
