@@ -31,6 +31,10 @@ class LrEvent:
     after: float | None
 
 
+def _steps(n: int) -> str:
+    return "1 step" if n == 1 else f"{n} steps"
+
+
 class LrTracker:
     """A running model of the LR schedule. `update` returns the schedule events a record completes."""
 
@@ -49,6 +53,7 @@ class LrTracker:
         self.flat = 0
         self.rising = False
         self.warmup_end_step: int | None = None
+        self.warmup_peak: float | None = None  # the LR at the end of warm-up
         self.decay_step: int | None = None
         self.slope = 0.0  # EMA of |dLR| per step, the schedule's own pace
         self.n = 0
@@ -120,7 +125,7 @@ class LrTracker:
         if j is None or not 0 <= step - j[0] <= within or j[2] <= j[1]:
             return None
         factor = f"x{j[2] / j[1]:.3g}" if j[1] > 0 else "up from 0"
-        return f"LR jumped {j[1]:.4g} -> {j[2]:.4g} ({factor}) at step {int(j[0])}, {step - int(j[0])} steps before: LR too high"
+        return f"LR jumped {j[1]:.4g} -> {j[2]:.4g} ({factor}) at step {int(j[0])}, {_steps(step - int(j[0]))} before: LR too high"
 
     def since_warmup_end(self, step: int) -> int | None:
         if self.warmup_end_step is None:
@@ -145,6 +150,7 @@ class LrTracker:
         self.flat = 0
         self.rising = False
         self.warmup_end_step = None
+        self.warmup_peak = None
         self.decay_step = None
 
     def _compare(self, step: int, p: float, c: float) -> list[LrEvent]:
@@ -204,6 +210,7 @@ class LrTracker:
 
     def _warmup_end(self) -> LrEvent:
         self.warmup_end_step = self.peak_step
+        self.warmup_peak = self.peak  # the schedule's peak; a later jump raises `peak`, not this
         return LrEvent("warmup_end", self.peak_step or 0, self.start_lr, self.peak)
 
     def _track_zero(self, step: int, p: float | None, c: float, events: list[LrEvent]) -> None:
@@ -232,7 +239,7 @@ class LrTracker:
 
 _TRACKER_FIELDS = (
     "prev_step", "prev_lr", "peak", "peak_step", "start_lr", "session_n", "since_jump", "rises", "flat", "rising",
-    "warmup_end_step", "decay_step", "slope", "n", "zero_run", "zero_abrupt", "ever_positive",
+    "warmup_end_step", "warmup_peak", "decay_step", "slope", "n", "zero_run", "zero_abrupt", "ever_positive",
     "zero_reported", "last_restart_step", "last_resume_step", "last_jump", "zero_start", "top", "seen_step",
 )
 

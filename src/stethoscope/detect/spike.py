@@ -267,7 +267,8 @@ class SpikeDetector:
             causes.append(f"LR still in warm-up and rising (LR {g(lr)} at step {step})")
         since = self.lr.since_warmup_end(step)
         if since is not None and 0 <= since <= self.config.post_warmup_steps:
-            causes.append(f"spike {since} steps after LR warm-up ended (peak LR {g(self.lr.peak)}): peak LR too high?")
+            peak = self.lr.warmup_peak or self.lr.peak  # the schedule's peak, not a jump above it
+            causes.append(f"spike {since} steps after LR warm-up ended (peak LR {g(peak)}): peak LR too high?")
         if not lead and self.grad.window and values.get(GRAD_NORM) is not None:
             causes.append(f"no lead-up: single bad batch at step {step} (look up the batch ids of step {step})")
         elif not lead and not causes:

@@ -16,6 +16,7 @@ Resumes and LR-schedule restarts reset the baselines: a fresh session is compare
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Any
 
 from stethoscope.detect.comeback import came_back, up_to_the_end
@@ -58,9 +59,11 @@ class TrendDetector:
     def _fresh(self) -> None:
         self.recent.clear()
         self.noise.clear()
+        self._tail: deque[tuple[int, float]] = deque(maxlen=_NOISE_N)  # (step, raw loss) of the noise window
         self._noise_age = 0
         self._sigma = self._step_sigma = 0.0
-        self._best: list[float] | None = None  # [lowest median-of-8 loss, its step, raw sigma then]
+        # [lowest median-of-8 loss, its step, raw sigma then, the first step of the 8 records it is the median of]
+        self._best: list[float] | None = None
         self._best_from = 0  # records (self._n) when the search for the best began
         self._above_since: int | None = None
         self._above_records = 0
@@ -97,6 +100,7 @@ class TrendDetector:
             self._first.append(v)
         self.recent.push(v)
         self.noise.push(v)
+        self._tail.append((step, v))
         self._noise_age -= 1
         level = self.recent.median()
         out.extend(self._divergence_check(step, v, level))
@@ -167,11 +171,11 @@ class TrendDetector:
             sigma = _MEDIAN_OF_EDGE * raw  # the noise of a median of 8 losses
             if best is None:
                 self._best_from = self._n
-            self._best = best = [level, step, sigma]
+            self._best = best = [level, step, sigma, self._tail[-min(_EDGE, len(self._tail))][0]]
         # the best is the lowest of many noisy medians: below its level by about the largest of as many
         # draws of their noise (measured now); a rise is dated from the plain margin, called sustained only
         # above this one too. The bar: `detect.trend_rise`
-        margin = max(rise_rel(cfg, self.lr, best[1]) * abs(best[0]), _TREND_SIGMA * best[2])
+        margin = max(rise_rel(cfg, self.lr, best[3] if len(best) > 3 else best[1]) * abs(best[0]), _TREND_SIGMA * best[2])
         luck = lowest_of((self._n - self._best_from) / _EDGE)
         sure = margin + (luck * _MEDIAN_OF_EDGE * self._raw_sigma() if luck and len(self.noise) >= _EDGE else 0.0)
         # a rise starts at a record above the margin whose level (median of 8) is too, and lasts while the
@@ -187,7 +191,7 @@ class TrendDetector:
             return []
         if above:
             if self._above_since is None:
-                self._above_since = step
+                self._above_since = self._left_best(step)  # dated where the loss left its best level
                 self._above_records = 0
             self._above_records += 1
             if level > best[0] + sure:
@@ -213,10 +217,27 @@ class TrendDetector:
         elif sustained:
             # the onset is where the loss left its best level for good, not where that best was
             self._div = self._open_div(int(self._above_since), float(best[0]), step, v, "sustained")
-            self._div["rel"] = rise_rel(cfg, self.lr, best[1])  # the bar it rose over
+            self._div["rel"] = rise_rel(cfg, self.lr, best[3] if len(best) > 3 else best[1])  # the bar it rose over
         else:
             return []
         return [divergence_finding(self._div, self.name)]
+
+    def _left_best(self, above: int) -> int:
+        """Where a rise after an off-schedule LR jump up (its cause, in the log) began, at or before `above` (where its
+        level cleared the margin): after the last raw record within 2 noise sigmas (at the best) of the best level,
+        not before the jump. A slow climb clears the margin many records after it began."""
+        best = self._best
+        jump = self.lr.last_jump
+        if best is None or rise_rel(self.config, self.lr, best[3] if len(best) > 3 else best[1]) >= \
+                self.config.divergence_rise_rel or jump is None:
+            return above  # no cause in the log to date it by: another detector's jump may own the walk back
+        level, sigma = best[0], best[2] / _MEDIAN_OF_EDGE
+        start = above
+        for s, v in reversed(self._tail):
+            if s < above and (v <= level + 2 * sigma or s < jump[0]):
+                break
+            start = min(start, s)
+        return start
 
     def _costs_little(self, rise: float, best: float) -> bool:
         """Does a rise of `rise` above `best` undo less than `divergence_learned_share` of what the run had learned
@@ -256,7 +277,7 @@ class TrendDetector:
         return None
 
     def _open_div(self, start: int, base: float, step: int, v: float, kind: str) -> dict[str, Any]:
-        cause = self.lr.jump_cause(step, step - start + self.config.lead_steps)
+        cause = self.lr.jump_cause(start, self.config.lead_steps)  # a jump that led the rise, counted from its start
         return {
             "start": start, "base": base, "kind": kind, "peak": v, "peak_step": step,
             "last": v, "last_step": step, "detected": step, "causes": [cause] if cause else [],

@@ -33,6 +33,7 @@ from stethoscope.findings.remedies import (  # the tables and flags (re-exported
     IN_WARMUP,
     KEEP_SCHEDULE,
     LR_HELD,
+    LR_JUMPED,
     LR_TINY,
     NAN_SUDDEN,
     NON_PROBLEMS,
@@ -98,6 +99,8 @@ def context_flags(finding: Finding, ctx: dict[str, Any]) -> frozenset[str]:
         flags.add(LR_TINY)
     if any("resume or schedule restart" in c for c in finding.causes):
         flags.add(AT_RESTART)
+    if precision != "fp16" and any(c.startswith("LR jumped") for c in finding.causes):
+        flags.add(LR_JUMPED)  # the log shows the cause; fp16 trouble is named only where fp16 is known
     if any(NAN_SUDDEN in c for c in finding.causes):  # the LR held and the level kept up to the NaN
         flags.add(LR_HELD)
     if _first_update(finding, ctx):

@@ -20,6 +20,7 @@ from stethoscope.findings.named_causes import NAN_GREW, NAN_LR_ROSE, NAN_SUDDEN,
 # Flags a context sets (per finding) and a remedy may be ruled out by.
 FP16, NOT_FP16, CPU, AFTER_WARMUP, IN_WARMUP = "fp16", "not_fp16", "cpu", "after_warmup", "in_warmup"
 LR_TINY, AT_RESTART, FIRST_UPDATE, LR_HELD = "lr_tiny", "at_restart", "first_update", "lr_held"
+LR_JUMPED = "lr_jumped"  # the log names the cause: an LR jump just before (no guessing at fp16)
 NOT_LEARNING = "not_learning"  # the underfitting verdict: the loss never came down (so it was not still falling)
 # Stances two findings of one report must not take both.
 KEEP_SCHEDULE, CHANGE_SCHEDULE = "schedule:keep", "schedule:change"
@@ -132,7 +133,7 @@ ADVICE: dict[str, Advice] = {
            "roll back to a checkpoint before the divergence and lower the LR (halve it); clip gradients at 1.0",
            LR_TINY, stance=CHANGE_SCHEDULE),
         _r("no or too short warm-up", "roll back and lengthen warm-up", AFTER_WARMUP, LR_TINY, stance=CHANGE_SCHEDULE),
-        _r("fp16 range trouble (loss scale collapsing)", "train in bf16", NOT_FP16, CPU, FIRST_UPDATE),
+        _r("fp16 range trouble (loss scale collapsing)", "train in bf16", NOT_FP16, CPU, FIRST_UPDATE, LR_JUMPED),
         _r("a stretch of bad data", "roll back and skip the batches around the start of the divergence"),
         _r("a bug after a resume (optimizer state lost, wrong LR or scheduler state)",
            "on resume, restore the optimizer and scheduler state with the weights"),
