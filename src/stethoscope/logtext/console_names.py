@@ -11,7 +11,7 @@ from typing import Any
 from stethoscope.detect.names import names_time_unit
 from stethoscope.logtext.console_clock import CLOCK_NAMES, STEPS_TIME, UNITLESS_STEP, time_name
 from stethoscope.logtext.console_line import MAGNITUDE, STEPS_TIME_KEY, key_name
-from stethoscope.logtext.names import FUNCTION_WORDS, Resolved, metric, names_a_metric, rivals
+from stethoscope.logtext.names import EPOCH, FUNCTION_WORDS, Resolved, metric, names_a_metric, rivals
 from stethoscope.records import STEP_TIME
 
 Names = dict[tuple[str, str, bool], "tuple[str, float] | None"]
@@ -65,3 +65,21 @@ def distinct(pairs: list[Any]) -> list[Any]:
         return pairs
     named = rivals(dict(zip(keys, names)))
     return [((named[v.key], n[1]), v) if named[v.key] != n[0] else (n, v) for n, v in pairs]
+
+
+def eval_record(names: Any) -> bool:
+    """A record of an eval (or test): its metrics all held-out ones, beside at most the epoch it ran in (the HF
+    Trainer's `{'eval_loss': 1.15, 'eval_runtime': 12.3, 'epoch': 0.75}`)."""
+    held = [name.startswith(HELD_OUT) for name in names if name != EPOCH]
+    return bool(held) and all(held)
+
+
+def ordinal_steps(names: Any, count: int, ordinal: int) -> tuple[list[int], int]:
+    """The steps of `count` dict records with no step counter, numbered in file order after `ordinal`, and the
+    ordinal after them. An eval's record is no step of its own: the trainer evaluates after a logged train step
+    and prints the eval's dict right after that step's (HF's `eval_steps` a multiple of `logging_steps`), so it
+    takes the number of the record before it (1 when it comes first: an eval before training)."""
+    if eval_record(names):
+        ordinal = ordinal or 1
+        return [ordinal] * count, ordinal
+    return list(range(ordinal + 1, ordinal + 1 + count)), ordinal + count

@@ -20,7 +20,7 @@ from stethoscope.logtext.console_epochs import (HEAD, EpochCounter, EpochHeads, 
                                                 index_steps, renumbered)
 from stethoscope.logtext.console_fast import Template
 from stethoscope.logtext.console_line import ANSI, NUMBER, Line, has_loss, parse
-from stethoscope.logtext.console_names import HELD_OUT, Names, distinct, resolve
+from stethoscope.logtext.console_names import HELD_OUT, Names, distinct, ordinal_steps, resolve
 from stethoscope.logtext.console_runs import Lines, first_where, pieces, shape_of
 from stethoscope.logtext.console_shape import Shape, learn
 from stethoscope.logtext.console_walk import walk
@@ -233,8 +233,7 @@ class ConsoleReader:
         elif steps is None and self.last_step is not None:
             steps = [self.last_step] * read.kept
         elif steps is None and known.is_dict:
-            steps = list(range(self.ordinal + 1, self.ordinal + 1 + read.kept))
-            self.ordinal += read.kept
+            steps, self.ordinal = ordinal_steps(known.layout.names, read.kept, self.ordinal)
         if steps is None:
             return False
         self.lines += count
@@ -372,8 +371,8 @@ class ConsoleReader:
         if self.last_step is not None and (line.record or evals):
             return self.last_step
         if line.body.lstrip().startswith("{"):
-            self.ordinal += 1
-            return self.ordinal
+            (step,), self.ordinal = ordinal_steps([n[0] for n, _ in pairs], 1, self.ordinal)
+            return step
         epoch = epoch_step(pairs, line) if not self.loss_steps else None
         if epoch is None and not self.loss_steps:  # the epoch an `Epoch N` line alone began (nnU-Net's)
             epoch = self.heads.after(pairs, line)

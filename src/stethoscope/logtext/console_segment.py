@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from stethoscope.logtext.coded import CodedColumns, RowBlock
+from stethoscope.logtext.console_names import eval_record
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -224,16 +225,21 @@ def combine(groups: list[Group], last_step: int | None, bar: tuple[int, int, int
             steps[i] = took
         else:
             steps[i] = took
-    if unnumbered:
+    if unnumbered:  # an eval's dict takes the number of the record before it (`console_names.ordinal_steps`)
         at = np.concatenate([kept[i][np.searchsorted(step_at, kept[i]) == 0] for i in unnumbered])
+        held = np.concatenate([np.full(int((np.searchsorted(step_at, kept[i]) == 0).sum()),
+                                       eval_record(groups[i].names)) for i in unnumbered])
+        order = np.argsort(at, kind="stable")
+        rise = ~held[order]
+        rise[0] |= ordinal == 0
         numbers = np.empty(at.size, dtype=np.int64)
-        numbers[np.argsort(at, kind="stable")] = np.arange(ordinal + 1, ordinal + 1 + at.size)
+        numbers[order] = ordinal + np.cumsum(rise)
         start = 0
         for i in unnumbered:
             first = np.searchsorted(step_at, kept[i]) == 0
             steps[i][first] = numbers[start: start + int(first.sum())]  # type: ignore[index]
             start += int(first.sum())
-        ordinal += at.size
+        ordinal += int(rise.sum())
     per_layout = [(g.names, int(kept[i].size)) for i, g in enumerate(groups) if g.own_step]
     return Combined(_points(groups, kept, steps, turns), step_of, per_layout, bar, ordinal)  # type: ignore[arg-type]
 
