@@ -49,5 +49,5 @@ def test_demo_nan_fault_stays_and_alerts_once_then_once_more_at_the_end(tmp_path
     assert res.returncode == 0, res.stderr
     sent = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(a["kind"], a["type"], a["step"]) for a in sent] == [("trigger", "nan", 15), ("stop", "nan", 15)]
-    assert "25 non-finite record(s) between steps 15 and 39" in sent[1]["message"]  # NaN to the end: it stayed
+    assert "25 non-finite records between steps 15 and 39" in sent[1]["message"]  # NaN to the end: it stayed
     assert "stethoscope alerts" in res.stdout

@@ -173,7 +173,7 @@ def test_a_nan_stops_training_at_its_step(tmp_path, caplog):
     with caplog.at_level(logging.ERROR):
         trainer.fit(TinyLM(), _data(512))
     assert trainer.global_step == 31 and cb.stopped.startswith("nan at step 31: non-finite train/loss")
-    assert "non-finite record(s) between steps" in cb.stopped  # the incident, as diagnose words it
+    assert "non-finite record" in cb.stopped  # the incident, as diagnose words it
     assert "on_critical" in caplog.text
     with open_run(_run(tmp_path)) as run:
         assert run.meta()["status"] == "stopped"

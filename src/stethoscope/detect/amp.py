@@ -109,8 +109,9 @@ class LossScaleDetector:
         ev = {"scale_before": inc["before"], "scale_low": inc["low"], "halvings": inc["halvings"],
               "collapsed": inc["collapsed"]}
         if inc["collapsed"]:
-            msg = (f"fp16 loss scale collapsed to {inc['low']:.4g} (from {inc['before']:.4g}, starting at step "
-                   f"{inc['start']}): gradients overflow on every step and the updates are being skipped")
+            fell = (f"collapsed to {inc['low']:.4g} (from {inc['before']:.4g}, starting at step {inc['start']})"
+                    if inc["low"] < inc["before"] else f"stayed at {inc['low']:.4g} from step {inc['start']}")
+            msg = (f"fp16 loss scale {fell}: gradients overflow on every step and the updates are being skipped")
             return Finding(LOSS_SCALE_COLLAPSE, "error", inc["start"], msg, evidence=ev, source=self.name)
         msg = (f"overflow storm: the fp16 loss scale halved {inc['halvings']:.0f} times from step {inc['start']} "
                f"({inc['before']:.4g} -> {inc['low']:.4g}): gradients overflow step after step")

@@ -121,7 +121,8 @@ class NonFiniteDetector:
     def _follow_up(self, inc: dict[str, Any], recovered: bool, final: bool = False) -> Finding:
         f = self._opening(inc)
         f.end_step = inc["last_bad"]
-        span = f"{inc['count']} non-finite record(s) between steps {inc['start']} and {inc['last_bad']}"
+        span = (f"{inc['count']} non-finite records between steps {inc['start']} and {inc['last_bad']}"
+                if inc["last_bad"] != inc["start"] else f"{inc['count']} non-finite record at step {inc['start']}")
         if recovered:
             f.message = f.message.split(" while the loss stayed finite")[0] + f"; {span}, then finite again"
             if _grad_only(inc):

@@ -319,7 +319,9 @@ class OverfitDetector:
         span = self._last_step - self._first_step
         if span < cfg.eval_sparse_min_steps or self._n_evals >= cfg.eval_min_count:
             return None
-        msg = f"only {self._n_evals} eval loss(es) in {span} steps: too few to see overfitting"
+        n = self._n_evals
+        evals = "no eval loss" if n == 0 else f"only {n} eval loss{'es' if n > 1 else ''}"
+        msg = f"{evals} in {span} steps: too few to see overfitting"
         if self._min_train is not None and self._min_train < 0.05:
             msg += f" (the train loss fell to {self._min_train:.3g}: the model may be memorising)"
         ev = {"evals": self._n_evals, "steps": span, "min_train_loss": self._min_train}

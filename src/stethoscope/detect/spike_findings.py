@@ -56,8 +56,10 @@ def divergence(inc: dict[str, Any], step: int, source: str) -> Finding:
         "spike_step": inc["start"], "further_spikes_folded": inc["respikes"],
         "detected_step": inc.get("diverged_at"),
     }
+    n = step - inc["start"]
+    when = f"{n} step{'s' if n != 1 else ''} later" if n > 0 else "by the last record"
     msg = (f"loss jumped at step {inc['start']} ({g(inc['level'])} -> {g(inc['first'])}) and had not come "
-           f"back {step - inc['start']} steps later (loss {g(inc['last'])} at step {inc['last_step']})")
+           f"back {when} (loss {g(inc['last'])} at step {inc['last_step']})")
     return Finding(DIVERGENCE, "error", inc["start"], msg, evidence=ev,
                    causes=list(inc["causes"]), source=source)
 

@@ -39,7 +39,8 @@ REASONS = {
 }
 _EVAL_SHARE = 0.8  # of the slow steps right after an eval: the eval's own time (a loader stall, every few steps,
 # meets an eval now and then, not nearly every time)
-_NO_CAUSE = "no cause recorded beside it (no eval, perf/gc_pause_s or perf/data_wait_s)"
+# true whether the run records perf/gc_pause_s and perf/data_wait_s or not: none of what it records explains it
+_NO_CAUSE = "nothing recorded at that step explains it (no eval, pause or data wait)"
 
 
 def contention(cpu_before: list[float], cpu_during: list[float], level: float, slow: float,
@@ -161,12 +162,12 @@ def stall_finding(d: dict[str, Any], total: float, sev: str, source: str) -> Fin
     else:
         every = f", about every {period} steps" if regular and period else ", at no regular interval"
         what = ", ".join(f"{why[k]} of them {REASONS[k][0]}" for k in known) if known else \
-            _NO_CAUSE.replace("beside it", "beside them")
+            _NO_CAUSE.replace("that step explains it", "those steps explains them")
         kind = "periodic stalls" if regular else "scattered slow steps"
         msg = (f"{d['count']} slow steps since step {d['first']}{every} (up to x{d['worst']:.3g} the usual "
                f"time), costing {cost:.1%} of the run time: {kind} ({what})")
     ev = {"dips": d["count"], "dip_steps": list(steps), "worst_ratio": d["worst"], "time_cost": cost,
-          "period_steps": period, "regular": regular, "explained_by": dict(why)}
+          "period_steps": period if regular else None, "median_gap_steps": period, "regular": regular, "explained_by": dict(why)}
     causes = [f"{why[k]} of {d['count']} slow steps were {REASONS[k][0]} ({REASONS[k][1]})" for k in known]
     if sev == "info" and is_eval_time(d) and d["count"] > 1:
         msg += ("; these are the evals' own time (and the checkpoint saves that go with them) at the cadence the run "
