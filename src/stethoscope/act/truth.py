@@ -54,6 +54,8 @@ class Truth:
         """Findings the writer has not stored yet when alerts go out (those of the run's end)."""
         self.held: set[tuple[int, str]] = set()
         """(channel, alert key) of first pages held back: the incident's later messages stay off that channel."""
+        self.sent: dict[tuple[int, str], str] = {}
+        """(channel, alert key) -> the highest severity sent there: an escalation to no higher one is no news."""
         self.fallbacks = 0
         self.seconds = 0.0
         """Seconds spent computing incidents so far, waits for the store included (bench/alert_truth.py)."""
@@ -77,6 +79,12 @@ class Truth:
             else:
                 alert = self._rendered(alert, incident)
             verdict = self._gate(ch, alert)
+            was = self.sent.get((ch, alert.key))
+            if verdict is None and alert.kind == "escalate" and was is not None and \
+                    severity_rank(alert.severity) <= severity_rank(was):  # the page already said this severity
+                verdict = f"held: already paged at {was}"
+            if verdict is None and not alert.is_final:
+                self.sent[(ch, alert.key)] = max(alert.severity, was or alert.severity, key=severity_rank)
             if verdict is None:
                 send.append((ch, alert))
             else:
