@@ -47,7 +47,8 @@ def test_a_csv_of_one_row_an_epoch_is_numbered_by_its_epochs(tmp_path: Path) -> 
 def test_a_csv_whose_epochs_repeat_keeps_the_row_index(tmp_path: Path) -> None:
     path = tmp_path / "metrics.csv"
     path.write_text("epoch,loss\n1,2.3\n1,2.2\n2,2.1\n2,2.0\n")
-    assert [s for s, _ in _series(path, LOSS)] == [0, 1, 2, 3]
+    # the rows in order, numbered from 1 as a console's stepless records are (readers-11: test_epoch_rows_11.py)
+    assert [s for s, _ in _series(path, LOSS)] == [1, 2, 3, 4]
 
 
 def test_a_jsonl_of_epoch_records_is_read_and_its_test_loss_is_the_eval(tmp_path: Path) -> None:

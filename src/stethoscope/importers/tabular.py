@@ -214,6 +214,7 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
     if done:
         meta["notes"] = {"step": f"the step is the {done!r} column (the steps done, rising on every row)"}
     epochs: list[int | None] | None = None
+    first = 0
     if step_at is None:
         rows = list(rows)
         epoch_at = next((i for i, h in enumerate(header) if h.strip().lower() in EPOCH_KEYS), None)
@@ -225,11 +226,14 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
             refuse_results_table(path, header, rows)
             refuse_settings_table(path, header)
         how = f"the {header[epoch_at]!r} column (one row an epoch)" if epochs is not None else "the row index, from 0"
+        if epochs is None and epoch_at is not None and _repeats([_step(row, epoch_at) for row in rows]):
+            first = 1  # several rows an epoch, in order: each row one more record, numbered as a console's (1, 2, …)
+            how = f"the row's number, from 1 (the {header[epoch_at]!r} column repeats: several rows an epoch)"
         meta["notes"] = {"step": f"no step column: the step is {how}"}
     warnings: list[str] = []
     for index, row in enumerate(rows):
         line = index + 2
-        step = (index if epochs is None else epochs[index]) if step_at is None else _step(row, step_at)
+        step = (index + first if epochs is None else epochs[index]) if step_at is None else _step(row, step_at)
         if step is None:
             if any(cell.strip() for cell in row):
                 warnings.append(f"{path}:{line}: no integer step in column {step_col!r}; row left out")
@@ -298,6 +302,15 @@ def _epochs(values: list[int | None]) -> list[int | None] | None:
     if restarts > len(seen) // 4:
         return None
     return [None if v == -1 else v for v in values]
+
+
+def _repeats(epochs: list[int | None]) -> bool:
+    """An epoch column of whole numbers, never going back, that repeats from row to row: several records an epoch
+    (a custom CSV written every N batches), the rows in the order they were logged. Keras' CSVLogger writes one
+    row an epoch (rising: `_epochs`); a table whose epochs go back is no such column."""
+    seen = [e for e in epochs if e is not None]
+    return len(seen) == len(epochs) > 1 and all(a <= b for a, b in zip(seen, seen[1:])) and \
+        any(a == b for a, b in zip(seen, seen[1:]))
 
 
 def _step(row: list[str], at: int) -> int | None:
