@@ -101,7 +101,7 @@ _ROUNDED = re.compile(r"[KM](?![A-Za-z])")  # a count in thousands or millions
 _EVAL_WORD = re.compile(_EVAL_LINE.pattern + r"[ \t]+$")  # the word right before a counter: the eval loop's
 _TOKEN = re.compile(
     r"(?P<num>" + NUMBER.pattern + r")"
-    r"(?P<unit>(?:[kKMB](?![A-Za-z])|\s?(?:%|(?:ms|us|µs|ns|s|sec|min)(?:/(?:it|iter|step|batch))?(?![A-Za-z])|"
+    r"(?P<unit>(?:(?:[kKMB]|(?-i:G))(?![A-Za-z])|\s?(?:%|(?:ms|us|µs|ns|s|sec|min)(?:/(?:it|iter|step|batch))?(?![A-Za-z])|"
     r"GiB|MiB|KiB|GB|MB|KB|TB|TiB|(?:tok|toks|tokens|samples|seqs|it|iters|steps)?/s(?:ec)?(?![A-Za-z])"
     r"(?!\s+[-+]?\.?\d)|"  # a rate's unit before a number is that number's key: `loss 4.2 samples/sec 153`
     r"x(?![A-Za-z])))(?!\s*[:=]|/))?"  # a unit before `=`/`:` is the next key (`loss=4.2 samples/sec=153`, `s/it:`)
@@ -395,12 +395,12 @@ def key_name(key: str, unit: str) -> str | None:
     if plain.endswith(" step") and known(plain[:-5]):  # Lightning's `train_loss_step`: the per-step value
         plain = plain[:-5]
     plain = _SYNONYMS.get(plain, plain)
-    if unit in ("k", "K", "M", "B", "x") or not unit:
+    if unit in ("k", "K", "M", "G", "B", "x") or not unit:
         return plain
     return f"{plain} ({unit})"
 
 
-MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
+MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "B": 1e9}  # a letter glued to a number: its unit, no key
 
 
 from stethoscope.logtext.console_labels import has_loss, settle  # noqa: E402,F401 (it reads this module's names)
