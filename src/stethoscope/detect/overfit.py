@@ -184,6 +184,8 @@ class OverfitDetector:
         del self._since_best[: -self.config.overfit_patience * 4]
         if self._open is not None:
             self._open.update(last_step=step, last=v, worst=max(self._open["worst"], v), evals=len(self._since_best))
+            if self.train.value is not None:  # the train level beside the eval the message names, not at the opening
+                self._open["train_now"] = self.train.value
             return self._escalate(self._open)
         if len(self._since_best) < self.config.overfit_patience or best.get("reported"):
             return []
@@ -276,7 +278,7 @@ class OverfitDetector:
         msg = (f"eval loss rose from its best {inc['best']:.4g} (step {inc['best_step']}) to {inc['last']:.4g} "
                f"(+{rel:.1%}) over {inc['evals']} evals")
         if inc["train_best"] is not None and inc["train_now"] is not None:
-            msg += f" while the train loss fell {inc['train_best']:.4g} -> {inc['train_now']:.4g}"
+            msg += f" while the train loss (its smoothed level) fell {inc['train_best']:.4g} -> {inc['train_now']:.4g}"
         msg += f": keep the checkpoint of step {inc['best_step']}"
         if inc.get("late"):
             msg += f" (the log ends {inc['evals']} eval(s) after the best: too few to tell overfitting from noise)"
