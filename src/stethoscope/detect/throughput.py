@@ -49,6 +49,8 @@ from stethoscope.records import (
     CPU_PCT,
     CUDA_ALLOCATED,
     CUDA_RESERVED,
+    DATA_WAIT,
+    GC_PAUSE,
     GPU_UTIL,
     STEP_TIME,
     Finding,
@@ -124,6 +126,8 @@ class ThroughputDetector:
         s["records"] += 1
         prev, s["last_step"] = s["last_step"], record.step
         s["why"] = self._why(record.values, prev)
+        if GC_PAUSE in record.values or DATA_WAIT in record.values:
+            s["causes_recorded"] = True  # the stall message then says none of them explains it, not to record them
         if s.get("eval_step") == record.step and len(self.window) >= _MIN_BASELINE:
             s["eval_slow"] = t >= self._stats(len(self.window))[0] * (1 + self.config.dip_min_rel)
         out = self._in_drop(record.step, t) if s["drop"] is not None else self._check(record.step, t)
@@ -420,7 +424,9 @@ class ThroughputDetector:
 
     def _dip_finding(self, d: dict[str, Any]) -> Finding:
         sev = d["reported"] = self._dip_severity(d)
-        return stall_finding(d, self._s["total"], sev, self.name)
+        f = stall_finding(d, self._s["total"], sev, self.name)
+        f.evidence["causes_recorded"] = bool(self._s.get("causes_recorded"))
+        return f
 
     def state_dict(self) -> dict[str, Any]:
         return {"window": self.window.state_dict(), "raw": self.raw.state_dict(), "raw_steps": list(self.raw_steps),

@@ -20,7 +20,7 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
-from stethoscope.findings.catalogue import DIVERGENCE, LOSS_SPIKE, UNDERFITTING
+from stethoscope.findings.catalogue import DIVERGENCE, LOSS_SPIKE, PERIODIC_STALL, UNDERFITTING
 from stethoscope.findings.remedies import (  # the tables and flags (re-exported: tests and alerts read them here)
     ADVICE,
     AFTER_WARMUP,
@@ -34,6 +34,8 @@ from stethoscope.findings.remedies import (  # the tables and flags (re-exported
     KEEP_SCHEDULE,
     LR_HELD,
     LR_JUMPED,
+    PERF_RECORDED,
+    PERF_UNRECORDED,
     LR_TINY,
     NAN_SUDDEN,
     NON_PROBLEMS,
@@ -101,6 +103,8 @@ def context_flags(finding: Finding, ctx: dict[str, Any]) -> frozenset[str]:
         flags.add(AT_RESTART)
     if precision != "fp16" and any(c.startswith("LR jumped") for c in finding.causes):
         flags.add(LR_JUMPED)  # the log shows the cause; fp16 trouble is named only where fp16 is known
+    if finding.type == PERIODIC_STALL:  # the "record them" fix only where the run does not
+        flags.add(PERF_RECORDED if finding.evidence.get("causes_recorded") else PERF_UNRECORDED)
     if any(NAN_SUDDEN in c for c in finding.causes):  # the LR held and the level kept up to the NaN
         flags.add(LR_HELD)
     if _first_update(finding, ctx):

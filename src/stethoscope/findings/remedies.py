@@ -20,6 +20,7 @@ from stethoscope.findings.named_causes import NAN_GREW, NAN_LR_ROSE, NAN_SUDDEN,
 # Flags a context sets (per finding) and a remedy may be ruled out by.
 FP16, NOT_FP16, CPU, AFTER_WARMUP, IN_WARMUP = "fp16", "not_fp16", "cpu", "after_warmup", "in_warmup"
 LR_TINY, AT_RESTART, FIRST_UPDATE, LR_HELD = "lr_tiny", "at_restart", "first_update", "lr_held"
+PERF_RECORDED, PERF_UNRECORDED = "perf_recorded", "perf_unrecorded"  # a stall beside perf/gc_pause_s, data_wait_s
 LR_JUMPED = "lr_jumped"  # the log names the cause: an LR jump just before (no guessing at fp16)
 NOT_LEARNING = "not_learning"  # the underfitting verdict: the loss never came down (so it was not still falling)
 # Stances two findings of one report must not take both.
@@ -203,7 +204,9 @@ ADVICE: dict[str, Advice] = {
     PERIODIC_STALL: Advice((  # GC is named only where perf/gc_pause_s shows it (the conditional below)
         _r("work the loop does every few steps: an eval, a checkpoint save, a garbage collection, a log flush",
            "line the slow steps up with your eval/checkpoint/log intervals; record perf/gc_pause_s and "
-           "perf/data_wait_s (the Monitor does) so the next report can name the cause"),
+           "perf/data_wait_s (the Monitor does) so the next report can name the cause", PERF_RECORDED),
+        _r("work the loop does every few steps: an eval, a checkpoint save, a garbage collection, a log flush",
+           "line the slow steps up with your eval/checkpoint/log intervals", PERF_UNRECORDED),
         _r("periodic evals or checkpoint saves", "make checkpointing asynchronous; evaluate less often"),
         _r("logging or metric flushes that sync the GPU", "log less often; keep metrics on the device until a flush",
            CPU),
