@@ -52,7 +52,8 @@ def stored(run_dir: Path) -> dict[str, Any]:
     with open_run(run_dir) as r:
         _, points = r.query("SELECT name, step, value FROM metrics ORDER BY name, step")
         _, rows = r.query("SELECT step, count(*) FROM batches GROUP BY step ORDER BY step")
-    return {"points": [[n, s, None if n.startswith(CLOCK_SERIES) else v] for n, s, v in points], "batches": [list(row) for row in rows]}
+    return {"points": [[n, s, None if n.startswith(CLOCK_SERIES) else v] for n, s, v in points],
+            "batches": [list(row) for row in rows]}
 
 
 if __name__ == "__main__":

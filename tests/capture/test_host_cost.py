@@ -92,7 +92,8 @@ def test_a_flush_puts_one_queue_item_a_step(tmp_path) -> None:
     items = []
     put, put_batch = queue.put, queue.put_batch
     queue.put = lambda item: items.append(("point", item)) or put(item)
-    queue.put_batch = lambda item, weight: items.append(("step", item[0], weight, set(item[2]))) or put_batch(item, weight)
+    queue.put_batch = lambda item, weight: (items.append(("step", item[0], weight, set(item[2])))
+                                            or put_batch(item, weight))
     try:
         for step in range(10):
             loss = model(torch.randn(4, 8)).pow(2).mean()
@@ -128,3 +129,15 @@ def test_host_stats_read_directly_agree_with_psutil() -> None:
     got, theirs = ours.sample(), proc.cpu_percent(None)
     assert got[RSS] == pytest.approx(proc.memory_info().rss / (1 << 30), rel=0.02)  # the same statm field
     assert 30.0 <= got[CPU_PCT] <= 210.0 and abs(got[CPU_PCT] - theirs) <= 15.0  # psutil counts 10 ms ticks
+
+
+def test_detach_keeps_a_tensor_outside_autograd_and_cuts_a_graph() -> None:
+    from stethoscope.capture.tensors import detach
+
+    norm = torch.nn.utils.get_total_norm([torch.ones(3)])  # no graph: what clip_grad_norm_ returns
+    assert detach(norm) is norm
+    w = torch.ones(2, requires_grad=True)
+    loss = (w * 2).sum()
+    kept = detach(loss)
+    assert kept is not loss and kept.grad_fn is None and not kept.requires_grad and kept.item() == 4.0  # host sync
+    assert detach(3) == 3 and detach(2.5) == 2.5

@@ -17,11 +17,12 @@ def is_tensor(v: Any) -> bool:
 
 
 def detach(v: Any) -> Any:
-    """Floats pass through; tensors are detached (no copy, no sync)."""
+    """Floats pass through; tensors are detached (no copy, no sync). One outside autograd (`clip_grad_norm_`'s
+    norm, an LR tensor) holds no graph: kept as it is (no new tensor object a step)."""
     if type(v) is float or type(v) is int:
         return v
     if is_tensor(v):
-        return v.detach()
+        return v.detach() if v.requires_grad else v
     return float(v)
 
 
