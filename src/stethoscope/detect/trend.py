@@ -26,7 +26,7 @@ from stethoscope.detect.knee import STOPPED, KneeTracker, knee_finding
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
 from stethoscope.detect.trend_findings import divergence_finding, frozen_finding, plateau_finding, slow_comeback
-from stethoscope.detect.trend_rise import rise_rel
+from stethoscope.detect.trend_rise import left_best, rise_rel
 from stethoscope.records import LOSS, LR, Finding, StepRecord
 
 _EDGE = 8  # records whose median is "the start" / "now" of the loss curve
@@ -191,7 +191,7 @@ class TrendDetector:
             return []
         if above:
             if self._above_since is None:
-                self._above_since = self._left_best(step)  # dated where the loss left its best level
+                self._above_since = left_best(self.config, self.lr, self._best, self._tail, step, _MEDIAN_OF_EDGE)
                 self._above_records = 0
             self._above_records += 1
             if level > best[0] + sure:
@@ -221,23 +221,6 @@ class TrendDetector:
         else:
             return []
         return [divergence_finding(self._div, self.name)]
-
-    def _left_best(self, above: int) -> int:
-        """Where a rise after an off-schedule LR jump up (its cause, in the log) began, at or before `above` (where its
-        level cleared the margin): after the last raw record within 2 noise sigmas (at the best) of the best level,
-        not before the jump. A slow climb clears the margin many records after it began."""
-        best = self._best
-        jump = self.lr.last_jump
-        if best is None or rise_rel(self.config, self.lr, best[3] if len(best) > 3 else best[1]) >= \
-                self.config.divergence_rise_rel or jump is None:
-            return above  # no cause in the log to date it by: another detector's jump may own the walk back
-        level, sigma = best[0], best[2] / _MEDIAN_OF_EDGE
-        start = above
-        for s, v in reversed(self._tail):
-            if s < above and (v <= level + 2 * sigma or s < jump[0]):
-                break
-            start = min(start, s)
-        return start
 
     def _costs_little(self, rise: float, best: float) -> bool:
         """Does a rise of `rise` above `best` undo less than `divergence_learned_share` of what the run had learned
