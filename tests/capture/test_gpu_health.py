@@ -132,14 +132,16 @@ def test_a_throttle_episode_is_named_as_the_cause_of_the_throughput_drop_it_made
         nvml.gpus[0].temp = 91.0 if hot else 64.0
         nvml.gpus[0].sm_mhz = 1100.0 if hot else 1980.0
 
-    _train(tmp_path, nvml, 400, at_step=heat, pause=0.006, slow=(200, 320, 0.018), tokens_per_step=1024)
+    # 6x slower while hot: a loaded test machine's jitter cannot hide the drop or move it out of the episode
+    _train(tmp_path, nvml, 400, at_step=heat, pause=0.006, slow=(200, 320, 0.030), tokens_per_step=1024)
     found = _findings(_diagnose(tmp_path, cli_env))
     throttle = [f for f in found if f["type"] == "gpu_throttle"]
     assert throttle and "thermal" in throttle[0]["message"] and "91 °C" in throttle[0]["message"]
     drops = [f for f in found if f["type"] in ("throughput_drop", "periodic_stall")
              and f["step"] is not None and 190 <= f["step"] <= 330]
     assert drops, [(f["type"], f["step"]) for f in found]
-    assert drops[0]["causes"][0].startswith("GPU 0 throttled (thermal)"), drops[0]["causes"]
+    # the drop the episode made names it (a busy machine may add a stall of its own beside it)
+    assert any(d["causes"] and d["causes"][0].startswith("GPU 0 throttled (thermal)") for d in drops), drops
 
 
 def test_low_utilization_with_data_waits_names_an_input_bound_run(tmp_path, cli_env):
