@@ -36,10 +36,12 @@ def score(log: Log, directory: str | None = None) -> Outcome:
         path = Path(d) / "train.log"
         path.write_text(log.text, encoding="utf-8")
         try:
-            (run,) = read_any(path)
+            runs = read_any(path)
         except InputError as exc:
             return Outcome(REFUSED, str(exc)[:200])
-        names, steps, values, _ = (list(c) for c in run.columns)
+        if len(runs) != 1:  # one run was written: reading it as several is a wrong reading, not a refusal
+            return Outcome(MISREAD, f"read as {len(runs)} runs (one was written)")
+        names, steps, values, _ = (list(c) for c in runs[0].columns)
     outcome = _outcome(log, names, steps, values)
     outcome.seconds = _seconds_read(log, names, steps, values)
     return outcome
