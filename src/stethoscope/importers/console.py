@@ -38,7 +38,8 @@ from stethoscope.importers.base import ImportedRun
 from stethoscope.logtext import linescan
 from stethoscope.logtext.console_line import ANSI, key_name, parse
 from stethoscope.logtext.console_names import resolve
-from stethoscope.logtext.console_reader import NAME, SUMMARY, ConsoleReader, has_loss
+from stethoscope.logtext.console_reader import NAME, ConsoleReader, has_loss
+from stethoscope.logtext.summaries import SUMMARY
 from stethoscope.logtext.names import known, metric
 from stethoscope.importers.source import is_text, read_bytes, read_head
 from stethoscope.logtext.table import to_float
@@ -182,15 +183,22 @@ def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:
     A textlog run read from progress bars alone (a checkpoint-loading bar in a log of another shape) is
     compared with the general reader's, and the one with more steps is kept; one read from eval lines alone (no
     train loss: LitGPT's `iter 400: val loss ..` among another trainer's records) gives way to a read with a train
-    loss. The whole file is read again only when its head has a step line the general reader can read."""
+    loss. A fairseq run read from end-of-epoch summaries alone (no `train_inner` record) gives way to the general
+    reader's read when that has a train loss: the summaries' epoch means are not a step's loss. The whole file is
+    read again only when its head has a step line the general reader can read."""
     bars_only = run.format == "textlog" and set(run.meta.get("dialects", {})) <= {"progress"}
     evals_only = run.format == "textlog" and not bars_only and not _has_loss(run)
-    if run.columns.size and not bars_only and not evals_only:
+    summaries = run.format == "fairseq" and run.meta.get("epoch_summaries_only")  # among another trainer's records
+    if run.columns.size and not bars_only and not evals_only and not summaries:
         return run
     head = read_head(path)
     if not is_text(head):
         return run
     table = _table(path, head)  # a metrics table with bars between its rows (fastai's epoch table, an eval's bar)
+    if summaries:  # the other trainer's records, as the table or the general reader reads them (not the means)
+        other = max((r for r in (table, ConsoleImporter().read(path)) if r is not None and _has_loss(r)),
+                    key=lambda r: r.steps, default=None)
+        return run if other is None else other
     if table is not None and (_has_loss(table), table.steps) > (_has_loss(run), run.steps) and (
             _has_loss(table) or not evals_only):
         return table

@@ -87,6 +87,7 @@ class _Reader:
         self.overflows = 0
         self.scale: float | None = None
         self.zero_scales = 0
+        self.kinds: dict[str, int] = {"inner": 0, "epoch": 0}  # train lines: interval records, epoch summaries
         self.warnings: list[str] = []
 
     def line(self, line: int, text: str) -> bool:
@@ -116,6 +117,7 @@ class _Reader:
             return False
         values = self._values(fields, subset)
         if subset is None:
+            self.kinds["epoch" if category == "train" else "inner"] += 1
             self._absorb_overflows(values)
             self.last_step = step
         self.table.add_values(line, step, time, values)
@@ -168,6 +170,8 @@ class _Reader:
             self.table.add_values(0, self.last_step + 1, None, values)
         columns, rejected = self.table.build_columns()
         meta: dict[str, Any] = {}
+        if self.kinds["epoch"] and not self.kinds["inner"]:
+            meta["epoch_summaries_only"] = True  # no `train_inner` record: what another reader reads may be the run's
         if self.zero_scales:
             meta["notes"] = {"loss_scale_zero": f"{self.zero_scales} `loss_scale 0` values left out: the logger "
                                                 "rounds a tiny scale to 0 decimals"}

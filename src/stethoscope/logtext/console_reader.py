@@ -26,6 +26,7 @@ from stethoscope.logtext.console_shape import Shape, learn
 from stethoscope.logtext.console_walk import walk
 from stethoscope.logtext.loglines import LineKeeper
 from stethoscope.logtext.stand_ins import stand_ins
+from stethoscope.logtext.summaries import summary
 from stethoscope.logtext.table import Layout, PointTable, Rejected, describe
 from stethoscope.records import LOSS
 
@@ -39,7 +40,6 @@ ARROW_CHUNK_BYTES = 1 << 24  # pyarrow reads a run this many bytes at a time (me
 NATIVE_PIECE_BYTES = 1 << 22  # the scanner's columns: smaller pieces, so that two threads share a run
 MIN_STRETCH = 32  # interleaved shapes: read a shape at a time from this many lines on
 CODED_ROWS = 256  # a run of this many lines read at once becomes arrays (fewer: lists, cheaper to make)
-SUMMARY = "train_runtime"  # the HF Trainer's end-of-run summary dict: not a step
 
 
 class ConsoleReader:
@@ -324,7 +324,7 @@ class ConsoleReader:
                 return
         self.heads.continued(number, line)
         held = self.heads.held(number, line)  # `Training epoch: 3` and its indented lines: epoch 3's record
-        if SUMMARY in line.body or held == HEAD or config_dump(line.body):
+        if summary(line.body) or held == HEAD or config_dump(line.body):
             self.keeper.offer(number, text, self.last_step)
             return
         names = [resolve(self.names, v.key, v.unit, line.eval) for v in line.values]
