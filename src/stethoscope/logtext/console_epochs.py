@@ -7,6 +7,8 @@ counter and the counter does not fall back to within one logging interval of zer
 from __future__ import annotations
 
 import re
+from functools import reduce
+from math import gcd
 from typing import Any
 
 from stethoscope.detect.names import CROSS_ENTROPY
@@ -135,8 +137,10 @@ def index_steps(counts: list[tuple[int, int | None, int, int]]) -> dict[int, int
     """The global steps of the records a `[N/T (P%)]` counter numbered 1, 2, 3 … in file order (`counts`: each
     record's number, the epoch before the counter, its count and total), once the counter shows that it counts
     batches, not samples: an index reaches T - 1 at an epoch's end (timm's `Train: 3 [1250/1251 (100%)]`),
-    a count of samples never does (PyTorch's `[59520/60000 (99%)]`). None until it shows that."""
-    if not any(count == total - 1 for _, _, count, total in counts):
+    a count of samples never does (PyTorch's `[59520/60000 (99%)]`). Nor do samples counted `batch_idx * batch_size`
+    share no factor: counts with no common factor above 1 (`[  1/86]`, `[ 16/86]`, `[ 31/86]`) count batches (or
+    samples of batch size 1: the same steps). None until it shows that."""
+    if not any(count == total - 1 for _, _, count, total in counts) and reduce(gcd, (c for *_, c, _ in counts), 0) != 1:
         return None
     counter = EpochCounter(anchored=False)  # timm's epochs count from 0: an excerpt keeps the file's own numbering
     return {record: counter.step(epoch or 0, count, total) for record, epoch, count, total in counts}
