@@ -69,6 +69,7 @@ class _State:
         self.bar_done = 0  # that bar's count
         self.other_bar = ""  # the bar the segment just read counts other work: "eval", "other" (its name says)
         self.epoch_bar = False  # the bar the segment just read counts epochs (`s/epoch`): an outer bar of epochs
+        self.offset = 0  # an exact global_step less the bar's count
         self.restarts = 0  # the steps of the earlier epochs of a bar with no `Epoch N:` that starts over each epoch
         self.bar_last: dict[int, int] = {}  # the last count of each such bar total
         self.val_at: dict[str, set[int]] = {"iter": set(), "step": set()}  # litgpt's evals by their counter word
@@ -247,8 +248,6 @@ def _progress_step(m: re.Match[str], fields: dict[str, str], state: _State) -> i
     epoch = int(m["epoch"]) if m["epoch"] else 0
     text = fields.get("global_step") or fields.get("step")
     exact = _num(text) if text and "e" not in text.lower() else None
-    if exact is not None and exact.is_integer():
-        return int(exact)
     if epoch not in state.epoch_base:
         last_epoch = state.epoch_total
         state.epoch_base[epoch] = 0 if last_epoch is None else state.epoch_base[last_epoch[0]] + last_epoch[1]
@@ -258,6 +257,10 @@ def _progress_step(m: re.Match[str], fields: dict[str, str], state: _State) -> i
         state.restarts += total if done < last and 2 * done < total <= 2 * last else 0
         state.bar_last[total] = done
     step = state.epoch_base[epoch] + done + (0 if m["epoch"] else state.restarts)
+    if exact is not None and exact.is_integer():  # the offset to the bar's count (Lightning's global_step counts
+        state.offset = int(exact) - step  # from 0, its bar from 1): the same where it prints rounded (`1e+3`)
+        return int(exact)
+    step += state.offset
     rounded = _num(text)
     if rounded is not None and not _agrees(step, rounded, text or ""):
         return int(rounded)
