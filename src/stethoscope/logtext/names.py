@@ -24,8 +24,8 @@ EPOCH = "train/epoch"
 # Keys are normalized: lower case, blanks and dashes as underscores.
 _ALIASES = {
     **dict.fromkeys(("loss", "train/loss", "train_loss", "training_loss", "loss/train", "lm_loss", "train/lm_loss",
-                     "reduced_train_loss", "trl", "learn", "epoch_loss"), LOSS),  # CatBoost's `learn`, GluonTS's
-    # `epoch_loss` (the epoch's mean train loss)
+                     "reduced_train_loss", "trl", "learn", "epoch_loss", "objective", "train/objective"), LOSS),
+    # CatBoost's `learn`, GluonTS's `epoch_loss` (the epoch's mean train loss), the objective minimised (its loss)
     **dict.fromkeys(("eval/loss", "eval_loss", "val/loss", "val_loss", "valid/loss", "valid_loss",
                      "validation/loss", "validation_loss", "loss/val", "loss/valid", "loss/validation",
                      "loss/eval", "val_loss_epoch", "lm_loss_validation", "tel"), EVAL_LOSS),
