@@ -29,8 +29,8 @@ def field_name(key: str, unit: str = "") -> tuple[str | None, float]:
     (None, 1) for a field we leave out."""
     if key.startswith("elapsed time per iteration"):
         return STEP_TIME, 0.001 if "(ms)" in key else 1.0
-    if key in ("lm loss", "lm_loss", "loss"):
-        return LOSS, 1.0
+    if key in ("lm loss", "lm_loss", "loss", "reduced_train_loss"):  # NeMo 2's printer: the train loss averaged
+        return LOSS, 1.0  # over the data-parallel ranks (`| global_step: 10 | reduced_train_loss: 10.77 |`)
     if key.endswith("loss"):
         return f"train/{normalize(key)}", 1.0
     if "flop" in key:
