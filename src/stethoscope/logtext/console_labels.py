@@ -26,6 +26,7 @@ parser (`console_line.parse`) has read them:
   API's loss dict after its `Step N` line) continues the record above;
 - a value named the step beside a bar's count (`6400/60000 step: 100`, a tqdm postfix's `step=100`) is the
   step: the bar counts samples or batches;
+- Deeplearning4j's `Score at iteration N is V` is the train loss: a network's score is its loss function's value;
 - a call's value shown as `name(args) = value` (Julia's `@show loss(x, y)`, Flux.jl) is `name`'s, and a Float32
   literal's `f` is its exponent (`4.2778687f0` is 4.2778687, `1.5f-3` 0.0015).
 """
@@ -53,6 +54,9 @@ _CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\([^()=\n]{0,60}\)\s*=\s*"
 _DICT_ITEM = re.compile(r"""(?:^|(?<=\s))(['"])[A-Za-z_][^'"\n]{0,80}\1:\s*[-+]?(?:\d|\.\d|nan|inf)[^,}]*,?\}?\s*$""")
 _PREFIX_TEXT = re.compile(r"\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)|<rank \d+>"
                           r"|(?<!\S)[IWEF]\d{4}\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.\-]+:\d+\]")
+# Deeplearning4j's ScoreIterationListener: `Score at iteration 1000 is 1.4989207272913923`; a network's score is its
+# loss function's value on the minibatch (with its regularisation terms): the train loss
+_SCORE = re.compile(r"\bScore at iteration \d+ is ([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|NaN)")
 _STEP_NAMES = frozenset({"step", "global_step", "iter", "iteration", "global step"})
 _SPLIT_EPOCH = re.compile(r"\b(?i:val|valid|validation|eval|evaluation|test)\b[^\d\n]{0,24}?\b(?i:epoch)\b")
 
@@ -81,6 +85,9 @@ def settle(line: Line, text: str, pos: int) -> Line:
         _no_prefix_values(line, text)
     if line.step is None and not line.record and len(line.values) == 1 and _DICT_ITEM.search(line.body):
         line.record = True
+    if line.step is not None and " is " in line.body and (score := _SCORE.search(line.body)):
+        line.values = [Value("loss", v.text, v.unit, v.token) if v.key == "is" and v.text == score[1] else v
+                       for v in line.values]
     if not line.eval and _SPLIT_EPOCH.search(line.body):
         line.eval = True
         if line.step is None:  # when the eval ran, not what it measured (as `console_line.parse` drops it)
