@@ -168,7 +168,7 @@ def parse(text: str) -> Line:
             start = len(text) - len(rest)
             out.time, out.time_token = time, _token_index(text, start, start + skip)
             pos = start + skip
-            if out.rank is None and (launcher := _LAUNCHER.match(text, pos) or _LABEL.match(text, pos)):
+            if not start and (launcher := _LAUNCHER.match(text, pos) or _LABEL.match(text, pos)):
                 out.rank, pos = launcher[1] or launcher[2], launcher.end()  # after a CI's time (Jenkins)
             continue
         skip = skip_stamp(rest)  # a date or clock of another form: skipped, never a step (its time not read)
