@@ -26,6 +26,7 @@ parser (`console_line.parse`) has read them:
   API's loss dict after its `Step N` line) continues the record above;
 - a value named the step beside a bar's count (`6400/60000 step: 100`, a tqdm postfix's `step=100`) is the
   step: the bar counts samples or batches;
+- Darknet's ` N: loss, avg avg loss, rate rate, ..` heads with the iteration and its loss, `avg` its moving average;
 - Deeplearning4j's `Score at iteration N is V` is the train loss: a network's score is its loss function's value;
 - a call's value shown as `name(args) = value` (Julia's `@show loss(x, y)`, Flux.jl) is `name`'s, and a Float32
   literal's `f` is its exponent (`4.2778687f0` is 4.2778687, `1.5f-3` 0.0015).
@@ -57,6 +58,9 @@ _PREFIX_TEXT = re.compile(r"\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)|<rank \d+>"
 # Deeplearning4j's ScoreIterationListener: `Score at iteration 1000 is 1.4989207272913923`; a network's score is its
 # loss function's value on the minibatch (with its regularisation terms): the train loss
 _SCORE = re.compile(r"\bScore at iteration \d+ is ([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|NaN)")
+# Darknet's detector: ` 1000: 6.745184, 6.957540 avg loss, 0.001000 rate, 3.04 seconds, 64000 images, ..`: the
+# iteration, its loss (no name before it) and the loss's moving average (`avg`, Darknet's 0.9/0.1 blend)
+_DARKNET = re.compile(r"(?<![\w.:/-])(\d+): ([-+]?\d+\.?\d*|-?nan|-?inf), \S+ avg(?: loss)?, \S+ rate, ")
 _STEP_NAMES = frozenset({"step", "global_step", "iter", "iteration", "global step"})
 _SPLIT_EPOCH = re.compile(r"\b(?i:val|valid|validation|eval|evaluation|test)\b[^\d\n]{0,24}?\b(?i:epoch)\b")
 
@@ -85,6 +89,8 @@ def settle(line: Line, text: str, pos: int) -> Line:
         _no_prefix_values(line, text)
     if line.step is None and not line.record and len(line.values) == 1 and _DICT_ITEM.search(line.body):
         line.record = True
+    if line.step is None and " avg" in line.body and (darknet := _DARKNET.search(line.body)):
+        _darknet(line, text, pos, darknet)
     if line.step is not None and " is " in line.body and (score := _SCORE.search(line.body)):
         line.values = [Value("loss", v.text, v.unit, v.token) if v.key == "is" and v.text == score[1] else v
                        for v in line.values]
@@ -151,6 +157,15 @@ def _no_prefix_values(line: Line, text: str) -> None:
         starts = [m.start() for m in NUMBER.finditer(text)]
         line.values = [v for v in line.values if v.token >= len(starts)
                        or not any(a <= starts[v.token] < b for a, b in spans)]
+
+
+def _darknet(line: Line, text: str, pos: int, m: re.Match[str]) -> None:
+    step, loss = _token_index(text, pos + m.start(1)), _token_index(text, pos + m.start(2))
+    if step is None or loss is None:
+        return
+    line.step, line.step_token, line.total, line.record = int(m[1]), step, None, False
+    line.values = [Value("loss", m[2], "", loss)] + [Value("moving_avg_loss", v.text, v.unit, v.token) if v.key ==
+                                                     "avg loss" else v for v in line.values if v.token not in (step, loss)]
 
 
 def _named_step(line: Line) -> None:
