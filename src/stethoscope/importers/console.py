@@ -184,11 +184,12 @@ def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:
     compared with the general reader's, and the one with more steps is kept; one read from eval lines alone (no
     train loss: LitGPT's `iter 400: val loss ..` among another trainer's records) gives way to a read with a train
     loss. A fairseq run read from end-of-epoch summaries alone (no `train_inner` record) gives way to the general
-    reader's read when that has a train loss: the summaries' epoch means are not a step's loss. The whole file is
+    reader's read when that has a train loss: the summaries' epoch means are not a step's loss (nor has a read of
+    its `valid` lines alone a train loss). The whole file is
     read again only when its head has a step line the general reader can read."""
     bars_only = run.format == "textlog" and set(run.meta.get("dialects", {})) <= {"progress"}
     evals_only = run.format == "textlog" and not bars_only and not _has_loss(run)
-    summaries = run.format == "fairseq" and run.meta.get("epoch_summaries_only")  # among another trainer's records
+    summaries = run.format == "fairseq" and run.meta.get("no_train_inner")  # among another trainer's records
     if run.columns.size and not bars_only and not evals_only and not summaries:
         return run
     head = read_head(path)

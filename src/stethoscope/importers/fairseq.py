@@ -170,8 +170,8 @@ class _Reader:
             self.table.add_values(0, self.last_step + 1, None, values)
         columns, rejected = self.table.build_columns()
         meta: dict[str, Any] = {}
-        if self.kinds["epoch"] and not self.kinds["inner"]:
-            meta["epoch_summaries_only"] = True  # no `train_inner` record: what another reader reads may be the run's
+        if not self.kinds["inner"]:  # epoch summaries and valid lines alone: what another reader reads may be the run's
+            meta["no_train_inner"] = True
         if self.zero_scales:
             meta["notes"] = {"loss_scale_zero": f"{self.zero_scales} `loss_scale 0` values left out: the logger "
                                                 "rounds a tiny scale to 0 decimals"}
