@@ -14,7 +14,21 @@ from typing import Any
 from stethoscope.records import GRAD_NORM, GRAD_ZERO_FRAC, LR, PARAM_NORM, UPDATE_RATIO
 
 
-class LrUsed:
+class _Taken:
+    """A hook's values since the last `take()`, handed over once."""
+
+    _values: dict[str, Any]
+
+    def take(self) -> dict[str, Any] | None:
+        """The values captured since the last call, or None (no new dict a step when there were none)."""
+        captured = self._values
+        if not captured:
+            return None
+        self._values = {}
+        return captured
+
+
+class LrUsed(_Taken):
     """The LR of each param group when `optimizer.step()` runs: the one the update used, whether the loop
     steps its scheduler before or after `Monitor.step` (read at `Monitor.step`, the former would give the
     next step's LR)."""
@@ -30,19 +44,11 @@ class LrUsed:
             if lr is not None:
                 self._values[LR if i == 0 else f"{LR}/group{i}"] = lr.detach() if hasattr(lr, "detach") else lr
 
-    def take(self) -> dict[str, Any] | None:
-        """The LRs noted since the last call, or None (no new dict a step when there were none)."""
-        noted = self._values
-        if not noted:
-            return None
-        self._values = {}
-        return noted
-
     def remove(self) -> None:
         self._handle.remove()
 
 
-class GradStats:
+class GradStats(_Taken):
     """Hooks one optimizer; `take()` returns the device-side values captured since the last call."""
 
     def __init__(self, optimizer: Any, names: dict[int, str], mode: str = "global",
@@ -64,14 +70,6 @@ class GradStats:
         self._all: list[Any] = []
         self._sized: tuple[list[Any], int, list[Any]] = ([], 0, [])  # params, their numel, the update's sample
         self._handles = [optimizer.register_step_pre_hook(self._pre), optimizer.register_step_post_hook(self._post)]
-
-    def take(self) -> dict[str, Any] | None:
-        """The values captured since the last call, or None (no new dict a step when there were none)."""
-        captured = self._values
-        if not captured:
-            return None
-        self._values = {}
-        return captured
 
     def remove(self) -> None:
         for h in self._handles:
