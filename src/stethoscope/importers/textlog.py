@@ -36,19 +36,19 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.progress_bars import num as _num, progress as _progress, put as _put
 from stethoscope.logtext.console_line import ANSI
 from stethoscope.logtext.loglines import LineKeeper, parse_timestamp, strip_rank
-from stethoscope.logtext.names import EPOCH, metric
+from stethoscope.logtext.names import EPOCH
 from stethoscope.logtext.optimizer_steps import named_steps
 from stethoscope.importers.source import is_text, read_lines
-from stethoscope.logtext.table import PointTable, describe, to_float
+from stethoscope.logtext.table import PointTable, describe
 from stethoscope.records import EVAL_LOSS, GRAD_NORM, LOSS, LR, MFU, STEP_TIME, TOKENS_PER_S
 
 NAME = "textlog"
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf"
 OPT_STEP = "train/optimizer_step"
 
-_RATE = re.compile(rf"\s*({_NUM})\s*(it/s|s/it)")
 _CUT = re.compile(r"\b(?:iter|step|loss|Epoch)\b.*\d")
 
 Values = dict[str, float]
@@ -73,22 +73,6 @@ class _State:
         self.restarts = 0  # the steps of the earlier epochs of a bar with no `Epoch N:` that starts over each epoch
         self.bar_last: dict[int, int] = {}  # the last count of each such bar total
         self.val_at: dict[str, set[int]] = {"iter": set(), "step": set()}  # litgpt's evals by their counter word
-
-
-_NONFINITE_POINT = re.compile(r"^([-+]?(?:nan|inf))\.0+$", re.IGNORECASE)
-
-
-def _num(text: str | None) -> float | None:
-    """A number as a log prints it; a NaN through a format that pads decimals (Lightning's bar: `nan.0`)."""
-    if text is None:
-        return None
-    return to_float(_NONFINITE_POINT.sub(r"\1", text.replace(",", "")))
-
-
-def _put(values: Values, name: str, text: str | None, scale: float = 1.0) -> None:
-    number = _num(text)
-    if number is not None:
-        values[name] = number * scale
 
 
 # -- dialect handlers: (match, state) -> (step, values) or None -----------------------------------
@@ -189,88 +173,6 @@ def _nanochat(m: re.Match[str], state: _State) -> Parsed:
 
 def _nanochat_eval(m: re.Match[str], state: _State) -> Parsed:
     return int(m["step"]), {f"eval/{m['what'].strip().lower().replace(' ', '_')}": float(m["value"])}
-
-
-_EVAL_BAR = re.compile(r"(?i)\b(?:eval(?:uat(?:e|ing|ion))?|valid(?:ation|ating)?|test(?:ing)?|predict(?:ing|ion)?)\b")
-"""A bar named so (`Evaluating:`, `Validation DataLoader 0:`) counts an evaluation's batches, never training steps."""
-
-
-_OTHER_BAR = re.compile(r"(?i)\b(?:load|download|sav|map|tokeni[sz]|preprocess|fetch|convert|writ|read)\w*")
-"""...nor does a bar of other work (`Loading checkpoint shards:`, datasets' `Map:`, `Downloading`)."""
-
-
-_EXAMPLES = re.compile(r"\bexamples/s\b")
-"""...nor does a bar that counts examples (datasets' `Adding EOS to train dataset: .. 8939/8939 [..,
-5.8e4 examples/s]`): its total is the data set's size, never the count of optimizer steps an epoch takes."""
-
-
-def _progress(m: re.Match[str], state: _State) -> Parsed:
-    name = m.string[:m.start()]
-    other = _OTHER_BAR.search(name) or _EXAMPLES.search(m.group())
-    kind = "eval" if _EVAL_BAR.search(name) else "other" if other else ""
-    if kind:
-        state.other_bar, state.bar_total, state.bar_done = kind, int(m["total"]), int(m["n"])
-        return 0, {}
-    fields = dict(_pairs(m["post"] or ""))
-    values: Values = {}
-    smoothed = "reduced_train_loss" in fields or "train_loss" in fields
-    for key, text in fields.items():
-        if key in ("global_step", "v_num", "step"):
-            continue
-        found = metric(key)  # NeMo's `train_step_timing in s=3.13` → perf/step_time_s
-        _put(values, "train/loss_smoothed" if key == "loss" and smoothed else found.name, text, found.scale)
-    rate = _RATE.match(m["rate"] or "")
-    if rate and STEP_TIME not in values:  # a step time in the fields is exact; the bar's rate is smoothed
-        number = float(rate.group(1))
-        if number > 0:
-            values[STEP_TIME] = 1.0 / number if rate.group(2) == "it/s" else number
-    state.tail = m.string[m.end():]
-    state.epoch_bar = re.search(r"\ds/epoch|epoch/s", m.group()) is not None
-    return _progress_step(m, fields, state), values
-
-
-def _pairs(text: str) -> list[tuple[str, str]]:
-    """A bar's postfix `key=value` pairs; a value is its first figure (a bracketed one after it is a running
-    average or a time: `loss=2.34 (2.41)`)."""
-    out = []
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        if sep:
-            out.append((key.strip(), value.split(" (", 1)[0].strip()))
-    return out
-
-
-def _progress_step(m: re.Match[str], fields: dict[str, str], state: _State) -> int:
-    """The global step: `global_step=` when exact; else the bar's counter (when it agrees with a rounded
-    `global_step=3.2e+4`), offset by the earlier epochs' totals for bars that restart each epoch."""
-    done, total = int(m["n"]), int(m["total"])
-    state.bar_total, state.main_total, state.bar_done = total, max(state.main_total, total), done
-    epoch = int(m["epoch"]) if m["epoch"] else 0
-    text = fields.get("global_step") or fields.get("step")
-    exact = _num(text) if text and "e" not in text.lower() else None
-    if epoch not in state.epoch_base:
-        last_epoch = state.epoch_total
-        state.epoch_base[epoch] = 0 if last_epoch is None else state.epoch_base[last_epoch[0]] + last_epoch[1]
-    state.epoch_total = (epoch, total)
-    if not m["epoch"] and total >= state.main_total:  # a bar past its half that starts over: an epoch on
-        last = state.bar_last.get(total, 0)
-        state.restarts += total if done < last and 2 * done < total <= 2 * last else 0
-        state.bar_last[total] = done
-    step = state.epoch_base[epoch] + done + (0 if m["epoch"] else state.restarts)
-    if exact is not None and exact.is_integer():  # the offset to the bar's count (Lightning's global_step counts
-        state.offset = int(exact) - step  # from 0, its bar from 1): the same where it prints rounded (`1e+3`)
-        return int(exact)
-    step += state.offset
-    rounded = _num(text)
-    if rounded is not None and not _agrees(step, rounded, text or ""):
-        return int(rounded)
-    return step
-
-
-def _agrees(step: int, rounded: float, text: str) -> bool:
-    digits = len(text.lower().split("e")[0].replace(".", "").lstrip("-+0")) or 1
-    unit = 10 ** (math.floor(math.log10(abs(rounded))) - digits + 1) if rounded else 1
-    return abs(step - rounded) <= unit / 2
 
 
 def _by_epoch(records: list[Values], step: int | None) -> dict[int, int]:
