@@ -169,6 +169,13 @@ def _has_loss(run: ImportedRun) -> bool:
     return LOSS in (columns.labels if hasattr(columns, "labels") else set(columns.names))
 
 
+def _metrics(run: ImportedRun) -> bool:
+    """Whether `run` holds a series other than a rate or a time (a bar's postfix metric, a dict's)."""
+    columns = run.columns
+    labels = columns.labels if hasattr(columns, "labels") else set(columns.names)
+    return any(not name.startswith("perf/") for name in labels)
+
+
 def _table(path: Path, head: str) -> ImportedRun | None:
     """The run of a table printed row by row, when the head holds one (`texttable`), else None."""
     from stethoscope.importers.texttable import TextTableImporter
@@ -200,16 +207,18 @@ def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:
         other = max((r for r in (table, ConsoleImporter().read(path)) if r is not None and _has_loss(r)),
                     key=lambda r: r.steps, default=None)
         return run if other is None else other
-    if table is not None and (_has_loss(table), table.steps) > (_has_loss(run), run.steps) and (
+    records = 0 if bars_only and not _metrics(run) else run.steps  # a bar is a record when it carries a metric
+    if table is not None and (_has_loss(table), table.steps) > (_has_loss(run), records) and (
             _has_loss(table) or not evals_only):
         return table
     if _evidence(head)[0] == 0:  # no step line in its head: only the closest shape is wanted (a bar log of GBs),
         head_run = _head_run(path)  # unless the bars gave no loss and its head has records all the same (an
-        if _has_loss(run) or not _has_loss(head_run):  # epoch's, with bars between)
-            run.meta.setdefault("closest", head_run.meta.get("closest"))
+        lines = bars_only and head_run.steps > records and _has_loss(head_run) >= _has_loss(run)  # epoch's, with
+        if not lines and (_has_loss(run) or not _has_loss(head_run)):  # bars between), or more records than the
+            run.meta.setdefault("closest", head_run.meta.get("closest"))  # bars (metric lines define the records)
             return run
     general = ConsoleImporter().read(path)
-    if (_has_loss(general), general.steps) > (_has_loss(run), run.steps) and (
+    if (_has_loss(general), general.steps) > (_has_loss(run), records) and (
             _has_loss(general) or not evals_only):  # bars without a loss (an eval's)
         # among step lines with one are not the training's steps, however many they are
         general.warnings.insert(0, f"{path}: the {run.format} reader read {run.steps} steps from it, the general "

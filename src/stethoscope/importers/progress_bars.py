@@ -76,7 +76,33 @@ def progress(m: re.Match[str], state: Any) -> Parsed:
             values[STEP_TIME] = 1.0 / number if rate.group(2) == "it/s" else number
     state.tail = m.string[m.end():]
     state.epoch_bar = re.search(r"\ds/epoch|epoch/s", m.group()) is not None
-    return _progress_step(m, fields, state), values
+    step = _progress_step(m, fields, state)
+    total = state.bar_total
+    if values.keys() - {STEP_TIME}:  # a metric postfix: this bar's loop is the training's
+        trained(state, total)
+    elif STEP_TIME in values:  # its rate alone: a step time only if this bar turns out to be the loop's
+        state.rated.add(total)
+        values = {rate_name(total): values[STEP_TIME]}
+    return step, values
+
+
+def rate_name(total: int) -> str:
+    """The name a bar's rate is held under until the reader knows whether the bar of `total` is the loop's."""
+    return f"{STEP_TIME}@{total}"
+
+
+def trained(state: Any, total: int | None) -> None:
+    """Records came under the bar of `total` (its postfix, the dicts its redraw took): it is the training loop's."""
+    if total is not None:
+        state.trained.add(total)
+        state.main_records = state.main_records or total == state.main_total
+
+
+def rates(state: Any) -> dict[str, str | None]:
+    """What each bar's rate is named at the end: the step time of the loop's bars, none of another loop's bars
+    (when no bar had a record under it, each bar's rate stays: `console.console_fallback` weighs such a read)."""
+    keep = state.trained or state.rated
+    return {rate_name(total): STEP_TIME if total in keep else None for total in state.rated}
 
 
 def _pairs(text: str) -> list[tuple[str, str]]:
@@ -94,7 +120,12 @@ def _progress_step(m: re.Match[str], fields: dict[str, str], state: Any) -> int:
     """The global step: `global_step=` when exact; else the bar's counter (when it agrees with a rounded
     `global_step=3.2e+4`), offset by the earlier epochs' totals for bars that restart each epoch."""
     done, total = int(m["n"]), int(m["total"])
+    if total != state.main_total and state.main_done and not state.main_records:
+        state.main_total = 0  # the bar before ran to its end with no record under it: other work, not the loop
+    if total > state.main_total:
+        state.main_records = False
     state.bar_total, state.main_total, state.bar_done = total, max(state.main_total, total), done
+    state.main_done = done >= total if total == state.main_total else state.main_done
     epoch = int(m["epoch"]) if m["epoch"] else 0
     text = fields.get("global_step") or fields.get("step")
     exact = num(text) if text and "e" not in text.lower() else None

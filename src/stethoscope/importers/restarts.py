@@ -7,14 +7,21 @@ untrained model: its first loss is nearer where the run before it started than w
 run is a run of its own (`path#run k`), diagnosed on its own, as each run of a W&B export or an MLflow store
 is; merged, a second run's start read as a loss spike and the runs' curves as one. A counter that starts over
 with the loss going on from where it was is left alone (a resume from the start, or an epoch's batch count
-read as the step): one run, as before.
+read as the step): one run, as before, unless the log marks a new run at each such start (`marked`): a fold's
+heading (a cross-validation trains each fold anew: XGBoost's `Fold 2` then `[1] train-auc:..`), or an epoch
+count whose total changed (`Epoch: 12/50` then `Epoch: 0/20`: a second run, even one that goes on from the
+first's weights). Marked runs are split whatever their metric (AUC alone), never laid over each other by step.
 """
 
 from __future__ import annotations
 
+import re
+from itertools import groupby
+from pathlib import Path
 from statistics import median
 from typing import Any
 
+from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.records import LOSS
 
@@ -49,14 +56,21 @@ def split(run: ImportedRun) -> list[ImportedRun]:
     every = cols.step_array if isinstance(cols, CodedColumns) else np.fromiter(cols.steps, np.int64, cols.size)
     if not (every[1:] < every[:-1]).any():  # the steps never go back (nearly every log): one pass in C
         return [run]
-    if LOSS not in (cols.labels if isinstance(cols, CodedColumns) else cols.names):
-        return [run]
     coded = encode(cols)
-    at = np.flatnonzero(coded.codes == coded.labels.index(LOSS))
+    counts = np.bincount(coded.codes, minlength=len(coded.labels))
+    key = coded.labels.index(LOSS) if LOSS in coded.labels else int(counts.argmax())  # (AUC alone: XGBoost's CV)
+    at = np.flatnonzero(coded.codes == key)
     steps = coded.step_array[at]
     if not (steps[1:] < steps[:-1]).any():
         return [run]
-    cuts = starts(steps.tolist(), coded.value_array[at].tolist())
+    anew = starts(steps.tolist(), None)  # the counter starts over from the beginning
+    note = _NOTE
+    if anew and marked(run.path, len(anew)):
+        cuts, note = anew, _MARKED
+    elif coded.labels[key] == LOSS:
+        cuts = starts(steps.tolist(), coded.value_array[at].tolist())
+    else:
+        return [run]
     if not cuts:
         return [run]
     bounds = [0, *(_record_start(coded.step_array, int(at[i])) for i in cuts), coded.size]
@@ -69,10 +83,32 @@ def split(run: ImportedRun) -> list[ImportedRun]:
         part = CodedColumns(coded.labels, coded.codes[a:b], coded.step_array[a:b], coded.value_array[a:b],
                             None if times is None else times[a:b], last_time=coded.last_time if k == count - 1 else None)
         meta = {**run.meta, "run_name": f"run {k + 1}", "runs_in_file": count,
-                "notes": {**run.meta.get("notes", {}), "runs": _NOTE.format(count=count)}}
+                "notes": {**run.meta.get("notes", {}), "runs": note.format(count=count)}}
         out.append(ImportedRun(f"{run.path}#run {k + 1}", run.format, None, meta,
                                run.warnings if k == 0 else [], lines[k], columns=part))
     return out
+
+
+_FOLD = re.compile(rb"(?im)^[^\w\n]{0,12}(?:(?:cv|cross[- ]validation)\s+)?fold\s*[#:=]?\s*\d+(?:\s*(?:/|of)\s*\d+)?"
+                   rb"[^\w\n]*$")  # `Fold 2`, `===== Fold 2/5 =====`: a line that only names the fold
+_EPOCH_OF = re.compile(rb"(?i)\bepoch\b[^\w\n]{0,3}\d+\s*/\s*(\d+)")  # `Epoch 3/50`, `Epoch: 0/50,`
+
+
+def marked(path: str, restarts: int) -> bool:
+    """Whether the log at `path` marks `restarts` new runs where its counter starts over: a heading for each fold
+    of a cross-validation (`Fold 2`: each fold trains a model anew), or an epoch count whose total changed each time
+    (`Epoch 12/50` then `Epoch 1/20`: another run was launched, for another number of epochs, even when it goes on
+    from the first one's weights). A resume keeps its total; an epoch's batch count read as the step has neither."""
+    from stethoscope.importers.source import read_bytes
+
+    try:
+        data = read_bytes(Path(path))
+    except (OSError, InputError):
+        return False
+    if len(_FOLD.findall(data)) - 1 == restarts:
+        return True
+    totals = [total for total, _ in groupby(_EPOCH_OF.findall(data))]
+    return len(totals) - 1 == restarts
 
 
 def _record_start(steps: Any, at: int) -> int:
@@ -84,6 +120,9 @@ def _record_start(steps: Any, at: int) -> int:
 
 _NOTE = ("{count} runs one after the other in this file: the step counter started over from the beginning with "
          "an untrained loss; each is diagnosed on its own")
+
+_MARKED = ("{count} runs one after the other in this file: the step counter started over from the beginning where "
+           "the log marks another run (a fold's heading, an epoch count of another total); each is diagnosed on its own")
 
 
 def _lines_by_run(lines: list[Any], firsts: list[int]) -> list[list[Any]]:

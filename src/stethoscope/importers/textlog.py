@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.importers.base import ImportedRun
-from stethoscope.importers.progress_bars import num as _num, progress as _progress, put as _put
+from stethoscope.importers.progress_bars import num as _num, progress as _progress, put as _put, rates, trained
 from stethoscope.logtext.console_line import ANSI
 from stethoscope.logtext.loglines import LineKeeper, parse_timestamp, strip_rank
 from stethoscope.logtext.names import EPOCH
@@ -73,6 +73,9 @@ class _State:
         self.restarts = 0  # the steps of the earlier epochs of a bar with no `Epoch N:` that starts over each epoch
         self.bar_last: dict[int, int] = {}  # the last count of each such bar total
         self.val_at: dict[str, set[int]] = {"iter": set(), "step": set()}  # litgpt's evals by their counter word
+        self.main_done = self.main_records = False  # the outer bar ran to its end; records came under it
+        self.trained: set[int] = set()  # the totals of bars that records came under (`progress_bars`)
+        self.rated: set[int] = set()  # the totals of bars whose rate alone was read
 
 
 # -- dialect handlers: (match, state) -> (step, values) or None -----------------------------------
@@ -187,7 +190,12 @@ def _by_epoch(records: list[Values], step: int | None) -> dict[int, int]:
     top = max(v[EPOCH] for v in records)
     if not top > 0 or any(b[EPOCH] < a[EPOCH] for a, b in zip(records, records[1:])):
         return {}
-    return {id(v): round(step * v[EPOCH] / top) for v in records}
+    at = {id(v): step * v[EPOCH] / top for v in records}
+    ends = [at[id(v)] for v in losses]
+    if len(set(map(round, ends))) < len(ends):  # an epoch printed to 2 decimals repeats: the Trainer logs every N
+        for i, v in enumerate(losses):  # steps, so its train records are spread evenly between the first and last
+            at[id(v)] = ends[0] + (ends[-1] - ends[0]) * i / (len(ends) - 1)
+    return {key: round(s) for key, s in at.items()}
 
 
 def _record(body: str, step: int) -> Parsed:
@@ -254,6 +262,7 @@ class _Reader:
         self.evaluated = False  # an evaluation's bar ran since the bar last showed eval values
         self.bar_row: tuple[tuple[int, int], int, int, float | None, Values] | None = None  # the bar record shown now
         self.bar_started = False  # the training bar was drawn (at 0/N): the HF Trainer's first dict comes under it
+        self.glued: int | None = None  # the step of the bar a pending dict was printed right after
 
     def line(self, line: int, text: str) -> bool:
         """Read one physical line (tqdm's \r-separated updates one by one); True when it had metrics."""
@@ -297,7 +306,10 @@ class _Reader:
             self._flush(self.state.last_step)
             self.table.add_values(line, step, time, values)
         self.state.last_step = step
-        if self.state.tail.strip():
+        if self.state.tail.lstrip().startswith("{"):  # a dict printed right after the bar: the step the bar shows,
+            self.pending.append((line, time, self.state.tail.strip()))  # unless more dicts follow it before the
+            self.glued = step  # next redraw (a capture that kept the bars' last states: their epochs place them)
+        elif self.state.tail.strip():
             self.keeper.offer(line, self.state.tail, step)
         self.state.tail = ""
         return True
@@ -332,11 +344,15 @@ class _Reader:
         """Dicts written through `tqdm.write` take the step of the outer bar's redraw that follows them: tqdm
         redraws the bar at its current count after a write, while the bar drawn before it may lag by a
         refresh interval, and an inner bar (the Trainer's evaluation) counts its own batches."""
+        if self.glued is not None and len(self.pending) == 1:
+            step = self.glued
+        self.glued = None
         records = [(line, time, _record(body, step)) for line, time, body in self.pending] if step is not None else []
         steps = _by_epoch([r[1] for _, _, r in records if r is not None], step)
         for line, time, parsed in records:
             if parsed is not None:
                 self.table.add_values(line, steps.get(id(parsed[1]), parsed[0]), time, parsed[1])
+                trained(self.state, self.state.bar_total or self.state.main_total)
         self.pending.clear()
 
     def _parse(self, body: str) -> Parsed:
@@ -356,7 +372,7 @@ class _Reader:
     def result(self) -> ImportedRun:
         self._commit()
         self._flush(self.state.last_step)
-        columns, rejected = self.table.build_columns()
+        columns, rejected = self.table.build_columns(rates(self.state))
         if self.dialects["litgpt"]:
             columns = named_steps(columns, OPT_STEP, *self.state.val_at.values())  # `iter 400 step 100`, a record a step: the optimizer's
         meta: dict[str, Any] = {}

@@ -45,6 +45,7 @@ class EpochCounter:
         self.cadence = 1  # the counter's last step forward: how far from zero an epoch restarts it
         self.anchor = 0  # the epochs before the log's first one, counted in (`step`)
         self.counts_run: bool | None = None  # the epoch moved on: without going back (the counter counts the run)?
+        self.first = 0  # the counter at the epoch's first record
 
     def step(self, epoch: int, raw: int, total: int | None) -> int:
         """The global step of counter `raw` (of `total`) printed after `epoch`. Without a total (ESPnet's
@@ -56,14 +57,22 @@ class EpochCounter:
         if self.state is None:
             self.anchor = max(epoch - 1, 0) * (total or 0) * self.anchored
         last_epoch, offset, last = self.state or (epoch, self.anchor, raw)
+        # the counter moved on within the epoch before: it counts the run (T5's `Epoch 4, Global Batch 7095`), so
+        # a next epoch at (or, without a total, past one interval from zero but before) that count is a resume
+        # going on from a checkpoint (`Loaded checkpoint ..` then `Epoch 5, Global Batch 7095`): laid over, not offset
+        resumed = epoch > last_epoch and last > self.first and (raw == last or not total and self.cadence < raw < last)
         if epoch > last_epoch:
-            self.counts_run = raw > last and self.counts_run is not False
-        if epoch > last_epoch and raw < last:
+            self.counts_run = (raw > last or resumed) and self.counts_run is not False
+        if resumed:
+            pass
+        elif epoch > last_epoch and raw < last:
             offset += total * (epoch - last_epoch) if total else last + self.cadence - raw
         elif epoch > last_epoch and raw == last:  # one record an epoch at the same count (CycleGAN's `iters: 3648`
             offset += total * (epoch - last_epoch) if total else last  # printed at each epoch's end): an epoch on
         elif raw > last:
             self.cadence = raw - last
+        if self.state is None or epoch != last_epoch:
+            self.first = raw
         self.state = (epoch, offset, raw)
         return offset + raw
 
