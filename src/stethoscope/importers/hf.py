@@ -1,4 +1,4 @@
-"""Hugging Face Trainer `trainer_state.json`.
+"""Hugging Face Trainer `trainer_state.json`, and its `log_history` dumped alone as a JSON list.
 
 `log_history` rows become points at their own `step` (the Trainer counts from 1); run summaries
 (`train_runtime`, `train_loss`, …: the last row of each `train()` call) and the Trainer's bookkeeping
@@ -56,13 +56,21 @@ _GA = "gradient_accumulation_steps"
 _GA_PICKLED = re.compile(rb"gradient_accumulation_steps(?:q.|r....|\x94)?(?:K(.)|M(..)|J(....))", re.DOTALL)
 
 
+# a list whose first row is the Trainer's: a loss (or an eval's) first, then its `epoch` and `step` within the row
+_HISTORY_LIST = re.compile(r'\s*\[\s*\{\s*"(?:loss|eval_loss|train_loss)"\s*:[^{}]*"epoch"\s*:[^{}]*"step"\s*:\s*\d+')
+
+
 class HFTrainerStateImporter:
     """HF Trainer `trainer_state.json` files (also under another name, when they hold `log_history`)."""
 
     name = NAME
 
     def sniff(self, path: Path, head: str) -> bool:
-        if not is_text(head) or not head.lstrip().startswith("{"):
+        if not is_text(head):
+            return False
+        if _HISTORY_LIST.match(head):  # `log_history` alone, dumped as a JSON list (`json.dump(state.log_history)`)
+            return True
+        if not head.lstrip().startswith("{"):
             return False
         return log_name(path) == "trainer_state.json" or '"log_history"' in head
 
@@ -96,6 +104,8 @@ def _load(path: Path, data: bytes) -> tuple[dict[str, Any], str | None]:
     state = _fast_loads(data)
     if state is None:
         return _strict_load(path, data.decode("utf-8", errors="replace"))
+    if isinstance(state, list):  # the history alone: its rows, each a Trainer's log (`_HISTORY_LIST`)
+        return {"log_history": state}, None
     if not isinstance(state, dict):
         raise InputError(path, "expected a JSON object at the top")
     return state, None
@@ -121,6 +131,8 @@ def _strict_load(path: Path, text: str) -> tuple[dict[str, Any], str | None]:
             raise InputError(path, f"not valid JSON ({exc.msg}, column {exc.colno})", line=exc.lineno) from None
         return {"log_history": rows}, (f"{path}:{exc.lineno}: truncated or damaged JSON ({exc.msg}); read the "
                                        f"{len(rows)} complete log_history rows before it")
+    if isinstance(state, list):  # the history alone: its rows, each a Trainer's log (`_HISTORY_LIST`)
+        return {"log_history": state}, None
     if not isinstance(state, dict):
         raise InputError(path, "expected a JSON object at the top")
     return state, None
