@@ -30,6 +30,7 @@ def batch_of(body: str) -> re.Match[str] | None:
 
 _EPOCH_OF = re.compile(r"(?:^|[:\]|>\-\s])\s*(?i:epoch)\s+(\d+)\s*(?:/|\s(?i:of)\s)\s*\d+\s*$")  # MONAI's `epoch 2/5` alone
 _INDENTED = re.compile(r"(?:\[[^\]\n]{0,40}\])?[ ]?\t")  # a tab after the line's stamp, if any
+_BLANK_INDENTED = re.compile(r"[ ]{2,}\S")  # a line's body indented by blanks (after its logger's prefix)
 _EVAL_HEAD = re.compile(r"\b(?i:eval|evaluation|validation|valid|val|test)\b[A-Za-z \t:]*$")  # words to its end
 HEAD = -1  # `EpochHeads.held`: the line is a head
 _LOSS_WORD = re.compile(r"(?i)(?<![a-z])loss(?![a-z])")  # `loss_D`, `train/loss`, not `gloss`
@@ -204,9 +205,11 @@ class EpochHeads:
 
     def continued(self, number: int, line: Any) -> None:
         """Mark eval a record continued under an eval head that printed no values (Coqui TTS: `--> EVAL
-        PERFORMANCE`, then `| > avg_loss: 0.52` a line): its values are the eval's, not the train step's."""
-        if line.record and self.eval_head is not None and number == self.eval_head + 1:
-            line.eval, self.eval_head = True, number
+        PERFORMANCE`, then `| > avg_loss: 0.52` a line; a logger's `Evaluation Results:`, then `   Loss: 0.53` a
+        line indented by blanks): its values are the eval's, not the train step's."""
+        if self.eval_head is not None and number == self.eval_head + 1 and (line.record or _BLANK_INDENTED.match(
+                line.body) and line.step is None and line.values):  # (`📊 Evaluation Results:`, `   Loss: 0.53`)
+            line.eval, line.record, self.eval_head = True, True, number
         else:
             self.eval_head = number if line.step is None and (
                 (line.eval and not line.values) or _EVAL_HEAD.search(line.body)) else None
