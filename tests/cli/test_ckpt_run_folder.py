@@ -35,3 +35,23 @@ def test_prune_of_a_run_folder_prunes_its_checkpoints(tmp_path):
 def test_the_ckpt_examples_name_no_folder_the_demo_never_writes():
     res = CliRunner().invoke(cli, ["ckpt", "prune", "--help"])
     assert "runs/demo/ckpt" not in res.output and "stethoscope ckpt prune runs/demo " in res.output
+
+
+def test_prune_counts_the_checkpoints_a_rollback_set_aside(tmp_path):
+    """user-trial: `ckpt list` showed 7 checkpoints (5 + 2 superseded) where prune said "2 to delete, 2 kept": the
+    superseded ones were left out of the count without a word. Prune keeps them and says so."""
+    import stethoscope
+
+    ck = stethoscope.Checkpoints(tmp_path / "checkpoints", keep_last=None, extra={"model": torch.nn.Linear(3, 2)},
+                                 on_signal=None, strict=True)
+    for s in (10, 20, 30, 40, 50):
+        ck.save(s, wait=True)
+    ck.rollback(30)  # sets 40 and 50 aside
+    ck.close()
+    listed = _ckpt("list", str(tmp_path))
+    assert listed.output.count("superseded") >= 2, listed.output
+    res = _ckpt("prune", str(tmp_path), "--keep-last", "2", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "1 to delete, 2 kept, and 2 set aside by a rollback" in res.output
+    assert _ckpt("prune", str(tmp_path), "--keep-last", "2").exit_code == 0
+    assert len(list((tmp_path / "checkpoints").glob("superseded-step-*"))) == 2  # never deleted by retention

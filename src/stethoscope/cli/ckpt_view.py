@@ -106,7 +106,8 @@ def prune(dir: str, keep_last: int, keep_best: str | None, best_mode: str, corru
 
     if keep_last < 1:
         raise UsageError(f"--keep-last must be >= 1, got {keep_last}")
-    infos = disk.catalogue(_checkpoints_of(_root(dir)), check_hashes=corrupt)  # a run folder, as list/verify
+    root = _checkpoints_of(_root(dir))  # a run folder, as list/verify
+    infos = disk.catalogue(root, check_hashes=corrupt)
     gone = retention.to_delete(infos, keep_last, keep_best, best_mode)
     if corrupt:
         ok = [i for i in infos if i.status == "ok"]
@@ -116,7 +117,10 @@ def prune(dir: str, keep_last: int, keep_best: str | None, best_mode: str, corru
         if not dry_run:
             disk.delete_checkpoint(info.path)
         click.echo(f"{'would delete' if dry_run else 'deleted'} {info.path} (step {info.step}, {info.status})")
-    click.echo(f"{len(gone)} {'to delete' if dry_run else 'deleted'}, {len(infos) - len(gone)} kept")
+    aside = sum(1 for p in root.glob("superseded-step-*") if p.is_dir())  # `ckpt list` shows them; retention never
+    kept = f"{len(infos) - len(gone)} kept" + (f", and {aside} set aside by a rollback (superseded-step-*: kept, never "
+                                               f"resumed from; delete them by hand once the run is understood)" if aside else "")
+    click.echo(f"{len(gone)} {'to delete' if dry_run else 'deleted'}, {kept}")
     if any(i.status == "unverified" for i in infos):
         click.echo(_UNVERIFIED)
 
