@@ -171,6 +171,8 @@ def read_input(read: Callable[..., Any], path: str, *args: Any) -> Any:
         raise _binary(exc) from None
     except (StethoscopeError, OSError):
         raise
+    except OverflowError as exc:  # a number in the file beyond 64 bits: the input, not the reader
+        raise InputError(path, str(exc)[:200]) from exc
     except Exception as exc:  # noqa: BLE001 - the boundary between a reader and the person
         raise InputError(path, f"could not be read ({type(exc).__name__}: {str(exc)[:200]}); this is a bug in "
                                "stethoscope's reader: please report it with the file") from exc

@@ -191,7 +191,12 @@ def encode(columns: AnyColumns) -> CodedColumns:
     codes = np.fromiter(map(index.setdefault, columns.names, map(len, repeat(index))), dtype=np.int32,
                         count=len(columns.names))
     times = columns.times if any(t is not None for t in columns.times) else None
-    return CodedColumns(list(index), codes, np.array(columns.steps, dtype=np.int64),
+    try:
+        steps = np.array(columns.steps, dtype=np.int64)
+    except OverflowError:
+        big = next(s for s in columns.steps if not -2**63 <= s < 2**63)
+        raise OverflowError(f"a step counter of {big} does not fit in 64 bits (a step below 2**63 was expected)") from None
+    return CodedColumns(list(index), codes, steps,
                         np.array(columns.values, dtype=np.float64), times, ordered=True)
 
 
