@@ -11,7 +11,8 @@ step (Stable-Baselines3's logger; a row that ends in `/` heads a section, its ro
     ---------------------------------
 
 A box's step is its count of the steps done (`total_timesteps`: the axis SB3 logs every value at), else a step
-key as a CSV has one (`step`, `global_step`, `iteration` …, by its last part); its other counters
+key as a CSV has one (`step`, `global_step`, `iteration` …, by its last part), else its `epoch` where nothing finer
+counts (OpenAI baselines' HER prints a box an epoch: `| epoch | 5 |`, after its settings `_Q_lr: 0.001` a line); its other counters
 (`iterations`, `n_updates`) are values. What a launcher or logger prints before each line is skipped; other
 console output around the boxes is kept as log lines.
 """
@@ -36,13 +37,13 @@ _DONE = re.compile(r"(?:^|[/_])(?:total_)?(?:time)?steps$")  # the steps done: `
 
 
 def _step(keys: list[str]) -> str | None:
-    """The box's step key: the steps done, else a step key by its last part."""
+    """The box's step key: the steps done, else a step key by its last part, else the epoch (a box an epoch)."""
     done = next((k for k in keys if _DONE.search(k)), None)
     if done:
         return done
     last = {k.rsplit("/", 1)[-1]: k for k in keys}
     key = step_key(list(last))
-    return last[key] if key else None
+    return last[key] if key else last.get("epoch")
 
 
 class BoxRecordsImporter:

@@ -217,8 +217,9 @@ class EpochHeads:
     def held(self, number: int, line: Any) -> int | None:
         """HEAD for a head line, the epoch of a line of a head's indented block (an eval head's marked eval),
         else None."""
-        if line.step is None and (head := _EPOCH_OF.search(line.body)):
-            self.of_epochs = int(head[1])
+        if line.step is None and (head := _EPOCH_OF.search(line.body)):  # (Keras 1's `Epoch 3/15`, then `64s -
+            self.of_epochs = self.head = int(head[1])  # loss: 1.46 - acc: ..`: the head's epoch, `after`)
+            self.record = None
         elif line.epoch is None and line.total and self.of_epochs is not None and (line.bar or batch_of(line.body)):
             # MONAI's `12/154, ..` or Keras' bar (`128/128 - 0s - loss: ..`, often only the epoch's last count)
             # under `epoch 2/5`: the batch within the head's epoch

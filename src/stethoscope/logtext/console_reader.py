@@ -24,6 +24,7 @@ from stethoscope.logtext.console_names import HELD_OUT, Names, distinct, ordinal
 from stethoscope.logtext.console_runs import Lines, first_where, pieces, shape_of
 from stethoscope.logtext.console_shape import Shape, learn
 from stethoscope.logtext.console_walk import walk
+from stethoscope.logtext.eval_lines import an_evaluation, eval_values
 from stethoscope.logtext.loglines import LineKeeper
 from stethoscope.logtext.stand_ins import stand_ins
 from stethoscope.logtext.summaries import summary
@@ -329,10 +330,10 @@ class ConsoleReader:
             return
         names = [resolve(self.names, v.key, v.unit, line.eval) for v in line.values]
         pairs = distinct([(n, v) for n, v in zip(names, line.values) if n is not None])
-        evals = [(n, v) for n, v in pairs if n[0].startswith(HELD_OUT)]
-        if evals and line.step is None and not line.record and not line.progress and (
-                self.loss_steps or epoch_step(pairs, line) is None):  # (an epoch's record holds both)
-            pairs = evals  # `loss=0.5 val_loss=0.7` after step N: the eval's at N (the train loss is N's own)
+        if an_evaluation(pairs, line, self.loss_steps, self.shapes):  # (`eval_lines`)
+            line.eval = True
+            pairs = distinct([(n, v) for v in line.values if (n := resolve(self.names, v.key, v.unit, True))])
+        pairs = eval_values(pairs, line, self.loss_steps, self.heads)
         step = self._step_of(number, text, line, pairs) if held is None else held
         if step is None or not pairs:
             self.keeper.offer(number, text, self.last_step)
@@ -405,7 +406,7 @@ class ConsoleReader:
 
     def result(self) -> ImportedRun:
         # numpy: loaded when a log is read, not when the package is imported
-        from stethoscope.logtext.coded import join
+        from stethoscope.logtext.console_speed import join  # (a long run's rows kept as they are)
 
         parts: list[Any] = [Columns.empty()]  # a first part of lists: extended in place, as it always was
         rejected: list[Rejected] = []

@@ -1,0 +1,40 @@
+"""Which values of a console line without a step counter are an evaluation's, read at the step before it.
+
+- Eval-named values beside others (`loss=0.5 val_loss=0.7` after step N): the eval's at N; the train loss is N's own
+  record (an epoch's record that prints both, `epoch: 1 .. train loss .. valid loss`, or the line under an
+  epoch's head, Keras 1's `Epoch 3/15` then `64s - loss: 1.46 - acc: .. - val_loss: ..`, keeps both).
+- A line that prints the loss under the name the step records print it, beside a measure no step record prints,
+  once step records with a loss were read (HRNet's `Loss: 0.985, MeanIU:  0.4960, Best_mIoU:  0.5217` after its
+  `Epoch: [e/T] Iter:[i/N], .., Loss: 2.69, Acc: ..` lines): the validation's record, every value the eval's. A
+  line of names the step records print (an epoch's train summary) stays as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from stethoscope.logtext.console_epochs import epoch_step
+from stethoscope.logtext.console_names import HELD_OUT
+from stethoscope.records import LOSS
+
+
+def eval_values(pairs: list[Any], line: Any, loss_steps: int, heads: Any) -> list[Any]:
+    """`pairs` ([((name, scale), value)] of `line`), or those of them that are the eval's (see the module)."""
+    if line.step is not None or line.record or line.progress or (heads.head is not None and not loss_steps):
+        return pairs  # (under an epoch's head, the line is that epoch's record: `console_epochs.EpochHeads.after`)
+    evals = [(n, v) for n, v in pairs if n[0].startswith(HELD_OUT)]
+    if evals and (loss_steps or epoch_step(pairs, line) is None):
+        return evals
+    return pairs
+
+
+def an_evaluation(pairs: list[Any], line: Any, loss_steps: int, step_names: Collection[tuple[str, ...]]) -> bool:
+    """Whether `line` (no counter, no eval name) is the validation's record (see the module)."""
+    if line.step is not None or line.record or line.progress or line.eval or not loss_steps:
+        return False
+    names = {n[0] for n, _ in pairs}
+    if LOSS not in names or any(name.startswith(HELD_OUT) for name in names):
+        return False
+    printed = set().union(*step_names) if step_names else set()
+    return LOSS in printed and bool(names - printed - {"train/epoch"})
