@@ -228,3 +228,17 @@ def _line_sse(pts: list[tuple[float, float, int]]) -> float:
 def median(values: list[float]) -> float:
     s = sorted(values)
     return s[len(s) // 2] if s else math.nan
+
+
+def streak_onset(slow: list[list[Any]], level: float) -> int:
+    """Where a slowdown began: the first record of the streak at least halfway (geometrically) from the
+    old level to the streak's median; a few barely-slow records before it were the usual jitter."""
+    mid = math.sqrt(level * median([x[1] for x in slow]))
+    return next((x[0] for x in slow if x[1] >= mid), slow[0][0])
+
+
+def median_last(values: list[float]) -> float:
+    """The median of a window's last values (`Window.last(n)`)."""
+    vals = sorted(values)
+    m = len(vals) // 2
+    return vals[m] if len(vals) % 2 else 0.5 * (vals[m - 1] + vals[m])

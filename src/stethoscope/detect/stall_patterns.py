@@ -8,6 +8,7 @@ from typing import Any
 STALLS_KEPT = 32
 _KIND = 4.0  # a stall under 1/_KIND of a rhythm's median cost is not one of its beats (`beat_start`)
 _BEATS = 4  # stalls one period apart in a row that make a rhythm (`beat_start`)
+EPOCH = "epoch"  # the cause `detect.throughput_causes` records for a slow step at an epoch's start
 EVAL = "eval"  # the cause `detect.throughput` records for a slow step right after an eval  # the newest stalls of a pattern kept for its period and its typical size
 
 
@@ -20,6 +21,8 @@ def add_stall(d: dict[str, Any], step: int, excess: float, ratio: float, why: li
     counts = d.setdefault("why", {})
     for k in why:
         counts[k] = counts.get(k, 0) + 1
+    if EVAL in why or EPOCH in why:  # the schedule's own boundaries (`throughput_findings.is_schedule_time`)
+        d["boundary"] = d.get("boundary", 0) + 1
     d["excess"] += excess
     d["worst"] = max(d["worst"], ratio)
     d["items"] = (d["items"] + [[step, excess, ratio, why]])[-STALLS_KEPT:]

@@ -19,7 +19,9 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.level_shift import find_shift, may_shift, z_needed
-from stethoscope.detect.slowdown import extend, hold, lost, open_drop, ramp_onset, recent, release
+from stethoscope.detect.slowdown import (
+    extend, hold, lost, median_last, open_drop, ramp_onset, recent, release, streak_onset,
+)
 from stethoscope.detect.stall_patterns import (
     STALLS_KEPT,
     add_stall,
@@ -210,7 +212,7 @@ class ThroughputDetector:
         out; else the streak's first record halfway to its median."""
         n = len(slow) - 1 + _ONSET_LOOKBACK
         if len(self.raw_steps) != len(self.raw) or len(self.raw) < n:
-            return _onset(slow, level)
+            return streak_onset(slow, level)
         values, steps = self.raw.last(n) + [t], list(self.raw_steps)[-n:] + [step]
         return steps[ramp_onset([float(x) for x in steps], values)]
 
@@ -238,9 +240,12 @@ class ThroughputDetector:
         values.append(t)
         steps = list(self.raw_steps) + [step]
         shift = find_shift(values, self.config.drop_min_rel, z_needed(max(self._s["records"], 1)), steps)
-        if shift is None:
-            return []
         s = self._s
+        end = s.get("drop_end", -1)  # a slowdown back to normal there: reopened over its records only if still slow
+        after = [v for v, x in zip(values, steps) if x > end]
+        if shift is None or steps[shift.onset] <= end and (
+                not after or median(after) < shift.level * (1 + self.config.drop_min_rel)):
+            return []
         slow = values[shift.onset:]
         s["drop"] = open_drop(steps[shift.onset], shift.level, slow, step, steps[shift.onset:], spread=shift.spread,
                               usual_max=shift.usual_max, startup=self._startup(steps[shift.onset]))
@@ -290,7 +295,7 @@ class ThroughputDetector:
         """Recent level and data noise (floored at 1%), recomputed every few records: O(window)."""
         c = self._cache
         if c is None or c[2] <= 0 or n < _LEVEL_N:
-            level = self.window.median() if n <= _LEVEL_N else _median_last(self.window, _LEVEL_N)
+            level = self.window.median() if n <= _LEVEL_N else median_last(self.window.last(_LEVEL_N))
             sigma = max(self.window.diff_sigma() if n >= 3 else 0.0, 0.01 * level)
             c = self._cache = [level, sigma, _REFRESH]
         return c[0], c[1]
@@ -334,7 +339,7 @@ class ThroughputDetector:
 
     def _at_level(self, d: dict[str, Any], step: int, t: float) -> list[Finding]:
         if self._back_to_normal(d, t):
-            self._s["drop"] = None
+            self._s["drop"], self._s["drop_end"] = None, step
             self._push(t)
             f = self._drop_finding(d)
             f.end_step = d["last_step"]
@@ -442,15 +447,3 @@ class ThroughputDetector:
         self._s = state["s"]
         self._cache = None
 
-
-def _onset(slow: list[list[Any]], level: float) -> int:
-    """Where a slowdown began: the first record of the streak at least halfway (geometrically) from the
-    old level to the streak's median; a few barely-slow records before it were the usual jitter."""
-    mid = math.sqrt(level * median([x[1] for x in slow]))
-    return next((x[0] for x in slow if x[1] >= mid), slow[0][0])
-
-
-def _median_last(window: Window, n: int) -> float:
-    vals = sorted(window.last(n))
-    m = len(vals) // 2
-    return vals[m] if len(vals) % 2 else 0.5 * (vals[m - 1] + vals[m])

@@ -4,6 +4,10 @@ An eval logged at step N sits in the time of the record that carries it (nanoGPT
 eval runs at the top of the iteration it is logged with) or in the next record's (the HF Trainer logs
 the eval after step N's time was taken). The next record is blamed on the eval only when the eval's own
 record was not slow: a data-loader stall right after an eval is the loader's, not the eval's.
+A record at an epoch's start (the epoch counter's whole part rose at it or at the record before) holds the
+work a training loop does at that boundary: the data loader's restart (its workers and first batches), an
+eval or a checkpoint at the epoch's end, or a time that is a running average restarting with the epoch
+(HRNet's `Time: 4.11` at `Iter:[0/495]`, 0.66 ten iterations later).
 Used by `detect.throughput`.
 """
 
@@ -15,13 +19,15 @@ from typing import Any
 from stethoscope.records import DATA_WAIT, GC_PAUSE, STEP_TIME
 
 EVAL = "eval"
+EPOCH = "epoch"
+_EPOCH_SERIES = ("train/epoch", "epoch")
 
 
 def slow_causes(s: dict[str, Any], values: dict[str, float], prev_step: int | None,
                 excess_s: float | None) -> list[str]:
     """`s`: the detector's state (`eval_step`, `eval_slow`); `excess_s`: the step time above the level, in
     seconds, when the record logs a step time and a level is known."""
-    why = []
+    why = [EPOCH] if epoch_start(s, values) else []
     eval_step = s.get("eval_step")
     if eval_step is not None and prev_step is not None and eval_step >= prev_step:
         if eval_step > prev_step or not s.get("eval_slow"):
@@ -32,6 +38,21 @@ def slow_causes(s: dict[str, Any], values: dict[str, float], prev_step: int | No
             if v is not None and math.isfinite(v) and v >= 0.5 * excess_s:
                 why.append(key)
     return why
+
+
+def epoch_start(s: dict[str, Any], values: dict[str, float]) -> bool:
+    """Is this record the first or second of a new epoch: did the epoch counter's whole part rise at it or at the
+    record before? (`s["epoch_whole"]`: the last whole epoch seen; `s["epoch_next"]`: the record before turned it.)"""
+    was = bool(s.pop("epoch_next", False))
+    e = next((values[k] for k in _EPOCH_SERIES if k in values), None)
+    if e is None or not math.isfinite(e):
+        return was
+    whole, prev = math.floor(e + 1e-9), s.get("epoch_whole")
+    s["epoch_whole"] = whole
+    if prev is not None and whole > prev:
+        s["epoch_next"] = True
+        return True
+    return was
 
 
 def step_time_excess(values: dict[str, float], level_s: float) -> float | None:

@@ -34,6 +34,7 @@ _CPU_SAMPLES = 3  # CPU samples needed on each side of a slowdown to compare the
 # What a slow step can be pinned on, from the record itself; in the order they are named.
 REASONS = {
     "eval": ("right after an eval", "eval/* recorded since the previous record"),
+    "epoch": ("at an epoch's start", "the epoch counter turned over at that record or the one before"),
     "gc": ("mostly a Python garbage-collection pause", "perf/gc_pause_s"),
     "data": ("mostly waiting for data", "perf/data_wait_s"),
 }
@@ -89,8 +90,8 @@ def stall_severity(d: dict[str, Any], total: float, seconds: Any, cfg: DetectCon
         return "info"
     why = d.get("why", {})
     explained = why.get("gc", 0) + why.get("data", 0) >= 0.5 * d["count"]
-    if not explained and is_eval_time(d):
-        return "info"  # the evals' own time at the cadence the user chose: a cost known in advance, not a stall
+    if not explained and is_schedule_time(d):
+        return "info"  # the evals' or epochs' own time at the cadence the user chose: a cost known in advance
     return "warning" if explained or is_regular(d["items"]) else "info"
 
 
@@ -99,6 +100,14 @@ def is_eval_time(d: dict[str, Any]) -> bool:
     whose time includes an eval (and the checkpoint save that often goes with it) at a fixed cadence pays for
     the eval: a cost the eval schedule sets, not a stall of the training loop."""
     return d.get("why", {}).get("eval", 0) >= _EVAL_SHARE * d["count"]
+
+
+def is_schedule_time(d: dict[str, Any]) -> bool:
+    """Are nearly all the slow steps (`_EVAL_SHARE`) at the schedule's own boundaries: right after an eval or at an
+    epoch's start? A loop pays at each epoch's start for its loader's restart and for the eval or checkpoint at the
+    epoch's end (and a time printed as a running average restarts there): a cost the epoch length sets, known in
+    advance. A loader stalling every few steps meets a boundary now and then, far from every time."""
+    return d.get("boundary", d.get("why", {}).get("eval", 0)) >= _EVAL_SHARE * d["count"]
 
 
 def drop_finding(d: dict[str, Any], name: str, scale: float, sev: str, source: str) -> Finding:
@@ -173,6 +182,12 @@ def stall_finding(d: dict[str, Any], total: float, sev: str, source: str) -> Fin
         msg += ("; these are the evals' own time (and the checkpoint saves that go with them) at the cadence the run "
                 "chose, not a stall of the training loop: evaluate less often if that cost is too high")
         ev["eval_time"] = True
+    elif sev == "info" and is_schedule_time(d) and d["count"] > 1:
+        msg += (f"; these fall at the epochs' starts{' or right after evals' if why.get('eval') else ''}: the data "
+                "loader's restart, the eval or checkpoint at the epoch's end, or a time printed as a running average "
+                "that restarts with the epoch: a cost of the epoch schedule, not a stall of the training loop "
+                "(persistent_workers=True, evaluate or save less often if it is too high)")
+        ev["epoch_time"] = True
     return Finding(PERIODIC_STALL, sev, d["first"], msg, evidence=ev, causes=causes, source=source)
 
 
