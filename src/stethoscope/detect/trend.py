@@ -21,7 +21,7 @@ from typing import Any
 
 from stethoscope.detect.comeback import came_back, up_to_the_end
 from stethoscope.detect.config import DetectConfig
-from stethoscope.detect.frozen import SAME_IN_NOISE, SAME_REL, repeats_needed, sig_digits
+from stethoscope.detect.frozen import frozen_trigger, open_frozen
 from stethoscope.detect.knee import STOPPED, KneeTracker, knee_finding
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import RollingMedian, Window, lowest_of, median
@@ -92,7 +92,7 @@ class TrendDetector:
         if v is None or not math.isfinite(v):
             return out
         self._last_step = step
-        out.extend(self._frozen_check(step, v))
+        out.extend(self._frozen_check(step, v, record.values))
         self._n += 1
         if self._first_step is None:
             self._first_step = step
@@ -119,10 +119,17 @@ class TrendDetector:
             self._div = self._open_div(self._above_since, self._best[0], self._last_step, self.recent.median(), "sustained")
         if self._div is not None:
             out.extend(self._div_final(self._div))
-        if self._plateau is not None and self._last_step is not None:
-            f = plateau_finding(self._plateau, self.config.vocab_size, self.name)
+        p = self._plateau
+        if p is not None and self._last_step is not None:
+            f = plateau_finding(p, self.config.vocab_size, self.name)
             f.end_step = self._last_step
-            f.message += f"; still flat at the last record (step {self._last_step})"
+            fell = (p["start_level"] - self._best_level) / (abs(p["start_level"]) or 1e-12) if self._best_level else 0
+            if fell >= self.config.plateau_max_progress:  # a slow, steady descent got there: learning, not a plateau
+                f.severity = "info"
+                f.message += f"; but it fell {fell:.0%} by the end ({self._best_level:.4g}): slow learning, not a plateau"
+                f.evidence["fell_by_end"] = fell
+            else:
+                f.message += f"; still flat at the last record (step {self._last_step})"
             out.append(f)
         if self._frozen is not None and self._frozen_reported:
             out.append(frozen_finding(self._frozen, self.config.vocab_size, self.name))
@@ -316,6 +323,8 @@ class TrendDetector:
         if self._best_level is None or now < self._best_level:
             self._best_level = now
         start = median(self._first)
+        if start == 0.0:  # a loss at 0 from its first records (a tiny one printed as 0): nothing to come down from
+            return []
         progress = (start - self._best_level) / (abs(start) or 1e-12)
         p = self._plateau
         if p is not None:
@@ -383,37 +392,19 @@ class TrendDetector:
         return [knee_finding(k, step, self.name)]
 
     # -- frozen loss / masked labels --------------------------------------------------------------
-    def _frozen_check(self, step: int, v: float) -> list[Finding]:
+    def _frozen_check(self, step: int, v: float, values: dict[str, float]) -> list[Finding]:
         fz = self._frozen
         if fz is None or abs(v - fz["value"]) > fz.get("tol", 0.0):
             if fz is not None and self._frozen_reported:
                 self._frozen_reported = False
+                fz["next"] = v  # the value it changed to: a step off 0 of one printed unit says the 0 was the print's
                 f = frozen_finding(fz, self.config.vocab_size, self.name)
                 f.message += f"; the loss changed again at step {step}"
                 return [f]
-            prev = fz["value"] if fz is not None else None
-            # exactly 0 right from the start, or straight after a real loss: masked labels, not rounding
-            abrupt = prev is None or abs(prev) >= 0.01
-            tol = min(SAME_IN_NOISE * self._step_sigma, SAME_REL * abs(v))  # a change far below both is none
-            self._frozen = {"value": v, "start": step, "last": step, "records": 1, "abrupt": abrupt, "tol": tol}
+            self._frozen = open_frozen(fz, step, v, self._step_sigma, values)
             return []
-        fz["last"] = step
-        fz["records"] += 1
-        if self._frozen_reported:
-            return []
-        cfg = self.config
-        if v == 0.0:
-            trigger = fz["records"] >= 2 and fz["abrupt"]
-        else:
-            digits = sig_digits(v)  # '0.0003' repeating is rounding of a tiny loss, not a frozen one
-            need = repeats_needed(v, self._step_sigma, self._n, cfg.frozen_min_records)
-            long_run = fz["records"] >= need and digits >= 3
-            # two records can only speak for a log that holds nothing else: in a long run, two equal
-            # values far apart are a coincidence of rounding sooner or later
-            whole_log = fz["records"] >= self._n + 1
-            far_apart = whole_log and fz["last"] - fz["start"] >= cfg.frozen_min_steps and digits >= 4
-            trigger = long_run or far_apart
-        if not trigger:
+        trigger = frozen_trigger(fz, step, v, values, self._step_sigma, self._n, self.config)  # counts the record
+        if self._frozen_reported or not trigger:
             return []
         self._frozen_reported = True
         return [frozen_finding(fz, self.config.vocab_size, self.name)]

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from stethoscope.detect.comeback import withdrawn_divergence
-from stethoscope.detect.frozen import sig_digits, uniform_note
+from stethoscope.detect.frozen import print_zero, sig_digits, stalled_run, uniform_note
 from stethoscope.findings.catalogue import DIVERGENCE, FROZEN_LOSS, LABEL_MASKING, LOSS_SPIKE, PLATEAU
 from stethoscope.records import Finding
 
@@ -70,6 +70,12 @@ def frozen_finding(fz: dict[str, Any], vocab_size: int | None, source: str) -> F
     v = fz["value"]
     ev = {"value": v, "records": fz["records"], "steps": fz["last"] - fz["start"]}
     where = f"from step {fz['start']} to {fz['last']} ({fz['records']} records)"
+    why = print_zero(fz) if v == 0.0 else None
+    if why:  # 0 at the print's resolution: a tiny loss, not one that is not computed
+        ev["print_resolution"] = True
+        msg = (f"loss is printed as exactly 0 {where}, and {why}: a loss below the print's last digit, not masked "
+               "labels; print more digits (or the loss in another unit) to follow it")
+        return Finding(FROZEN_LOSS, "info", fz["start"], msg, end_step=fz["last"], evidence=ev, source=source)
     if v == 0.0:
         msg = f"loss is exactly 0 {where}: every label is masked out (or the loss is not computed)"
         return Finding(LABEL_MASKING, "error", fz["start"], msg, end_step=fz["last"], evidence=ev, source=source)
@@ -80,7 +86,12 @@ def frozen_finding(fz: dict[str, Any], vocab_size: int | None, source: str) -> F
         msg += f"; {uniform}"
     digits = sig_digits(v)
     severity = "error"
-    if digits <= _FEW_DIGITS:  # Lightning's bar prints a running mean as `loss=1.350`: a slow one repeats it
+    stalled = stalled_run(fz) if digits <= _FEW_DIGITS else None
+    if stalled:  # half the run, train and eval both still: act now (stop it, or raise the LR it cut to nothing)
+        severity = "warning"
+        msg += f" for {stalled}; check the LR (a plateau scheduler at its floor) or stop the run"
+        ev["stalled_share"] = fz["records"] / fz["n"]
+    elif digits <= _FEW_DIGITS:  # Lightning's bar prints a running mean as `loss=1.350`: a slow one repeats it
         severity = "info"
         msg += (f" (the log prints {digits} significant digits: a loss moving slowly, or a running mean of it, "
                 "repeats such a print by chance)")

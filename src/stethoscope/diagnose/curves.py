@@ -179,8 +179,8 @@ def _opened(v: np.ndarray, start: float, best: float) -> float:
 
 def _plateau(start: float, end: float, progress: float, vocab_size: int | None, ev: dict[str, Any],
              opened: float | None = None) -> CurveClass | None:
-    if progress >= 0.1 or (opened is not None and opened >= 0.1):
-        return None
+    if progress >= 0.1 or (opened is not None and opened >= 0.1) or start == 0.0:
+        return None  # (a loss at 0 from its start, a tiny one printed as 0, has nothing to come down from)
     msg = f"the loss never improved ({start:.4g} -> {end:.4g}, {max(progress, 0):.1%} at best): no learning"
     if vocab_size:
         ln_v = math.log(vocab_size)
