@@ -26,7 +26,7 @@ from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.spike_findings import divergence, g, grad_finding, loss_finding, mark_expected
 from stethoscope.detect.spike_incident import (
     REAL_SPIKE_RATIO, RECUR_RECORDS, brief_share, loss_recovered, loss_unrecovered, recurring, release,
-    small_of_learned,
+    small_and_young, small_of_learned,
 )
 from stethoscope.detect.spike_track import Track, calm_before
 from stethoscope.detect.stats import Window, shrunk_sigma
@@ -314,7 +314,8 @@ class SpikeDetector:
         brief = "held" in inc and step - inc["start"] < cfg.divergence_min_steps and \
             brief_share(inc, step, self._first_step) is not None
         small = small_of_learned(inc, self._first_loss) is not None
-        brief = brief or ("recurring" in inc and inc["records"] <= RECUR_RECORDS)
+        brief = brief or ("recurring" in inc and inc["records"] <= RECUR_RECORDS) or \
+            small_and_young(inc, self._first_loss)
         # a brief bump in an aggregated print, or one small against what the run had learned, does not page while so
         if not brief and not small and release(inc):
             out.append(loss_finding(inc, self.name))

@@ -35,6 +35,14 @@ _SMALL_OF_LEARNED = 0.05
 # more of the same: info that names the first. One incident to act on, not a warning each time.
 _RECUR = 1.5
 RECUR_RECORDS = 3
+# A spike that stayed under SMALL_RATIO x its level and _QUICK_SHARE of what the run had learned (its first loss less
+# the level), back within QUICK_RECORDS records, cost the run a few records at a loss a little higher: info, whatever
+# its sigmas (PaiNN's epoch loss x1.37, 8% of what it had learned, for 5 of 650 epochs). A garbage batch's spike (x2
+# and more), or an LR spike that gives back most of what a young run learned (a tiny GPT x1.45, 69%), keeps the rules
+# above.
+SMALL_RATIO = 1.5
+QUICK_RECORDS = 5
+_QUICK_SHARE = 0.25
 _STUCK_RATIO = 1.5  # a last loss this many times the pre-spike level, with < 25% of the jump undone,...
 _STUCK_RECORDS = 3  # ...held over this many records...
 _STUCK_JUMP = 4.0  # ...or this many times the level: the run ended diverged
@@ -51,6 +59,14 @@ def release(inc: dict[str, Any]) -> bool:
 def recurring(inc: dict[str, Any], came_back: list[float] | None) -> bool:
     """Is this spike's rise at most `_RECUR` x that of the biggest spike the run came back from before?"""
     return came_back is not None and 0 < inc["peak"] - inc["level"] <= _RECUR * came_back[1]
+
+
+def small_and_young(inc: dict[str, Any], first_loss: float | None) -> bool:
+    """Has the spike stayed under `SMALL_RATIO` x its level and `_QUICK_SHARE` of what the run had learned, for at
+    most `QUICK_RECORDS` records (no divergence)?"""
+    learned = (first_loss or 0.0) - inc["level"]
+    return inc.get("records", 1) <= QUICK_RECORDS and inc["peak"] < SMALL_RATIO * inc["level"] and \
+        learned > 0 and inc["peak"] - inc["level"] < _QUICK_SHARE * learned and not inc["diverged"]
 
 
 def small_of_learned(inc: dict[str, Any], first_loss: float | None) -> float | None:
@@ -73,7 +89,8 @@ def loss_recovered(inc: dict[str, Any], step: int, cfg: DetectConfig, first_loss
     if small is not None:
         inc["severity"] = "info"
         inc.pop("held", None)
-    if ((inc["records"] <= _BLIP_RECORDS or echo(inc)) and not real) or brief is not None:
+    quick = small_and_young(inc, first_loss)
+    if ((inc["records"] <= _BLIP_RECORDS or echo(inc)) and not real) or brief is not None or quick:
         inc["severity"] = "info"  # a one-record blip that came straight back and was not huge: a hard batch
         inc.pop("held", None)  # (or a brief bump: a small share of the run, under 2x its level)
     again = "recurring" in inc and inc["records"] <= RECUR_RECORDS and recurring(inc, inc["recurring"]) \
@@ -112,7 +129,8 @@ def loss_unrecovered(inc: dict[str, Any], step: int, track: Track, cfg: DetectCo
                      source: str) -> list[Finding]:
     small = small_of_learned(inc, first_loss)
     records = inc.get("records", 1)
-    young = small is not None and records < _STUCK_RECORDS and not inc.get("blew_up")
+    young = (small is not None and records < _STUCK_RECORDS and not inc.get("blew_up")) or \
+        small_and_young(inc, first_loss)
     if young:  # the records stop before a small rise has held long enough to call it stuck: too soon to call
         inc["severity"] = "info"
         inc.pop("held", None)

@@ -24,6 +24,8 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.registry import DetectorSet, merge_findings
 from stethoscope.diagnose import verdicts
 from stethoscope.diagnose.curves import UNDERFITTING_CURVE, classify_run
+from stethoscope.diagnose.degenerate import zero_terms
+from stethoscope.diagnose.resumes import at_logged_resumes
 from stethoscope.diagnose.table import Table
 from stethoscope.explain import explain_text
 from stethoscope.findings.advice import advise, reconcile
@@ -100,13 +102,14 @@ def _diagnose(imported: ImportedRun, config: DetectConfig | None, recorded: list
     table = Table.from_columns(imported.columns)
     cfg = _config(imported.meta, config)
     context = _context(table, imported.meta)
-    findings = _replay(table.records(table.replay_rows(cfg)), cfg)
+    findings = at_logged_resumes(_replay(table.records(table.replay_rows(cfg)), cfg), imported.lines,
+                                 cfg.restart_grace_steps)
     if recorded:
         findings = combine(recorded, findings, cfg.lead_steps)
     if rollbacks:
         findings = with_rollbacks(findings, rollbacks)
     context["since"] = max((f.step for f in findings if f.evidence.get("reset") and f.step is not None), default=None)
-    findings += _ga_artifact(table, context)
+    findings += _ga_artifact(table, context) + zero_terms(table)
     classification = _classification(table, cfg, context)
     findings = settle(findings + _log_findings(imported.lines, table))
     if not context.get("ga_factor"):
