@@ -69,3 +69,13 @@ def test_a_counterless_line_of_the_steps_own_names_is_no_evaluation(tmp_path: Pa
     path.write_text(text, encoding="utf-8")
     (run,) = read_any(path)
     assert not series(run, EVAL_LOSS)
+
+
+def test_a_counterless_summary_beside_a_time_is_no_evaluation(tmp_path: Path) -> None:
+    """An epoch's train summary with its duration (`Loss: 2.9, epoch_time: 31.2`) is no validation's record."""
+    text = _hrnet(2, 50).replace("MeanIU:  ", "epoch_time_s: 3").replace(", Best_mIoU:  0.5049", "").replace(
+        ", Best_mIoU:  0.5149", "")
+    path = tmp_path / "train.log"
+    path.write_text(text, encoding="utf-8")
+    (run,) = read_any(path)
+    assert not series(run, EVAL_LOSS)

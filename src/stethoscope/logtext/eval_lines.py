@@ -6,17 +6,22 @@
 - A line that prints the loss under the name the step records print it, beside a measure no step record prints,
   once step records with a loss were read (HRNet's `Loss: 0.985, MeanIU:  0.4960, Best_mIoU:  0.5217` after its
   `Epoch: [e/T] Iter:[i/N], .., Loss: 2.69, Acc: ..` lines): the validation's record, every value the eval's. A
-  line of names the step records print (an epoch's train summary) stays as it was.
+  line of names the step records print, or beside a time, an epoch or a rate (an epoch's train summary), stays
+  as it was.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from typing import Any
 
+from stethoscope.detect.names import names_time_unit
 from stethoscope.logtext.console_epochs import epoch_step
 from stethoscope.logtext.console_names import HELD_OUT
 from stethoscope.records import LOSS
+
+_BOOKKEEPING = re.compile(r"(?i)epoch|step|iter|batch|sample|token|time|duration|elapsed|lr|rate|speed|mem")
 
 
 def eval_values(pairs: list[Any], line: Any, loss_steps: int, heads: Any) -> list[Any]:
@@ -37,4 +42,6 @@ def an_evaluation(pairs: list[Any], line: Any, loss_steps: int, step_names: Coll
     if LOSS not in names or any(name.startswith(HELD_OUT) for name in names):
         return False
     printed = set().union(*step_names) if step_names else set()
-    return LOSS in printed and bool(names - printed - {"train/epoch"})
+    measures = names - printed - {LOSS}  # a name of our own scopes (`perf/..`, `opt/lr`), a time or a count is
+    return LOSS in printed and bool(measures) and not any(  # bookkeeping, no evaluation's measure
+        "/" in name or names_time_unit(name) or _BOOKKEEPING.search(name) for name in measures)
