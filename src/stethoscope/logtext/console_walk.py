@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from stethoscope.logtext import console_arrow, linescan
 from stethoscope.logtext.console_runs import Lines, advance, find_cycle, repeats, shape_of, window_at
+from stethoscope.logtext.console_speed import cut_by_run
 
 if TYPE_CHECKING:
     from stethoscope.logtext.console_reader import ConsoleReader
@@ -189,7 +190,8 @@ def _segment(reader: ConsoleReader, data: bytes, shapes: bytes, at: int, q: int,
             continue
         ids, kinds, span, short = window_at(shapes, where, reader.window_bytes, console_arrow.MIN_LINES,
                                             native and cut < len(data))
-        # a window no long run cut short: the next is twice as big
+        # a window no long run cut short (the segment's end may have): the next is twice as big
+        short = short and cut_by_run(shapes, where + span, console_arrow.MIN_LINES)
         reader.window_bytes = MIN_WINDOW_BYTES if short else min(WINDOW_BYTES, reader.window_bytes * 2)
         lines = Lines.of(data, at, q, ids.size, int(span * per_byte))
         reader._window(lines, ids, kinds)

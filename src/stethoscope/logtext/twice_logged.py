@@ -4,7 +4,7 @@ then `I0724 .. model_lib_v2.py:708] {'Loss/total_loss': ..`). A point that repea
 point of the same step before it, with no other step between them, is that second copy: it is left out.
 A step logged again after others (a resume) keeps its points.
 
-Cost: one pass of numpy comparisons over the points; a sort only over the steps whose points repeat a name
+Cost: a few passes of numpy comparisons over the points; a sort only over the steps whose points repeat a name
 (none in a log of one line a step): a log of 4M points, one line a step, pays ~8 ms (its read ~0.8 s).
 """
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from stethoscope.logtext.coded import CodedColumns, encode
+from stethoscope.logtext.console_speed import descends
 
 if TYPE_CHECKING:
     from stethoscope.logtext.coded import AnyColumns
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 def once(columns: AnyColumns) -> AnyColumns:
     """`columns` without the second copies of twice-logged points (the same object when there are none)."""
-    if columns.size < 2:
+    if columns.size < 2 or not descends(columns):  # (a long run's rows: told without laying points out)
         return columns
     coded = encode(columns)
     steps, codes = coded.step_array, coded.codes
@@ -31,15 +32,16 @@ def once(columns: AnyColumns) -> AnyColumns:
     if not descent.any():
         return columns
     run = np.concatenate(([0], np.cumsum(~same, dtype=np.int64)))
-    key = run * (len(coded.labels) + 1) + codes  # (step run, name)
-    suspect = np.isin(run, np.unique(run[1:][descent]))  # the steps to look into
-    at = np.flatnonzero(suspect)
-    order = at[np.lexsort((coded.value_array[at], key[at]))]  # stable: the first copy first
-    twin = (key[order][1:] == key[order][:-1]) & (coded.value_array[order][1:] == coded.value_array[order][:-1])
+    marked = np.zeros(int(run[-1]) + 1, dtype=bool)  # the steps to look into (`run` counts up from 0)
+    marked[run[1:][descent]] = True
+    at = np.flatnonzero(marked[run])
+    key, values = run[at] * (len(coded.labels) + 1) + codes[at], coded.value_array[at]  # (step run, name), value
+    order = np.lexsort((values, key))  # stable: the first copy first
+    twin = (key[order][1:] == key[order][:-1]) & (values[order][1:] == values[order][:-1])
     if not twin.any():
         return columns
     keep = np.ones(steps.size, dtype=bool)
-    keep[order[1:][twin]] = False
+    keep[at[order[1:][twin]]] = False
     return _kept(coded, keep)
 
 
