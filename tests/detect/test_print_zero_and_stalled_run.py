@@ -19,8 +19,9 @@ from pathlib import Path
 
 from stethoscope.diagnose.engine import diagnose_run
 from stethoscope.importers.registry import read_any
+from stethoscope.records import LOSS, StepRecord
 
-from .conftest import of_type
+from .conftest import of_type, replay_set
 
 
 def _painn(path: Path, train: list[float], val: list[float], l1: list[float]) -> Path:
@@ -82,3 +83,11 @@ def test_a_repeated_train_print_while_the_eval_still_improves_is_info(tmp_path: 
     tail = [0.0300 - 0.0080 * i / 120 for i in range(120)]  # 0.0300 -> 0.0220: the model still changes
     found = _findings(_painn(tmp_path / "painn.md", *_stalled(tail)))
     assert [f.severity for f in of_type(found, "frozen_loss") if f.end_step == 200] == ["info"]
+
+
+def test_a_loss_logged_in_full_that_drops_to_0_beside_a_moving_aux_loss_is_masked_labels() -> None:
+    rng = random.Random(3)
+    recs = [StepRecord(s, {LOSS: (2.3456789 - 0.001 * s if s < 20 else 0.0), "train/aux_loss": 0.01 + rng.random()})
+            for s in range(60)]
+    (f,) = of_type(replay_set(recs), "label_masking")
+    assert f.severity == "error" and f.step == 20, f

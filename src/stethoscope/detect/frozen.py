@@ -6,6 +6,7 @@ none (a frozen model's loss still drifts in its last float digits), when a run o
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from stethoscope.records import EVAL_LOSS, LOSS
@@ -20,6 +21,8 @@ SAME_REL = 1e-5
 and a loss that wanders by a thousandth of it is still moving."""
 
 
+_HELD_OUT = re.compile(r"eval|valid|val[/_]|test", re.IGNORECASE)  # not a train loss of the same record
+_COARSE = 4  # decimals of a print whose last digit a small loss can fall below (`Train Loss: 0.0000`)
 _LONG_RECORDS = 50  # a repeat this long, over half the run, with the eval standing still too: a stalled run
 _EVALS = 5
 _CHANCE = 0.01  # how likely a run of repeated prints may be, by chance, anywhere in the log
@@ -77,7 +80,7 @@ def open_frozen(prev: dict[str, Any] | None, step: int, v: float, step_sigma: fl
     abrupt = before is None or abs(before) >= 0.01
     tol = min(SAME_IN_NOISE * step_sigma, SAME_REL * abs(v))  # a change far below both is none
     fz = {"value": v, "start": step, "last": step, "records": 1, "abrupt": abrupt, "tol": tol,
-          "siblings": _siblings(values)}
+          "siblings": _siblings(values), "before": before}
     e = values.get(EVAL_LOSS)
     if e is not None and math.isfinite(e):
         fz["eval"] = (e, e, 1)
@@ -127,12 +130,13 @@ def stalled_run(fz: dict[str, Any]) -> str | None:
 
 
 def print_zero(fz: dict[str, Any]) -> str | None:
-    """Why a loss printed as exactly 0 is the print's resolution and not a loss that is not computed, or None: a
-    sibling loss of the same record kept moving through the zeros (the objective is computed; a total of
-    non-negative terms cannot be 0 while one of them is not), or the loss left 0 by one or a few printed units
-    (`Train Loss: 0.0000` then `0.0001`: a loss below the print's last digit)."""
-    moved = fz.get("sibling_moved")
-    if moved:
+    """Why a loss printed as exactly 0 is the print's resolution and not a loss that is not computed, or None: in a
+    coarse print (`_COARSE` decimals or fewer before the zeros) a sibling loss of the same record kept moving through
+    the zeros (the objective is computed; a total of non-negative terms cannot be 0 while one of them is not), or
+    the loss left 0 by one or a few printed units (`Train Loss: 0.0000` then `0.0001`: below the print's last digit).
+    A loss logged in full (2.3456789 then 0.0) has no such resolution: masked labels."""
+    moved, before = fz.get("sibling_moved"), fz.get("before")
+    if moved and (before is None or decimals(before) <= _COARSE):  # a float logged in full would show a tiny loss
         return f"{moved} kept moving through them"
     nxt = fz.get("next")
     if nxt is not None and math.isfinite(nxt) and 0 < abs(nxt) <= 10.0 * 10.0 ** -decimals(nxt):
@@ -142,5 +146,5 @@ def print_zero(fz: dict[str, Any]) -> str | None:
 
 def _siblings(values: dict[str, float]) -> dict[str, float]:
     """The other train losses of a record (an L1 beside an MSE, a component of the total), finite ones."""
-    return {k: x for k, x in values.items() if k != LOSS and "loss" in k.lower() and not k.lower().startswith(
-        ("eval", "val", "test")) and isinstance(x, (int, float)) and math.isfinite(x)}
+    return {k: x for k, x in values.items() if k != LOSS and "loss" in k.lower() and not _HELD_OUT.search(k)
+            and isinstance(x, (int, float)) and math.isfinite(x)}

@@ -31,7 +31,7 @@ def zero_terms(table: Table) -> list[Finding]:
     zero = []
     for name in table.names:
         low = name.lower()
-        if name == LOSS or "loss" not in low or low.startswith(("eval", "val", "test")):
+        if name == LOSS or "loss" not in low or not low.startswith("train/"):  # a train term, not a val or smoothed one
             continue
         _, v = table.series(name)
         v = v[np.isfinite(v)]
