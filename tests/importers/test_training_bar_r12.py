@@ -85,3 +85,14 @@ def test_metric_lines_beside_bars_define_the_records(write) -> None:
     assert sorted(series(run, EVAL_LOSS)) == [1, 2, 3, 4, 5]
     assert series(run, EVAL_LOSS)[2] == 1.3 and series(run, EVAL_LOSS)[3] == 2.3
     assert sorted(series(run, LOSS)) == [1, 2, 3, 4, 5]
+
+
+def test_an_eval_dict_glued_after_the_bar_is_the_evals(write) -> None:
+    """TRL/HF print the eval's dict right after the bar's redraw on the same line; `eval_log_loss` beside
+    `eval_loss` keeps its own name (before: 1 eval of 3 read, and the log loss read as the eval loss)."""
+    text = _hf_console().replace(
+        "'epoch': 0.03}\n", "'epoch': 0.03}\n" + " 50%|#####     | 30/60 [00:30<00:30,  7.1s/it]{'eval_loss': 0.5166, "
+        "'eval_log_loss': 1.0328, 'eval_runtime': 642.6, 'epoch': 0.03}\n", 1)
+    (run,) = read_any(write("train.log", text))
+    assert series(run, EVAL_LOSS) == {30: 0.5166}
+    assert series(run, "eval_log_loss") == {30: 1.0328}

@@ -37,7 +37,7 @@ from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.logtext import linescan
 from stethoscope.logtext.console_line import ANSI, key_name, parse
-from stethoscope.logtext.console_names import resolve
+from stethoscope.logtext.console_names import distinct, resolve
 from stethoscope.logtext.console_reader import NAME, ConsoleReader, has_loss
 from stethoscope.logtext.summaries import SUMMARY
 from stethoscope.logtext.names import known, metric
@@ -156,11 +156,11 @@ def record_values(text: str) -> dict[str, float] | None:
     reader = ConsoleReader("")
     line = parse(text)
     out: dict[str, float] = {}
-    for value in line.values:
-        found = resolve(reader.names, value.key, value.unit, line.eval)
+    found = [(n, v) for v in line.values if (n := resolve(reader.names, v.key, v.unit, line.eval)) is not None]
+    for (name, scale), value in distinct(found):  # `eval_loss` beside `eval_log_loss`: the closest spelling's
         number = to_float(value.text.replace(",", ""))
-        if found is not None and number is not None:
-            out[found[0]] = number * found[1]
+        if number is not None:
+            out[name] = number * scale
     return out if has_loss((name, 1.0) for name in out) else None  # else a config dict, not metrics
 
 
