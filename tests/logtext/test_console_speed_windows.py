@@ -173,6 +173,18 @@ def _random_parts(seed: int) -> list:
     names = ["a", "b", "c", "d"]
     parts, step = [], 0
     for _ in range(rng.randint(1, 4)):
+        if rng.random() < 0.25:  # turns of a cycle (Composer's header and record lines)
+            from stethoscope.logtext.console_segment import TurnBlock
+
+            turn = [rng.choice(names) for _ in range(rng.randint(1, 4))]
+            labels = list(dict.fromkeys(turn))
+            n = rng.randint(1, 5)
+            head = np.array(sorted(step + rng.randrange(2 * n) for _ in range(n)), np.int64)
+            steps = [head if rng.random() < 0.7 else np.maximum(head - 1, 0) for _ in turn]
+            parts.append(TurnBlock(labels, np.array([labels.index(x) for x in turn], np.int32), steps,
+                                   [np.arange(n, dtype=np.float64)] * len(turn), None, n))
+            step = int(max(column[-1] for column in steps)) + rng.choice((0, 1, 5))
+            continue
         if rng.random() < 0.3:
             n = rng.randint(1, 5)
             steps = [step + rng.choice((0, 0, 1)) * k for k in range(n)]

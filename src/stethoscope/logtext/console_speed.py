@@ -51,8 +51,9 @@ def descends(columns: Any) -> bool:
     (look at the points) for anything else. Codes as `join` numbers them: names in the order first met."""
     from stethoscope.logtext.coded import CodedColumns, RowBlock
     from stethoscope.logtext.coded_parts import PartsColumns
+    from stethoscope.logtext.console_segment import TurnBlock
 
-    if not isinstance(columns, PartsColumns) or not any(type(part) is RowBlock for part in columns.parts):
+    if not isinstance(columns, PartsColumns) or not any(type(part) in (RowBlock, TurnBlock) for part in columns.parts):
         return True
     import numpy as np
 
@@ -75,7 +76,18 @@ def descends(columns: Any) -> bool:
             if bool(((steps[1:] == steps[:-1]) & (codes[1:] <= codes[:-1])).any()):
                 return True
             first, last = (int(steps[0]), int(codes[0])), (int(steps[-1]), int(codes[-1]))
-        else:  # a TurnBlock (Composer's turns) or anything else: the points decide
+        elif type(part) is TurnBlock:  # turns of a cycle's lines (Composer's), each turn's points in line order
+            remap = np.arange(len(part.names)) if alone else \
+                np.array([labels.setdefault(name, len(labels)) for name in part.names], dtype=np.int64)
+            codes = remap[part.codes].tolist()
+            steps = [np.asarray(column, dtype=np.int64) for column in part.steps]  # a turn's point: its column
+            for j in range(len(codes) - 1):  # a point and the next in a turn
+                if codes[j + 1] <= codes[j] and bool((steps[j + 1] == steps[j]).any()):
+                    return True
+            if codes[0] <= codes[-1] and bool((steps[0][1:] == steps[-1][:-1]).any()):  # a turn and the next
+                return True
+            first, last = (int(steps[0][0]), codes[0]), (int(steps[-1][-1]), codes[-1])
+        else:  # anything else: the points decide
             return True
         if before is not None and first[0] == before[0] and first[1] <= before[1]:
             return True

@@ -31,11 +31,12 @@ def once(columns: AnyColumns) -> AnyColumns:
     descent = same & (codes[1:] <= codes[:-1])  # a name again within a step's points (or in another order)
     if not descent.any():
         return columns
-    run = np.concatenate(([0], np.cumsum(~same, dtype=np.int64)))
-    marked = np.zeros(int(run[-1]) + 1, dtype=bool)  # the steps to look into (`run` counts up from 0)
-    marked[run[1:][descent]] = True
-    at = np.flatnonzero(marked[run])
-    key, values = run[at] * (len(coded.labels) + 1) + codes[at], coded.value_array[at]  # (step run, name), value
+    bounds = np.concatenate(([0], np.flatnonzero(~same) + 1, [steps.size]))  # where each step run starts
+    run = np.unique(np.searchsorted(bounds, np.flatnonzero(descent), side="right") - 1)  # the runs to look into
+    lengths = bounds[run + 1] - bounds[run]
+    at = np.repeat(bounds[run] - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))  # their points
+    key = np.repeat(run, lengths) * (len(coded.labels) + 1) + codes[at]  # (step run, name)
+    values = coded.value_array[at]
     order = np.lexsort((values, key))  # stable: the first copy first
     twin = (key[order][1:] == key[order][:-1]) & (values[order][1:] == values[order][:-1])
     if not twin.any():
