@@ -27,8 +27,14 @@ where PYTHONDONTWRITEBYTECODE is set (this machine), a module a read imports laz
 inside the clock in every fresh process; `--source` times the source tree as it is (the figures before 28.4's
 third round were taken so).
 
+Each shape's row also gives `cpu`: the same ratio per CPU second of the read (all its threads, from
+`time.process_time()` in the child), steadier than the wall's on a shared machine; `BELOW 0.5` marks a shape
+under issue 28.4's target. `--against TREE` times another checkout (its `src/`, the extension built in
+place; compiled like this one) in the same rounds and prints each shape's time here over there (issue 26's
+acceptance: the known shapes within 10% of before; judged on the CPU median) and both trees' ratios.
+
     python bench/import_speed.py [--steps 1000000] [--repeats 3] [--console-lines 1000000] [--only-console]
-                                 [--source]
+                                 [--source] [--against TREE]
 """
 
 from __future__ import annotations
@@ -52,9 +58,9 @@ from pathlib import Path
 from stethoscope.importers.console import ConsoleImporter
 if sys.argv[2:] == ["numpy"]:
     import numpy
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 run = ConsoleImporter().read(Path(sys.argv[1]))
-print(time.perf_counter() - t0, run.n_points, run.steps)
+print(time.perf_counter() - t0, run.n_points, run.steps, time.process_time() - c0)
 """
 _CHILD = """
 import sys, time
@@ -62,9 +68,9 @@ from pathlib import Path
 from stethoscope.importers import read_any
 if sys.argv[2:] == ["numpy"]:
     import numpy
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 (run,) = read_any(Path(sys.argv[1]))
-print(time.perf_counter() - t0, len(run.points), run.steps)
+print(time.perf_counter() - t0, len(run.points), run.steps, time.process_time() - c0)
 """
 
 
@@ -154,31 +160,38 @@ def console_log(path: Path, lines: int, write) -> int:
 
 
 def time_import(path: Path, repeats: int, child: str = _CHILD, native: bool = True,
-                numpy_first: bool = False) -> tuple[float, int, int]:
+                numpy_first: bool = False, tree: Path | None = None) -> tuple[float, int, int]:
     """Median seconds of `repeats` fresh-process reads, with the native line scanner on or off (and numpy
     imported before the clock starts or not), of a log finished an hour ago (one written in the last
-    minute is read as live: copied, never mapped)."""
+    minute is read as live: copied, never mapped), by the source tree `tree` (default: the one timed).
+    The read's CPU seconds (all its threads) are appended to `CPU[(tree, path, numpy_first)]`."""
     finished = time.time() - 3600
     os.utime(path, (finished, finished))
-    env = dict(os.environ, PYTHONPATH=str(_TIMED[0]), STETHOSCOPE_NATIVE="1" if native else "0")
+    tree = tree or _TIMED[0]
+    env = dict(os.environ, PYTHONPATH=str(tree), STETHOSCOPE_NATIVE="1" if native else "0")
     runs = []
     for _ in range(repeats):
         out = subprocess.run([sys.executable, "-c", child, str(path), *(["numpy"] if numpy_first else [])],
                              capture_output=True, text=True, env=env, check=True)
-        seconds, points, steps = out.stdout.split()
+        seconds, points, steps, cpu = out.stdout.split()
         runs.append((float(seconds), int(points), int(steps)))
+        if native:
+            CPU.setdefault((str(tree), str(path), numpy_first), []).append(float(cpu))
     seconds = statistics.median(r[0] for r in runs)
     return seconds, runs[0][1], runs[0][2]
+
+
+CPU: dict[tuple[str, str, bool], list[float]] = {}  # (tree, log, numpy first) -> CPU seconds of each read
 
 
 _TIMED = [SRC]  # the source tree the children import (`compiled`, unless --source)
 
 
-def compiled(folder: Path) -> Path:
-    """A copy of the source tree (the built scanner included) with every module's bytecode written, as an
-    installed package has it; its path."""
+def compiled(folder: Path, source: Path = SRC) -> Path:
+    """A copy of the source tree `source` (the built scanner included) with every module's bytecode written,
+    as an installed package has it; its path."""
     copy = folder / "src"
-    shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(copy)], check=True)
     return copy
 
@@ -191,10 +204,17 @@ def main() -> None:
     ap.add_argument("--only-console", action="store_true", help="Megatron's log and the console shapes only")
     ap.add_argument("--source", action="store_true",
                     help="time the source tree as it is (no bytecode where PYTHONDONTWRITEBYTECODE is set)")
+    ap.add_argument("--against", type=Path, metavar="TREE",
+                    help="also time another checkout (its src/, extension built in place) in the same rounds: "
+                         "each console shape's time over that tree's (issue 26: within 10%%) and both trees' ratios")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         _TIMED[0] = SRC if args.source else compiled(Path(d))
+        other = None
+        if args.against:
+            other = (args.against / "src").resolve()
+            other = other if args.source else compiled(Path(d) / "against", other)
         print(f"timed: {'the source tree as it is' if args.source else 'a compiled copy of the source tree'}")
         print(f"import of {args.steps:,}-step logs (median of {args.repeats}, fresh process each; target <= 2.5 s)")
         mega = Path(d) / "megatron.log"
@@ -229,6 +249,10 @@ def main() -> None:
                 times[shape].append(seconds)
                 counts[shape] = (points, steps)
                 times[shape + "-numpy"].append(time_import(path, 1, _CHILD_CONSOLE, numpy_first=True)[0])
+            if other is not None:  # the other tree: its Megatron read, then each shape, in the same round
+                times.setdefault("against:megatron", []).append(time_import(mega, 1, tree=other)[0])
+                for shape, path in logs.items():
+                    times.setdefault("against:" + shape, []).append(time_import(path, 1, _CHILD_CONSOLE, tree=other)[0])
         size = {"megatron": mega.stat().st_size, **{shape: path.stat().st_size for shape, path in logs.items()}}
         seconds = statistics.median(times["megatron"])
         points, steps = counts["megatron"]
@@ -244,9 +268,11 @@ def main() -> None:
               "(numpy imported before the clock starts)")
         mega_mb_s = size["megatron"] / 1e6 / seconds
         print(f"general console reader, {args.console_lines:,}-line log per shape, {args.repeats} interleaved rounds "
-              f"(ratio: MB/s over the Megatron reader's in the same round, target >= 1 — its median {mega_mb_s:.1f} MB/s; "
-              f"`regex`: over the Megatron reader without the scanner, {size['megatron'] / 1e6 / regex:.1f} MB/s; "
-              "and lines/s, points/s over the scanner's)")
+              f"(ratio: MB/s over the Megatron reader's in the same round, target >= 0.5 (issue 28.4) — its median "
+              f"{mega_mb_s:.1f} MB/s; `cpu`: the same per CPU second of the read, all threads; `regex`: over the "
+              f"Megatron reader without the scanner, {size['megatron'] / 1e6 / regex:.1f} MB/s; and lines/s, "
+              "points/s over the scanner's)")
+        mega_cpu = CPU[(str(_TIMED[0]), str(mega), False)]
         for shape in logs:
             seconds = statistics.median(times[shape])
             points, steps = counts[shape]
@@ -256,13 +282,43 @@ def main() -> None:
             over_regex = [size[shape] / t / (size["megatron"] / m) for t, m in zip(times[shape], times["megatron-regex"])]
             first = [size[shape] / t / (size["megatron"] / m)
                      for t, m in zip(times[shape + "-numpy"], times["megatron-numpy"])]
+            cpu = [size[shape] / t / (size["megatron"] / m)
+                   for t, m in zip(CPU[(str(_TIMED[0]), str(logs[shape]), False)], mega_cpu)]
             print(f"  {shape:24s} {size[shape] / 2**20:7.1f} MiB  {seconds:6.2f} s  {size[shape] / 1e6 / seconds:7.1f} "
-                  f"MB/s  ratio {statistics.median(mb):5.2f} (spread {min(mb):.2f}–{max(mb):.2f})  numpy first "
+                  f"MB/s  ratio {statistics.median(mb):5.2f} (spread {min(mb):.2f}–{max(mb):.2f}){_below(mb)}  cpu "
+                  f"{statistics.median(cpu):5.2f} ({min(cpu):.2f}–{max(cpu):.2f})  numpy first "
                   f"{statistics.median(first):5.2f} ({min(first):.2f}–{max(first):.2f})  regex "
                   f"{statistics.median(over_regex):5.2f} ({min(over_regex):.2f}–{max(over_regex):.2f})  lines/s ratio "
                   f"{statistics.median(per_line):5.2f}  points/s ratio {statistics.median(per_point):5.2f}  "
                   f"({args.console_lines:,} lines, {points:,} points, {steps:,} steps)")
+        if other is not None:
+            against(args.against, other, logs, size, times)
         print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+
+
+def _below(ratios: list[float]) -> str:
+    return "  BELOW 0.5" if statistics.median(ratios) < 0.5 else ""
+
+
+def against(name: Path, other: Path, logs: dict[str, Path], size: dict[str, int], times: dict[str, list[float]]) -> None:
+    """Each shape's read by this tree over the other tree's, in the same rounds (wall and CPU; issue 26: within
+    10%), and each tree's MB/s over its own Megatron read's."""
+    print(f"against {name} (the same logs, fresh processes in the same rounds; time here / time there, median "
+          "[spread]; within 10%: the CPU median <= 1.10, steadier than the wall's on a shared machine):")
+    here, there = str(_TIMED[0]), str(other)
+    mega = [m for m in CPU if m[0] == here and m[1].endswith("megatron.log") and not m[2]][0][1]
+    for shape, path in logs.items():
+        wall = [a / b for a, b in zip(times[shape], times["against:" + shape])]
+        cpu = [a / b for a, b in zip(CPU[(here, str(path), False)], CPU[(there, str(path), False)])]
+        ratio = {tree: statistics.median(size[shape] / t / (size["megatron"] / m) for t, m in zip(
+            times[key], times[mkey])) for tree, key, mkey in (("here", shape, "megatron"),
+                                                               ("there", "against:" + shape, "against:megatron"))}
+        cpu_ratio = {tree: statistics.median(size[shape] / t / (size["megatron"] / m) for t, m in zip(
+            CPU[(root, str(path), False)], CPU[(root, mega, False)])) for tree, root in (("here", here), ("there", there))}
+        verdict = "within 10%" if statistics.median(cpu) <= 1.10 else "SLOWER by more than 10%"  # (CPU: steadier)
+        print(f"  {shape:24s} time x{statistics.median(wall):.2f} [{min(wall):.2f}-{max(wall):.2f}]  cpu "
+              f"x{statistics.median(cpu):.2f} [{min(cpu):.2f}-{max(cpu):.2f}]  {verdict};  ratio to Megatron: here "
+              f"{ratio['here']:.2f} (cpu {cpu_ratio['here']:.2f}), there {ratio['there']:.2f} (cpu {cpu_ratio['there']:.2f})")
 
 
 def _native_built() -> bool:
