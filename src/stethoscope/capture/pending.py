@@ -55,9 +55,10 @@ class Pending:
             # 10-20 times a second on short steps; at its next interval it writes them with the points
             self.recorder.call("write_batches", list(zip(steps, ids_to_host([ids for _, ids in batches]))),
                                wake=False)
-        if self.last_flush - self._last_system >= self.settings.system_every:
+        # no step yet (a resume restores state before its first step): a sample now would be stamped step 0
+        if last_step is not None and self.last_flush - self._last_system >= self.settings.system_every:
             self._last_system = self.last_flush
-            self._sample_system(last_step or 0)
+            self._sample_system(last_step)
 
     def _put_values(self, pending: list[tuple[int, float, dict[str, Any]]]) -> None:
         # The steps' dicts go to the writer as they are (one queue item a step, spread into columns there in C);
