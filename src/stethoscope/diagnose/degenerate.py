@@ -2,7 +2,8 @@
 
 A detector's box or DFL loss of exactly 0 from its first epoch means that term never had a target: no box was
 matched (empty or unread label files, a wrong class map), so the model is not trained for what the term teaches.
-Alone it may be a term switched off on purpose (an auxiliary loss logged as 0): info. When quality metrics the
+Alone it may be a term switched off on purpose (an auxiliary loss logged as 0, the class loss of a single-class
+YOLO: wild and wild3 hold three such): info. When quality metrics the
 run logs (mAP, recall, precision, accuracy) that were above 0 fall to exactly 0 and stay there, the run is
 degenerate, and a person should stop it: warning (wild-logs-5 X1, a YOLOv8 results.csv: `train/box_loss` and
 `train/dfl_loss` 0 in all 50 rows, `metrics/mAP50(B)` and `metrics/recall(B)` exactly 0 from epoch 15).
@@ -54,7 +55,7 @@ def zero_terms(table: Table) -> list[Finding]:
                 "nothing of what those terms train (degenerate training): check the labels before training on")
         ev["collapsed_metrics"] = {n: s for n, s in collapsed}
     else:
-        msg += "; if the term is switched off on purpose, nothing to do"
+        msg += "; if the term is switched off on purpose (or is a single-class detector's class loss), nothing to do"
     return [Finding(LABEL_MASKING, sev, first, msg, end_step=last, evidence=ev, source="verdicts",
                     causes=["the term never had a target: empty or unread label files, labels in the wrong format or "
                             "class map, or every target filtered out", "the term is switched off in the config"],
