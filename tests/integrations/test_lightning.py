@@ -264,3 +264,20 @@ def test_runs_are_named_after_the_loggers_version(tmp_path):
     pytest.importorskip("pyarrow")
     result = export_runs(runs, tmp_path / "parquet")
     assert {r.run for r in result.ranks} == {"version_0", "version_1"}
+
+
+def test_a_checkpoint_lightning_saves_after_a_nan_stop_is_named(tmp_path, caplog):
+    """user-trial-2: Lightning validates and saves once more when training stops; its default ModelCheckpoint
+    wrote the NaN weights of the stop step (and, keeping 1, deleted the good one) without a word."""
+    torch.manual_seed(0)
+    cb = StethoscopeCallback()
+    trainer = _trainer(tmp_path, [NanAfter(30), cb], max_steps=60, val_check_interval=None, limit_val_batches=0,
+                       enable_checkpointing=True)
+    with caplog.at_level(logging.WARNING):
+        trainer.fit(TinyLM(), _data(512))
+    saved = trainer.checkpoint_callback.best_model_path
+    weights = torch.load(saved, weights_only=False)["state_dict"]["emb.weight"]
+    assert not torch.isfinite(weights).all()  # what the file holds: the state the run stopped at
+    said = [r.getMessage() for r in caplog.records if "ModelCheckpoint saved" in r.getMessage()]
+    assert len(said) == 1 and saved in said[0] and "do not resume from it" in said[0]
+    assert "nan at step 31" in said[0]

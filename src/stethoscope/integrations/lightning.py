@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,6 +54,7 @@ class _Adapter:
         self.on_critical = check_on_critical(on_critical)
         self.stopped: str | None = None
         """Why the callback stopped training, if it did."""
+        self._stop_time = 0.0
         self.monitor: Any = None
         self.errors = 0
         """Failures inside the callback (logged once, counted, never raised into training)."""
@@ -90,6 +92,23 @@ class _Adapter:
     @guarded
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         self._close("stopped" if trainer.should_stop else "completed")
+        if self.stopped is not None:
+            self._name_saves_after_the_stop(trainer)
+
+    def _name_saves_after_the_stop(self, trainer: Any) -> None:
+        """Lightning runs one more validation (or the epoch's end) when training stops, and its ModelCheckpoint
+        saves there: the state of the step we stopped at (NaN weights after a non-finite loss), with
+        `save_top_k=1` in place of the last good one. Name those files so nobody resumes from them."""
+        saved = set()
+        for cb in getattr(trainer, "checkpoint_callbacks", None) or []:
+            paths = [getattr(cb, "best_model_path", ""), getattr(cb, "last_model_path", ""),
+                     *(getattr(cb, "best_k_models", None) or {})]
+            saved |= {str(p) for p in paths if p and os.path.isfile(p) and os.path.getmtime(p) >= self._stop_time}
+        if saved:
+            log.warning("stethoscope: Lightning's ModelCheckpoint saved %s after training stopped (%s): it holds "
+                        "the state of that step; do not resume from it, resume from a checkpoint saved before "
+                        "(ModelCheckpoint(monitor=\"val_loss\") never ranks a NaN eval loss as best)",
+                        ", ".join(sorted(saved)), self.stopped)
 
     @guarded
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
@@ -204,7 +223,7 @@ class _Adapter:
             return
         why = stop_reason(self.monitor, finite, trainer.global_step)
         if why is not None:
-            self.stopped = why
+            self.stopped, self._stop_time = why, time.time()
             trainer.should_stop = True
             log_stop(why)
 
