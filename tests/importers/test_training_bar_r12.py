@@ -67,14 +67,15 @@ def test_a_bar_without_a_metric_postfix_is_no_record(write) -> None:
     assert {"d_a", "g_a", "cycle_b"} <= names(run)
 
 
-def _deeplense() -> str:
-    out = ["First 5 epochs\n```\nTotal number of train params, training full: 2395779\n"]
-    for e in range(1, 6):
-        out.append(f"Epoch {e}/5 [FT]: 100%|##########| 157/157 [01:51<00:00,  1.41it/s, loss={0.9 - e / 20:.3f}]\n")
-        out.append(f"Epoch {e}/5 [Validating]: 100%|##########| 18/18 [00:11<00:00,  1.56it/s]\n")
+def _deeplense(epochs: int = 5, first: float = 0.98) -> str:
+    out = [f"First {epochs} epochs\n```\nTotal number of train params, training full: 2395779\n"]
+    for e in range(1, epochs + 1):
+        out.append(f"Epoch {e}/{epochs} [FT]: 100%|##########| 157/157 [01:51<00:00,  1.41it/s, "
+                   f"loss={first - 0.08 - e / 20:.3f}]\n")
+        out.append(f"Epoch {e}/{epochs} [Validating]: 100%|##########| 18/18 [00:11<00:00,  1.56it/s]\n")
         if e % 2:
             out.append(f"Saving model at Epoch {e} with Validation Accuracy: {50 + e}.73%\n")
-        out.append(f"Epoch {e}/5 - Train Loss: {0.98 - e / 20:.4f}, Train Accuracy: {50 + e}.15%, "
+        out.append(f"Epoch {e}/{epochs} - Train Loss: {first - e / 20:.4f}, Train Accuracy: {50 + e}.15%, "
                    f"Validation Loss: {1.3 + (e % 2):.4f}, Validation Accuracy: {33 + e}.73%\n")
     return "".join(out) + "```\n"
 
@@ -96,3 +97,11 @@ def test_an_eval_dict_glued_after_the_bar_is_the_evals(write) -> None:
     (run,) = read_any(write("train.log", text))
     assert series(run, EVAL_LOSS) == {30: 0.5166}
     assert series(run, "eval_log_loss") == {30: 1.0328}
+
+
+def test_a_second_session_for_another_number_of_epochs_is_a_run(write) -> None:
+    """`Epoch 5/5 - ..` then `Epoch 1/4 [FT]: ..` (a second session going on from the first's weights): two runs,
+    not epochs 1-4 laid over the first session's."""
+    runs = read_any(write("notes.md", _deeplense(5, 0.98) + "\nNext 4 epochs\n" + _deeplense(4, 0.70)))
+    assert [sorted(series(r, EVAL_LOSS)) for r in runs] == [[1, 2, 3, 4, 5], [1, 2, 3, 4]]
+    assert series(runs[1], LOSS)[1] == 0.65

@@ -60,7 +60,8 @@ def split(run: ImportedRun) -> list[ImportedRun]:
     counts = np.bincount(coded.codes, minlength=len(coded.labels))
     key = coded.labels.index(LOSS) if LOSS in coded.labels else int(counts.argmax())  # (AUC alone: XGBoost's CV)
     at = np.flatnonzero(coded.codes == key)
-    steps = coded.step_array[at]
+    at = at[np.r_[True, coded.step_array[at][1:] != coded.step_array[at][:-1]]]  # a step's first record (a bar's
+    steps = coded.step_array[at]  # loss, then the epoch's line of the same step)
     if not (steps[1:] < steps[:-1]).any():
         return [run]
     anew = starts(steps.tolist(), None)  # the counter starts over from the beginning
