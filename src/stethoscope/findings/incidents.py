@@ -5,8 +5,9 @@ A person on call wants one incident ("divergence from step 602: loss spike at 60
 the detectors and everything downstream (store, alerts, diagnose), live and after the fact alike:
 
 * a root finding (a catalogue type with `symptoms`) opens an incident at its onset; follow-ups
-  (same source, type and step) update it; it stays open until its finding says it recovered fully,
-  so a run that never came back keeps owning the instabilities that follow;
+  (same source, type and step) update it; it stays open until its finding says the loss came back
+  (fully, or slowly: a long spike undone by its end step), so a run that never came back keeps owning the
+  instabilities that follow, and one that did owns nothing after it (a NaN 1,500 steps later is news);
 * a finding an open incident owns (its type is a symptom of the root, its step inside the span or
   up to `lead_steps` before the onset) is not reported: it becomes a symptom of the root, which is
   re-emitted with the symptom in `symptoms` and its severity raised to the worst symptom's;
@@ -27,6 +28,7 @@ from stethoscope.records import Finding, severity_rank
 _RECENT = 64  # emitted findings a late-confirmed root may still claim
 _KEPT = 256  # folded keys remembered (their follow-ups are dropped too)
 _INCIDENTS = 64
+_CAME_BACK = (True, "fully", "slowly")  # `evidence["recovered"]` of a root over at its end_step
 
 
 def finding_key(f: Finding) -> str:
@@ -63,7 +65,7 @@ class Incident:
         if f.step < self.step - lead_steps:
             return False
         if f.step < self.step and f.end_step is not None and f.end_step < self.step \
-                and f.evidence.get("recovered") in (True, "fully"):
+                and f.evidence.get("recovered") in _CAME_BACK:
             return False  # over before the root began: an incident of its own
         return self.open or self.end_step is None or f.step <= self.end_step
 
@@ -157,7 +159,7 @@ class IncidentBook:
         inc.root, inc.severity, inc.message = f, f.severity, f.message
         if f.severity == "info" and inc.symptoms:  # the root was a note after all (an expected jump at a
             return self._release(inc, f)           # restart): what it had claimed is news of its own again
-        if f.end_step is not None and f.evidence.get("recovered") in (True, "fully"):
+        if f.end_step is not None and f.evidence.get("recovered") in _CAME_BACK:
             inc.open, inc.end_step = False, f.end_step
         out = []
         for other in list(self.incidents.values()):  # a smaller incident inside this one (a spike that diverged)
