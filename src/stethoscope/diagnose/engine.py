@@ -301,17 +301,34 @@ def _explain(lines: list[LogLine], last_step: int) -> list[Finding]:
     return found
 
 
+def _alive(times: list[float], limit: float) -> float:
+    """The last time of the lines' unbroken stretch: a hung process goes on printing at its pace (a watchdog, an
+    hourly heartbeat), while lines that stop for longer than `limit` and ten times their usual gap, and start again
+    later, are a new process (a debug log of 245 sessions over 12 days), not the same one hanging. The first line
+    may come late: that wait is the hang's own."""
+    if not times:
+        return -math.inf
+    gaps = sorted(b - a for a, b in zip(times, times[1:]))
+    brk = max(limit, 10.0 * gaps[len(gaps) // 2]) if gaps else math.inf
+    end = times[0]
+    for t in times[1:]:
+        if t - end > brk:
+            break
+        end = t
+    return end
+
+
 def _silence(lines: list[LogLine], table: Table, last_step: int) -> Finding | None:
     """The log's steps stop while timestamped lines go on for a long time: the run hung."""
     times = [ln.time for ln in lines if ln.time is not None]
     if len(times) < 2:
         return None
     start = table.last_time if table.last_time is not None else min(times)
-    silent = max(times) - start
     _, st = table.series(STEP_TIME)
     st = st[np.isfinite(st)]
     step_time = float(np.median(st[-20:])) if st.size else None
     limit = max(_HANG_MIN_S, _HANG_STEP_FACTOR * step_time) if step_time else _HANG_MIN_S
+    silent = _alive(sorted(t for t in times if t >= start), limit) - start
     if silent < limit:
         return None
     ev = {"silent_s": silent, "last_step": last_step, "lines_after": len(lines), "step_time_s": step_time}

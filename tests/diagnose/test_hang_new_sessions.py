@@ -1,0 +1,39 @@
+"""Lines that stop for days and start again are a new process, not a hang (`diagnose.engine._alive`).
+
+wild-logs-5, a 245-session debug log read (after the several-runs split) as runs: the last run's last step was 10
+and the log went on with other sessions' lines (`Epoch 1/20`, `Average Training loss: ...`) for 12 days, with days
+between sessions: CRITICAL hang "the log went on for 265.7 h". A hung process goes on printing at its pace (an hourly
+heartbeat, a retry loop); a log that falls silent for longer than the hang limit and ten times its usual gap, then
+starts again, holds a new process. The heartbeat case is tests/diagnose/test_engine.py's.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from stethoscope.diagnose.engine import diagnose_run
+from stethoscope.importers.base import ImportedRun, LogLine
+from stethoscope.records import LOSS, Point
+
+_T0 = 1_582_549_094.0
+
+
+def _run(lines: list[LogLine]) -> list:
+    rng = random.Random(0)
+    pts = [Point(LOSS, s, (2.5 + 6 * math.exp(-s / 300)) * (1 + rng.gauss(0, 0.02))) for s in range(300)]
+    run = ImportedRun("train.log", "synthetic", pts)
+    run.lines = lines
+    return [f for f in diagnose_run(run).findings if f.type == "hang"]
+
+
+def test_later_sessions_days_apart_are_no_hang() -> None:
+    lines = [LogLine(1000 + 10 * d + i, f"INFO: Epoch {i + 1}/20", step=299, time=_T0 + 86400 * d + 2 * i)
+             for d in range(12) for i in range(5)]
+    assert _run(lines) == []
+
+
+def test_a_process_that_keeps_printing_without_a_step_hangs() -> None:
+    lines = [LogLine(1000 + i, "WARNING: retrying the collective", step=299, time=_T0 + 60 * i) for i in range(180)]
+    (f,) = _run(lines)
+    assert f.severity == "critical" and f.evidence["silent_s"] >= 3 * 3600 - 60, f
