@@ -325,10 +325,27 @@ def write_report(path: str, out: str, rank: int | None, config: DetectConfig | N
                          f"`stethoscope compare {path}` draws them side by side")
     run = runs[0]
     _warn(run)
-    html = render_report(report_input(run, _incidents(path, run, rank, config).findings))
+    page = report_input(run, _incidents(path, run, rank, config).findings)
+    page.ranks = _rank_series(path)
+    html = render_report(page)
     target = Path(out)
     target.write_text(html, encoding="utf-8")
     return target
+
+
+def _rank_series(path: str) -> dict[int, dict[str, tuple[list[int], list[float]]]] | None:
+    """A run of several ranks: each rank's lines of the dashboard's per-rank charts (loss, step time, tokens/s,
+    grad norm, memory, GPU), so a straggler the findings name is seen beside the others; None for one rank."""
+    from stethoscope.serve.data import RANK_METRICS
+    from stethoscope.store.query import is_run, open_run
+
+    if not is_run(Path(path)):
+        return None
+    with open_run(path) as reader:
+        if len(reader.ranks) < 2:
+            return None
+        ranks = {k: {m: reader.series(m, k) for m in RANK_METRICS} for k in reader.ranks}
+    return {k: {m: xy for m, xy in per.items() if xy[0]} for k, per in ranks.items()}
 
 
 def _incidents(path: str, run: ImportedRun, rank: int | None, config: DetectConfig | None) -> Any:

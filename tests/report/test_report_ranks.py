@@ -1,0 +1,46 @@
+"""The report of a run of several ranks draws each rank's line (user-trial-2: a torchrun run's report showed
+rank 0's curves only, beside a straggler finding naming rank 1, and did not say there were other ranks)."""
+
+from __future__ import annotations
+
+import re
+
+from click.testing import CliRunner
+
+from stethoscope import Monitor
+from stethoscope.cli.main import cli
+
+
+def _rank(root, rank: int, monkeypatch, step_time: float) -> None:
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with Monitor(root, strict=True, serve=False) as mon:
+        for step in range(40):
+            mon.step(step, loss=3.0 - step / 40)
+            mon.log({"perf/step_time_s": step_time}, step)
+
+
+def test_a_two_rank_runs_report_has_per_rank_charts(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    _rank(run, 0, monkeypatch, 0.1)
+    _rank(run, 1, monkeypatch, 0.3)
+    assert sorted(p.name for p in run.glob("rank-*.sqlite")) == ["rank-00000.sqlite", "rank-00001.sqlite"]
+    out = tmp_path / "r.html"
+    result = CliRunner().invoke(cli, ["report", str(run), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    assert re.search(r"<span>ranks: <b>2</b></span>", page)
+    titles = re.findall(r'"text":\s*"([^"]+) per rank"', page)
+    assert {"train/loss", "perf/step_time_s"} <= set(titles)
+    i = page.index('"perf/step_time_s per rank"')
+    chart = page[page.rindex('"data"', 0, i):i]  # the chart's traces come before its layout's title
+    assert '"rank 0"' in chart and '"rank 1"' in chart
+
+
+def test_a_one_rank_runs_report_has_none(tmp_path):
+    with Monitor(tmp_path / "run", strict=True, serve=False) as mon:
+        for step in range(20):
+            mon.step(step, loss=3.0 - step / 20)
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(cli, ["report", str(tmp_path / "run"), "-o", str(out)]).exit_code == 0
+    assert " per rank" not in out.read_text()
