@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from stethoscope import records as R
 from stethoscope.capture.runinfo import start_info
-from stethoscope.store.db import fresh_run_dir
+from stethoscope.store.db import fresh_run_dir, rank_path
 from stethoscope.store.schema import RUN_META_FILE
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,9 @@ class RunFacts:
                  fail: Callable[[Exception, str], None]) -> None:
         self.run_dir, self.rank, self._recorder, self._fail = run_dir, rank, recorder, fail
         self.info = start_info(rank, world_size, config)
+        first = _first_start(run_dir, rank)
+        if first is not None:  # a resumed run keeps its start (show's duration, the report's); when it resumed
+            self.info["resume_time"], self.info["start_time"] = self.info["start_time"], first
         self._recorder.call("set_meta", self.info)
         self._write()
 
@@ -72,3 +76,19 @@ class RunFacts:
             write_run_json(self.run_dir, self.info)
         except RunJsonError as exc:
             self._fail(exc.cause, exc.what)  # at most twice a run
+
+
+def _first_start(run_dir: Path, rank: int) -> float | None:
+    """The start time an earlier session of this run recorded in its rank file (a resume), or None."""
+    path = rank_path(run_dir, rank)
+    if not path.is_file():
+        return None
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT value FROM run WHERE key = 'start_time'").fetchone()
+        finally:
+            con.close()
+        return float(row[0]) if row else None
+    except (sqlite3.Error, ValueError, TypeError):  # no run table yet, or a file of an older layout
+        return None
