@@ -91,3 +91,29 @@ def test_a_loss_logged_in_full_that_drops_to_0_beside_a_moving_aux_loss_is_maske
             for s in range(60)]
     (f,) = of_type(replay_set(recs), "label_masking")
     assert f.severity == "error" and f.step == 20, f
+
+
+def _repeat(evals: list[float | None]) -> list:
+    """An epoch loss falling with 4-decimal prints, then `0.3917` on three epochs in a row (27-29)."""
+    rng = random.Random(4)
+    recs = []
+    for e in range(1, 41):
+        v = 0.3917 if 27 <= e <= 29 else round(1.2 * 0.96 ** e + 0.05 + rng.gauss(0, 0.004), 4)
+        values = {LOSS: v}
+        ev = evals[e - 27] if 27 <= e <= 29 else round(0.8 + rng.gauss(0, 0.1), 4)
+        if ev is not None:
+            values["eval/loss"] = ev
+        recs.append(StepRecord(e, values))
+    return [f for f in of_type(replay_set(recs), "frozen_loss") if f.step == 27]
+
+
+def test_a_train_print_repeated_while_the_eval_moves_is_a_coincidence() -> None:
+    # wild-logs-5 (after the readers' fix read it): `Epoch 27/100 - Train Loss: 0.3917, ..., Validation Loss: 0.7969`,
+    # 0.3917 again at 28 and 29 while validation went 0.5375, 0.8995: ERROR frozen_loss "nothing is learning"
+    (f,) = _repeat([0.7969, 0.5375, 0.8995])
+    assert f.severity == "info" and f.evidence["eval_moved"] is True, f
+
+
+def test_a_train_print_repeated_with_the_eval_repeated_too_is_frozen() -> None:
+    (f,) = _repeat([0.7969, 0.7969, 0.7969])
+    assert f.severity == "error" and "eval_moved" not in f.evidence, f

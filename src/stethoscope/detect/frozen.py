@@ -129,6 +129,15 @@ def stalled_run(fz: dict[str, Any]) -> str | None:
             "stretch's compute bought nothing")
 
 
+def eval_moved(fz: dict[str, Any]) -> str | None:
+    """Why a repeated train-loss print is a coincidence, or None: the eval loss moved through the repeat by more than
+    its print's unit (two evals or more): a model whose weights stand still gives the same eval every time."""
+    lo, hi, evals = fz.get("eval", (0.0, 0.0, 0))
+    if evals < 2 or hi - lo <= 1.5 * 10.0 ** -max(decimals(lo), decimals(hi)):
+        return None
+    return f"the eval loss moved through it ({lo!r}-{hi!r} over {evals} evals): the weights changed"
+
+
 def print_zero(fz: dict[str, Any]) -> str | None:
     """Why a loss printed as exactly 0 is the print's resolution and not a loss that is not computed, or None: in a
     coarse print (`_COARSE` decimals or fewer before the zeros) a sibling loss of the same record kept moving through

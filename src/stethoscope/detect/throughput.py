@@ -33,7 +33,7 @@ from stethoscope.detect.stall_patterns import (
 )
 from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.detect.step_time_alias import StepTimeAlias
-from stethoscope.detect.throughput_causes import slow_causes, step_time_excess
+from stethoscope.detect.throughput_causes import EVAL, eval_seconds, slow_causes, step_time_excess
 from stethoscope.detect.throughput_clock import StepClock
 from stethoscope.detect.throughput_findings import (
     PERSISTENT_RECORDS,
@@ -41,6 +41,7 @@ from stethoscope.detect.throughput_findings import (
     contention,
     drop_finding,
     drop_severity,
+    eval_paid,
     median,
     quantile,
     stall_finding,
@@ -102,6 +103,7 @@ class ThroughputDetector:
         if any(k.startswith("eval/") for k in record.values):
             s["eval_step"] = record.step  # this step's time or the next one's includes this eval
             s.pop("eval_slow", None)
+            eval_seconds(s["drop"], record.values)
         if HANG_SERIES in record.values:
             s["hang_after"] = record.step  # the next step's time holds the hang: reported by the watchdog
         s["cpu"] = record.values.get(CPU_PCT)
@@ -347,11 +349,12 @@ class ThroughputDetector:
             out = [f]
             excess = d.get("excess", lost(d))  # a passing slowdown is priced like a stall: every second of it
             cheap = excess < self.config.periodic_warn_cost * self._s["total"]
-            if d["records"] < PERSISTENT_RECORDS or cheap:  # a passing slowdown: a stall, counted with the dips
+            paid = eval_paid(d, f, excess)
+            if d["records"] < PERSISTENT_RECORDS or cheap or paid:  # a passing slowdown: a stall, with the dips
                 f.severity = "info"
                 f.evidence["transient"] = True  # counted as a stall in the periodic_stall finding
                 peak = max(d["peak"], *d["values"]) / d["level"]
-                out.extend(self._on_dip([d["start"], d["level"] + excess, d["level"], [], peak]))
+                out.extend(self._on_dip([d["start"], d["level"] + excess, d["level"], [EVAL] if paid else [], peak]))
             f.evidence["recovered"] = True  # the incident is over (an alert on it resolves)
             return out
         extend(d, t, step)

@@ -20,6 +20,7 @@ from stethoscope.records import DATA_WAIT, GC_PAUSE, STEP_TIME
 
 EVAL = "eval"
 EPOCH = "epoch"
+EVAL_RUNTIME = "eval/runtime_s"
 _EPOCH_SERIES = ("train/epoch", "epoch")
 
 
@@ -53,6 +54,13 @@ def epoch_start(s: dict[str, Any], values: dict[str, float]) -> bool:
         s["epoch_next"] = True
         return True
     return was
+
+
+def eval_seconds(drop: dict[str, Any] | None, values: dict[str, float]) -> None:
+    """Add an eval's own logged time (`eval/runtime_s`, the HF Trainer's) to the open slowdown it falls in."""
+    v = values.get(EVAL_RUNTIME)
+    if drop is not None and v is not None and math.isfinite(v) and v > 0:
+        drop["eval_s"] = drop.get("eval_s", 0.0) + v
 
 
 def step_time_excess(values: dict[str, float], level_s: float) -> float | None:

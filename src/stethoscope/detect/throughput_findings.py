@@ -38,6 +38,7 @@ REASONS = {
     "gc": ("mostly a Python garbage-collection pause", "perf/gc_pause_s"),
     "data": ("mostly waiting for data", "perf/data_wait_s"),
 }
+_PAID = 1.25  # a slowdown whose excess is at most this times the logged eval time inside it is that eval's
 _EVAL_SHARE = 0.8  # of the slow steps right after an eval: the eval's own time (a loader stall, every few steps,
 # meets an eval now and then, not nearly every time)
 # true whether the run records perf/gc_pause_s and perf/data_wait_s or not: none of what it records explains it
@@ -93,6 +94,19 @@ def stall_severity(d: dict[str, Any], total: float, seconds: Any, cfg: DetectCon
     if not explained and is_schedule_time(d):
         return "info"  # the evals' or epochs' own time at the cadence the user chose: a cost known in advance
     return "warning" if explained or is_regular(d["items"]) else "info"
+
+
+def eval_paid(d: dict[str, Any], f: Finding, excess: float) -> bool:
+    """Did the evals logged inside a passing slowdown take its excess seconds (`_PAID`)? Then it is their own time,
+    spread over the steps after them by a smoothed time (tqdm's `s/it` after an HF eval: 203 s, then 14 s, ... back
+    to 7 s): a cost the eval schedule sets (info), counted as an eval's stall. The finding says so."""
+    paid = d.get("eval_s", 0.0)
+    if paid <= 0 or excess > _PAID * paid:
+        return False
+    f.message += (f"; the evals logged in it took {fmt(paid)} s (eval/runtime_s): their own time, spread over the "
+                  "steps after them by a smoothed step time")
+    f.evidence["eval_time"] = True
+    return True
 
 
 def is_eval_time(d: dict[str, Any]) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from stethoscope.detect.comeback import withdrawn_divergence
-from stethoscope.detect.frozen import print_zero, sig_digits, stalled_run, uniform_note
+from stethoscope.detect.frozen import eval_moved, print_zero, sig_digits, stalled_run, uniform_note
 from stethoscope.findings.catalogue import DIVERGENCE, FROZEN_LOSS, LABEL_MASKING, LOSS_SPIKE, PLATEAU
 from stethoscope.records import Finding
 
@@ -87,7 +87,12 @@ def frozen_finding(fz: dict[str, Any], vocab_size: int | None, source: str) -> F
     digits = sig_digits(v)
     severity = "error"
     stalled = stalled_run(fz) if digits <= _FEW_DIGITS else None
-    if stalled:  # half the run, train and eval both still: act now (stop it, or raise the LR it cut to nothing)
+    moved = eval_moved(fz)
+    if moved:  # a repeat of the train print while the evals move: a coincidence of the print, not frozen weights
+        severity = "info"
+        msg += f" - but {moved}: a coincidence of the print, not a model that stopped"
+        ev["eval_moved"] = True
+    elif stalled:  # half the run, train and eval both still: act now (stop it, or raise the LR it cut to nothing)
         severity = "warning"
         msg += f" for {stalled}; check the LR (a plateau scheduler at its floor) or stop the run"
         ev["stalled_share"] = fz["records"] / fz["n"]
