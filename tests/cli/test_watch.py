@@ -127,3 +127,16 @@ def test_watch_shows_gpu_health_and_says_a_thermal_throttle(tmp_path, cli_env):
     assert res.returncode == 0, res.stderr
     assert re.search(r"GPU util\s+0\.92", res.stdout) and re.search(r"GPU °C\s+88", res.stdout), res.stdout
     assert "GPU THERMAL THROTTLE" in res.stdout and "UNCORRECTABLE" not in res.stdout
+
+
+def test_one_step_behind_is_one_step(tmp_path, cli_env):
+    """user-trial-2: `rank 1 furthest behind (1 steps)` on a torchrun run."""
+    from stethoscope.store.db import RunStore, rank_path
+
+    for rank, steps in ((0, 30), (1, 29)):
+        s = RunStore(rank_path(tmp_path / "r", rank))
+        s.write_points([("train/loss", i, 2.0, s.t0 + i) for i in range(steps)])
+        s.close()
+    res = run_cli("watch", str(tmp_path / "r"), "--once", env=cli_env)
+    assert res.returncode == 0, res.stderr
+    assert "2 ranks: last step 28..29  rank 1 furthest behind (1 step)" in res.stdout

@@ -124,7 +124,8 @@ def _ranks(snap: Any) -> Text:
     text = Text(f"{len(snap.rank_steps)} ranks: last step {low}" + (f"..{high}" if high != low else ""), style="dim")
     if high != low:
         behind = min(steps, key=lambda r: (steps[r], r))
-        text.append(f"  rank {behind} furthest behind ({high - low} steps)", style="yellow")
+        gap = high - low
+        text.append(f"  rank {behind} furthest behind ({gap} step{'s' if gap != 1 else ''})", style="yellow")
     unread = len(snap.rank_steps) - len(steps)
     if unread:
         text.append(f"  {unread} rank file(s) unreadable", style="red")
