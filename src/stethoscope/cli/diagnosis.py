@@ -366,9 +366,14 @@ def write_compare(paths: tuple[str, ...], out: str, config: DetectConfig | None 
 
     inputs = []
     for given in paths:
-        for path in [str(d) for d in _stored_runs(given)] or [given]:  # a folder of runs: each of them
-            for run in read_input(load, path):
-                inputs.append(report_input(run, _incidents(path, run, None, config).findings))
+        stored = [str(d) for d in _stored_runs(given)]
+        for path in stored or [given]:  # a folder of runs: each of them
+            runs = read_input(load, path)
+            for run in runs:
+                page = report_input(run, _incidents(path, run, None, config).findings)
+                if not stored and len(runs) == 1 and Path(given).is_dir():  # the folder named, not the log found
+                    page.title = given.rstrip("/")  # in it (two lightning_logs/version_N: events.out.tfevents.…)
+                inputs.append(page)
     if len(inputs) < 2:
         raise UsageError("compare needs at least two runs")
     target = Path(out)
