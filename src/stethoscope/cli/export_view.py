@@ -181,7 +181,13 @@ def mlflow(run: str, dest: str | None, experiment: str, ranks: tuple[int, ...], 
 
     uri = dest if dest is None or "://" in dest or dest.startswith(("sqlite:", "databricks")) \
         else Path(dest).resolve().as_uri()
-    done = _export(run, lambda: MLflow(tracking_uri=uri, experiment=experiment), ranks)
+    try:
+        done = _export(run, lambda: MLflow(tracking_uri=uri, experiment=experiment), ranks)
+    except Exception as exc:
+        if "MLFLOW_ALLOW_FILE_STORE" not in str(exc):  # MLflow 3's refusal of a file store: the user's choice,
+            raise                                       # not our bug; say how to go on
+        raise UsageError(f"{dest or uri}: MLflow refuses a directory (a file store) unless "
+                         "MLFLOW_ALLOW_FILE_STORE=true is set; set it, or give a database: sqlite:///mlflow.db") from None
     _report(done, as_json, lambda e: f"{uri or 'MLflow default'} run {e.run_id}")
 
 
