@@ -37,3 +37,11 @@ def test_a_process_that_keeps_printing_without_a_step_hangs() -> None:
     lines = [LogLine(1000 + i, "WARNING: retrying the collective", step=299, time=_T0 + 60 * i) for i in range(180)]
     (f,) = _run(lines)
     assert f.severity == "critical" and f.evidence["silent_s"] >= 3 * 3600 - 60, f
+
+
+def test_a_heartbeat_of_two_lines_an_hour_hangs() -> None:
+    # BLOOM tr11's eval hang (/work/shared/realruns): two `PULSE:` lines at the same second, every hour
+    lines = [LogLine(1000 + 2 * h + k, f"PULSE: job is {'waiting' if k else 'running'}", step=299, time=_T0 + 3600 * h)
+             for h in range(4) for k in range(2)]
+    (f,) = _run(lines)
+    assert f.severity == "critical", f

@@ -303,12 +303,12 @@ def _explain(lines: list[LogLine], last_step: int) -> list[Finding]:
 
 def _alive(times: list[float], limit: float) -> float:
     """The last time of the lines' unbroken stretch: a hung process goes on printing at its pace (a watchdog, an
-    hourly heartbeat), while lines that stop for longer than `limit` and ten times their usual gap, and start again
-    later, are a new process (a debug log of 245 sessions over 12 days), not the same one hanging. The first line
-    may come late: that wait is the hang's own."""
+    hourly heartbeat, BLOOM's two PULSE lines an hour), while lines that stop for longer than `limit` and ten times
+    their usual gap, and start again later, are a new process (a debug log of 245 sessions over 12 days), not the
+    same one hanging. The first line may come late: that wait is the hang's own."""
     if not times:
         return -math.inf
-    gaps = sorted(b - a for a, b in zip(times, times[1:]))
+    gaps = sorted(b - a for a, b in zip(times, times[1:]) if b > a)  # lines of one print (the same second) are one
     brk = max(limit, 10.0 * gaps[len(gaps) // 2]) if gaps else math.inf
     end = times[0]
     for t in times[1:]:
