@@ -156,7 +156,10 @@ def wandb(run: str, dest: str | None, project: str, mode: str | None, ranks: tup
 
     if dest is None and not _is_run(run):
         dest = "."
-    done = _export(run, lambda: WandB(project=project, dir=dest, mode=mode), ranks)
+    try:
+        done = _export(run, lambda: WandB(project=project, dir=dest, mode=mode), ranks)
+    except Exception as exc:
+        raise _refusal("wandb", exc, "log in (`wandb login`), or write the run locally: --mode offline") from None
     _report(done, as_json, lambda e: str(e.local_dir or ""))
 
 
@@ -184,14 +187,23 @@ def mlflow(run: str, dest: str | None, experiment: str, ranks: tuple[int, ...], 
     try:
         done = _export(run, lambda: MLflow(tracking_uri=uri, experiment=experiment), ranks)
     except Exception as exc:
-        if "MLFLOW_ALLOW_FILE_STORE" not in str(exc):  # MLflow 3's refusal of a file store: the user's choice,
-            raise                                       # not our bug; say how to go on
-        raise UsageError(f"{dest or uri}: MLflow refuses a directory (a file store) unless "
-                         "MLFLOW_ALLOW_FILE_STORE=true is set; set it, or give a database: sqlite:///mlflow.db") from None
+        if "MLFLOW_ALLOW_FILE_STORE" in str(exc):  # MLflow 3's refusal of a file store
+            raise UsageError(f"{dest or uri}: MLflow refuses a directory (a file store) unless MLFLOW_ALLOW_FILE_STORE"
+                             "=true is set; set it, or give a database: sqlite:///mlflow.db") from None
+        raise _refusal("mlflow", exc, "check the tracking URI and the server") from None
     _report(done, as_json, lambda e: f"{uri or 'MLflow default'} run {e.run_id}")
 
 
 # -- helpers -----------------------------------------------------------------------------------
+def _refusal(tool: str, exc: Exception, then: str) -> Exception:
+    """An exception the tool's own code raised (`wandb.errors.UsageError`: no API key; an MLflow server that says
+    no) is the user's set-up, told in the tool's words with what to do (exit 2); any other is ours, as it was."""
+    if type(exc).__module__.split(".")[0] != tool:
+        return exc
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return UsageError(f"{tool} refused: {first}; {then}")
+
+
 def _export(run: str, make: Callable[[], Any], ranks: tuple[int, ...]) -> list[Any]:
     from stethoscope.exporters.replay import export_run
 
