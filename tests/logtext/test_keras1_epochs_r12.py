@@ -36,3 +36,18 @@ def test_a_sweep_of_such_fits_is_a_run_each(tmp_path: Path) -> None:
     path.write_text(_fit(15, 2.5) + _fit(15, 2.6) + _fit(15, 2.4), encoding="utf-8")
     runs = read_any(path)
     assert [len(series(r, LOSS)) for r in runs] == [15, 15, 15]
+
+
+def test_a_banner_between_records_printed_without_heads_heads_nothing(tmp_path: Path) -> None:
+    """`Epoch 1/10` printed again and again between records that came before any head (lines the reader cannot
+    number): not the epoch of the line after it (a spent grammar's log read as steps 1..4 by a first version)."""
+    lines = [f"[0]<stdout>:2024-07-24T11:{i:02d}:03.111021039Z [INFO] [{1 + 100 * i}]\ttraining's epoch_loss: "
+             f"{3 - i / 10:.4f}\tbatch_time: 0.380\tvalid_1's binary_logloss: {3.1 - i / 10:.4f}" for i in range(8)]
+    text = "\n".join(lines[:3] + [x for line in lines[3:] for x in ("Epoch 1/10", line)]) + "\n"
+    path = tmp_path / "train.log"
+    path.write_text(text, encoding="utf-8")
+    try:
+        runs = read_any(path)
+    except Exception:  # refused (the counter is not read): nothing misread
+        return
+    assert all(1 not in series(run, LOSS) or series(run, LOSS)[1] == 3.0 for run in runs)

@@ -202,6 +202,8 @@ class EpochHeads:
         self.eval_head: int | None = None  # the line number of an eval head without values, or of its last record
         self.of_epochs: int | None = None  # the epoch of the last `epoch 2/5` line
         self.record: tuple[int, set[str]] | None = None  # (epoch, names) of the record `after` a head, while open
+        self.next_only: int | None = None  # the line of an `epoch 2/5` head, whose epoch only its next line takes
+        self.unheaded: set[frozenset[str]] = set()  # the names of losses printed without a counter and no head
 
     def continued(self, number: int, line: Any) -> None:
         """Mark eval a record continued under an eval head that printed no values (Coqui TTS: `--> EVAL
@@ -217,9 +219,11 @@ class EpochHeads:
     def held(self, number: int, line: Any) -> int | None:
         """HEAD for a head line, the epoch of a line of a head's indented block (an eval head's marked eval),
         else None."""
+        if self.next_only is not None and number != self.next_only + 1:
+            self.head = self.next_only = None
         if line.step is None and (head := _EPOCH_OF.search(line.body)):  # (Keras 1's `Epoch 3/15`, then `64s -
-            self.of_epochs = self.head = int(head[1])  # loss: 1.46 - acc: ..`: the head's epoch, `after`)
-            self.record = None
+            self.of_epochs = self.head = int(head[1])  # loss: 1.46 - acc: ..`: the head's epoch for the line
+            self.record, self.next_only = None, number  # right after it only, `after`)
         elif line.epoch is None and line.total and self.of_epochs is not None and (line.bar or batch_of(line.body)):
             # MONAI's `12/154, ..` or Keras' bar (`128/128 - 0s - loss: ..`, often only the epoch's last count)
             # under `epoch 2/5`: the batch within the head's epoch
@@ -227,7 +231,7 @@ class EpochHeads:
             line.total, line.bar = HEADED, False
         alone = _EPOCH_ALONE.search(line.body) if line.step is None else None
         if alone:
-            self.head, self.record = int(alone[3]), None
+            self.head, self.record, self.next_only = int(alone[3]), None, None
             self.block = (self.head, alone["eval"] is not None, number)
             return HEAD
         block, self.block = self.block, None
@@ -254,3 +258,16 @@ class EpochHeads:
             return self.record[0]
         self.record = None
         return None
+
+    def headed(self, names: frozenset[str]) -> bool:
+        """Whether a line without a counter, of these names (ours: `train/loss`, not a stray word's), is the
+        record of the head right before it (Keras 1's
+        `Epoch 3/15`, then `64s - loss: ..`); a line of names printed before with no head is not (an `Epoch 1/10`
+        banner between records the reader cannot number): that head heads nothing."""
+        if self.head is None:
+            self.unheaded.add(names)
+            return False
+        if self.next_only is not None and names in self.unheaded:
+            self.head = self.next_only = None
+            return False
+        return True

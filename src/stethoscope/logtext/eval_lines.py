@@ -26,7 +26,8 @@ _BOOKKEEPING = re.compile(r"(?i)epoch|step|iter|batch|sample|token|time|duration
 
 def eval_values(pairs: list[Any], line: Any, loss_steps: int, heads: Any) -> list[Any]:
     """`pairs` ([((name, scale), value)] of `line`), or those of them that are the eval's (see the module)."""
-    if line.step is not None or line.record or line.progress or (heads.head is not None and not loss_steps):
+    if line.step is not None or line.record or line.progress or (
+            not loss_steps and heads.headed(frozenset(n[0] for n, _ in pairs if "/" in n[0]))):
         return pairs  # (under an epoch's head, the line is that epoch's record: `console_epochs.EpochHeads.after`)
     evals = [(n, v) for n, v in pairs if n[0].startswith(HELD_OUT)]
     if evals and (loss_steps or epoch_step(pairs, line) is None):
