@@ -177,7 +177,12 @@ def _layout(title: str, log_y: bool, shapes: list[dict[str, Any]], height: int =
 def _figure(fig_id: str, title: str, traces: list[dict[str, Any]], log_y: bool,
             findings: Sequence[Finding] = ()) -> dict[str, Any]:
     marks, shapes = _finding_marks(findings)
-    return {"id": fig_id, "data": traces + marks, "layout": _layout(title, log_y, shapes)}
+    layout = _layout(title, log_y, shapes)
+    flat = {v for t in traces if "yaxis" not in t for v in t["y"] if math.isfinite(v)}
+    if len(flat) == 1 and not log_y and 0 not in flat:  # plotly draws a constant line at "0" on a -1..1 axis:
+        (v,) = flat                                      # a constant LR of 0.003 read as an LR of 0
+        layout["yaxis"]["range"] = [v - abs(v) / 2, v + abs(v) / 2]
+    return {"id": fig_id, "data": traces + marks, "layout": layout}
 
 
 def _charts_for(series: dict[str, Series]) -> list[Chart]:

@@ -1,8 +1,9 @@
-"""The report of a run of several ranks draws each rank's line (user-trial-2: a torchrun run's report showed
-rank 0's curves only, beside a straggler finding naming rank 1, and did not say there were other ranks)."""
+"""What user-trial-2 read wrong in a report: a run of several ranks showed rank 0's curves only, beside a straggler
+finding naming rank 1, and did not say there were other ranks; a constant LR was drawn where the axis says 0."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from click.testing import CliRunner
@@ -44,3 +45,20 @@ def test_a_one_rank_runs_report_has_none(tmp_path):
     out = tmp_path / "r.html"
     assert CliRunner().invoke(cli, ["report", str(tmp_path / "run"), "-o", str(out)]).exit_code == 0
     assert " per rank" not in out.read_text()
+
+
+def test_a_constant_series_is_drawn_at_its_value(tmp_path):
+    """user-trial-2: a constant LR of 0.003 was drawn on plotly's default -1..1 axis, at what reads as 0."""
+    with Monitor(tmp_path / "run", strict=True, serve=False) as mon:
+        for step in range(20):
+            mon.step(step, loss=3.0 - step / 20)
+            mon.log({"opt/lr": 0.003}, step)
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(cli, ["report", str(tmp_path / "run"), "-o", str(out)]).exit_code == 0
+    page = out.read_text()
+    i = page.index('"text":"Learning rate"')
+    yaxis = json.loads(page[page.index('"yaxis":', i) + len('"yaxis":'):page.index('},', page.index('"yaxis":', i)) + 1])
+    low, high = yaxis["range"]
+    assert low < 0.003 < high and low > 0  # the line sits inside the axis, away from 0
+    j = page.index('"text":"Loss"')
+    assert '"range"' not in page[page.index('"yaxis":', j):page.index('"yaxis2"', j)]  # a moving loss: autorange
