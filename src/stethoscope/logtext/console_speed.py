@@ -46,9 +46,11 @@ def join(parts: Sequence[Any]) -> Any:
 
 
 def descends(columns: Any) -> bool:
-    """Whether a point of `columns` has the step of the point before it and a name code not above it (what
-    `twice_logged.once` looks for), told from a `PartsColumns`' parts without laying their points out; True
-    (look at the points) for anything else. Codes as `join` numbers them: names in the order first met."""
+    """Whether `twice_logged.once` must look at the laid-out points of `columns`: whether a point has the step
+    of the point before it and a name code not above it (where `once` looks for a twin), told from a
+    `PartsColumns`' parts without laying them out; True for anything else. Codes as `join` numbers them (names
+    in the order first met). A part of points (a window's: Keras' epoch-end line prints the step time before
+    the loss) whose step runs all stay inside it is looked into alone: only a twin there needs the layout."""
     from stethoscope.logtext.coded import CodedColumns, RowBlock
     from stethoscope.logtext.coded_parts import PartsColumns
     from stethoscope.logtext.console_segment import TurnBlock
@@ -60,6 +62,8 @@ def descends(columns: Any) -> bool:
     alone = len(columns.parts) == 1  # one block: `join` codes its names by their place (a name twice: two codes)
     labels: dict[str, int] = {}
     before: tuple[int, int] | None = None  # the last point's (step, code)
+    edges: list[tuple[int, int]] = []  # each part's first and last step
+    alone_parts: list[tuple[int, Any]] = []  # parts of points whose points descend: looked into alone
     for part in columns.parts:
         if type(part) is RowBlock:
             remap = np.arange(len(part.names)) if alone else \
@@ -74,7 +78,7 @@ def descends(columns: Any) -> bool:
             remap = np.array([labels.setdefault(name, len(labels)) for name in part.labels], dtype=np.int64)
             codes, steps = remap[part.codes], part.step_array
             if bool(((steps[1:] == steps[:-1]) & (codes[1:] <= codes[:-1])).any()):
-                return True
+                alone_parts.append((len(edges), part))
             first, last = (int(steps[0]), int(codes[0])), (int(steps[-1]), int(codes[-1]))
         elif type(part) is TurnBlock:  # turns of a cycle's lines (Composer's), each turn's points in line order
             remap = np.arange(len(part.names)) if alone else \
@@ -92,4 +96,12 @@ def descends(columns: Any) -> bool:
         if before is not None and first[0] == before[0] and first[1] <= before[1]:
             return True
         before = last
+        edges.append((first[0], last[0]))
+    from stethoscope.logtext.twice_logged import once
+
+    for i, part in alone_parts:  # its step runs stay inside it (no neighbour's edge has its edge's step): its twins
+        if (i and edges[i - 1][1] == edges[i][0]) or (i + 1 < len(edges) and edges[i][1] == edges[i + 1][0]):
+            return True
+        if once(part) is not part:  # a twin: the laid-out points decide (the same twin)
+            return True
     return False
