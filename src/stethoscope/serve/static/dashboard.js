@@ -104,7 +104,7 @@
   }
 
   function layout(c) {
-    return {
+    var l = {
       title: {text: c.title, x: 0.01, font: {size: 14}}, height: 320, margin: {l: 60, r: 20, t: 50, b: 40},
       hovermode: 'closest', uirevision: S.run + '|' + (S.other || ''),
       xaxis: {title: {text: 'step'}, zeroline: false},
@@ -113,6 +113,24 @@
       legend: {orientation: 'h', y: 1.0, yanchor: 'bottom', x: 1, xanchor: 'right', font: {size: 11}},
       shapes: marks(c).shapes, paper_bgcolor: '#ffffff', plot_bgcolor: '#fbfcfe'
     };
+    c.fixedY = c.log_y ? null : constantY(c);
+    if (c.fixedY !== null) {  // plotly draws a constant line on a -1..1 axis, where a fixed LR of 0.003 reads
+      var v = c.fixedY;       // as 0: an axis around the value (autorange again once the line moves: poll)
+      l.yaxis.range = [v - Math.abs(v) / 2, v + Math.abs(v) / 2];
+      l.yaxis.autorange = false;
+    }
+    return l;
+  }
+
+  function constantY(c) {  // the one finite non-zero value every line of the chart holds, or null
+    var seen = null, many = false;
+    (c.traces || []).forEach(function (t) {
+      (t.y || []).forEach(function (y) {
+        if (y === null || !isFinite(y)) { return; }
+        if (seen === null) { seen = y; } else if (y !== seen) { many = true; }
+      });
+    });
+    return many || seen === 0 ? null : seen;
   }
 
   // Findings (severity-coloured dotted lines, a marker to hover or click), checkpoints (green) and
@@ -257,6 +275,9 @@
           if (nx.length) { xs.push(nx); ys.push(ny); idx.push(i); m.last = nx[nx.length - 1]; }
         });
         if (idx.length) { Plotly.extendTraces(div, {x: xs, y: ys}, idx); fresh = true; }
+        if (c.fixedY !== null && c.fixedY !== undefined && ys.some(function (part) {
+          return part.some(function (y) { return y !== null && isFinite(y) && y !== c.fixedY; });
+        })) { c.fixedY = null; Plotly.relayout(div, {'yaxis.autorange': true}); }
       });
       var known = {};
       S.charts.forEach(function (c) { c.traces.forEach(function (t) { known[traceKey(t)] = true; }); });
