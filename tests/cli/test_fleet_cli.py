@@ -60,6 +60,19 @@ def test_ranks_all_and_a_subset(runs, cli_env):
     assert {"table": "metrics", "column": "run"} == {k: schema[0][k] for k in ("table", "column")}
 
 
+def test_ranks_no_run_holds_are_named(runs, cli_env):
+    """user-trial-2: `--ranks 5` of a 2-rank run answered `count 0` and `--ranks 0,7` dropped rank 7 silently."""
+    sql = "SELECT count(*) AS n FROM metrics"
+    _assert_clean_error(run_cli("query", str(runs / "exp1"), "--ranks", "5-9,12", sql, env=cli_env),
+                        "no rank 5-9, 12 (ranks: 0-1)")
+    res = run_cli("query", str(runs / "exp1"), "--ranks", "0,7", sql, "--json", env=cli_env)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == [{"n": 84}]
+    assert "no rank 7 (ranks: 0-1); reading the others" in res.stderr
+    res = run_cli("query", str(runs / "exp1"), str(runs / "exp2"), "--ranks", "2", sql, "--json", env=cli_env)
+    assert res.returncode == 0 and json.loads(res.stdout) == [{"n": 84}]  # exp2 holds rank 2
+
+
 def test_one_run_keeps_the_sqlite_reader(runs, cli_env):
     res = run_cli("query", str(runs / "exp1"), "SELECT DISTINCT rank FROM metrics ORDER BY rank", "--json", env=cli_env)
     assert json.loads(res.stdout) == [{"rank": 0}, {"rank": 1}]  # no run column: the reader it always was

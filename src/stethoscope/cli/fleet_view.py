@@ -30,6 +30,7 @@ def fleet_query(runs: list[str], sql: str | None, ranks: str | None, schema: boo
 
     chosen = parse_ranks(ranks)
     found = sources(runs)
+    _check_ranks(found, chosen)
     if schema:
         rows = [r for t, c, u in schema_rows()
                 for r in ([(t, "run", "run name (its folder, or its name in the export)")] if c == "rank" else [])
@@ -45,3 +46,30 @@ def fleet_query(runs: list[str], sql: str | None, ranks: str | None, schema: boo
         for note in q.notes:
             click.echo(f"stethoscope: note: {note}", err=True)
     return cols, rows
+
+
+def _check_ranks(found: list[Any], chosen: set[int] | None) -> None:
+    """Ranks asked for that no run holds: none held is a typo, not an empty answer (exit 2, as `diagnose --rank`
+    says it); some held (a rank file missing from a big run) reads those and says which were not there."""
+    if chosen is None or any(s.export for s in found):  # an export's ranks are its partitions: not listed here
+        return
+    held = sorted({rank for s in found for rank, _ in s.files})
+    missing = sorted(chosen - set(held))
+    if not missing:
+        return
+    where = found[0].path if len(found) == 1 else "these runs"
+    said = f"{where}: no rank {_spans(missing)} (ranks: {_spans(held)})"
+    if len(missing) == len(chosen):
+        raise UsageError(said)
+    click.echo(f"stethoscope: warning: {said}; reading the others", err=True)
+
+
+def _spans(ranks: list[int]) -> str:
+    """0, 3, 8-15: sorted ranks with their runs joined."""
+    out: list[str] = []
+    for r in ranks:
+        if out and out[-1].split("-")[-1] == str(r - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{r}"
+        else:
+            out.append(str(r))
+    return ", ".join(out)
