@@ -30,7 +30,7 @@ def test_one_trigger_per_incident_then_one_final_message():
     final = rules.run_ended("completed", 499, clock())
     assert _kinds(final) == [(0, "stop", "critical"), (1, "stop", "critical")]
     assert "the run stopped (completed) at step 499" in final[0][1].note
-    assert final[0][1].key == final[1][1].key and final[0][1].key.endswith("/r3/nan@200")
+    assert final[0][1].key == final[1][1].key and final[0][1].key.endswith("exp1-16116f45/nan@200")
 
 
 def test_a_recovered_follow_up_resolves_on_the_channels_that_were_paged():
@@ -117,7 +117,7 @@ def test_a_root_that_claims_an_alerted_symptom_updates_that_alert_and_does_not_p
     over = Finding("divergence", "critical", 602, "divergence; recovered", end_step=900, source="trend",
                    evidence={"recovered": "fully"})
     [(_, alert)] = rules.on_findings([over], clock())
-    assert alert.kind == "resolve" and alert.type == "divergence" and alert.key.endswith("/r3/nan@610")
+    assert alert.kind == "resolve" and alert.type == "divergence" and alert.key.endswith("exp1-16116f45/nan@610")
 
 
 def test_state_dict_keeps_a_resumed_run_from_paging_again():
@@ -143,7 +143,7 @@ def test_alert_content_names_what_when_where_why_and_what_to_do():
                  "numbers: series=train/loss, count=1, values=train/loss nan", "likely cause: LR too high",
                  "first fix: roll back, lower the LR", "look: stethoscope diagnose /runs/exp1"):
         assert part in text, (part, text)
-    assert a.key.endswith("/r3/nan@200") and a.key.startswith("stethoscope/exp1-")
+    assert a.key.endswith("exp1-16116f45/nan@200") and a.key.startswith("stethoscope/exp1-")
 
 
 @pytest.mark.parametrize("bad", [dict(min_severity="loud"), dict(cooldown_s=-1), dict(escalate_after_s=0)])
@@ -211,3 +211,17 @@ def test_a_run_wide_hang_pages_once_across_ranks_and_the_paging_rank_resolves_it
     restarted = [AlertRules(["warning"], RuleConfig(), rank=r, run_dir=str(tmp_path)) for r in (0, 1)]
     again = [r.on_findings([hang(i, 14, since=5000.0 + i)], clock()) for i, r in enumerate(restarted)]
     assert [len(d) for d in again] == [1, 0]  # the same step stalled again an hour later: a new incident, one page
+
+
+def test_a_nan_on_every_rank_pages_once(tmp_path):
+    """user-trial-2: torchrun on gloo, a NaN at step 100 (every rank's after the gradient all-reduce): the webhook
+    got '[CRITICAL] nan at step 100 on rank 0', the same on rank 1, and a '[RUN STOPPED]' from each."""
+    ranks = [AlertRules(["warning"], RuleConfig(), rank=r, run_dir=str(tmp_path)) for r in (0, 1)]
+    clock = FakeClock()
+    sent = [r.on_findings([_nan(100 + i)], clock(), onset_time=lambda step: 5000.0 + step) for i, r in enumerate(ranks)]
+    assert [len(d) for d in sent] == [1, 0]  # rank 1 saw it a step later: the same incident
+    assert "/r0/" not in sent[0][0][1].key
+    ended = [r.run_ended("completed", 199, clock()) for r in ranks]
+    assert _kinds(ended[0]) == [(0, "stop", "critical")] and ended[1] == []
+    later = ranks[1].on_findings([_nan(900)], clock(), onset_time=lambda step: 5000.0 + step)
+    assert len(later) == 1  # a NaN 800 steps (and seconds) later is a new incident: it pages

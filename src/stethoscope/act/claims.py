@@ -22,7 +22,7 @@ CLAIMS_DIR = ".alert-claims"
 
 def claim(run_dir: str, type_: str, step: int | None, rank: int, onset: float, window_s: float) -> int | None:
     """None when this rank now holds the incident (it pages); otherwise the rank that holds it."""
-    if not run_dir:
+    if not run_dir or not Path(run_dir).is_dir():  # no run folder to share: no other rank to share it with
         return None
     folder = Path(run_dir) / CLAIMS_DIR
     at = step if step is not None else -1

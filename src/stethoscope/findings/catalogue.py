@@ -81,8 +81,9 @@ _TYPES = (
     # A loss of exactly 0 (or one repeated value) while the gradients are NaN is no masked label: the HF
     # Trainer's `logging_nan_inf_filter` logs a window of only NaN losses as 0.
     # A NaN in another series inside an open NaN incident (the eval loss after the train loss) is the same one.
+    # run-wide: under data parallelism one rank's NaN gradient is every rank's after the all-reduce (one page)
     FindingType(NAN, "a NaN/Inf loss, grad norm or eval loss", resolve_steps=20,
-                symptoms=frozenset({NAN, LABEL_MASKING, FROZEN_LOSS})),
+                symptoms=frozenset({NAN, LABEL_MASKING, FROZEN_LOSS}), run_wide=True),
     # an update/weight ratio that jumped just before is the spike's own lead-up (an LR x100), not a second page
     FindingType(LOSS_SPIKE, "the loss jumped far above its recent level", ("loss",),
                 symptoms=frozenset({GRAD_SPIKE, GRAD_EXPLOSION, LOSS_SCALE_COLLAPSE, NAN, CLIPPING, UPDATE_RATIO})),
