@@ -128,6 +128,7 @@ class TrendDetector:
                 f.severity = "info"
                 f.message += f"; but it fell {fell:.0%} by the end ({self._best_level:.4g}): slow learning, not a plateau"
                 f.evidence["fell_by_end"] = fell
+                f.causes, f.fixes = ["a slow, steady descent"], ["nothing to do; a higher LR may get there sooner"]
             else:
                 f.message += f"; still flat at the last record (step {self._last_step})"
             out.append(f)
