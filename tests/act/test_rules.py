@@ -225,3 +225,14 @@ def test_a_nan_on_every_rank_pages_once(tmp_path):
     assert _kinds(ended[0]) == [(0, "stop", "critical")] and ended[1] == []
     later = ranks[1].on_findings([_nan(900)], clock(), onset_time=lambda step: 5000.0 + step)
     assert len(later) == 1  # a NaN 800 steps (and seconds) later is a new incident: it pages
+
+
+def test_a_nan_back_on_the_same_rank_after_its_incident_closed_pages_again(tmp_path):
+    """Its own claim file is no other rank's page: a NaN back at the step a rollback returned to, a few seconds
+    later, is this rank's rules' call (they closed the first incident)."""
+    rules, clock = AlertRules(["warning"], RuleConfig(), rank=0, run_dir=str(tmp_path)), FakeClock()
+    assert len(rules.on_findings([_nan(100)], clock(), onset_time=lambda step: 5000.0)) == 1
+    over = _nan(100, end_step=101, evidence={"recovered": True})
+    assert _kinds(rules.on_findings([over], clock())) == [(0, "resolve", "critical")]
+    again = rules.on_findings([_nan(101)], clock(), onset_time=lambda step: 5010.0)
+    assert _kinds(again) == [(0, "trigger", "critical")]

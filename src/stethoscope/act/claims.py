@@ -31,14 +31,14 @@ def claim(run_dir: str, type_: str, step: int | None, rank: int, onset: float, w
         folder.mkdir(parents=True, exist_ok=True)
         for near in (at, at - 1, at + 1):
             holder = _same(folder / f"{type_}@{near}", onset, window_s)
-            if holder is not None:
+            if holder is not None and holder != rank:  # our own claim (a NaN back after a rollback): our rules decide
                 return holder
         path = folder / f"{type_}@{at}"
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:  # another rank just claimed it, or an old incident's claim is there
             holder = _same(path, onset, window_s)
-            if holder is not None:
+            if holder is not None and holder != rank:
                 return holder
             tmp = folder / f".{type_}@{at}.{rank}.tmp"
             tmp.write_text(mine)
