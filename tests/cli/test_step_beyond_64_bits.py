@@ -3,9 +3,9 @@ reader" (noticed in session 8: a Megatron line with a 23-digit iteration). The p
 (STETHOSCOPE_NATIVE=0) keeps list columns and fails later, in the store or the detectors, with a generic
 message: left as it was (tests/importers/test_megatron_speed_parts.py says the same)."""
 
-import os
-
 from __future__ import annotations
+
+import os
 
 import pytest
 from click.testing import CliRunner
