@@ -153,6 +153,10 @@ class _Adapter:
         step: dict[str, Any] = {"metrics": {}}
         if self._loss is not None:
             step["loss"] = self._loss if self._sum_losses or self._micro <= 1 else self._loss / self._micro
+            if self._sum_losses and getattr(args, "average_tokens_across_devices", False) and args.world_size > 1:
+                # the model divided by every rank's tokens (the count gathered across ranks): this rank's loss is
+                # a 1/world_size share of its mean; the Trainer multiplies it back the same way for its own log
+                step["loss"] = step["loss"] * args.world_size
         if self._lr is None and optimizer is not None and optimizer.param_groups:
             self._lr = optimizer.param_groups[0].get("lr")  # after the scheduler's step: the next step's LR
         if self._lr is not None:
