@@ -109,6 +109,10 @@ class DetectConfig:
     """The log prints the eval loss as the mean of the last this many evals: overfitting and frozen weights are
     judged on the evals recovered from the means. None: as the importer read it (mmengine: its LogProcessor
     window_size, 10 by default), else 1 (no running mean; set 1 to turn the recovery off)."""
+    step_time_window: int | None = None
+    """The log prints the step time as the mean of the last this many steps (mmengine's `time`): a slowdown's
+    onset is fitted to the means as the averages of their windows (`detect.slowdown.window_onset`). None: as
+    the importer read it, else 1 (each record its own step time)."""
 
     # -- gradients ------------------------------------------------------------------------------
     grad_norm_ceiling: float | None = None
@@ -197,6 +201,8 @@ class DetectConfig:
             raise ValueError(f"DetectConfig.vocab_size must be >= 2, got {self.vocab_size}")
         if self.eval_loss_window is not None and self.eval_loss_window < 1:
             raise ValueError(f"DetectConfig.eval_loss_window must be >= 1, got {self.eval_loss_window}")
+        if self.step_time_window is not None and self.step_time_window < 1:
+            raise ValueError(f"DetectConfig.step_time_window must be >= 1, got {self.step_time_window}")
 
     def _check_positive(self, *names: str) -> None:
         for name in names:

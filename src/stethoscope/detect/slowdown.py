@@ -147,11 +147,7 @@ def _fit_onset(xs: list[float], ys: list[float]) -> int:
     (BIC by more than `_BIC_POSITIVE`) or its jump stands `_JUMP_SIGMAS` above the old level's own noise: a
     jump the noise cannot explain is a jump. Where the noise leaves both shapes open (a step whose new level's
     fast records sit at the old level), the ramp's onset can lead the step's by a few records."""
-    # the first records are judged among the first 2 _NEAR + 1 (a stall opening the window has no left side);
-    # the last among those up to them (the newest records are the new level, not a stall to drop)
-    pts = [(x, y, i) for i, (x, y) in enumerate(zip(xs, ys))
-           if y <= _SPIKE * median(ys[max(0, i - _NEAR): max(i + _NEAR, 2 * _NEAR) + 1])
-           and not any(_SPIKE * v < y for v in ys[i + 1: i + 1 + _NEAR])]  # a new level holds; a stall falls back
+    pts = _calm(xs, ys)
     if len(pts) < 3:
         return 0
     s1, s2 = [0.0], [0.0]  # prefix sums for the level's residuals before k (its own mean: a noisy
@@ -173,6 +169,75 @@ def _fit_onset(xs: list[float], ys: list[float]) -> int:
     if bic_step < bic_ramp - _BIC_POSITIVE or _jump_sigmas(pts, best_k, s1[best_k], s2[best_k]) >= _JUMP_SIGMAS:
         return pts[best_k][2]
     return pts[ramp_k][2]
+
+
+def _calm(xs: list[float], ys: list[float]) -> list[tuple[float, float, int]]:
+    """(x, y, index) of the records that are no stall on top of their neighbours (`_fit_onset`)."""
+    # the first records are judged among the first 2 _NEAR + 1 (a stall opening the window has no left side);
+    # the last among those up to them (the newest records are the new level, not a stall to drop)
+    return [(x, y, i) for i, (x, y) in enumerate(zip(xs, ys))
+            if y <= _SPIKE * median(ys[max(0, i - _NEAR): max(i + _NEAR, 2 * _NEAR) + 1])
+            and not any(_SPIKE * v < y for v in ys[i + 1: i + 1 + _NEAR])]  # a new level holds; a stall falls back
+
+
+def window_onset(xs: list[float], ys: list[float], k: int, window: int | None) -> int:
+    """The step a slowdown began at, when each record is the mean of the last `window` steps' times (mmengine's
+    `time`), given k, the record `ramp_onset` dated it at. A mean moves only as far as the slow steps fill its
+    window: a jump at step s shows as a climb over the W records' steps after s, and a ramp from s as a curve
+    whose straight part points back to s + (W - 1) / 2; fitted as a level change of the records themselves, the
+    onset lands where the means first stand out, up to a window late. Here the change is fitted as what the
+    log printed: each record the average, over the steps s..x of its window x - W + 1..x, of a level a, a jump
+    c and a climb b (step s - 1 + j is b j slower), c, b >= 0 (least squares, stalls on top left out), for each
+    s from a window and a record before the k-th record to it. xs[k] where the window is 1 or unknown."""
+    w = int(window or 1)
+    if w <= 1 or not 0 < k < len(xs):
+        return int(xs[k])
+    pts = _calm(xs, ys)
+    hi = int(xs[k])
+    best, best_s = math.inf, hi
+    for s in range(int(xs[k - 1]) - w + 1, hi + 1):
+        sse = _window_sse(pts, s, w)
+        if sse < best * (1 - 1e-9):
+            best, best_s = sse, s
+    return best_s
+
+
+def _window_sse(pts: list[tuple[float, float, int]], s: int, w: int) -> float:
+    """The least residual sum of squares of y = a + c u + b r, c, b >= 0: u the share of a record's window
+    at or after step s, r the mean over its window of max(0, step - s + 1), each divided by the window."""
+    rows = []
+    for x, y, _ in pts:
+        lo = max(s, int(x) - w + 1)
+        n = max(0, int(x) - lo + 1)
+        rows.append((y, n / w, n * ((lo - s + 1) + (int(x) - s + 1)) / 2 / w))
+    best = math.inf
+    for use in ((1, 2), (1,), (2,)):  # both, the jump alone, the climb alone
+        best = min(best, _lsq(rows, use))
+    return best
+
+
+def _lsq(rows: list[tuple[float, float, float]], use: tuple[int, ...]) -> float:
+    """The residual sum of squares of y on a level and the columns `use` of `rows`, inf where a coefficient
+    comes out negative (a faster change is no slowdown) or the columns are degenerate."""
+    n = len(rows)
+    my = sum(r[0] for r in rows) / n
+    m = [sum(r[j] for r in rows) / n for j in use]
+    cols = [[r[j] - mj for r in rows] for j, mj in zip(use, m)]
+    yc = [r[0] - my for r in rows]
+    g = [[sum(a * b for a, b in zip(ci, cj)) for cj in cols] for ci in cols]
+    h = [sum(a * b for a, b in zip(ci, yc)) for ci in cols]
+    if len(use) == 1:
+        if g[0][0] <= 0:
+            return math.inf
+        coef = [h[0] / g[0][0]]
+    else:
+        det = g[0][0] * g[1][1] - g[0][1] * g[1][0]
+        if det <= 1e-12 * max(g[0][0] * g[1][1], 1e-300):
+            return math.inf
+        coef = [(h[0] * g[1][1] - h[1] * g[0][1]) / det, (h[1] * g[0][0] - h[0] * g[1][0]) / det]
+    if any(c < 0 for c in coef):
+        return math.inf
+    return max(sum(y * y for y in yc) - sum(c * hj for c, hj in zip(coef, h)), 0.0)
 
 
 def _hinge(pts: list[tuple[float, float, int]]) -> tuple[float, int | None]:

@@ -20,7 +20,7 @@ from typing import Any
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.level_shift import find_shift, may_shift, z_needed
 from stethoscope.detect.slowdown import (
-    extend, hold, lost, median_last, open_drop, ramp_onset, recent, release, streak_onset,
+    extend, hold, lost, median_last, open_drop, ramp_onset, recent, release, streak_onset, window_onset,
 )
 from stethoscope.detect.stall_patterns import (
     STALLS_KEPT,
@@ -215,8 +215,8 @@ class ThroughputDetector:
         n = len(slow) - 1 + _ONSET_LOOKBACK
         if len(self.raw_steps) != len(self.raw) or len(self.raw) < n:
             return streak_onset(slow, level)
-        values, steps = self.raw.last(n) + [t], list(self.raw_steps)[-n:] + [step]
-        return steps[ramp_onset([float(x) for x in steps], values)]
+        values, xs = self.raw.last(n) + [t], [float(x) for x in list(self.raw_steps)[-n:] + [step]]
+        return window_onset(xs, values, ramp_onset(xs, values), self.config.step_time_window)
 
     def _startup(self, onset: int) -> list[int] | None:
         """[records, first step, last step] of a baseline that is only the run's first records (fewer than

@@ -146,6 +146,9 @@ def _config(meta: dict[str, Any], config: DetectConfig | None) -> DetectConfig:
     window = means.get(EVAL_LOSS) if isinstance(means, dict) else None
     if cfg.eval_loss_window is None and isinstance(window, int) and window > 1:
         cfg = dataclasses.replace(cfg, eval_loss_window=window)
+    window = means.get(STEP_TIME) if isinstance(means, dict) else None  # mmengine's `time`: the same window
+    if cfg.step_time_window is None and isinstance(window, int) and window > 1:
+        cfg = dataclasses.replace(cfg, step_time_window=window)
     return cfg
 
 
