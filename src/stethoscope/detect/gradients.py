@@ -5,7 +5,9 @@
 * grad_vanishing - the grad norm a `vanishing_ratio` fraction of its baseline, or exactly 0 after
   having been positive, or every gradient element zero (`grad/zero_frac` ~ 1), for several records.
   A norm that is exactly 0 from the first record on is a logging artefact (old Megatron-DeepSpeed
-  prints `grad norm: 0.000` under pipeline parallelism), not a dead model.
+  prints `grad norm: 0.000` under pipeline parallelism), not a dead model. A norm that fell while the
+  loss fell x100 from its level when the norm's baseline was taken is a fit at its floor (an exact
+  regression's residual, and with it the gradient, goes to ~0): info, not vanishing gradients.
 * clipping - clipping engaged (`grad/clip_coef` < 1) on most recent records: the LR is probably high.
 * update/weight ratio - `update/ratio` above `update_ratio_high` (healthy ~1e-3) warns that the LR
   is too high before the loss moves.
@@ -22,12 +24,15 @@ from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import Window, median
 from stethoscope.findings.catalogue import CLIPPING, GRAD_EXPLOSION, GRAD_VANISHING
 from stethoscope.findings.catalogue import UPDATE_RATIO as UPDATE_RATIO_FINDING  # records.UPDATE_RATIO: the metric
-from stethoscope.records import GRAD_CLIP_COEF, GRAD_NORM, GRAD_ZERO_FRAC, LR, UPDATE_RATIO, Finding, StepRecord
+from stethoscope.records import (
+    GRAD_CLIP_COEF, GRAD_NORM, GRAD_ZERO_FRAC, LOSS, LR, UPDATE_RATIO, Finding, StepRecord,
+)
 
 _BASELINE_SKIP = 16  # early records (after warm-up) left out of the baseline: norms settle first
 _BASELINE_N = 16
 _LEVEL_N = 8
 _GROWTH_EVERY = 4  # the O(level) growth check runs on every 4th record
+_CONVERGED = 0.01  # the loss at <= 1% of its level at the grad baseline: the small norm is a fit at its floor
 
 
 class GradientDetector:
@@ -39,6 +44,7 @@ class GradientDetector:
         self.config = config or DetectConfig()
         self.lr = lr if lr is not None else LrTracker(self.config)  # shared in a DetectorSet: one update per record
         self.level = Window(_LEVEL_N)
+        self.loss_level = Window(_LEVEL_N)
         self.clips: deque[int] = deque(maxlen=self.config.clip_window)
         self._s: dict[str, Any] = {
             "seen": 0, "baseline": [], "base": None, "ever_positive": False, "low_run": 0, "low_start": None,
@@ -52,6 +58,9 @@ class GradientDetector:
         self.lr.observe(record)
         out: list[Finding] = []
         self._check_reset(step, out)
+        loss = values.get(LOSS)
+        if loss is not None and math.isfinite(loss):
+            self.loss_level.push(loss)
         g = values.get(GRAD_NORM)
         if g is not None and math.isfinite(g):
             self._on_norm(step, g, out)
@@ -81,7 +90,7 @@ class GradientDetector:
         if reset is None or reset == s.get("last_reset"):
             return
         s["last_reset"] = reset
-        s.update(seen=0, baseline=[], base=None, low_run=0, zero_run=0, ratio_run=0)
+        s.update(seen=0, baseline=[], base=None, low_run=0, zero_run=0, ratio_run=0, loss_base=None, loss_seen=[])
         self.level.clear()
         for kind in ("growth", "low"):
             inc = s["open"].pop(kind, None)
@@ -108,8 +117,12 @@ class GradientDetector:
             grown = len(self.level) >= _LEVEL_N and lvl >= self.config.grad_growth_ratio * base
             self._incident("growth", step, grown, out, value=lvl, limit=base)
         low = g == 0.0 and s["ever_positive"] or (base is not None and g <= self.config.vanishing_ratio * base)
+        loss = self.loss_level.median() if len(self.loss_level) else None
         if low or s["low_run"]:
-            self._run("low", step, low, out, value=g, limit=base)
+            self._run("low", step, low, out, value=g, limit=base, loss_before=s.get("loss_base"), loss=loss)
+        inc = s["open"].get("low")
+        if inc is not None:
+            inc["loss"] = loss  # the message reads the loss level of the incident's last record
 
     def _baseline(self, step: int, g: float) -> None:
         s = self._s
@@ -118,9 +131,13 @@ class GradientDetector:
         if s["seen"] <= _BASELINE_SKIP:
             return
         s["baseline"].append(g)
+        if len(self.loss_level):
+            s.setdefault("loss_seen", []).append(self.loss_level.median())
         if len(s["baseline"]) >= _BASELINE_N:
             s["base"] = median(s["baseline"])
             s["baseline"] = []
+            seen = s.pop("loss_seen", None)
+            s["loss_base"] = median(seen) if seen else None
 
     def _run(self, kind: str, step: int, cond: bool, out: list[Finding], **ev: Any) -> None:
         s = self._s
@@ -216,6 +233,11 @@ class GradientDetector:
         kind = inc["kind"]
         ev = {k: v for k, v in inc.items() if k not in ("kind", "start", "last_step")}
         t, sev, msg = _DESCRIBE[kind](inc)
+        if kind == "low" and _converged(inc):
+            return Finding(t, "info", inc["start"], msg.replace(": gradients vanish or the model is frozen", "")
+                           + f" as the loss converged ({_g(inc['loss_before'])} -> {_g(inc['loss'])}):"
+                           " a fit at its floor, not vanishing gradients", evidence=ev, source=self.name,
+                           causes=[_FIT_CAUSE], fixes=[_FIT_FIX])
         if kind == CLIPPING and (inc.get("over") or inc.get("records", 1) < self._clip_persists):
             # clipping bounds the update and harms nothing by itself; common for a while after warm-up
             sev, msg = "info", msg.replace(" the LR is probably too high", " updates bounded; harmless while it passes")
@@ -229,13 +251,27 @@ class GradientDetector:
 
     def state_dict(self) -> dict[str, Any]:
         return {"lr": self.lr.state_dict(), "level": self.level.state_dict(), "clips": list(self.clips),
-                "s": self._s}
+                "s": self._s, "loss_level": self.loss_level.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.lr.load_state_dict(state["lr"])
         self.level.load_state_dict(state["level"])
         self.clips = deque(state["clips"], maxlen=self.config.clip_window)
         self._s = state["s"]
+        if "loss_level" in state:  # absent from states saved before the converged-fit check
+            self.loss_level.load_state_dict(state["loss_level"])
+
+
+def _converged(inc: dict[str, Any]) -> bool:
+    """The loss fell to <= 1% of its level when the grad baseline was taken (a positive loss only: a signed
+    objective has no floor at 0): the gradient of a fit at its floor is ~0 by itself."""
+    before, now = inc.get("loss_before"), inc.get("loss")
+    return before is not None and now is not None and before > 0 and 0 <= now <= _CONVERGED * before
+
+
+_FIT_CAUSE = "the fit converged: the loss is ~0 against its earlier level, and its gradient with it"
+_FIT_FIX = ("nothing while the eval loss holds; stop earlier to save compute. A training loss of ~0 on a hard "
+            "task is suspect: check that the target does not leak into the inputs")
 
 
 def _g(x: Any) -> str:
