@@ -95,6 +95,8 @@ class NonFiniteDetector:
                 # a grad-only burst outlasting a scaler's skips: the same key again, now critical
                 return [self._opening(inc)] if _grad_only(inc) and inc["count"] == SKIPPED_STEPS + 1 else []
             inc["series"].extend(new)
+            inc.setdefault("first", {}).update({b: record.step for b in new})  # a later series: its own step
+            inc["values"].update({b: _show(record.values.get(b)) for b in new})
             return [self._opening(inc)]  # same key: the incident now covers more series
         self._open = {
             "start": record.step, "last_bad": record.step, "count": 1, "series": list(bad),
@@ -105,11 +107,12 @@ class NonFiniteDetector:
         return [self._opening(self._open)]
 
     def _opening(self, inc: dict[str, Any]) -> Finding:
-        series = ", ".join(inc["series"])
-        msg = f"non-finite {series} at step {inc['start']}"
+        msg = f"non-finite {_series_at(inc)}"
         if inc["series"] == [NAN_ITERS]:
             msg = f"the log counts NaN iterations in the interval ending at step {inc['start']}"
         ev = {"series": list(inc["series"]), "values": dict(inc["values"]), "count": inc["count"]}
+        if inc.get("first"):
+            ev["first_steps"] = {b: inc["first"].get(b, inc["start"]) for b in inc["series"]}
         severity = "critical"
         if _grad_only(inc) and inc["count"] <= SKIPPED_STEPS:
             severity = "info"
@@ -139,6 +142,16 @@ class NonFiniteDetector:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._open = state.get("open")
         self._last_step = state.get("last_step")
+
+
+def _series_at(inc: dict[str, Any]) -> str:
+    """Each series with the step it first went non-finite: `train/loss, grad/norm at step 150 and eval/loss
+    at step 199` (a later series joins the incident at its own step, not the opening's)."""
+    first = inc.get("first") or {}
+    by_step: dict[int, list[str]] = {}
+    for name in inc["series"]:
+        by_step.setdefault(first.get(name, inc["start"]), []).append(name)
+    return " and ".join(f"{', '.join(names)} at step {step}" for step, names in sorted(by_step.items()))
 
 
 def _grad_only(inc: dict[str, Any]) -> bool:
