@@ -78,6 +78,8 @@ def test_records_of_their_own_step_keep_the_record_fit() -> None:
     assert window_onset(xs, ys, 5, 1) == 20
     # the same records as means of 10 steps: a jump that fills the window by step 20 began at step 11 or later
     assert 11 <= window_onset(xs, ys, 5, 10) <= 20
+    # two records cannot date a change inside a window (before: step -9, before the log began)
+    assert window_onset([0.0, 4.0], [0.01, 0.5], 1, 10) == 4
 
 
 def test_a_window_below_one_is_refused() -> None:

@@ -188,12 +188,15 @@ def window_onset(xs: list[float], ys: list[float], k: int, window: int | None) -
     onset lands where the means first stand out, up to a window late. Here the change is fitted as what the
     log printed: each record the average, over the steps s..x of its window x - W + 1..x, of a level a, a jump
     c and a climb b (step s - 1 + j is b j slower), c, b >= 0 (least squares, stalls on top left out), for each
-    s from a window and a record before the k-th record to it. xs[k] where the window is 1 or unknown."""
+    s from a window and a record before the k-th record to it. xs[k] where the window is 1 or unknown, or
+    fewer than 6 calm records."""
     w = int(window or 1)
     if w <= 1 or not 0 < k < len(xs):
         return int(xs[k])
     pts = _calm(xs, ys)
     hi = int(xs[k])
+    if len(pts) < 6:  # three coefficients and the onset: too few records to fit them
+        return hi
     best, best_s = math.inf, hi
     for s in range(int(xs[k - 1]) - w + 1, hi + 1):
         sse = _window_sse(pts, s, w)
