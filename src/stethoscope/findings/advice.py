@@ -17,7 +17,8 @@ PyTorch issue threads, Karpathy's "recipe for training neural networks".
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from stethoscope.findings.catalogue import DIVERGENCE, LOSS_SPIKE, PERIODIC_STALL, UNDERFITTING
@@ -30,6 +31,7 @@ from stethoscope.findings.remedies import (  # the tables and flags (re-exported
     CPU,
     FIRST_UPDATE,
     FP16,
+    FRESH_START,
     IN_WARMUP,
     KEEP_SCHEDULE,
     LR_HELD,
@@ -108,7 +110,7 @@ def context_flags(finding: Finding, ctx: dict[str, Any]) -> frozenset[str]:
     if any(NAN_SUDDEN in c for c in finding.causes):  # the LR held and the level kept up to the NaN
         flags.add(LR_HELD)
     if _first_update(finding, ctx):
-        flags.add(FIRST_UPDATE)
+        flags.add(FIRST_UPDATE if _loaded(finding, ctx, LR_TINY in flags) else FRESH_START)
     if finding.type == UNDERFITTING and finding.evidence.get("verdict"):
         flags.add(NOT_LEARNING)
     return frozenset(flags)
@@ -163,8 +165,8 @@ def _lr_at(lr: Any, step: int | None) -> float | None:
 
 
 def _first_update(finding: Finding, ctx: dict[str, Any]) -> bool:
-    """A loss jump within the first optimizer updates of a model whose loss was already low: a fine-tune
-    or continued pre-training whose loaded weights the first update wrecked."""
+    """A loss jump within the first optimizer updates (`_loaded` tells a fine-tune or continued pre-training
+    whose loaded weights the first update wrecked from a fresh model's first steps)."""
     first_steps = ctx.get("first_steps") or ()
     if finding.type not in (LOSS_SPIKE, DIVERGENCE) or finding.step is None or len(first_steps) < 2:
         return False
@@ -174,3 +176,37 @@ def _first_update(finding: Finding, ctx: dict[str, Any]) -> bool:
     before = ev.get("level_before", ev.get("level"))
     after = ev.get("peak", ev.get("value"))
     return isinstance(before, (int, float)) and isinstance(after, (int, float)) and 0 < before <= 0.6 * after
+
+
+# Config keys that say the run started from trained weights (a resume, a checkpoint, a pretrained model).
+_LOAD_KEYS = ("resume_from_checkpoint", "ckpt_path", "load", "load_checkpoint", "finetune", "init_from",
+              "model_name_or_path", "pretrained_model_name_or_path", "pretrained")
+_SCRATCH = ("", "scratch", "none", "false", "0")
+_CLASS_KEYS = ("vocab_size", "padded_vocab_size", "num_labels", "num_classes")
+_CONTINUED_FROM = 100  # a log whose first step is this far on continues an earlier run's weights
+
+
+def _loaded(finding: Finding, ctx: dict[str, Any], lr_tiny: bool) -> bool:
+    """Evidence that the first update met trained weights: an update at an LR too small to move any weights
+    (only a wrong state explains the jump), a config naming a resume/checkpoint/pretrained model, a log that
+    starts far past step 0, or a loss before the jump far below a fresh classifier's ln(K). Without any, the
+    jump is a fresh model's first updates (an LR too high at the start), not a checkpoint loaded wrong."""
+    first = (ctx.get("first_steps") or (0,))[0]
+    if lr_tiny or first >= _CONTINUED_FROM:
+        return True
+    meta = ctx.get("meta") or {}
+    if any(k in _LOAD_KEYS and v is not None and str(v).strip().lower() not in _SCRATCH for k, v in _items(meta)):
+        return True
+    k = next((v for key, v in _items(meta) if key in _CLASS_KEYS and isinstance(v, int) and not isinstance(v, bool)
+              and v > 1), None)
+    before = finding.evidence.get("level_before", finding.evidence.get("level"))
+    return k is not None and isinstance(before, (int, float)) and 0 < before <= 0.5 * math.log(k)
+
+
+def _items(meta: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    stack: list[Any] = [meta]
+    while stack:
+        d = stack.pop()
+        for key, v in d.items() if isinstance(d, dict) else ():
+            yield key, v
+            stack.append(v)

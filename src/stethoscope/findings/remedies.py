@@ -20,6 +20,7 @@ from stethoscope.findings.named_causes import NAN_GREW, NAN_LR_ROSE, NAN_SUDDEN,
 # Flags a context sets (per finding) and a remedy may be ruled out by.
 FP16, NOT_FP16, CPU, AFTER_WARMUP, IN_WARMUP = "fp16", "not_fp16", "cpu", "after_warmup", "in_warmup"
 LR_TINY, AT_RESTART, FIRST_UPDATE, LR_HELD = "lr_tiny", "at_restart", "first_update", "lr_held"
+FRESH_START = "fresh_start"  # a jump in the first updates with no sign that trained weights were loaded
 PERF_RECORDED, PERF_UNRECORDED = "perf_recorded", "perf_unrecorded"  # a stall beside perf/gc_pause_s, data_wait_s
 LR_JUMPED = "lr_jumped"  # the log names the cause: an LR jump just before (no guessing at fp16)
 NOT_LEARNING = "not_learning"  # the underfitting verdict: the loss never came down (so it was not still falling)
@@ -274,11 +275,18 @@ _WEIGHTS = _r("the first optimizer update wrecked already-trained weights: a che
               "evaluate the loaded model before any update (its loss must match the first logged one), then check "
               "the conversion: dtypes, tied weights, the optimizer state you load (try without it)")
 
+_FRESH = _r("the first updates of a freshly initialised model: the LR at full height from step 0 (no warm-up) "
+            "while the first gradients are the largest", "warm the LR up over the first steps (1-5% of the run) "
+            "or lower it; a jump that comes back within a few steps is harmless", LR_TINY, IN_WARMUP,
+            stance=CHANGE_SCHEDULE)
+
 HANG_WHERE: dict[str, Remedy] = {where: _r(cause, fix) for where, (cause, fix) in STUCK_IN.items()}
 
 CONDITIONAL: tuple[Conditional, ...] = (
     Conditional(DIVERGENCE, f"context:{FIRST_UPDATE}", _WEIGHTS, first=True),
     Conditional(LOSS_SPIKE, f"context:{FIRST_UPDATE}", _WEIGHTS, first=True),
+    Conditional(DIVERGENCE, f"context:{FRESH_START}", _FRESH, first=True),
+    Conditional(LOSS_SPIKE, f"context:{FRESH_START}", _FRESH, first=True),
     Conditional(LOSS_SPIKE, "grad norm rose", _r("", "the grad norm led the loss: clip gradients and lower the LR; "
                                                        "watch grad norm live to roll back early", LR_TINY)),
     Conditional(LOSS_SPIKE, "single bad batch",
