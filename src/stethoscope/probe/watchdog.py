@@ -150,10 +150,13 @@ class Watchdog:
         step, at = self._resumed_at or (self._last_step, time.time())
         self._resumed_at = None
         hung_s = at - hang["since"]
+        # Critical while it lasted (the page was right: the run was at stake); once the run went on, what is
+        # left to act on is its cost: a warning. The alert keeps its critical page and resolves.
         message = (f"hang resolved on rank {self.rank}: step {step} completed after {hung_s:.0f} s without "
-                   f"progress (it waited in {WHERE_TEXT.get(hang['where'], hang['where'])})")
-        evidence = dict(hang, recovered=True, hung_s=round(hung_s, 3))
-        self._on_finding(Finding(HANG, "critical", hang["last_step"], message, end_step=step, evidence=evidence,
+                   f"progress (it waited in {WHERE_TEXT.get(hang['where'], hang['where'])}); critical while it "
+                   f"lasted, the run went on: {hung_s:.0f} s lost")
+        evidence = dict(hang, recovered=True, hung_s=round(hung_s, 3), severity_while_open="critical")
+        self._on_finding(Finding(HANG, "warning", hang["last_step"], message, end_step=step, evidence=evidence,
                                  source="watchdog", causes=cause(hang)))
 
     def _arm_faulthandler(self) -> None:
