@@ -60,3 +60,21 @@ def test_a_straggler_whose_gpu_throttles_says_so_first():
     for r in same:
         r["gpu_throttle"] = 1.0
     assert not any("GPU" in c for c in h2.update(same, 100)[0].causes)
+
+
+def test_a_noise_sized_compute_gap_does_not_name_a_straggler():
+    """user-trial-2 item 8: the health vectors of a 2-rank gloo run (rank 1 slept 20 ms after opt.step): forward
+    medians 0.219 ms and 0.393 ms in 23.9 ms steps. A x1.8 ratio on 0.17 ms, 0.7% of the step, is timer noise:
+    no straggler is named through it. A gap that is a real share of the step still is."""
+    h = RankHealth(threshold=0.8, reports=2)
+    for step in (50, 100, 150):
+        rows = [{"rank": 0, "step": step, "step_s": 0.02393, "compute_s": 0.000219, "data_s": 0.0001, "mem_gib": 0.3,
+                 "finding": 0, "gc_s": 0.0, "n": 50},
+                {"rank": 1, "step": step, "step_s": 0.02376, "compute_s": 0.000393, "data_s": 0.0001, "mem_gib": 0.3,
+                 "finding": 0, "gc_s": 0.0, "n": 50}]
+        assert h.update(rows, step) == [], step
+    assert h.scores[1]["compute_s"] == 1.0
+    h = RankHealth(threshold=0.8, reports=1)
+    rows[1]["compute_s"] = 0.0055  # 5.3 ms more forward in a 24 ms step: a real share
+    (f,) = h.update(rows, 200)
+    assert f.evidence["rank"] == 1 and f.evidence["signal"] == "compute (forward) time"
