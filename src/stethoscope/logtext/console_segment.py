@@ -164,6 +164,15 @@ def bar_steps(raw: np.ndarray, state: tuple[int, int, int] | None) -> tuple[np.n
         return raw, (offset, last, total)
     totals = np.maximum.accumulate(np.concatenate(([total], raw)))  # totals[j]: the total before line j
     top = totals[:-1]
+    back = np.flatnonzero(raw[1:] < raw[:-1]) + 1  # where the counter goes back: an epoch or a late redraw
+    if raw[0] < last:
+        back = np.concatenate(([0], back))
+    before, at = np.where(back > 0, raw[back - 1], last), top[back]
+    new = (before >= at) & (at > 0)
+    if not (new & (2 * raw[back] > at)).any():  # no late redraw (else as below): only those lines looked at
+        starts = np.concatenate(([0], back[new], [raw.size]))  # the epochs' first lines (the offset is constant)
+        offsets = np.repeat(offset + np.cumsum(np.concatenate(([0], at[new]))), np.diff(starts))
+        return offsets + raw, (int(offsets[-1]), int(raw[-1]), int(totals[-1]))
     before = np.concatenate(([last], raw[:-1]))
     late = (raw < before) & (before >= top) & (top > 0) & (2 * raw > top)  # a late redraw (`bar_step`)
     raw = np.where(late, top, raw)
