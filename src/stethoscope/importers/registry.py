@@ -34,6 +34,7 @@ from stethoscope.importers.tensorboard import TensorBoardImporter
 from stethoscope.importers.textlog import TextLogImporter
 from stethoscope.importers.yolo_results import YoloResultsImporter
 from stethoscope.importers.texttable import TextTableImporter
+from stethoscope.records import LOSS
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +122,20 @@ def _read_all(importer: Importer, path: Path) -> list[ImportedRun]:
 
 def _read(importer: Importer, path: Path) -> ImportedRun:
     run = importer.read(path)
+    if run.format == "fairseq" and run.meta.get("no_train_inner"):  # its summaries among another trainer's records:
+        later = _next_reader(importer, path)  # that trainer's dedicated reader (LitGPT's `iter 4 step 1 |`, read at
+        other = None if later is None else console_fallback(path, later.read(path))  # its step), as without them
+        if other is not None and LOSS in set(other.columns.names):
+            return other
     return console_fallback(path, run) if importer.name in _TEXT_READERS else run
+
+
+def _next_reader(importer: Importer, path: Path) -> Importer | None:
+    """The dedicated text reader after `importer` in the sniffing order that claims `path` too (None: none)."""
+    order = default_importers()
+    names = [imp.name for imp in order]
+    later = [imp for imp in order[names.index(importer.name) + 1:] if imp.name in _TEXT_READERS]
+    return _first(path, read_head(path), later) if later else None
 
 
 def _finish(path: Path, run: ImportedRun) -> ImportedRun:
