@@ -140,10 +140,11 @@ def _timm(epochs: list[int], per: int = 1251, every: int = 100) -> list[str]:
 def test_timms_counter_of_batches_makes_steps_with_its_epoch(epochs: list[int]) -> None:
     """timm's `Train: 3 [ 100/1251 (  8%)]` counts batches: its last line of an epoch is `[1250/1251 (100%)]`, an
     index at its total - 1 (a count of samples ends below its total). The step is the epochs' batches so far
-    plus the counter, not the record's number in the file."""
+    plus the counter, not the record's number in the file; its epochs count from 0, so a log that starts in a later
+    epoch (a resumed run's) counts the epochs before it: epoch E's batch b is step E * 1251 + b (timm's num_updates)."""
     run = read_text("\n".join(_timm(epochs)) + "\n")
-    loss = series(run, LOSS)
-    assert loss[100] == pytest.approx(_loss(100)) and loss[1251 + 1250] == pytest.approx(_loss(1250))
+    loss, first = series(run, LOSS), epochs[0] * 1251
+    assert loss[first + 100] == pytest.approx(_loss(100)) and loss[first + 1251 + 1250] == pytest.approx(_loss(1250))
     assert len(loss) == 14 * len(epochs) and not any("file order" in w for w in run.warnings)
 
 

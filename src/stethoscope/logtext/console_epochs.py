@@ -152,8 +152,10 @@ def index_steps(counts: list[tuple[int, int | None, int, int]]) -> dict[int, int
     samples of batch size 1: the same steps). None until it shows that."""
     if not any(count == total - 1 for _, _, count, total in counts) and reduce(gcd, (c for *_, c, _ in counts), 0) != 1:
         return None
-    counter = EpochCounter(anchored=False)  # timm's epochs count from 0: an excerpt keeps the file's own numbering
-    return {record: counter.step(epoch or 0, count, total) for record, epoch, count, total in counts}
+    # an index from 0 within an epoch numbered from 0 (timm's): a log that starts in a later epoch (a resumed run's,
+    # `Train: 250 [   0/4]`) counts the epochs before it, epoch E's batch b being step E * T + b (timm's num_updates)
+    counter = EpochCounter()
+    return {record: counter.step((epoch or 0) + 1, count, total) for record, epoch, count, total in counts}
 
 
 def renumbered(columns: Any, steps: dict[int, int]) -> Any:
