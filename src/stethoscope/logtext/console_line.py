@@ -51,7 +51,7 @@ _PREFIX = re.compile(
     r"|[-|:]\s)")
 _STEP = re.compile(
     r"\[(?:batch|step|iter|iteration|ba)=(?P<a>\d+)(?:/(?P<at>\d+))?\]"  # Composer [batch=10/100]
-    r"|\bglobal[_ ]step['\"]?\s*[:=]?\s*(?P<b>\d+)(?![\d.])"  # global_step=N
+    r"|\bglobal[_ ]step['\"]?\s*[:=]?\s*(?P<b>\d+)(?:\.0(?!\d))?(?![\d.])"  # global_step=N (Lightning: N.0)
     r"|\b(?:n|num)_updates['\"]?\s*[:=]?\s*(?P<u>\d+)(?![\d.])"  # the updates made so far (SB3, fairseq)
     r"|\b(?:it|It|IT)\s+(?P<e>\d+)\s*/\s*(?P<et>\d+)(?![\d.])"  # `it 10/1200`: `it` only with a total
     r"|\b(?:it|It|IT)\s*[:=]\s*(?P<g>\d+)(?![\d.])"  # ... or assigned: `it=10`
