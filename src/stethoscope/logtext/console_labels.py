@@ -42,6 +42,8 @@ from stethoscope.logtext.console_line import _EPOCH, NUMBER, Line, Value, _token
 
 # after the line's head, a blank, a bracket or a logger's `name:` (`INFO:root:10:\tlearn: ..`)
 _ROUND = re.compile(r"(?:^|(?<=[\s\])>])|(?<=[A-Za-z]:))(?:\[(\d+)\]|(\d+):)\t(?=\s*[A-Za-z_])")
+# a count before it (not a date's, a clock's or a name's digits: `worker-0: [24/07/2024 11:50:00] 1000:\t`)
+_COUNT = re.compile(r"(?<![\w/:.\-])\d+(?![\w/:.\-])")
 _QUOTED = re.compile(r"""['"]([A-Za-z_][^'"\n]{0,60}?)['"]\s*[:=]?\s*$""")
 _OWNED = re.compile(r"([A-Za-z_]\w*)'s\s+([A-Za-z_][^:='\n]{0,60}?)\s*[:=]?\s*$")
 _OF_TOTAL = re.compile(r"(?<![\w./])(\d+)\s*/\s*(\d+)\s+(?i:batches|steps|iters|iterations)\b")
@@ -109,7 +111,7 @@ def has_loss(names: Any) -> bool:
 
 def _round(line: Line, text: str, pos: int) -> None:
     head = _ROUND.search(line.body)
-    if head is None or any(c.isdigit() for c in line.body[:head.start()]):
+    if head is None or _COUNT.search(line.body, 0, head.start()):
         return  # a count after another (`Epoch: [0][50]\tTime ..`, SwAV) is a position within it, not a round
     start = pos + head.start(1 if head[1] is not None else 2)
     token = _token_index(text, start)
