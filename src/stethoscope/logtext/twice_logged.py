@@ -32,7 +32,8 @@ def once(columns: AnyColumns) -> AnyColumns:
     if not descent.any():
         return columns
     bounds = np.concatenate(([0], np.flatnonzero(~same) + 1, [steps.size]))  # where each step run starts
-    run = (r := np.searchsorted(bounds, np.flatnonzero(descent), side="right") - 1)[np.r_[True, r[1:] != r[:-1]]]  # runs to look into (np.unique would import numpy.ma: ~6 ms)
+    r = np.searchsorted(bounds, np.flatnonzero(descent), side="right") - 1  # the step run of each descent
+    run = r[np.r_[True, r[1:] != r[:-1]]]  # runs to look into, once each (np.unique would import numpy.ma: ~6 ms)
     lengths = bounds[run + 1] - bounds[run]
     at = np.repeat(bounds[run] - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))  # their points
     key = np.repeat(run, lengths) * (len(coded.labels) + 1) + codes[at]  # (step run, name)
