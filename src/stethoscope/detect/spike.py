@@ -40,6 +40,9 @@ _EXCURSION_N = 50  # values of the record-excursion test (`_record_excursion`)
 # Within lead_steps after an upward off-schedule LR jump, a loss spike needs this fraction of spike_sigma:
 # with its likely cause in the log, a rise of 3 sigmas is no longer a one-in-a-million fluke of the noise.
 _EXPLAINED_BAR = 0.5
+# A clean window whose noise is under 1/_CENSORED of the series' raw spread holds only the low values (censored by
+# the spike bar itself, `Track.raw_sigma`); a clean window of ordinary noise is within a few tens of percent of it.
+_CENSORED = 2.0
 
 
 class SpikeDetector:
@@ -210,10 +213,13 @@ class SpikeDetector:
             t.push(v)
             return
         sigma = shrunk_sigma(t.data_sigma(), n, self.config.loss_prior_rel_noise * scale, self.config.prior_weight)
+        raw = t.raw_sigma()
+        if raw > _CENSORED * sigma:  # the clean window lost the series' own spread: measure by that (`Track.raw_sigma`)
+            sigma = raw
         bar = self.config.spike_sigma
         if self.lr.jump_cause(step, self.config.lead_steps) is not None:
             bar *= _EXPLAINED_BAR  # the LR just jumped up off its schedule: a rise now has its cause in hand
-        if v <= level + bar * sigma and not _record_excursion(t.window, v):
+        if v <= level + bar * sigma and not _record_excursion([x for _, x in t.recent.items()[:-1]], v):
             t.push(v)
             return
         t.incident = self._open_loss(step, v, level, sigma, n, values)
@@ -380,12 +386,13 @@ def _signed(v: float, level: float, window: Window) -> bool:
     return level == 0 or min(values, default=v) < 0 < max(values, default=v) or (v < 0) != (level < 0)
 
 
-def _record_excursion(window: Window, v: float) -> bool:
-    """Twice as far above the median of the last `_EXCURSION_N` values as the highest of them: a value
+def _record_excursion(raw: list[float], v: float) -> bool:
+    """Twice as far above the median of the last `_EXCURSION_N` raw values as the highest of them: a value
     no spread estimate needs to vouch for (a noisy per-step log's sigma can hide a one-batch spike that
-    anyone looking at the curve sees at once)."""
-    if len(window) < _EXCURSION_N:
+    anyone looking at the curve sees at once). Raw values, spikes included: the clean window holds only the
+    values under the spike bar, whose top a heavy-tailed loss tops by itself (`Track.raw_sigma`)."""
+    if len(raw) < _EXCURSION_N:
         return False
-    last = window.last(_EXCURSION_N)
+    last = raw[-_EXCURSION_N:]
     mid = sorted(last)[_EXCURSION_N // 2]
     return v - mid > 2 * (max(last) - mid) > 0

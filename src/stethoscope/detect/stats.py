@@ -51,13 +51,20 @@ def diff_sigma(values: Sequence[float], tails: bool = True) -> float:
     if n < 2:
         return 0.0
     diffs = [b - a for a, b in zip(values, islice(values, 1, None))]
+    return diff_spread(diffs, tails) / math.sqrt(2.0)
+
+
+def diff_spread(diffs: Sequence[float], tails: bool = True) -> float:
+    """The spread `diff_sigma` measures, of values already free of their trend: the larger of 1.4826 x MAD and
+    the 90th percentile of the absolute deviations / 1.645 (the MAD alone with `tails=False`); 0.0 when empty."""
+    if not diffs:
+        return 0.0
     center = median(diffs)
     dev = sorted([abs(d - center) for d in diffs])
     m = len(dev)
     mid = dev[m // 2] if m % 2 else 0.5 * (dev[m // 2 - 1] + dev[m // 2])
     q90 = dev[min(m - 1, int(0.9 * (m - 1) + 0.5))]
-    spread = max(MAD_TO_SIGMA * mid, q90 / _Z90) if tails else MAD_TO_SIGMA * mid
-    return spread / math.sqrt(2.0)
+    return max(MAD_TO_SIGMA * mid, q90 / _Z90) if tails else MAD_TO_SIGMA * mid
 
 
 def theil_sen_slope(xs: Sequence[float], ys: Sequence[float], max_points: int = 40) -> float:
