@@ -25,6 +25,7 @@ from stethoscope.importers.tabular import RowSplits, checked_rows
 
 NAME = "lightning_csv"
 _HPARAM = re.compile(r"^([A-Za-z_][\w.-]*):\s*(.*?)\s*$")
+_EVAL_PREFIX = re.compile(r"(?i)^(?:val|valid|validation|eval|test)[_/]")
 
 
 class LightningCSVImporter:
@@ -62,7 +63,8 @@ def _read_rows(path: Path, header: list[str], rows: Any) -> tuple[PointTable, li
     step_at = header.index("step")
     names = FileNames()
     splits = RowSplits(header)
-    columns = [(i, names(_per_step(c)).name) for i, c in enumerate(header) if i not in (step_at, splits.at)]
+    columns = [(i, names(_per_step(c)).name) for i, c in enumerate(header)
+               if i not in (step_at, splits.at) and not _eval_batches(c, header)]
     warnings: list[str] = []
     last_epoch: tuple[int, float] | None = None
     for line, row in enumerate(rows, 2):
@@ -84,6 +86,14 @@ def _read_rows(path: Path, header: list[str], rows: Any) -> tuple[PointTable, li
 def column_name(column: str) -> str:
     """Our name for a CSVLogger column (`train_loss_step` → train/loss, `val_loss` → eval/loss …)."""
     return metric_name(_per_step(column))
+
+
+def _eval_batches(column: str, header: list[str]) -> bool:
+    """Whether `column` holds a validation's per-batch values (`val_loss_step` beside `val_loss_epoch`): its rows
+    count the eval's batches (step 0, 1, .. of the val loader, or the one training step repeated), not training
+    steps; laid on the training axis they drown the epoch's aggregate, which is the eval's record."""
+    return (column.endswith("_step") and _EVAL_PREFIX.match(column) is not None
+            and column[: -len("_step")] + "_epoch" in header)
 
 
 def _per_step(column: str) -> str:

@@ -48,8 +48,9 @@ _CANDIDATE = re.compile(r"^(?:trainer_state\.json|meta\.yaml|mlflow\.db|.*histor
                         re.IGNORECASE)
 # Dedicated text readers: when one of them reads no step, the general console reader gets a try.
 _TEXT_READERS = frozenset({"megatron", "fairseq", "textlog"})
-# Logs and tables a person writes runs into one after the other (a notebook's console, a sweep's table).
-_RESTARTED = frozenset({"console", "textlog"})
+# Logs and tables a person writes runs into one after the other (a notebook's console, a sweep's table, mmengine's
+# scalars.json appended to by each launch into the same work_dir).
+_RESTARTED = frozenset({"console", "textlog", "jsonl"})
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 
 

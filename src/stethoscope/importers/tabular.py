@@ -29,6 +29,7 @@ from typing import Any
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.bookkeeping import is_progress, refuse_progress_only
 from stethoscope.importers.epoch_rows import EPOCH_KEYS, Row, epoch_steps
 from stethoscope.importers.fairseq import fairseq_name
 from stethoscope.logtext.names import FileNames, metric, rivals, scaled_row
@@ -379,8 +380,11 @@ def _read_jsonl(path: Path, lines: list[str]) -> tuple[PointTable, dict[str, Any
     note = epoch_steps(rows)
     if note:
         meta["notes"] = {"step": note}
+    kept = {k for row in rows for k, v in row.flat.items() if _is_value(v)}
+    refuse_progress_only(path, len(rows), kept)  # LLaMA-Factory's predict run: `percentage` is no metric
     for row in rows:
-        _add_record(table, row.line, row.step, row.flat, names, row.line in fairseq, demoted, row.split)
+        flat = {k: v for k, v in row.flat.items() if not is_progress(k)}
+        _add_record(table, row.line, row.step, flat, names, row.line in fairseq, demoted, row.split)
     by_epoch = _epoch_records(stepless) if stepless and not len(table) else None
     if by_epoch is not None:
         meta["notes"] = {"step": "no step key: the step is the epoch (one record an epoch)"}

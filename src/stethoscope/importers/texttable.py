@@ -230,33 +230,73 @@ class TextTableImporter:
         return find_header(lines) is not None or has_blocks([_clean(line) for line in lines])
 
     def read(self, path: Path) -> ImportedRun:
+        """The table's run; of a file of several fits one after the other (`read_runs`), the last."""
+        return self.read_runs(path)[-1]
+
+    def read_runs(self, path: Path) -> list[ImportedRun]:
+        """The table's run, or each run of a file where the table is printed again with its count started over
+        (fastai's `fit` prints a fresh `epoch train_loss ..` table from epoch 1 each call): each printing is
+        another fit, never laid over the one before by epoch. A table printed again that goes on counting, or
+        whose outer count (an `epoch` column beside the step's) moved on, is the same run."""
         lines = read_text(path).splitlines()
         if find_header(lines[:2000]) is None and has_blocks([_clean(line) for line in lines[:2000]]):
-            return _by_split(path, [_clean(line) for line in lines])
-        table, keeper, names = PointTable(), LineKeeper(), FileNames()
+            return [_by_split(path, [_clean(line) for line in lines])]
+        parts: list[tuple[PointTable, LineKeeper]] = [(PointTable(), LineKeeper())]
+        names = FileNames()
         layout: _Layout | None = None
         columns: list[tuple[int, str]] = []
-        parts: list[int] = []
+        loss_parts: list[int] = []
+        last: tuple[float, float | None] | None = None  # the last row's (count, outer count)
+        fresh = False  # a header was printed and no row came under it yet
         for number, line in enumerate(lines, 1):
             found = _table_at(lines, number - 1) if _may_head(lines, number - 1) else None
             if found is not None:
-                layout = found
+                layout, fresh = found, True
                 header = [column_name(c, found.names) for c in found.names]
                 columns = [(i, names(c).name) for i, c in enumerate(header) if i != found.at]
-                parts = _parts_of_the_loss(columns, header)
+                loss_parts = _parts_of_the_loss(columns, header)
                 continue
             cells = layout.cells(line) if layout is not None else None
             if cells is not None:
+                count = _count(cells[layout.at]) or 0.0
+                outer = _outer(layout, cells)
+                if fresh and last is not None and _started_over(last, count, outer) and len(parts[-1][0]):
+                    parts.append((PointTable(), LineKeeper()))
+                fresh, last = False, (count, outer)
                 values: dict[str, object] = {name: cells[i] for i, name in columns if to_float(cells[i] or "") is not None}
-                if parts and all(to_float(cells[i] or "") is not None for i in parts):
-                    values[LOSS] = float(f"{sum(to_float(cells[i] or '') or 0.0 for i in parts):.12g}")
-                table.add_row(number, int(_count(cells[layout.at]) or 0), None, *scaled_row(values, names.scales))
+                if loss_parts and all(to_float(cells[i] or "") is not None for i in loss_parts):
+                    values[LOSS] = float(f"{sum(to_float(cells[i] or '') or 0.0 for i in loss_parts):.12g}")
+                parts[-1][0].add_row(number, int(count), None, *scaled_row(values, names.scales))
             elif line.strip() and not (layout is not None and layout.is_rule(line)):
-                keeper.offer(number, line, None)
-        built, rejected = table.build_columns()
+                parts[-1][1].offer(number, line, None)
         header_names = layout.names if layout is not None else []
-        return ImportedRun(str(path), NAME, None, {"columns": header_names},
-                           describe(rejected, lambda ln: f"{path}:{ln}"), keeper.lines(), columns=built)
+        return [_run(path, table, keeper, header_names, k, len(parts)) for k, (table, keeper) in enumerate(parts)]
+
+
+def _outer(layout: _Layout, cells: list[str | None]) -> float | None:
+    """The row's outer count: its `epoch` cell when the step is another column's (a batch or an iteration)."""
+    at = next((i for i, name in enumerate(layout.names) if name.lower() == "epoch"), None)
+    return None if at is None or at == layout.at else _count(cells[at])
+
+
+def _started_over(last: tuple[float, float | None], count: float, outer: float | None) -> bool:
+    """Whether a table printed again starts another run: its count went back and no outer count moved on."""
+    return count <= last[0] and not (outer is not None and last[1] is not None and outer > last[1])
+
+
+def _run(path: Path, table: PointTable, keeper: LineKeeper, header: list[str], k: int, count: int) -> ImportedRun:
+    built, rejected = table.build_columns()
+    meta: dict[str, object] = {"columns": header}
+    label = str(path)
+    if count > 1:
+        label = f"{path}#run {k + 1}"
+        meta.update(run_name=f"run {k + 1}", runs_in_file=count, notes={"runs": _RUNS.format(count=count)})
+    return ImportedRun(label, NAME, None, meta, describe(rejected, lambda ln: f"{path}:{ln}"), keeper.lines(),
+                       columns=built)
+
+
+_RUNS = ("{count} runs one after the other in this file: the table was printed again with its count started over "
+         "(another fit); each is diagnosed on its own")
 
 
 def _by_split(path: Path, lines: list[str]) -> ImportedRun:
