@@ -78,3 +78,19 @@ def test_a_noise_sized_compute_gap_does_not_name_a_straggler():
     rows[1]["compute_s"] = 0.0055  # 5.3 ms more forward in a 24 ms step: a real share
     (f,) = h.update(rows, 200)
     assert f.evidence["rank"] == 1 and f.evidence["signal"] == "compute (forward) time"
+
+
+def test_a_rank_late_to_the_gradient_all_reduce_is_named_by_its_time_outside_the_backward_pass():
+    """user-trial-2 item 8, the rest: the 20 ms rank 1 spent after opt.step made rank 0 wait inside its backward
+    (DDP's all-reduce); step times agree and forwards are alike, but the step less the backward pass is 2x."""
+    h = RankHealth(threshold=0.8, reports=1)
+    rows = [{"rank": r, "step": 100, "step_s": 0.0240, "compute_s": 0.0004, "data_s": 0.0001, "mem_gib": 0.3,
+             "finding": 0, "gc_s": 0.0, "n": 50, "own_s": own} for r, own in enumerate((0.0011, 0.0212))]
+    (f,) = h.update(rows, 100)
+    assert f.evidence["rank"] == 1 and f.evidence["signal"].startswith("time outside the backward pass")
+    assert "21.2 ms against 1.1 ms on rank 0" in f.message
+    rows[1]["own_s"] = 0.0016  # 0.5 ms more, 2% of the step: noise
+    assert RankHealth(threshold=0.8, reports=1).update(rows, 100) == []
+    for r in rows:
+        r["own_s"] = 0.0  # no torch optimizer stepped: no signal, no finding
+    assert RankHealth(threshold=0.8, reports=1).update(rows, 100) == []

@@ -48,6 +48,8 @@ SCRIPT = textwrap.dedent("""
 
     torch.manual_seed(0)
     model = Body()
+    if mode == "late":  # DDP: the gradient all-reduce inside backward waits for the rank that comes late
+        model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     cfg = ProbeConfig(health_every=10, straggler_threshold=0.85, hang_floor_s=2.0, hang_sample_s=0.5,
                       faulthandler=False)
@@ -55,6 +57,8 @@ SCRIPT = textwrap.dedent("""
         for step in range(steps):
             if mode == "hang" and rank == 2 and step == 15:
                 wait_for_release(os.path.join(run_dir, "release"))
+            if mode == "late" and rank == 1 and step >= 40:
+                time.sleep(0.02)  # a slow batch fetch: the others wait for it in their backward's all-reduce
             loss = model(torch.randn(8, 4)).pow(2).mean()
             loss.backward()
             opt.step()
@@ -101,6 +105,21 @@ def test_a_healthy_run_names_no_one_then_the_rank_that_computes_30_percent_longe
     assert "rank 1 is a straggler" in message and data["evidence"]["score"] < 0.85
     with open_run(tmp_path / "run") as r:
         assert r.ranks == [0, 1, 2]
+
+
+def test_a_rank_late_to_ddps_all_reduce_is_named_by_its_time_outside_the_backward_pass(tmp_path):
+    """user-trial-2 item 8: rank 1 spends 20 ms fetching each batch from step 40; under DDP ranks 0 and 2 wait for
+    it inside their backward, so step times agree and forwards are alike: only the step less the backward names it
+    (and the data wait is its cause)."""
+    proc = _launch(tmp_path, "late", 80)
+    _finish(proc)
+    found = _findings(tmp_path / "run")
+    assert [f for f in found if f[2] < 40] == [], found
+    stragglers = [f for f in found if f[1] == "straggler" and not f[4]["evidence"].get("recovered")]
+    assert [f[4]["evidence"]["rank"] for f in stragglers] == [1], found
+    evidence = stragglers[0][4]["evidence"]
+    assert evidence["signal"].startswith("time outside the backward pass") and evidence["score"] < 0.85, evidence
+    assert any(c.startswith("data loading") for c in stragglers[0][4]["causes"]), stragglers[0]
 
 
 def test_a_rank_blocking_before_all_reduce_is_a_hang_on_every_rank_seen_through_probe_all(tmp_path, cli_env):

@@ -2,7 +2,9 @@
 the ranks all-gather every N steps. Pure: the gather itself lives in probe/health.py.
 
 A straggler score is the fastest rank's median / this rank's median (NVIDIA's resiliency extension),
-on compute time (forward passes: a collective in the step equalizes whole step times) and on step time;
+on compute time (forward passes: a collective in the step equalizes whole step times), on the time outside the
+backward pass (a rank late to DDP's gradient all-reduce, by work after `optimizer.step()` or a slow data fetch,
+makes the others wait inside their backward: only this share tells it apart) and on step time;
 a rank below the threshold for `reports` reports in a row is named, with the evidence; once it is back
 above, the same finding is reported resolved. A compute-time gap under `_MATERIAL` of the rank's step time
 is not a straggler signal, whatever its ratio: 0.2 ms of forward against 0.4 ms in a 24 ms step is timer
@@ -21,12 +23,16 @@ from stethoscope.records import Finding
 
 _THROTTLE = "gpu_throttle"  # a field of the health vector (and an evidence key), not the finding type
 
-FIELDS = ("rank", "step", "step_s", "compute_s", "data_s", "mem_gib", "finding", "gc_s", "n", _THROTTLE, "gpu_temp_c")
+FIELDS = ("rank", "step", "step_s", "compute_s", "data_s", "mem_gib", "finding", "gc_s", "n", _THROTTLE, "gpu_temp_c",
+          "own_s")
 """The health vector of one rank, in order (floats; `finding` is an index into FINDING_TYPES + 1, 0: none,
 which is why that order is append-only; `gpu_throttle` the rank's GPU at its last NVML sample: 0 free,
-1 power cap, 2 thermal or hardware slowdown)."""
+1 power cap, 2 thermal or hardware slowdown; `own_s` the median step time less the backward pass, from the
+last forward's end to the optimizer step, 0 when no torch optimizer stepped)."""
 THROTTLE_NAMES = {1: "held at its power cap", 2: "thermally throttled (or in a hardware slowdown)"}
-SIGNALS = (("compute_s", "compute (forward) time"), ("step_s", "step time"))
+SIGNALS = (("compute_s", "compute (forward) time"),
+           ("own_s", "time outside the backward pass (where the others wait for it in the gradient all-reduce)"),
+           ("step_s", "step time"))
 _MATERIAL = 0.05  # a compute-time gap under this share of the rank's step time is noise-sized
 
 

@@ -1,5 +1,7 @@
 """The cross-rank health gather: every N steps, on the training thread, one all_gather of a small fixed-size
-float vector per rank (step, step-time median, compute median, data wait, memory, last finding, GC time) —
+float vector per rank (step, step-time median, compute median, data wait, memory, last finding, GC time, GPU
+throttle, and the time outside the backward pass: a rank late to DDP's gradient all-reduce makes the others wait
+inside their backward, so whole step times agree and only this share tells the late one apart) —
 O(world size) bytes. Every rank keeps the gathered table (shown by `status`); rank 0 judges it
 (detect.straggler) and reports what it finds, naming the rank and the evidence."""
 
@@ -21,7 +23,7 @@ _KEY = "stethoscope/health/monitor"
 
 
 class Health:
-    """`add(step_s, compute_s, data_s)` per step; `due(step)`; `gather(step, mem_gib, code)` → findings (rank 0)."""
+    """`add(step_s, compute_s, data_s, backward_s)` per step; `due(step)`; `gather(step, mem_gib, code)` → findings (rank 0)."""
 
     def __init__(self, config: ProbeConfig, rank: int, world_size: int) -> None:
         self.every = config.health_every
@@ -34,6 +36,7 @@ class Health:
         self._step: list[float] = []
         self._compute: list[float] = []
         self._data: list[float] = []
+        self._own: list[float] = []
         self._gc_s = 0.0
         self._gc_start = 0.0
         self.agree_s = config.health_agree_s
@@ -49,9 +52,12 @@ class Health:
             self._gc_s += time.perf_counter() - self._gc_start
             self._gc_start = 0.0
 
-    def add(self, step_s: float | None, compute_s: float | None, data_s: float | None) -> None:
+    def add(self, step_s: float | None, compute_s: float | None, data_s: float | None,
+            backward_s: float | None = None) -> None:
         if step_s is not None:
             self._step.append(step_s)
+            if backward_s is not None:
+                self._own.append(max(0.0, step_s - backward_s))
         if compute_s:
             self._compute.append(compute_s)
         if data_s is not None:
@@ -100,8 +106,8 @@ class Health:
         import torch.distributed as dist
 
         mine = [float(self.rank), float(step), _median(self._step), _median(self._compute), _median(self._data),
-                mem_gib, finding, self._gc_s, float(len(self._step)), *gpu_fields(gpu or {})]
-        self._step, self._compute, self._data, self._gc_s = [], [], [], 0.0
+                mem_gib, finding, self._gc_s, float(len(self._step)), *gpu_fields(gpu or {}), _median(self._own)]
+        self._step, self._compute, self._data, self._own, self._gc_s = [], [], [], [], 0.0
         device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
         local = torch.tensor(mine, dtype=torch.float64, device=device)
         out = [torch.empty_like(local) for _ in range(self.world_size)]
@@ -135,6 +141,14 @@ def gpu_fields(last: dict[str, float]) -> tuple[float, float]:
     code = 2.0 if last.get(R.GPU_THROTTLE_THERMAL) or last.get(R.GPU_THROTTLE_HW) else (
         1.0 if last.get(R.GPU_THROTTLE_POWER) else 0.0)
     return code, float(last.get(R.GPU_TEMP) or 0.0)
+
+
+def optimizer_step_hook(callback: Any) -> Any:
+    """`callback()` when any torch optimizer's step begins (the backward pass, with DDP's all-reduce, is over);
+    returns the handle to remove it."""
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    return register_optimizer_step_pre_hook(lambda *_: callback())
 
 
 def _median(xs: list[float]) -> float:

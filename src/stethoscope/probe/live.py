@@ -65,6 +65,8 @@ class LiveProbe:
         self._fwd_t0: float | None = None
         self._fwd_s = 0.0
         self._data_s: float | None = None
+        self._fwd_end: float | None = None
+        self._bwd_s: float | None = None  # the last forward's end to the optimizer step: backward + its all-reduce
         self._hooks: list[Any] = []
         self._closed = False
         self._adopted = False
@@ -114,6 +116,10 @@ class LiveProbe:
         if model is not None and hasattr(model, "register_forward_pre_hook") and (self.health or self.watchdog):
             self._hooks = [model.register_forward_pre_hook(self._on_forward),
                            model.register_forward_hook(self._after_forward)]
+            if self.health is not None:
+                from stethoscope.probe.health import optimizer_step_hook
+
+                self._hooks.append(optimizer_step_hook(self._on_optimizer))
         if self.config.trace_every and model is not None:
             from stethoscope.probe.trace import ModuleTrace
 
@@ -152,8 +158,8 @@ class LiveProbe:
             if self.watchdog is not None:
                 self.watchdog.beat(step)
             if self.health is not None:
-                self.health.add(dt, self._fwd_s, self._data_s)
-                self._fwd_s, self._data_s = 0.0, None
+                self.health.add(dt, self._fwd_s, self._data_s, self._bwd_s)
+                self._fwd_s, self._data_s, self._fwd_end, self._bwd_s = 0.0, None, None, None
                 # by calls, not step numbers: ranks out of step still pair up; only when every rank has a Monitor
                 if self.health.due(self.steps) and self.health.ready():
                     self._gather(step)
@@ -184,8 +190,13 @@ class LiveProbe:
 
     def _after_forward(self, *_: Any) -> None:
         if self._fwd_t0 is not None:
-            self._fwd_s += time.perf_counter() - self._fwd_t0
+            self._fwd_end = time.perf_counter()
+            self._fwd_s += self._fwd_end - self._fwd_t0
             self._fwd_t0 = None
+
+    def _on_optimizer(self, *_: Any) -> None:
+        if self._bwd_s is None and self._fwd_end is not None:
+            self._bwd_s = time.perf_counter() - self._fwd_end
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
