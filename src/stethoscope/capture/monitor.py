@@ -41,6 +41,7 @@ from stethoscope.store.db import RunStore, rank_path
 
 log = logging.getLogger(__name__)
 _PLAIN_NUMBERS = frozenset((float, int))  # values `log` hands to the writer as they are (no tensor to detach)
+_LR_KEYS = frozenset(("lr", "learning_rate"))  # `step(..., lr=sched.get_last_lr()[0])`: the LR the step used
 
 
 class Monitor:
@@ -258,6 +259,8 @@ class Monitor:
         # at the flush (`_values`), once per log_every steps with warm caches, not in the trainer's step
         now = time.perf_counter()
         timing = self._timing
+        if metrics and not _LR_KEYS.isdisjoint(metrics):  # the LR, named as people name it: opt/lr, charted as the LR
+            metrics = {R.LR if k in _LR_KEYS else k: v for k, v in metrics.items()}
         facts = ({k: detach(v) for k, v in metrics.items()} if metrics else None,
                  None if loss is None else detach(loss), self._optim.take(grad_norm, metrics),
                  now, timing.last_call, timing.compute_start, tokens,
