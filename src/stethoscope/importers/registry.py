@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from stethoscope.errors import InputError
-from stethoscope.importers import restarts, running_means
+from stethoscope.importers import line_records, restarts, running_means
 from stethoscope.importers.held_out import eval_from_test
 from stethoscope.importers.base import ImportedRun, Importer, iter_names
 from stethoscope.importers.boxrecords import BoxRecordsImporter
@@ -128,7 +128,8 @@ def _read(importer: Importer, path: Path) -> ImportedRun:
         other = None if later is None else console_fallback(path, later.read(path))  # its step), as without them
         if other is not None and LOSS in set(other.columns.names):
             return other
-    return console_fallback(path, run) if importer.name in _TEXT_READERS else run
+    run = console_fallback(path, run) if importer.name in _TEXT_READERS else run
+    return line_records.second_look(path, run) if run.format == "console" else run  # (records it could not number)
 
 
 def _next_reader(importer: Importer, path: Path) -> Importer | None:
