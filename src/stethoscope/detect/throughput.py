@@ -19,9 +19,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.level_shift import find_shift, may_shift, z_needed
-from stethoscope.detect.slowdown import (
-    extend, hold, lost, median_last, open_drop, ramp_onset, recent, release, streak_onset, window_onset,
-)
+from stethoscope.detect.slowdown import extend, hold, lost, median_last, open_drop, recent, release
 from stethoscope.detect.stall_patterns import (
     STALLS_KEPT,
     add_stall,
@@ -35,6 +33,7 @@ from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.detect.step_time_alias import StepTimeAlias
 from stethoscope.detect.throughput_causes import EVAL, eval_seconds, slow_causes, step_time_excess
 from stethoscope.detect.throughput_clock import StepClock
+from stethoscope.detect.throughput_onset import fit_onset, startup
 from stethoscope.detect.throughput_findings import (
     PERSISTENT_RECORDS,
     STARTUP_RECORDS,
@@ -73,7 +72,6 @@ _CPU_KEPT = 32  # CPU-share samples kept from normal records (the level a slowdo
 _PRIOR_RATE, _PRIOR_RECORDS = 0.01, 10.0  # slow records expected before the run shows its own rate
 _ALPHA = 0.01  # chance of a streak this long anywhere in the run, under the run's own slow-record rate
 _MAX_STREAK = 20
-_ONSET_LOOKBACK = 16  # records before a streak searched for its onset
 _EXIT_RECORDS = 8  # in a noisy series, a slowdown ends when the median of this many records is back
 _BLOCK_EVERY = 4  # records between two block tests of a noisy series (`detect.level_shift`)
 _MAX_TRIAL = 64  # a streak is tested against the run's jitter until it is this long (longer streaks have
@@ -208,28 +206,12 @@ class ThroughputDetector:
         return out
 
     def _onset(self, slow: list[list[Any]], level: float, step: int, t: float) -> int:
-        """Where the slowdown began: the step-plus-ramp changepoint (`detect.slowdown.ramp_onset`) over the
-        streak and the records before it (a streak may have started late, broken by a fast record of a
-        noisy series, or a ramp may have climbed out of the noise slowly), records of a stall on top left
-        out; else the streak's first record halfway to its median."""
-        n = len(slow) - 1 + _ONSET_LOOKBACK
-        if len(self.raw_steps) != len(self.raw) or len(self.raw) < n:
-            return streak_onset(slow, level)
-        values, xs = self.raw.last(n) + [t], [float(x) for x in list(self.raw_steps)[-n:] + [step]]
-        return window_onset(xs, values, ramp_onset(xs, values), self.config.step_time_window)
+        """Where the slowdown began (`detect.throughput_onset.fit_onset`)."""
+        return fit_onset(self.raw.values(), self.raw_steps, slow, level, step, t, self.config.step_time_window)
 
     def _startup(self, onset: int) -> list[int] | None:
-        """[records, first step, last step] of a baseline that is only the run's first records (fewer than
-        `STARTUP_RECORDS` before the onset, the log starting at the run's start): start-up, not its usual speed.
-        A log that starts later (an excerpt, a resume, after a gap) has no start-up in it."""
-        s = self._s
-        after = 1 + sum(1 for x in self.raw_steps if x >= onset)
-        before = s["records"] - s.get("since", 0) - after
-        if before >= STARTUP_RECORDS or len(self.raw_steps) < before or "first_step" not in s:
-            return None
-        first = s["first_step"]
-        last = max((x for x in self.raw_steps if x < onset), default=first)
-        return [before, first, last] if first <= last - first else None
+        """A baseline of only the run's first records (`detect.throughput_onset.startup`)."""
+        return startup(self._s, self.raw_steps, onset, STARTUP_RECORDS)
 
     def _block_check(self, step: int, t: float) -> list[Finding]:
         """The noisy-series path (`detect.level_shift`): the latest block of records sits above the

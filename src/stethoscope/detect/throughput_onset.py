@@ -1,0 +1,39 @@
+"""Where a slowdown began, and what came before it: the onset fit over the records around a streak, and the
+start-up a baseline of only the run's first records is. Used by `detect.throughput`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from stethoscope.detect.slowdown import ramp_onset, streak_onset, window_onset
+
+ONSET_LOOKBACK = 16  # records before a streak searched for its onset
+
+
+def fit_onset(raw: Sequence[float], raw_steps: Sequence[int], slow: list[list[Any]], level: float, step: int,
+              t: float, window: int | None) -> int:
+    """Where the slowdown whose slow records so far are `slow` (the last at `step`, time `t`, not yet in `raw`)
+    began: the step-plus-ramp changepoint (`detect.slowdown.ramp_onset`) over the streak and the
+    `ONSET_LOOKBACK` records before it (a streak may have started late, broken by a fast record of a noisy
+    series, or a ramp may have climbed out of the noise slowly), records of a stall on top left out, a
+    running-mean step time fitted as its windows' averages (`window_onset`); else the streak's first record
+    halfway to its median."""
+    n = len(slow) - 1 + ONSET_LOOKBACK
+    if len(raw_steps) != len(raw) or len(raw) < n:
+        return streak_onset(slow, level)
+    values, xs = list(raw[len(raw) - n:]) + [t], [float(x) for x in list(raw_steps)[len(raw_steps) - n:] + [step]]
+    return window_onset(xs, values, ramp_onset(xs, values), window)
+
+
+def startup(s: dict[str, Any], raw_steps: Sequence[int], onset: int, min_records: int) -> list[int] | None:
+    """[records, first step, last step] of a baseline that is only the run's first records (fewer than
+    `min_records` before the onset, the log starting at the run's start): start-up, not its usual speed.
+    A log that starts later (an excerpt, a resume, after a gap) has no start-up in it."""
+    after = 1 + sum(1 for x in raw_steps if x >= onset)
+    before = s["records"] - s.get("since", 0) - after
+    if before >= min_records or len(raw_steps) < before or "first_step" not in s:
+        return None
+    first = s["first_step"]
+    last = max((x for x in raw_steps if x < onset), default=first)
+    return [before, first, last] if first <= last - first else None
