@@ -313,10 +313,14 @@ class ThroughputDetector:
         """Stalls on top in a row (`detect.slowdown.JUMP_RECORDS`): the slowdown stepped up again. It ends where
         they began, and a new one starts there over the run's old level."""
         over = release(d)
+        evals = frozenset(x[0] for x in over if EVAL in x[3])  # an eval's time: no part of the new level
+        onset = fit_onset(self.raw.values(), self.raw_steps, over, recent(d), over[-1][0], over[-1][1],
+                          self.config.step_time_window, evals)
+        onset = max(min(onset, over[0][0]), d["start"] + 1)
         f = self._drop_finding(d)
-        f.end_step = d["last_step"]
-        f.message = f.message.replace(" so far", "", 1) + f"; slower still from step {over[0][0]}"
-        new = self._s["drop"] = open_drop(over[0][0], d["level"], [x[1] for x in over], over[-1][0],
+        f.end_step = min(d["last_step"], onset)
+        f.message = f.message.replace(" so far", "", 1) + f"; slower still from step {onset}"
+        new = self._s["drop"] = open_drop(onset, d["level"], [x[1] for x in over], over[-1][0],
                                           [x[0] for x in over], spread=d.get("spread", 0.0),
                                           usual_max=d.get("usual_max", math.nan), startup=d.get("startup"))
         return [f, self._drop_finding(new)]

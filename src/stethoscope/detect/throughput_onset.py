@@ -12,17 +12,22 @@ ONSET_LOOKBACK = 16  # records before a streak searched for its onset
 
 
 def fit_onset(raw: Sequence[float], raw_steps: Sequence[int], slow: list[list[Any]], level: float, step: int,
-              t: float, window: int | None) -> int:
+              t: float, window: int | None, skip: frozenset[int] = frozenset()) -> int:
     """Where the slowdown whose slow records so far are `slow` (the last at `step`, time `t`, not yet in `raw`)
     began: the step-plus-ramp changepoint (`detect.slowdown.ramp_onset`) over the streak and the
     `ONSET_LOOKBACK` records before it (a streak may have started late, broken by a fast record of a noisy
     series, or a ramp may have climbed out of the noise slowly), records of a stall on top left out, a
     running-mean step time fitted as its windows' averages (`window_onset`); else the streak's first record
-    halfway to its median."""
+    halfway to its median. Records at `skip` are left out: slow for a reason the log names (an eval, a data
+    wait), not the new level."""
     n = len(slow) - 1 + ONSET_LOOKBACK
     if len(raw_steps) != len(raw) or len(raw) < n:
         return streak_onset(slow, level)
     values, xs = list(raw[len(raw) - n:]) + [t], [float(x) for x in list(raw_steps)[len(raw_steps) - n:] + [step]]
+    if skip:
+        kept = [i for i, x in enumerate(xs) if int(x) not in skip]
+        if len(kept) >= 3:
+            values, xs = [values[i] for i in kept], [xs[i] for i in kept]
     return window_onset(xs, values, ramp_onset(xs, values), window)
 
 
