@@ -25,7 +25,7 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.spike_findings import divergence, g, grad_finding, loss_finding, mark_expected
 from stethoscope.detect.spike_incident import (
-    REAL_SPIKE_RATIO, RECUR_RECORDS, brief_share, loss_recovered, loss_unrecovered, recurring, release,
+    REAL_SPIKE_RATIO, RECUR_RECORDS, brief_share, loss_recovered, loss_unrecovered, no_level, recurring, release,
     small_and_young, small_of_learned,
 )
 from stethoscope.detect.spike_track import Track, calm_before
@@ -33,6 +33,7 @@ from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.findings.catalogue import GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SPIKE
 from stethoscope.records import GRAD_NORM, LOSS, LR, Finding, StepRecord
 
+_RANGE_HISTORY = 64  # clean values before a spike whose level is old enough to read the loss's own range
 _MIN_WARN_HISTORY = 2  # earlier values a loss spike needs before it can be a warning
 _EARLY_RECORDS = 5  # ...and while it has fewer than this, a climb since the first record is the run's start,
 _EARLY_PACE = 2.0  # when the spike goes on at up to this many times the climb's pace per record
@@ -244,6 +245,8 @@ class SpikeDetector:
             "severity": "warning" if rel >= self.config.loss_spike_warn_rel and n >= _MIN_WARN_HISTORY else "info",
             "causes": self._causes(step, values), "lr": values.get(LR), "gap": _median_gap(self.loss.recent.items()),
         }
+        if n >= _RANGE_HISTORY:  # the highest the loss printed by itself lately: its own range (`loss_recovered`)
+            inc["range"] = max((x for _, x in self.loss.recent.items()[:-1] if math.isfinite(x)), default=None)
         inc["calm_before"] = calm_before(self.loss, level, max(2.0 * inc["data_sigma"], self.config.recover_rel * abs(level)))
         z = (v - level) / sigma if sigma else math.inf
         if inc["severity"] == "warning" and not (v >= REAL_SPIKE_RATIO * level and z >= 2 * self.config.spike_sigma):
@@ -306,6 +309,14 @@ class SpikeDetector:
             rise = inc["peak"] - inc["level"]
             if not inc["diverged"] and (self._came_back is None or rise > self._came_back[1]):
                 self._came_back = [float(inc["start"]), rise]
+            return
+        # off one first print (a resumed log's single batch) that the loss has not come back to in a level's worth of
+        # records: that print was no level (when unsure, info); the run's level starts here
+        if inc["n"] < _MIN_WARN_HISTORY and inc.get("records", 1) >= self.config.level_window:
+            self.loss.reset()
+            for x in (inc["first"], v):
+                self.loss.push(x)
+            out.extend(no_level(inc, step, self.name))
             return
         threshold = inc["level"] + max(cfg.spike_sigma * inc["sigma"], cfg.loss_spike_min_rel * scale)
         if v <= threshold:

@@ -95,7 +95,12 @@ def loss_recovered(inc: dict[str, Any], step: int, cfg: DetectConfig, first_loss
         inc.pop("held", None)  # (or a brief bump: a small share of the run, under 2x its level)
     again = "recurring" in inc and inc["records"] <= RECUR_RECORDS and recurring(inc, inc["recurring"]) \
         and not inc["diverged"]
-    if again:
+    # back within RECUR_RECORDS records, no higher than the loss printed by itself over its last 64 records (a
+    # per-iteration loss swinging x10 print to print): the loss's own range, nothing lost (nor a divergence, though
+    # a log printing every divergence_min_steps held it that long)
+    own = not again and inc.get("range") is not None and inc["peak"] <= inc["range"] and \
+        inc["records"] <= RECUR_RECORDS
+    if again or own:
         inc["severity"] = "info"
         inc.pop("held", None)
     release(inc)
@@ -113,15 +118,33 @@ def loss_recovered(inc: dict[str, Any], step: int, cfg: DetectConfig, first_loss
         f.message += (f"; the run came back from a spike as big at step {first}: one more of the spikes this loss "
                       "keeps making, not a new event")
         f.evidence["recurring_since"] = first
+    elif own:
+        f.message += f"; no higher than the loss printed by itself lately ({inc['range']:.4g}): its own range"
+        f.evidence["own_range"] = inc["range"]
     f.evidence.update(recovered="fully", recovered_step=step)
     out.append(f)
-    if inc["diverged"]:  # it stayed up long enough to be called a divergence, and then came back
+    # it stayed up long enough to be called a divergence, and then came back: the divergence is withdrawn and the
+    # spike keeps the grade of the rules above (it came back; what it cost is what they weigh), not a warning for
+    # having been up that long (a log printing every divergence_min_steps "diverges" in one record)
+    if inc["diverged"]:
         d = divergence(inc, step, source)
         d.end_step = step
         d.evidence["recovered"] = "fully"
-        if f.severity == "info":  # (never while small: a small rise is no divergence, `SpikeDetector._loss_incident`)
-            f.severity = "warning"
         out.append(withdrawn_divergence(d, f"the loss came back to its level at step {step}"))
+    return out
+
+
+def no_level(inc: dict[str, Any], step: int, source: str) -> list[Finding]:
+    """A spike off one first print (a resumed log's single batch) that the loss stayed above for a level's worth of
+    records: that print was no level to jump from. The spike stays a note; a divergence it was called is withdrawn."""
+    f = loss_finding(inc, source)
+    f.end_step, f.evidence["no_level"] = step, True
+    f.message += "; the loss stayed there: one first print is no level to jump from"
+    out = [f]
+    if inc["diverged"]:
+        d = divergence(inc, step, source)
+        d.end_step = step
+        out.append(withdrawn_divergence(d, "one first print is no level to jump from"))
     return out
 
 

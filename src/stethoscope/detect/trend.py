@@ -35,6 +35,7 @@ _NOISE_N = 32  # raw losses behind the noise estimate of the divergence checks
 _NOISE_REFRESH = 8
 _TREND_SIGMA = 3.0  # a sustained rise lifts the median of 8 losses this many of its own sigmas over its best
 _MEDIAN_OF_EDGE = 1.2533 / math.sqrt(_EDGE)  # sd of a median of 8 values, in sds of one value
+_BEST_MIN = 3  # records before a best level: one first print (a resumed log's single batch) is no level
 _PRIOR_REL_NOISE = 0.05  # raw-loss noise assumed (relative) before the noise window has filled
 
 
@@ -174,12 +175,14 @@ class TrendDetector:
         cfg = self.config
         runaway = self._runup_check(step, v)
         best = self._best
-        if best is None or level < best[0]:
+        if (best is None or level < best[0]) and self._n >= _BEST_MIN:
             raw = self.noise.diff_sigma() if len(self.noise) >= _EDGE else _PRIOR_REL_NOISE * abs(level)
             sigma = _MEDIAN_OF_EDGE * raw  # the noise of a median of 8 losses
             if best is None:
                 self._best_from = self._n
             self._best = best = [level, step, sigma, self._tail[-min(_EDGE, len(self._tail))][0]]
+        if best is None:
+            return []
         # the best is the lowest of many noisy medians: below its level by about the largest of as many
         # draws of their noise (measured now); a rise is dated from the plain margin, called sustained only
         # above this one too. The bar: `detect.trend_rise`
@@ -286,14 +289,14 @@ class TrendDetector:
         f = divergence_finding(div, self.name)
         f.end_step = step
         f.evidence["recovered"] = "fully"
-        return slow_comeback(div, f, level, self.name)
+        return slow_comeback(div, f, level, self.name, self._first_step)
 
     def _div_final(self, div: dict[str, Any]) -> list[Finding]:
         f = divergence_finding(div, self.name)
         f.end_step = div["last_step"]
         level = self.recent.median() if len(self.recent) else None
         if div["kind"] == "sustained" and came_back(div["base"], level, self.config, div.get("rel")):
-            return slow_comeback(div, f, level, self.name)
+            return slow_comeback(div, f, level, self.name, self._first_step)
         excess = div["peak"] - div["base"]
         frac = 1.0 if excess <= 0 else max(0.0, min(1.0, (div["peak"] - div["last"]) / excess))
         how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the rise)"

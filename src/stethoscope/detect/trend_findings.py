@@ -8,23 +8,35 @@ from dataclasses import replace
 from typing import Any
 
 from stethoscope.detect.comeback import withdrawn_divergence
-from stethoscope.detect.frozen import eval_moved, print_zero, sig_digits, stalled_run, uniform_note
+from stethoscope.detect.frozen import eval_moved, print_zero, sibling_moved, sig_digits, stalled_run, uniform_note
 from stethoscope.findings.catalogue import DIVERGENCE, FROZEN_LOSS, LABEL_MASKING, LOSS_SPIKE, PLATEAU
 from stethoscope.records import Finding
 
 _FEW_DIGITS = 3  # a frozen train loss printed with this many significant digits or fewer is `info`
+# A rise the run came back from within this share of the steps it had logged before it cost the run little: `info`
+# (a per-iteration loss whose median of 8 sits above a lucky best for a few records, 20-1,890 steps of a 297k-step
+# run; a x4 jump back in 2 steps at step 444). Longer comebacks (a young run's LR spike, 66 of 168 steps) warn.
+_COST_SHARE = 0.05
 
 
-def slow_comeback(div: dict[str, Any], f: Finding, level: float, source: str) -> list[Finding]:
-    """A rise the run undid (by its end, or fully before): a jump that took long to come back (a loss spike, at warning),
-    not a divergence. The divergence reported while the loss stayed up is withdrawn."""
+def slow_comeback(div: dict[str, Any], f: Finding, level: float, source: str,
+                  first_step: int | None = None) -> list[Finding]:
+    """A rise the run undid (by its end, or fully before): a jump that took long to come back (a loss spike, at warning;
+    `info` when it took at most `_COST_SHARE` of the steps logged before it), not a divergence. The divergence
+    reported while the loss stayed up is withdrawn."""
     withdrawn_divergence(f, f"the loss came back to {level:.4g} at step {div['last_step']}")
+    took = div["last_step"] - div["start"]
     msg = (f"loss jumped at step {div['start']} ({div['base']:.4g} -> {div['peak']:.4g} at step "
-           f"{div['peak_step']}) and took {div['last_step'] - div['start']} steps to come back (loss {level:.4g} "
-           f"at step {div['last_step']})")
+           f"{div['peak_step']}) and took {took} steps to come back (loss {level:.4g} at step {div['last_step']})")
     ev = {"level": div["base"], "peak": div["peak"], "peak_step": div["peak_step"], "last_level": level,
           "recovered": "slowly"}
-    spike = Finding(LOSS_SPIKE, "warning", div["start"], msg, end_step=div["last_step"], evidence=ev,
+    span = div["start"] - first_step if first_step is not None else 0
+    severity = "warning"
+    if span > 0 and took <= _COST_SHARE * span:
+        severity = "info"
+        msg += f" ({took / span:.1%} of the run so far): recovered, it cost the run little"
+        ev["run_share"] = took / span
+    spike = Finding(LOSS_SPIKE, severity, div["start"], msg, end_step=div["last_step"], evidence=ev,
                     causes=list(div.get("causes", [])), source=source)
     return [f, spike]
 
@@ -87,7 +99,7 @@ def frozen_finding(fz: dict[str, Any], vocab_size: int | None, source: str) -> F
     digits = sig_digits(v)
     severity = "error"
     stalled = stalled_run(fz) if digits <= _FEW_DIGITS else None
-    moved = eval_moved(fz)
+    moved = eval_moved(fz) or sibling_moved(fz)
     if moved:  # a repeat of the train print while the evals move: a coincidence of the print, not frozen weights
         severity = "info"
         msg += f" - but {moved}: a coincidence of the print, not a model that stopped"

@@ -127,7 +127,8 @@ class IncidentBook:
         for f in found:
             key = finding_key(f)
             if key in self._folded:
-                continue  # a follow-up of a symptom already owned
+                self._refresh(f, key)  # a follow-up of a symptom already owned: its latest word, for a release
+                continue
             if key in self.incidents:
                 out.extend(self._root(f, key))
                 continue
@@ -183,6 +184,15 @@ class IncidentBook:
         out.append(inc.decorated())
         return out
 
+    def _refresh(self, f: Finding, key: str) -> None:
+        """Keep the latest word of an owned symptom (a divergence its detector later took back as a slow comeback):
+        a root that turns out a note releases that, not the symptom as it was first reported."""
+        for inc in self.incidents.values():
+            for sym in inc.symptoms:
+                if sym.key == key and sym.finding is not None:
+                    sym.finding, sym.severity = f.to_dict(), f.severity
+                    return
+
     def _release(self, inc: Incident, f: Finding) -> list[Finding]:
         out = [f]
         for sym in inc.symptoms:
@@ -191,8 +201,8 @@ class IncidentBook:
             if sym.key in self._folded:
                 self._folded.remove(sym.key)
             g = Finding.from_dict(sym.finding)
-            g.evidence.pop("withdrawn", None)
-            g.evidence.pop("folded_into", None)
+            if g.evidence.pop("folded_into", None) is not None:  # withdrawn by the book, not by its own detector
+                g.evidence.pop("withdrawn", None)
             self._recent.append(g)
             out.append(g)
         inc.symptoms = []
