@@ -12,15 +12,20 @@ Used by `diagnose.engine`."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 
 from stethoscope.diagnose.table import Table
-from stethoscope.findings.catalogue import LABEL_MASKING
+from stethoscope.findings.catalogue import EVAL_BROKEN, LABEL_MASKING, OVERFITTING
 from stethoscope.records import LOSS, Finding
 
 _MIN_RECORDS = 10  # a term 0 on this many records (every one) is not a coincidence of rounding
 _TAIL = 3  # a quality metric exactly 0 on at least its last this many records (and every one since it fell)
+_EVALS = 3  # a quality metric exactly the same at every one of at least this many evals
+_MOVED = 0.1  # ...while the train loss (median of its first vs its last 3 records) moved by this share of its start
+_TASK = re.compile(r"(?:^|[/_.])(?:map|recall|precision|acc|accuracy|f1|auc|iou|miou|dice|top1|top5)(?:$|[/_.@\d])",
+                   re.IGNORECASE)  # a task metric's name: `coco/bbox_mAP_50`, `eval/mod_acc` (not `grad_accum`)
 _QUALITY = re.compile(r"(?:^|[/_.])(?:map|mAP|recall|precision|acc|accuracy|f1|auc|iou|miou|dice)", re.IGNORECASE)
 
 
@@ -78,4 +83,49 @@ def _collapsed(table: Table) -> list[tuple[str, int]]:
         tail = v.size - 1 - int(nonzero[-1])
         if tail >= _TAIL:
             out.append((name, int(s[nonzero[-1] + 1])))
+    return out
+
+
+def stuck_evals(findings: list[Finding], table: Table) -> list[Finding]:
+    """`findings` and an `eval_broken` warning when every task metric the run evaluates (`_TASK`, not a train one)
+    is exactly the same at every eval (`_EVALS` or more), one of them exactly 0, while the train loss moved: the
+    eval sees nothing of what the model learns (wild-logs-6 X1: mmdet's `coco/bbox_mAP` 0.0 at all 7 evals while the
+    loss fell 43 -> 6; an RF classifier's val `Mod Acc: 0.0000` and `Jam Acc: 0.2920` at every epoch, val loss 18.5
+    at the first). An overfitting warning on that eval is its symptom: info, saying so. A metric that moved, or
+    none at 0 (a perfect score held), is no broken eval."""
+    steps, loss = table.series(LOSS)
+    loss = loss[np.isfinite(loss)]
+    if loss.size < 2 * _EVALS:
+        return findings
+    first, last = float(np.median(loss[:_EVALS])), float(np.median(loss[-_EVALS:]))
+    if abs(first - last) <= _MOVED * abs(first):
+        return findings
+    stuck: list[tuple[str, float, int, int, int]] = []
+    for name in table.names:
+        if "loss" in name.lower() or name.lower().startswith("train/") or not _TASK.search(name):
+            continue
+        s, v = table.series(name)
+        ok = np.isfinite(v)
+        s, v = s[ok], v[ok]
+        if v.size < _EVALS or np.any(v != v[0]):
+            return findings  # a task metric that moves (or one evaluated too rarely to say): the eval works
+        stuck.append((name, float(v[0]), int(v.size), int(s[0]), int(s[-1])))
+    if not any(x == 0 for _, x, *_ in stuck):
+        return findings
+    zero = [n for n, x, *_ in stuck if x == 0]
+    rest = [f"{n} {x!r}" for n, x, *_ in stuck if x != 0]
+    evals, at, end = max(k for *_, k, _, _ in stuck), min(a for *_, a, _ in stuck), max(b for *_, b in stuck)
+    msg = (f"{', '.join(zero)} {'is' if len(zero) == 1 else 'are'} exactly 0 at every eval ({evals} evals, steps "
+           f"{at}-{end})" + (f", and {', '.join(rest)} never moved" if rest else "") + f", while the train loss went "
+           f"{first:.4g} -> {last:.4g}: the eval sees nothing the model learns; the model or the eval (its labels, "
+           "class map or post-processing) is broken: check the eval before training on")
+    ev = {"stuck_metrics": {n: x for n, x, *_ in stuck}, "evals": evals, "train_loss": [first, last]}
+    out = []
+    for f in findings:
+        if f.type == OVERFITTING and f.severity != "info":
+            f = replace(f, severity="info", evidence={**f.evidence, "eval_broken": True},
+                        message=f.message + "; but the eval's metrics never moved (eval_broken): its loss rising is "
+                        "the broken eval, not overfitting")
+        out.append(f)
+    out.append(Finding(EVAL_BROKEN, "warning", at, msg, end_step=end, evidence=ev, source="verdicts"))
     return out

@@ -23,8 +23,10 @@ import numpy as np
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.registry import DetectorSet, merge_findings
 from stethoscope.diagnose import verdicts
+from stethoscope.diagnose.components import exploded_terms
 from stethoscope.diagnose.curves import UNDERFITTING_CURVE, classify_run
-from stethoscope.diagnose.degenerate import zero_terms
+from stethoscope.diagnose.degenerate import stuck_evals, zero_terms
+from stethoscope.diagnose.recovered import learned_on
 from stethoscope.diagnose.resumes import at_logged_resumes
 from stethoscope.diagnose.table import Table
 from stethoscope.explain import explain_text
@@ -109,9 +111,10 @@ def _diagnose(imported: ImportedRun, config: DetectConfig | None, recorded: list
     if rollbacks:
         findings = with_rollbacks(findings, rollbacks)
     context["since"] = max((f.step for f in findings if f.evidence.get("reset") and f.step is not None), default=None)
-    findings += _ga_artifact(table, context) + zero_terms(table)
+    findings += _ga_artifact(table, context) + zero_terms(table) + exploded_terms(table)
     classification = _classification(table, cfg, context)
-    findings = settle(findings + _log_findings(imported.lines, table))
+    findings = learned_on(settle(findings + _log_findings(imported.lines, table)), *table.series(LOSS))
+    findings = stuck_evals(findings, table)
     if not context.get("ga_factor"):
         verdict = verdicts.underfitting(findings, *table.series(LOSS), classification)
         findings += verdict or _curve_findings(classification)

@@ -46,8 +46,10 @@ from stethoscope.findings.remedies import (  # the tables and flags (re-exported
     Conditional,
     Remedy,
 )
+from stethoscope.findings.remedies_eval import EVAL_ADVICE
 from stethoscope.records import Finding, severity_rank
 
+ADVICE.update(EVAL_ADVICE)  # the types whose causes and fixes live beside `remedies` (its size limit)
 _TINY_LR = 1e-7  # an update at this LR cannot move trained weights measurably
 _DATA_FALLBACK = "start with this cause: the log points to it (the fixes of the causes below may apply too)"
 

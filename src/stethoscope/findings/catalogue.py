@@ -52,6 +52,7 @@ GPU_THROTTLE = "gpu_throttle"
 GPU_ECC_ERROR = "gpu_ecc_error"
 GPU_XID = "gpu_xid"
 GPU_UNDERUSED = "gpu_underused"
+EVAL_BROKEN = "eval_broken"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,10 @@ _TYPES = (
     FindingType(GPU_ECC_ERROR, "an uncorrectable ECC memory error on a GPU", ("gpu",), every_chart=True),
     FindingType(GPU_XID, "the GPU driver reported an XID error", ("gpu",), every_chart=True),
     FindingType(GPU_UNDERUSED, "the GPU idles while steps run: input- or host-bound", ("gpu", "step_time")),
+    # the eval's quality metrics never move (exactly 0 at every eval) while the train loss does: the model or the
+    # eval is broken; an overfitting rise of that eval's loss is its symptom, not the news
+    FindingType(EVAL_BROKEN, "an eval metric stuck (exactly 0 at every eval) while the model trains",
+                symptoms=frozenset({OVERFITTING})),
 )
 
 FINDING_TYPES: tuple[str, ...] = tuple(t.name for t in _TYPES)
