@@ -34,10 +34,12 @@ def _train(target: str, freeze_at: int | None = None, steps: int = 200) -> list[
 
 
 def test_an_exact_fit_whose_loss_went_to_zero_is_info_not_vanishing_gradients():
-    found = [f for f in diagnose_records(_train("exact")) if f.type == "grad_vanishing"]
+    findings = diagnose_records(_train("exact"))
+    assert not [f for f in findings if f.type == "grad_vanishing"], "named by what it is: a converged fit"
+    found = [f for f in findings if f.evidence.get("non_problem") == "converged_fit"]
     assert found, "the grad norm fell x1000: the detector still records it"
     (f,) = found
-    assert f.severity == "info", f.message
+    assert (f.type, f.severity) == ("healthy", "info"), f.message
     assert "converged" in f.message and "vanish" not in f.message.replace("not vanishing", "")
     assert f.evidence["loss"] <= 0.01 * f.evidence["loss_before"]
     assert f.causes and "converged" in f.causes[0] and not any("frozen" in c for c in f.causes)

@@ -22,7 +22,7 @@ from typing import Any
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.stats import Window, median
-from stethoscope.findings.catalogue import CLIPPING, GRAD_EXPLOSION, GRAD_VANISHING
+from stethoscope.findings.catalogue import CLIPPING, GRAD_EXPLOSION, GRAD_VANISHING, HEALTHY
 from stethoscope.findings.catalogue import UPDATE_RATIO as UPDATE_RATIO_FINDING  # records.UPDATE_RATIO: the metric
 from stethoscope.records import (
     GRAD_CLIP_COEF, GRAD_NORM, GRAD_ZERO_FRAC, LOSS, LR, UPDATE_RATIO, Finding, StepRecord,
@@ -81,7 +81,7 @@ class GradientDetector:
             f = self._finding(inc)
             f.end_step = inc["last_step"]
             f.message += "; still so at the last record"
-            out.append(f)
+            out.extend(self._settled(inc, f))
         return out
 
     def _check_reset(self, step: int, out: list[Finding]) -> None:
@@ -98,7 +98,7 @@ class GradientDetector:
                 f = self._finding(inc)
                 f.end_step = inc["last_step"]
                 f.message += f"; ended by a resume/restart at step {reset}"
-                out.append(f)
+                out.extend(self._settled(inc, f))
 
     # -- grad norm --------------------------------------------------------------------------------
     def _on_norm(self, step: int, g: float, out: list[Finding]) -> None:
@@ -227,22 +227,33 @@ class GradientDetector:
         f = self._finding(inc)
         f.end_step = inc["last_step"]
         f.message += f"; back to normal at step {step}"
-        out.append(f)
+        out.extend(self._settled(inc, f))
 
     def _finding(self, inc: dict[str, Any]) -> Finding:
         kind = inc["kind"]
-        ev = {k: v for k, v in inc.items() if k not in ("kind", "start", "last_step")}
+        ev = {k: v for k, v in inc.items() if k not in ("kind", "start", "last_step", "said")}
         t, sev, msg = _DESCRIBE[kind](inc)
-        if kind == "low" and _converged(inc):
-            return Finding(t, "info", inc["start"], msg.replace(": gradients vanish or the model is frozen", "")
+        if kind == "low" and _converged(inc):  # named by what it is: a converged fit, a non-problem
+            ev["non_problem"] = "converged_fit"
+            return Finding(HEALTHY, "info", inc["start"], msg.replace(": gradients vanish or the model is frozen", "")
                            + f" as the loss converged ({_g(inc['loss_before'])} -> {_g(inc['loss'])}):"
                            " a fit at its floor, not vanishing gradients", evidence=ev, source=self.name,
                            causes=[_FIT_CAUSE], fixes=[_FIT_FIX])
+        if kind == "low":
+            inc["said"] = True  # reported as vanishing gradients: a later converged verdict takes it back
         if kind == CLIPPING and (inc.get("over") or inc.get("records", 1) < self._clip_persists):
             # clipping bounds the update and harms nothing by itself; common for a while after warm-up
             sev, msg = "info", msg.replace(" the LR is probably too high", " updates bounded; harmless while it passes")
         ev.pop("over", None)
         return Finding(t, sev, inc["start"], msg, evidence=ev, source=self.name)
+
+    def _settled(self, inc: dict[str, Any], f: Finding) -> list[Finding]:
+        """`f`, after the vanishing-gradient finding it replaces when the incident turned out a converged fit."""
+        if f.type != HEALTHY or not inc.get("said"):
+            return [f]
+        w = Finding(GRAD_VANISHING, "info", inc["start"], f"{f.message}; withdrawn: the loss converged",
+                    evidence={"withdrawn": True}, source=self.name)
+        return [w, f]
 
     @property
     def _clip_persists(self) -> int:
