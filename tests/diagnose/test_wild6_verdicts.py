@@ -136,3 +136,34 @@ def test_a_kl_warmed_up_from_nothing_is_no_explosion(tmp_path):
     kl = [1e-4 * 10 ** min(4.7, i / 100) for i in range(2000)]  # 1e-4 -> 5: KL annealing, negligible at the start
     found = _diagnose(_vae_log(tmp_path, kl))
     assert not [f for f in found if f["type"] == "divergence" and "kl_loss" in f["message"].lower()]
+
+
+def test_a_train_metric_moving_beside_a_stuck_eval_is_still_a_broken_eval(tmp_path):
+    """RF-ML's shape: the training line's accuracy (logged every epoch, named for no eval) climbs while the validation
+    accuracy is 0.0000 at every epoch: the train metric says nothing about the eval."""
+    rows = []
+    for e in range(1, 16):
+        loss = 1.2 * math.exp(-e / 2) + 0.002
+        rows.append(f"{e},{loss:.4f},{1 - 0.2 * math.exp(-e / 2):.4f},{18.5 + 3 * e:.4f},0.0000")
+    log = tmp_path / "metrics.csv"
+    log.write_text("epoch,train_loss,mod_acc,val_loss,val_acc\n" + "\n".join(rows) + "\n")
+    found = _diagnose(log)
+    assert [f for f in found if f["type"] == "eval_broken" and f["severity"] == "warning"], \
+        [(f["type"], f["severity"], f["message"][:80]) for f in found]
+
+
+def test_an_eval_whose_loss_improved_is_no_broken_eval(tmp_path):
+    """A 7-step fine-tune (HF log_history as a JSON list): exact-match accuracy 0 at every eval while the eval loss
+    fell 5.78 -> 3.44 and rose to 4.94: the eval saw the model learn, then overfit; overfitting stays the warning."""
+    history, evals = [], [5.78125, 3.734375, 3.4375, 3.578125, 4.25, 4.375, 4.5625, 4.9375]
+    train = [6.0, 3.6406, 2.3281, 1.9453, 1.5625, 1.1328, 0.6953]
+    for s, e in enumerate(evals):
+        if s:
+            history.append({"loss": train[s - 1], "grad_norm": 50.0, "learning_rate": 2e-4, "epoch": float(s), "step": s})
+        history.append({"eval_loss": e, "eval_match_accuracy": 0.0, "eval_runtime": 0.8, "epoch": float(s), "step": s})
+    log = tmp_path / "log_history.json"
+    log.write_text(json.dumps(history))
+    found = _diagnose(log)
+    assert not [f for f in found if f["type"] == "eval_broken"]
+    assert [f for f in found if f["type"] == "overfitting" and f["severity"] == "warning"], \
+        [(f["type"], f["severity"], f["message"][:80]) for f in found]

@@ -18,7 +18,7 @@ import numpy as np
 
 from stethoscope.diagnose.table import Table
 from stethoscope.findings.catalogue import EVAL_BROKEN, LABEL_MASKING, OVERFITTING
-from stethoscope.records import LOSS, Finding
+from stethoscope.records import EVAL_LOSS, LOSS, Finding
 
 _MIN_RECORDS = 10  # a term 0 on this many records (every one) is not a coincidence of rounding
 _TAIL = 3  # a quality metric exactly 0 on at least its last this many records (and every one since it fell)
@@ -26,6 +26,7 @@ _EVALS = 3  # a quality metric exactly the same at every one of at least this ma
 _MOVED = 0.1  # ...while the train loss (median of its first vs its last 3 records) moved by this share of its start
 _TASK = re.compile(r"(?:^|[/_.])(?:map|recall|precision|acc|accuracy|f1|auc|iou|miou|dice|top1|top5)(?:$|[/_.@\d])",
                    re.IGNORECASE)  # a task metric's name: `coco/bbox_mAP_50`, `eval/mod_acc` (not `grad_accum`)
+_HELD_OUT = re.compile(r"eval|valid|val[/_]|test", re.IGNORECASE)
 _QUALITY = re.compile(r"(?:^|[/_.])(?:map|mAP|recall|precision|acc|accuracy|f1|auc|iou|miou|dice)", re.IGNORECASE)
 
 
@@ -91,8 +92,9 @@ def stuck_evals(findings: list[Finding], table: Table) -> list[Finding]:
     is exactly the same at every eval (`_EVALS` or more), one of them exactly 0, while the train loss moved: the
     eval sees nothing of what the model learns (wild-logs-6 X1: mmdet's `coco/bbox_mAP` 0.0 at all 7 evals while the
     loss fell 43 -> 6; an RF classifier's val `Mod Acc: 0.0000` and `Jam Acc: 0.2920` at every epoch, val loss 18.5
-    at the first). An overfitting warning on that eval is its symptom: info, saying so. A metric that moved, or
-    none at 0 (a perfect score held), is no broken eval."""
+    at the first). An overfitting warning on that eval is its symptom: info, saying so. A metric that moved, none at 0
+    (a perfect score held), or an eval loss that improved on its first (a 7-step fine-tune's exact-match 0 while its
+    eval loss fell 5.8 -> 3.4 and rose again: overfitting) is no broken eval."""
     steps, loss = table.series(LOSS)
     loss = loss[np.isfinite(loss)]
     if loss.size < 2 * _EVALS:
@@ -100,6 +102,10 @@ def stuck_evals(findings: list[Finding], table: Table) -> list[Finding]:
     first, last = float(np.median(loss[:_EVALS])), float(np.median(loss[-_EVALS:]))
     if abs(first - last) <= _MOVED * abs(first):
         return findings
+    _, held = table.series(EVAL_LOSS)
+    held = held[np.isfinite(held)]
+    if held.size >= 2 and float(np.min(held[1:])) < (1 - _MOVED) * held[0]:
+        return findings  # the eval's own loss improved on its first: the eval sees what the model learns
     stuck: list[tuple[str, float, int, int, int]] = []
     for name in table.names:
         if "loss" in name.lower() or name.lower().startswith("train/") or not _TASK.search(name):
@@ -107,6 +113,8 @@ def stuck_evals(findings: list[Finding], table: Table) -> list[Finding]:
         s, v = table.series(name)
         ok = np.isfinite(v)
         s, v = s[ok], v[ok]
+        if not _HELD_OUT.search(name) and v.size > loss.size // 2:
+            continue  # logged beside the train loss, named for no eval: a train metric (`Training - Mod Acc`)
         if v.size < _EVALS or np.any(v != v[0]):
             return findings  # a task metric that moves (or one evaluated too rarely to say): the eval works
         stuck.append((name, float(v[0]), int(v.size), int(s[0]), int(s[-1])))
