@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 from stethoscope.detect.throughput import ThroughputDetector
+from stethoscope.detect.throughput_onset import eval_stalls
 from stethoscope.records import EVAL_LOSS, STEP_TIME, StepRecord
 
 from .conftest import replay
@@ -48,3 +49,23 @@ def test_an_eval_stall_among_the_first_records_over_is_no_part_of_the_climb():
         records.append(StepRecord(s, {STEP_TIME: t}))
     starts = _stepped_up(records)
     assert abs(starts[1] - 601) <= 4, starts
+
+
+def test_a_log_that_evaluates_before_every_record_keeps_its_climb_in_the_fit():
+    """skorch prints one row per epoch, each after its validation: the eval flag is on every record and says
+    nothing of where the time went, so no record of the climb is left out as an eval's."""
+    for seed, ramp_from in ((4, 601), (5, 642)):
+        steps, times = _times(ramp_from, seed)
+        records = []
+        for s, t in zip(steps, times):
+            records.append(StepRecord(s - 1, {EVAL_LOSS: 1.0}))
+            records.append(StepRecord(s, {STEP_TIME: t}))
+        starts = _stepped_up(records)
+        assert abs(starts[1] - ramp_from) <= 4, (seed, ramp_from, starts)
+
+
+def test_eval_stalls_are_the_evals_far_above_the_records_no_eval_explains():
+    over = [[608, 0.007, 0.002, []], [612, 0.2, 0.002, ["eval"]], [616, 0.2, 0.002, ["eval"]]]
+    assert eval_stalls(over) == {612, 616}
+    assert eval_stalls([[x[0], x[1], x[2], ["eval"]] for x in over]) == frozenset()  # every record after an eval
+    assert eval_stalls([[608, 0.007, 0.002, []], [612, 0.012, 0.002, ["eval"]]]) == frozenset()  # part of the climb

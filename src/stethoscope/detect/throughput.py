@@ -33,7 +33,7 @@ from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.detect.step_time_alias import StepTimeAlias
 from stethoscope.detect.throughput_causes import EVAL, eval_seconds, slow_causes, step_time_excess
 from stethoscope.detect.throughput_clock import StepClock
-from stethoscope.detect.throughput_onset import fit_onset, startup
+from stethoscope.detect.throughput_onset import eval_stalls, fit_onset, startup
 from stethoscope.detect.throughput_findings import (
     PERSISTENT_RECORDS,
     STARTUP_RECORDS,
@@ -313,9 +313,8 @@ class ThroughputDetector:
         """Stalls on top in a row (`detect.slowdown.JUMP_RECORDS`): the slowdown stepped up again. It ends where
         they began, and a new one starts there over the run's old level."""
         over = release(d)
-        evals = frozenset(x[0] for x in over if EVAL in x[3])  # an eval's time: no part of the new level
         onset = fit_onset(self.raw.values(), self.raw_steps, over, recent(d), over[-1][0], over[-1][1],
-                          self.config.step_time_window, evals)
+                          self.config.step_time_window, eval_stalls(over))
         onset = max(min(onset, over[0][0]), d["start"] + 1)
         f = self._drop_finding(d)
         f.end_step = min(d["last_step"], onset)

@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from stethoscope.detect.slowdown import ramp_onset, streak_onset, window_onset
+from stethoscope.detect.throughput_causes import EVAL
+
+EVAL_STALL = 3.0  # an eval's record this many times the slowest record no eval explains: the eval's own time
 
 ONSET_LOOKBACK = 16  # records before a streak searched for its onset
 
@@ -42,3 +45,14 @@ def startup(s: dict[str, Any], raw_steps: Sequence[int], onset: int, min_records
     first = s["first_step"]
     last = max((x for x in raw_steps if x < onset), default=first)
     return [before, first, last] if first <= last - first else None
+
+
+def eval_stalls(records: list[list[Any]]) -> frozenset[int]:
+    """The steps of `records` ([step, time, level, causes] each) that an eval explains and that stand
+    `EVAL_STALL` times above every record no eval explains: the eval's time, no part of a climb. None where no
+    record is unexplained (a log that evaluates at every record: its eval flag says nothing of the time)."""
+    own = [x[1] for x in records if EVAL not in x[3]]
+    if not own:
+        return frozenset()
+    top = EVAL_STALL * max(own)
+    return frozenset(x[0] for x in records if EVAL in x[3] and x[1] >= top)
