@@ -83,3 +83,39 @@ def test_blocks_headed_by_a_rule_carrying_the_epoch_are_records(write) -> None:
     (run,) = read_any(write("log_train.txt", "**** EPOCH 000 ****\n" + text))
     assert sorted(series(run, LOSS)) == list(range(15))
     assert series(run, EVAL_LOSS)[14] == pytest.approx(5.0)
+
+
+def _two_scopes(epochs: int, session: bool) -> str:
+    """A logging script's `Epoch e, Batch 0/8, Loss:` (the epoch's first batch only) beside `Epoch e Training -
+    Loss:` (the epoch's mean) and `Epoch e Validation - Loss:`; then, with `session`, a launch of one epoch more."""
+    out = ["2025-07-05 12:57:01,000 - __main__ - INFO - Starting training for 15 epochs...\n"]
+    for e in range(1, epochs + 1):
+        at = f"2025-07-05 12:57:{10 + e:02d},293 - __main__ - INFO - "
+        out += [f"{at}Epoch {e}, Batch 0/8, Loss: {2.55 / e ** 2:.4f}\n",
+                f"{at}Epoch {e} Training - Loss: {1.2 / e ** 2:.4f}, Mod Acc: {0.8 + e / 100:.4f}, Time: 0.5s\n",
+                f"{at}Epoch {e} Validation - Loss: {18.5 + 3 * e:.4f}, Mod Acc: 0.0000, Jam Acc: 0.2920\n"]
+    if session:
+        at = "2025-07-05 12:59:33,799 - __main__ - INFO - "
+        out += [f"{at}Starting training for 1 epochs...\n", f"{at}Epoch 1, Batch 0/8, Loss: 2.5475\n",
+                f"{at}Epoch 1 Training - Loss: 1.0774, Mod Acc: 0.8520, Time: 1.8s\n",
+                f"{at}Epoch 1 Validation - Loss: 21.9041, Mod Acc: 0.0000, Jam Acc: 0.2920\n"]
+    return "".join(out)
+
+
+def test_the_epochs_own_loss_line_is_the_train_loss_beside_a_first_batch_sample(write) -> None:
+    """Before: only the `Batch 0/8` lines were read (the epoch's lines dropped as counterless), and the appended
+    session's first batch (2.55) was laid over the last epoch's step: an ERROR divergence at the end."""
+    runs = read_any(write("training.log", _two_scopes(12, session=True)))
+    assert len(runs) == 2 and len(series(runs[1], LOSS)) == 1  # the one-epoch launch after: a run of its own
+    loss = series(runs[0], LOSS)
+    assert sorted(loss) == list(range(1, 13)) and loss[1] == pytest.approx(1.2)  # the epoch's mean, not 2.55
+    assert series(runs[0], EVAL_LOSS)[12] == pytest.approx(18.5 + 36)
+
+
+def test_batch_lines_of_many_counts_stay_the_train_loss(write) -> None:
+    """Counter lines at many batches of each epoch are the train loss series; an epoch's average beside them is
+    not (MONAI's `12/154, train_loss:` and `epoch 1 average loss:`)."""
+    text = "".join(f"Epoch {e}, Batch {b}/8, Loss: {2.0 / (e * 8 + b):.4f}\n" for e in range(1, 13) for b in (0, 4)) + \
+        "".join(f"Epoch {e} Training - Loss: 9.{e:02d}\n" for e in range(1, 2))
+    (run,) = read_any(write("training.log", text))
+    assert len(series(run, LOSS)) == 24

@@ -35,6 +35,8 @@ _RULE = re.compile(r"^[-=*#~_+]{3,}\s*(?:(\d+)\s*[-=*#~_+]{3,})?$")  # `=====`, 
 _COUNTER_KEY = re.compile(r"(?i)(?:^|[\s_])(?:updates?|steps?|iters?|iterations?|epochs?|batch(?:es)?|rounds?|"
                           r"episodes?)$")
 _EPOCH = "train/epoch"
+_EVAL = "eval/"
+_HELD_OUT_WORD = re.compile(r"(?i)\b(?:validation|valid|val|eval|evaluation|test|testing)\b")
 
 Record = tuple[int, int, dict[str, tuple[float, str]]]  # (line, step, {name: (scale, text)})
 
@@ -46,10 +48,13 @@ def second_look(path: Path, run: ImportedRun) -> ImportedRun:
     if steps >= FEW or not _small(path):
         return run
     lines = [(number, _parsed(text)) for number, text in enumerate(read_text(path).splitlines(), 1) if text.strip()]
-    best, note = None, ""
+    best, note, count = None, "", 0
     for found, how in ((_blocks(lines), _BLOCKS), (_repeated(lines), _REPEATED)):
-        if len(found) >= MIN_RECORDS and len(found) > 2 * steps and (best is None or len(found) > len(best)):
-            best, note = found, how
+        records = len({(number, step) for number, step, values in found if LOSS in values or how == _BLOCKS})
+        better = records > 2 * steps or how == _REPEATED and records >= steps / 2 and _sampled(lines) and \
+            _left_out(run, found)
+        if records >= MIN_RECORDS and better and records > count:
+            best, note, count = found, how, records
     if best is None:
         return run
     table = PointTable()
@@ -59,7 +64,7 @@ def second_look(path: Path, run: ImportedRun) -> ImportedRun:
                       tuple(values[n][1] for n in names))
     columns, rejected = table.build_columns()
     meta = {k: v for k, v in run.meta.items() if k != "closest"}
-    meta["notes"] = {**meta.get("notes", {}), "step": note.format(count=len(best))}
+    meta["notes"] = {**meta.get("notes", {}), "step": note.format(count=count)}
     warnings = [w for w in run.warnings if "carry no step counter" not in w]
     warnings += describe(rejected, lambda line: f"{path}:{line}")
     return ImportedRun(run.path, run.format, None, meta, warnings, run.lines, columns=columns)
@@ -78,16 +83,27 @@ def _small(path: Path) -> bool:
 
 
 def _parsed(text: str) -> tuple[str, Any, dict[str, tuple[float, str]]]:
-    """(stripped text, parsed line, {name: (scale, value text)} of its metrics)."""
+    """(stripped text, parsed line, {name: (scale, value text)} of its metrics). A line with no counter that names
+    a held-out split outside its keys (`Epoch 1 Validation - Loss: 18.49, Mod Acc: 0.0`) is the eval's: its
+    values are named in the eval split (a line whose keys name both splits keeps them)."""
     clean = (ANSI.sub("", text) if "\x1b" in text else text).strip()
     line = parse(clean)
+    values = _named(clean, line, line.eval)
+    if line.step is None and not line.eval and LOSS in values and _HELD_OUT_WORD.search(clean):
+        if not any(name.startswith(_EVAL) for name in values):
+            line.eval = True
+            values = _named(clean, line, True)
+    return clean, line, values
+
+
+def _named(clean: str, line: Any, eval_line: bool) -> dict[str, tuple[float, str]]:
     cache: dict[Any, Any] = {}
     values: dict[str, tuple[float, str]] = {}
     for v in line.values:
-        found = resolve(cache, v.key, v.unit, line.eval)
-        if found is not None and found[0] not in values and not _clock(clean, v.key):
-            values[found[0]] = (found[1], v.text.replace(",", ""))
-    return clean, line, values
+        found = resolve(cache, v.key, v.unit, eval_line)
+        if found is not None and "|" not in found[0] and found[0] not in values and not _clock(clean, v.key):
+            values[found[0]] = (found[1], v.text.replace(",", ""))  # (`perf/time_s|time (s)`: a time the general
+    return values  # reader names later, `times_named`; left out)
 
 
 def _clock(clean: str, key: str) -> bool:
@@ -97,22 +113,61 @@ def _clock(clean: str, key: str) -> bool:
 
 def _repeated(lines: list[tuple[int, Any]]) -> list[Record]:
     """Each line of the commonest shape of metric lines that print the train loss and an epoch but no step counter,
-    as a record (lines with no count at all stay refused: nothing says they are a training's steps)."""
+    as a record (lines with no count at all stay refused: nothing says they are a training's steps); an eval
+    line after one is the eval's record at its step."""
     shapes: Counter[tuple[str, ...]] = Counter()
     for _, (_, line, values) in lines:
-        if line.step is None and not line.progress and not line.eval and LOSS in values and _EPOCH in values:
+        if _counterless(line) and not line.eval and LOSS in values and _EPOCH in values:
             shapes[tuple(values)] += 1
     if not shapes:
         return []
     shape = shapes.most_common(1)[0][0]
     rows = [(number, values) for number, (_, line, values) in lines
-            if line.step is None and not line.progress and not line.eval and tuple(values) == shape]
+            if _counterless(line) and not line.eval and tuple(values) == shape]
     epochs = [_whole(values[_EPOCH][1]) for _, values in rows]
-    if None in epochs or any(b < a for a, b in zip(epochs, epochs[1:])):  # type: ignore[operator]
-        return []  # the epoch goes back: runs one after the other, not one run's records
-    by_epoch = all(b > a for a, b in zip(epochs, epochs[1:]))  # type: ignore[operator]
-    return [(number, epochs[k] if by_epoch else k + 1, values) for k, (number, values) in  # type: ignore[misc]
-            enumerate(rows)]
+    if None in epochs:
+        return []
+    by_epoch = all(a != b for a, b in zip(epochs, epochs[1:]))  # one record an epoch (another run may follow)
+    steps = dict(zip((number for number, _ in rows), epochs if by_epoch else range(1, len(rows) + 1)))
+    out: list[Record] = []
+    step = None
+    for number, (_, line, values) in lines:
+        if number in steps:
+            step = steps[number]
+            out.append((number, step, values))
+        elif step is not None and _counterless(line) and line.eval and values:
+            out.append((number, step, values))
+    return out
+
+
+def _counterless(line: Any) -> bool:
+    return line.step is None and not line.progress
+
+
+def _sampled(lines: list[tuple[int, Any]]) -> bool:
+    """Whether the lines with a counter and a train loss all print the same count (`Epoch 3, Batch 0/8, Loss:
+    2.55`): one batch an epoch, a sample of it beside the epoch's own line (`Epoch 3 Training - Loss: 1.21`),
+    which is the train loss."""
+    counts = {line.step for _, (_, line, values) in lines if line.step is not None and LOSS in values}
+    return len(counts) == 1 and sum(line.step is not None and LOSS in values for _, (_, line, values) in lines) >= \
+        MIN_RECORDS
+
+
+def _left_out(run: ImportedRun, found: list[Record]) -> bool:
+    """Whether the general read left out most of `found`'s train losses (read other lines' instead)."""
+    columns = run.columns
+    names = [columns.labels[c] for c in columns.codes.tolist()] if hasattr(columns, "labels") else columns.names
+    values = columns.value_array.tolist() if hasattr(columns, "value_array") else columns.values
+    read = {round(v, 6) for n, v in zip(names, values) if n == LOSS}
+    losses = [_number(values[LOSS][1]) for _, _, values in found if LOSS in values]
+    return sum(round(x, 6) in read for x in losses if x is not None) < len(losses) / 2
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _blocks(lines: list[tuple[int, Any]]) -> list[Record]:

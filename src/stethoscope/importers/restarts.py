@@ -22,6 +22,7 @@ from statistics import median
 from typing import Any
 
 from stethoscope.errors import InputError
+from stethoscope.importers import epoch_ends
 from stethoscope.importers.base import ImportedRun
 from stethoscope.records import LOSS
 
@@ -32,9 +33,11 @@ def starts(steps: list[int], losses: list[float] | None) -> list[int]:
     """The indices (into `steps`, one a record, in file order) where another run starts: the counter goes back
     to within one logging interval of zero and (given `losses`, one a record) the loss starts untrained."""
     found, begun = [], 0
-    for i in range(1, len(steps) - 1):
-        step, ahead = steps[i], steps[i + 1]
-        if not step < steps[i - 1] or ahead <= step or step > ahead - step or i - begun < MIN_RECORDS:
+    for i in range(1, len(steps)):
+        step = steps[i]
+        ahead = steps[i + 1] if i + 1 < len(steps) else None  # the file's last record: back to where its run began
+        near = step <= steps[begun] if ahead is None else not (ahead <= step or step > ahead - step)
+        if not step < steps[i - 1] or not near or i - begun < MIN_RECORDS:
             continue
         if losses is not None:
             first, last = median(losses[begun: begun + 3]), median(losses[max(begun, i - 3): i])
@@ -57,6 +60,12 @@ def split(run: ImportedRun) -> list[ImportedRun]:
     if not (every[1:] < every[:-1]).any():  # the steps never go back (nearly every log): one pass in C
         return [run]
     coded = encode(cols)
+    ends = epoch_ends.placed(coded)  # an epoch's summary numbered by its epoch: no restart
+    if ends is not None:
+        run = ImportedRun(run.path, run.format, None, run.meta, run.warnings, run.lines, columns=ends)
+        coded = ends
+        if not (ends.step_array[1:] < ends.step_array[:-1]).any():
+            return [run]
     counts = np.bincount(coded.codes, minlength=len(coded.labels))
     key = coded.labels.index(LOSS) if LOSS in coded.labels else int(counts.argmax())  # (AUC alone: XGBoost's CV)
     at = np.flatnonzero(coded.codes == key)

@@ -214,6 +214,8 @@ class EpochHeads:
         if self.eval_head is not None and number == self.eval_head + 1 and (line.record or _BLANK_INDENTED.match(
                 line.body) and line.step is None and line.values):  # (`📊 Evaluation Results:`, `   Loss: 0.53`)
             line.eval, line.record, self.eval_head = True, True, number
+        elif self.eval_head is not None and number == self.eval_head + 1 and line.step is not None and not line.values:
+            self.eval_head = number  # the eval's own step among its values (TF Estimator's `  global_step = 5468`)
         else:
             self.eval_head = number if line.step is None and (
                 (line.eval and not line.values) or _EVAL_HEAD.search(line.body)) else None
