@@ -34,3 +34,21 @@ def test_a_repeat_beside_a_moving_term_is_a_coincidence_of_the_print() -> None:
 def test_every_printed_loss_frozen_stays_an_error() -> None:
     found = of_type(replay(TrendDetector(), _records(sibling_moves=False)), "frozen_loss")
     assert [f for f in found if f.severity == "error"], [(f.severity, f.message) for f in found]
+
+
+def test_a_slow_running_mean_repeating_its_print_is_its_resolution() -> None:
+    """No sibling: a running mean falling a printed unit (0.001) every 10 records, printed to 3 decimals, holds 2.684
+    for 12 records: under 3 units' worth of records at its pace before, the print's resolution (F2's second half)."""
+    out = []
+    for i in range(300):
+        if i < 200:
+            loss = round(2.704 - 0.0001 * i, 3)
+        elif i < 212:
+            loss = 2.684
+        else:
+            loss = round(2.684 - 0.0001 * (i - 211), 3)
+        out.append(StepRecord(15000 + 5 * i, {"train/loss": loss}))
+    found = [f for f in of_type(replay(TrendDetector(), out), "frozen_loss") if f.step >= 15500]
+    assert not [f for f in found if f.severity != "info"], [(f.severity, f.message) for f in found]
+    held = [f for f in found if f.step <= 16000 and f.end_step is not None and f.end_step >= 16055]
+    assert held and "print's resolution" in held[0].message, [(f.step, f.end_step, f.message) for f in found]

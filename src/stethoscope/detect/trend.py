@@ -405,7 +405,7 @@ class TrendDetector:
                 f = frozen_finding(fz, self.config.vocab_size, self.name)
                 f.message += f"; the loss changed again at step {step}"
                 return [f]
-            self._frozen = open_frozen(fz, step, v, self._step_sigma, values)
+            self._frozen = open_frozen(fz, step, v, self._step_sigma, values, self._tail)
             return []
         trigger = frozen_trigger(fz, step, v, values, self._step_sigma, self._n, self.config)  # counts the record
         if self._frozen_reported or not trigger:

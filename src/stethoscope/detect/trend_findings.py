@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from stethoscope.detect.comeback import withdrawn_divergence
-from stethoscope.detect.frozen import eval_moved, print_zero, sibling_moved, sig_digits, stalled_run, uniform_note
+from stethoscope.detect.frozen import eval_moved, paced, print_zero, sibling_moved, sig_digits, stalled_run, uniform_note
 from stethoscope.findings.catalogue import DIVERGENCE, FROZEN_LOSS, LABEL_MASKING, LOSS_SPIKE, PLATEAU
 from stethoscope.records import Finding
 
@@ -108,6 +108,10 @@ def frozen_finding(fz: dict[str, Any], vocab_size: int | None, source: str) -> F
         severity = "warning"
         msg += f" for {stalled}; check the LR (a plateau scheduler at its floor) or stop the run"
         ev["stalled_share"] = fz["records"] / fz["n"]
+    elif paced(fz):  # a smooth loss (a running mean) moving under one printed unit per record repeats its print
+        severity = "info"
+        msg += f" - but {paced(fz)}"
+        ev["paced"] = fz["pace"]
     elif digits <= _FEW_DIGITS:  # Lightning's bar prints a running mean as `loss=1.350`: a slow one repeats it
         severity = "info"
         msg += (f" (the log prints {digits} significant digits: a loss moving slowly, or a running mean of it, "
