@@ -167,3 +167,12 @@ def test_an_eval_whose_loss_improved_is_no_broken_eval(tmp_path):
     assert not [f for f in found if f["type"] == "eval_broken"]
     assert [f for f in found if f["type"] == "overfitting" and f["severity"] == "warning"], \
         [(f["type"], f["severity"], f["message"][:80]) for f in found]
+
+
+def test_a_growing_amp_loss_scale_is_no_exploded_term(tmp_path):
+    """GradScaler doubles the loss scale every 2,000 clean steps (65536 -> 1e9): named for the loss, no term of it."""
+    rows = [f"{s},{2.0 * math.exp(-s / 4000) + 0.5:.4f},{65536.0 * 2 ** (s // 2000):.1f}" for s in range(0, 30000, 50)]
+    log = tmp_path / "metrics.csv"
+    log.write_text("step,train_loss,loss_scale\n" + "\n".join(rows) + "\n")
+    found = _diagnose(log)
+    assert not [f for f in found if f["type"] == "divergence"], [f["message"][:90] for f in found]

@@ -26,6 +26,9 @@ _STAYED = 2  # ...and none of its last _EDGE records back under 10**_STAYED x it
 _NEGLIGIBLE = 0.01  # a term starting under this share of the total's start: a term warmed up from ~0, no start
 _ROSE = 1.5  # other terms that ended at least this many times their start are named beside it
 _HELD_OUT = re.compile(r"eval|valid|val[/_]|test", re.IGNORECASE)
+# named for a loss but no term of it: an AMP loss scale (x2 every 2,000 clean steps), a term's weight or coefficient
+# (annealed up by design)
+_NOT_A_TERM = re.compile(r"scale|weight|coef|lambda|beta|^(?:amp|opt|perf)/", re.IGNORECASE)
 
 
 def exploded_terms(table: Table) -> list[Finding]:
@@ -34,7 +37,7 @@ def exploded_terms(table: Table) -> list[Finding]:
     base = float(np.median(total[:_EDGE])) if total.size >= _EDGE else None
     terms = []
     for name in table.names:
-        if name == LOSS or "loss" not in name.lower() or _HELD_OUT.search(name):
+        if name == LOSS or "loss" not in name.lower() or _HELD_OUT.search(name) or _NOT_A_TERM.search(name):
             continue
         s, v = table.series(name)
         ok = np.isfinite(v)
