@@ -84,6 +84,8 @@ def test_an_accuracy_exactly_0_at_every_eval_while_the_loss_falls_is_a_broken_ev
     assert broken[0]["causes"] and broken[0]["fixes"]
     # its val loss rises from the first eval while the train loss falls: the broken eval, not overfitting
     assert not [f for f in found if f["type"] == "overfitting" and f["severity"] != "info"]
+    result = CliRunner().invoke(cli, ["diagnose", str(tmp_path / "metrics.csv"), "--json"])
+    assert json.loads(result.output)["label"] != "overfitting"
 
 
 def test_a_metric_that_moves_is_no_broken_eval(tmp_path):
