@@ -132,6 +132,8 @@ def test_an_auxiliary_loss_that_explodes_under_a_falling_loss_is_news(tmp_path):
     term = [f for f in found if f["type"] == "divergence" and "kl_loss" in f["message"].lower()]
     assert term and term[0]["severity"] == "warning", [(f["type"], f["severity"], f["message"][:90]) for f in found]
     assert "never came back" in term[0]["message"] and "gen_loss" in term[0]["message"]
+    result = CliRunner().invoke(cli, ["diagnose", str(tmp_path / "train.log"), "--json"])
+    assert "kl_loss diverged" in json.loads(result.output)["label"].lower()
 
 
 def test_a_kl_warmed_up_from_nothing_is_no_explosion(tmp_path):

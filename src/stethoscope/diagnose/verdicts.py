@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from stethoscope.diagnose.curves import HEALTHY_CURVE, UNDERFITTING_CURVE
-from stethoscope.findings.catalogue import EVAL_BROKEN, HEALTHY, PLATEAU, UNDERFITTING
+from stethoscope.findings.catalogue import DIVERGENCE, EVAL_BROKEN, HEALTHY, PLATEAU, UNDERFITTING
 from stethoscope.records import Finding, severity_rank
 
 _START_RECORDS = 2  # a plateau that opens within this many logged steps of the first one starts "from the start"
@@ -110,6 +110,10 @@ def run_label(findings: list[Finding], classification: dict[str, Any]) -> str:
     shape = "still improving" if curve == UNDERFITTING_CURVE else curve
     if curve == "overfitting" and any(f.type == EVAL_BROKEN and severity_rank(f.severity) >= 1 for f in findings):
         shape = "eval broken"  # its eval loss rising is the broken eval's (`degenerate.stuck_evals`), not overfitting
+    terms = [str(f.evidence["series"]) for f in findings if f.type == DIVERGENCE and f.source == "verdicts"
+             and "series" in f.evidence and severity_rank(f.severity) >= 1]  # `components.exploded_terms`
+    if terms:
+        shape += f" ({', '.join(terms)} diverged)"  # the headline loss did well; a term of it did not
     worst = max(findings, key=lambda f: severity_rank(f.severity), default=None)
     if curve == "too_short" and worst is not None and severity_rank(worst.severity) >= 1:
         return f"{worst.type} (curve: too short to classify)"  # a hang or a crash in a few steps is still a hang
