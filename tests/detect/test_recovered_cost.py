@@ -4,7 +4,8 @@
   of the steps logged before it is info: Fast-SCNN's batch loss swinging 0.9-3.5 gave 9 WARNINGs "took 20-1,890 steps
   to come back" in a 297k-step run; user-trial-2's x4 jump back in 2 steps at step 444 was a WARNING.
 * One first print is no best level: an OCR log resumed at step 1 with a single batch's 0.00023, then 0.004 for the
-  first thousands of steps, read "jumped at step 100 and took 74,300 steps to come back".
+  first thousands of steps, read "jumped at step 100 and took 74,300 steps to come back"; and a spike the loss came
+  back from is not raised to a warning for having been up long (the spike detector's jump off that first print).
 * A recovered spike no higher than the loss printed by itself over its last 64 records is its own range: info.
 """
 
@@ -59,10 +60,11 @@ def test_a_comeback_that_took_a_large_share_of_the_run_still_warns():
 
 
 def test_one_first_print_is_no_best_level():
-    # a resumed run: its first print is one batch (0.00023), its next ones the run's real level, falling
+    # a resumed run: its first print is one batch (0.00023), its next ones the run's real level, falling back under
+    # it in the end (OCR: 0.004 at step 100, 0.00023 again by step 47,700)
     rng = random.Random(2)
     steps = [1] + [100 * k for k in range(1, 400)]
-    loss = [0.00023] + [round((0.004 * math.exp(-k / 120) + 0.0003) * math.exp(rng.gauss(0, 0.3)), 6)
+    loss = [0.00023] + [round((0.004 * math.exp(-k / 60) + 0.0001) * math.exp(rng.gauss(0, 0.3)), 6)
                         for k in range(1, 400)]
     found = replay(DetectorSet(), make_records(steps, LOSS=loss))
     loud = [(f.type, f.severity, f.step, f.message) for f in found
@@ -84,3 +86,21 @@ def test_a_spike_within_the_loss_own_range_back_in_two_records_is_info():
     assert all(f.severity == "info" for f in at) and "its own range" in at[-1].message, [f.message for f in at]
     loud = [f for f in found if f.severity != "info" and not f.evidence.get("withdrawn") and f.step >= 20000]
     assert not loud, [(f.type, f.step, f.message) for f in loud]
+
+
+def test_a_spike_held_past_divergence_min_steps_that_came_back_keeps_its_own_grade():
+    """An HF log every 10 steps: the loss (2.3) jumps to 2.78 after an LR jump, holds ~2.6-2.7 for 12 records and is
+    back at 2.47 by step 740 (a synthetic lr_too_high run). Held past divergence_min_steps, it was called a divergence
+    while up (withdrawn when it came back); the spike, x1.2 its level, keeps its own grade (info), not a warning for
+    having been up that long."""
+    rng = random.Random(3)
+    steps = list(range(10, 1210, 10))
+    loss = [2.3 + 2.3 * math.exp(-s / 150) + 0.03 * rng.gauss(0, 1) for s in steps]
+    held = {620: 2.7845, 630: 2.6786, 640: 2.6835, 650: 2.6947, 660: 2.7254, 670: 2.7173, 680: 2.5464, 690: 2.5611,
+            700: 2.6161, 710: 2.6247, 720: 2.6418, 730: 2.6482, 740: 2.4738}
+    loss = [held.get(s, v) for s, v in zip(steps, loss)]
+    found = replay(DetectorSet(), make_records(steps, LOSS=loss))
+    loud = [(f.type, f.severity, f.step, f.message) for f in found
+            if f.severity != "info" and not f.evidence.get("withdrawn")]
+    assert not loud, loud
+    assert [f for f in found if f.type == "loss_spike" and f.step == 620], [(f.type, f.step) for f in found]

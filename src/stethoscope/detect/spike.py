@@ -25,7 +25,7 @@ from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.spike_findings import divergence, g, grad_finding, loss_finding, mark_expected
 from stethoscope.detect.spike_incident import (
-    REAL_SPIKE_RATIO, RECUR_RECORDS, brief_share, loss_recovered, loss_unrecovered, no_level, recurring, release,
+    REAL_SPIKE_RATIO, RECUR_RECORDS, brief_share, loss_recovered, loss_unrecovered, recurring, release,
     small_and_young, small_of_learned,
 )
 from stethoscope.detect.spike_track import Track, calm_before
@@ -309,14 +309,6 @@ class SpikeDetector:
             rise = inc["peak"] - inc["level"]
             if not inc["diverged"] and (self._came_back is None or rise > self._came_back[1]):
                 self._came_back = [float(inc["start"]), rise]
-            return
-        # off one first print (a resumed log's single batch) that the loss has not come back to in a level's worth of
-        # records: that print was no level (when unsure, info); the run's level starts here
-        if inc["n"] < _MIN_WARN_HISTORY and inc.get("records", 1) >= self.config.level_window:
-            self.loss.reset()
-            for x in (inc["first"], v):
-                self.loss.push(x)
-            out.extend(no_level(inc, step, self.name))
             return
         threshold = inc["level"] + max(cfg.spike_sigma * inc["sigma"], cfg.loss_spike_min_rel * scale)
         if v <= threshold:

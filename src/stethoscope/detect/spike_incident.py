@@ -134,20 +134,6 @@ def loss_recovered(inc: dict[str, Any], step: int, cfg: DetectConfig, first_loss
     return out
 
 
-def no_level(inc: dict[str, Any], step: int, source: str) -> list[Finding]:
-    """A spike off one first print (a resumed log's single batch) that the loss stayed above for a level's worth of
-    records: that print was no level to jump from. The spike stays a note; a divergence it was called is withdrawn."""
-    f = loss_finding(inc, source)
-    f.end_step, f.evidence["no_level"] = step, True
-    f.message += "; the loss stayed there: one first print is no level to jump from"
-    out = [f]
-    if inc["diverged"]:
-        d = divergence(inc, step, source)
-        d.end_step = step
-        out.append(withdrawn_divergence(d, "one first print is no level to jump from"))
-    return out
-
-
 def loss_unrecovered(inc: dict[str, Any], step: int, track: Track, cfg: DetectConfig, first_loss: float | None,
                      source: str) -> list[Finding]:
     small = small_of_learned(inc, first_loss)
