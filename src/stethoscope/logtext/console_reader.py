@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from stethoscope.logtext import console_arrow, console_tokens, linescan
 from stethoscope.logtext.columns import Columns, ImportedRun
-from stethoscope.logtext.console_clock import times_named
 from stethoscope.logtext.config_dump import config_dump
-from stethoscope.logtext.console_epochs import (HEAD, EpochCounter, EpochHeads, RoundedSteps, bar_step, epoch_step,
-                                                index_steps, renumbered)
+from stethoscope.logtext.console_epochs import HEAD, EpochCounter, EpochHeads, RoundedSteps, bar_step, epoch_step
 from stethoscope.logtext.console_fast import Template
 from stethoscope.logtext.console_line import ANSI, NUMBER, Line, has_loss, parse
 from stethoscope.logtext.console_names import HELD_OUT, Names, distinct, ordinal_steps, resolve
@@ -26,9 +24,8 @@ from stethoscope.logtext.console_shape import Shape, learn
 from stethoscope.logtext.console_walk import walk
 from stethoscope.logtext.eval_lines import an_evaluation, eval_values
 from stethoscope.logtext.loglines import LineKeeper
-from stethoscope.logtext.stand_ins import stand_ins
 from stethoscope.logtext.summaries import summary
-from stethoscope.logtext.table import Layout, PointTable, Rejected, describe
+from stethoscope.logtext.table import Layout, PointTable
 from stethoscope.records import LOSS
 
 if TYPE_CHECKING:
@@ -59,7 +56,8 @@ class ConsoleReader:
         self.bar: tuple[int, int, int] | None = None  # (offset, last raw counter, total) of a per-epoch bar
         self.ordinal = 0
         self.epoch_row = False  # the line read last took its epoch for its step (`epoch_step`)
-        self.loss_steps = 0  # records with a train loss and a step counter (then no epoch is a step)
+        self.loss_steps = 0  # records with a train loss at a step counter, theirs or the line's before (then no
+        # epoch is a step: CNTK's `Finished Epoch[2 of 100]: [Training] loss = ..` is the epoch's summary)
         self.counts: list[tuple[int, int | None, int, int]] = []  # a sample counter's (record, epoch, count, total)
         self.epochs = EpochCounter()
         self.heads = EpochHeads()  # lines that print only an epoch, and the records after them
@@ -343,7 +341,8 @@ class ConsoleReader:
         self._table().add_row(number, step, line.time, layout, values)
         self.last_row = number
         self.step_lines += line.step is not None
-        self.loss_steps += line.step is not None and LOSS in layout.names
+        counted = line.step is not None or line.record and self.last_step is not None  # (Coqui's `| > loss: ..`)
+        self.loss_steps += counted and LOSS in layout.names
         self.shapes[layout.names] += line.step is not None
         if not self.epoch_row and held is None:
             self._learn(text, original, line, layout, [v for _, v in pairs])
@@ -405,39 +404,9 @@ class ConsoleReader:
         self.templates[shape] = learn(text, original, line, layout, values)
 
     def result(self) -> ImportedRun:
-        # numpy: loaded when a log is read, not when the package is imported
-        from stethoscope.logtext.console_speed import join  # (a long run's rows kept as they are)
+        from stethoscope.logtext.console_result import finish  # numpy: loaded when a log is read
 
-        parts: list[Any] = [Columns.empty()]  # a first part of lists: extended in place, as it always was
-        rejected: list[Rejected] = []
-        for part in self.parts:
-            if isinstance(part, PointTable):
-                part, more = part.build_columns()
-                rejected += more
-            parts.append(part)
-        joined, steps = self.epochs.unanchored(join(parts)), index_steps(self.counts)
-        if steps:  # the counter counts batches: the records' steps are known after all
-            joined, self.ordinal = renumbered(joined, steps), 0
-        columns = stand_ins(times_named(joined, {found[0] for found in self.names.values() if found}))
-        meta: dict[str, Any] = {"confidence": round(self.step_lines / self.lines, 3) if self.lines else 0.0}
-        if self.shapes:
-            meta["key_consistency"] = round(self.shapes.most_common(1)[0][1] / max(1, self.step_lines), 3)
-        warnings = list(self.warnings)
-        if len(self.ranks) > 1:
-            kept = (self.keep_rank or b"").decode()
-            others = ", ".join(r for r in sorted(self.ranks, key=int) if r != kept)
-            warnings.append(f"{self.path}: lines of several ranks are interleaved; read rank {kept}'s "
-                            f"(the first seen), left out ranks {others}")
-            meta["rank"] = int(kept or 0)
-        if self.ordinal:
-            warnings.append(f"{self.path}: {self.ordinal} metric records carry no step counter; numbered 1, 2, 3 … "
-                            "in file order (the trainer's own steps are a multiple of these)")
-        if self.resumes:
-            meta["resumes"] = self.resumes
-        if not columns.size:
-            meta["closest"] = self.closest()
-        warnings += describe(rejected, lambda line: f"{self.path}:{line}")
-        return ImportedRun(self.path, NAME, None, meta, warnings, self.keeper.lines(), columns=columns)
+        return finish(self)
 
     def closest(self) -> str:
         """The shape nearest to a step line that this log showed, with its first line, for a 0-step report."""
