@@ -24,8 +24,10 @@ EPOCH = "train/epoch"
 # Keys are normalized: lower case, blanks and dashes as underscores.
 _ALIASES = {
     **dict.fromkeys(("loss", "train/loss", "train_loss", "training_loss", "loss/train", "lm_loss", "train/lm_loss",
-                     "reduced_train_loss", "trl", "learn", "epoch_loss", "objective", "train/objective"), LOSS),
-    # CatBoost's `learn`, GluonTS's `epoch_loss` (the epoch's mean train loss), the objective minimised (its loss)
+                     "reduced_train_loss", "trl", "learn", "epoch_loss", "objective", "train/objective", "loss_value"),
+                    LOSS),
+    # CatBoost's `learn`, GluonTS's `epoch_loss` (the epoch's mean train loss), the objective minimised (its loss),
+    # the loss's value (`loss_value: 2.31`)
     **dict.fromkeys(("eval/loss", "eval_loss", "val/loss", "val_loss", "valid/loss", "valid_loss",
                      "validation/loss", "validation_loss", "loss/val", "loss/valid", "loss/validation",
                      "loss/eval", "val_loss_epoch", "lm_loss_validation", "tel"), EVAL_LOSS),
@@ -80,7 +82,8 @@ FUNCTION_WORDS = frozenset("an the and or but of in on at to for by as from with
 _PERSONAL = frozenset("we they she he you our their".split())  # `We know they won 80 %`: a sentence's subject
 _COUNTERS = frozenset("epoch epochs step steps iter iteration batch round".split())
 # mmengine's `Epoch(train) [5][20/21]`, `Epoch(val) [10][13/13]`: a counter labelled with its loop, the record's head
-_LOOP_LABEL = re.compile(r"^[A-Za-z]+\((?:train|val|test|eval)\)$", re.IGNORECASE)
+# (a metric labelled so is the loop's metric: `Loss(train): 3.11`)
+_LOOP_LABEL = re.compile(rf"^(?:{'|'.join(_COUNTERS)})\((?:train|val|test|eval)\)$", re.IGNORECASE)
 
 
 def normalize(raw: str) -> str:
