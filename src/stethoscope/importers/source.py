@@ -40,12 +40,12 @@ def log_name(path: Path) -> str:
 
 def open_log(path: Path) -> BinaryIO:
     """The file opened for binary reading; a gzip file (by its magic bytes) is decompressed on the fly, a UTF-8
-    byte-order mark skipped."""
+    byte-order mark skipped, a wrapped log (UTF-16, a captured stream, a CSV export: `utf8`) unwrapped."""
     raw = path.open("rb")
-    magic = raw.read(len(UTF8_BOM) + len(_DOCKER))
+    magic = raw.read(_STREAM_HEAD)
     raw.seek(0)
     bom = len(UTF8_BOM) if magic.startswith(UTF8_BOM) else 0
-    if magic[:2] in _UTF16_BOMS or magic[bom:].startswith(_DOCKER):
+    if magic[:2] in _UTF16_BOMS or stream_field(magic[bom:]) or _CSV_EXPORT.match(magic, bom, 256):
         with raw:
             return io.BytesIO(utf8(raw.read()))
     if bom:
@@ -66,23 +66,64 @@ def utf8(data: bytes) -> bytes:
         data = data.decode("utf-16", errors="replace").encode("utf-8")
     if data[:3] == UTF8_BOM:
         data = data[3:]
-    head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
-    return _docker_lines(data) if head.startswith(_DOCKER) else data
+    field = stream_field(data[:_STREAM_HEAD])
+    if field is None and _CSV_EXPORT.match(data, 0, 256):
+        data = _exported_lines(data)
+    return _stream_lines(data, field) if field else data
 
 
 _DOCKER = b'{"log":'
+_STREAM_HEAD = 4096  # the bytes that show a captured stream's first records
 
 
-def _docker_lines(data: bytes) -> bytes:
-    """The text a Docker json-file log wraps: each line's `log` field in order (a line that is no such object
-    is kept as it is)."""
+def stream_field(head: bytes) -> str | None:
+    """The field that holds the printed text when `head` starts a captured output stream, else None: one JSON
+    object a line whose one string that ends a line is what the program printed, alone (Docker's json-file,
+    `{"log":"step 10 loss 2.3\\n","stream":"stdout","time":..}`) or as the items of one JSON list (a Kaggle
+    notebook's log, `[{"stream_name":"stdout","time":5.87,"data":"step 10 ..\\n"}`, then `,{..}` a line)."""
+    head = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith(_DOCKER):
+        return "log"
+    if not head.startswith((b'[{"', b'{"')):
+        return None
+    for line in head.split(b"\n")[:4]:
+        try:
+            record = json.loads(line.strip().lstrip(b"[,").rstrip(b",]"))
+        except ValueError:
+            continue
+        printed = [k for k, v in record.items() if isinstance(v, str) and v.endswith("\n")] if isinstance(
+            record, dict) else []
+        if len(printed) == 1:
+            return printed[0]
+    return None
+
+
+# A log exported as a table of its lines (CloudWatch Logs Insights' `@timestamp,@message`): a header of a few
+# columns, the last the message; each row's message is a line the program printed (CSV-quoted: `""` for `"`).
+_CSV_EXPORT = re.compile(rb'(?:"?@?[A-Za-z_]+"?,){1,3}"?@?(?i:message|log|line)"?\r?\n')
+
+
+def _exported_lines(data: bytes) -> bytes:
+    """The message column of a log exported as CSV, one printed line a row (a row of another width is kept)."""
+    import csv
+
+    text = data.decode("utf-8", "replace")
+    rows = csv.reader(io.StringIO(text, newline=""))
+    width = len(next(rows, []))
+    return "".join(f"{row[-1]}\n" if len(row) == width else ",".join(row) + "\n" for row in rows).encode("utf-8")
+
+
+def _stream_lines(data: bytes, field: str) -> bytes:
+    """The text a captured stream wraps: each line's `field` in order (a line that is no such object, the list's
+    brackets, is kept as it is)."""
     out = []
     for line in data.splitlines():
+        item = line.strip().lstrip(b"[,").rstrip(b",]")
         try:
-            record = json.loads(line) if line.lstrip().startswith(b"{") else None
+            record = json.loads(item) if item.startswith(b"{") else None
         except ValueError:
             record = None
-        text = record.get("log") if isinstance(record, dict) else None
+        text = record.get(field) if isinstance(record, dict) else None
         out.append(text.encode("utf-8") if isinstance(text, str) else line + b"\n")
     return b"".join(out)
 
