@@ -43,6 +43,7 @@ from stethoscope.logtext.summaries import SUMMARY
 from stethoscope.logtext.names import known, metric
 from stethoscope.importers.source import is_text, read_bytes, read_head
 from stethoscope.logtext.table import to_float
+from stethoscope.logtext.wrapped import rejoin
 from stethoscope.records import LOSS
 
 __all__ = ["NAME", "ConsoleImporter", "ConsoleReader", "console_fallback", "record_values", "strip_ansi",
@@ -66,7 +67,8 @@ class ConsoleImporter:
     def read(self, path: Path) -> ImportedRun:
         if "numpy" not in sys.modules:  # the reader needs it: imported on a thread while the log is read
             threading.Thread(target=_import_numpy, name="stethoscope-numpy", daemon=True).start()
-        data: Any = linescan.mapped(str(path)) or read_bytes(path)  # a big log mapped, not copied
+        data: Any = linescan.mapped(str(path)) or rejoin(read_bytes(path))  # a big log mapped, not copied; a
+        # terminal pane's hard-wrapped rows joined again (`logtext/wrapped.py`)
         if data.find(b"\x08") >= 0:  # Keras' backspaces before a redraw
             data = bytes(data).replace(b"\x08", b"")
         reader = ConsoleReader(str(path))
@@ -169,6 +171,14 @@ def _has_loss(run: ImportedRun) -> bool:
     return LOSS in (columns.labels if hasattr(columns, "labels") else set(columns.names))
 
 
+def _losses(run: ImportedRun) -> int:
+    """How many train-loss points `run` holds."""
+    columns = run.columns
+    if hasattr(columns, "labels"):
+        return int((columns.codes == columns.labels.index(LOSS)).sum()) if LOSS in columns.labels else 0
+    return columns.names.count(LOSS)
+
+
 def _metrics(run: ImportedRun) -> bool:
     """Whether `run` holds a series other than a rate or a time (a bar's postfix metric, a dict's)."""
     columns = run.columns
@@ -218,7 +228,9 @@ def console_fallback(path: Path, run: ImportedRun) -> ImportedRun:
             run.meta.setdefault("closest", head_run.meta.get("closest"))  # bars (metric lines define the records)
             return run
     general = ConsoleImporter().read(path)
-    if (_has_loss(general), general.steps) > (_has_loss(run), records) and (
+    dicts = run.meta.get("bar_dicts", 0)  # the HF Trainer's dicts under the loop's bar: its records, at its counts
+    # (kept unless the general reader reads more train losses than they hold)
+    if (_has_loss(general), general.steps) > (_has_loss(run), records) and (not dicts or _losses(general) > dicts) and (
             _has_loss(general) or not evals_only):  # bars without a loss (an eval's)
         # among step lines with one are not the training's steps, however many they are
         general.warnings.insert(0, f"{path}: the {run.format} reader read {run.steps} steps from it, the general "

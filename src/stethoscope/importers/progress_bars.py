@@ -98,6 +98,16 @@ def trained(state: Any, total: int | None) -> None:
         state.main_records = state.main_records or total == state.main_total
 
 
+def at_records(columns: Any, steps: set[int]) -> Any:
+    """`columns` with the bar's step times only at `steps`, the counts the HF Trainer's dicts were read at: where
+    the loop's records are the dicts under its bar, the redraws between them (`249/5500`, `250/5500`, then the
+    dict) are no records, and the rate the bar showed when a dict came is that record's step time."""
+    if not steps or STEP_TIME not in columns.names:
+        return columns
+    keep = [n != STEP_TIME or s in steps for n, s in zip(columns.names, columns.steps)]
+    return type(columns)(*([x for x, k in zip(column, keep) if k] for column in columns))
+
+
 def rates(state: Any) -> dict[str, str | None]:
     """What each bar's rate is named at the end: the step time of the loop's bars, none of another loop's bars
     (when no bar had a record under it, each bar's rate stays: `console.console_fallback` weighs such a read)."""

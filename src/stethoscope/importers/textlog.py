@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from stethoscope.importers.base import ImportedRun
-from stethoscope.importers.progress_bars import num as _num, progress as _progress, put as _put, rates, trained
+from stethoscope.importers.progress_bars import at_records, num as _num, progress as _progress, put as _put, rates, trained
 from stethoscope.logtext.console_line import ANSI
 from stethoscope.logtext.loglines import LineKeeper, parse_timestamp, strip_rank
 from stethoscope.logtext.names import EPOCH
@@ -76,6 +76,7 @@ class _State:
         self.main_done = self.main_records = False  # the outer bar ran to its end; records came under it
         self.trained: set[int] = set()  # the totals of bars that records came under (`progress_bars`)
         self.rated: set[int] = set()  # the totals of bars whose rate alone was read
+        self.dict_steps: set[int] = set()  # the steps the HF Trainer's dicts were read at
 
 
 # -- dialect handlers: (match, state) -> (step, values) or None -----------------------------------
@@ -241,6 +242,7 @@ class TextLogImporter:
     def sniff(self, path: Path, head: str) -> bool:
         if not is_text(head):
             return False
+        head = ANSI.sub("", head) if "\x1b" in head else head  # a bar's numbers coloured (rich)
         lines = [strip_rank(ln[parse_timestamp(ln)[1]:].lstrip()) for ln in head.splitlines()[:5000]]
         return any(pattern.search(seg) for ln in lines for seg in ln.split("\r") for _, pattern, _ in _DIALECTS)
 
@@ -352,6 +354,7 @@ class _Reader:
         for line, time, parsed in records:
             if parsed is not None:
                 self.table.add_values(line, steps.get(id(parsed[1]), parsed[0]), time, parsed[1])
+                self.state.dict_steps.add(steps.get(id(parsed[1]), parsed[0]))
                 trained(self.state, self.state.bar_total or self.state.main_total)
         self.pending.clear()
 
@@ -373,9 +376,12 @@ class _Reader:
         self._commit()
         self._flush(self.state.last_step)
         columns, rejected = self.table.build_columns(rates(self.state))
+        columns = at_records(columns, self.state.dict_steps)  # the bar's redraws between the dicts: no records
         if self.dialects["litgpt"]:
             columns = named_steps(columns, OPT_STEP, *self.state.val_at.values())  # `iter 400 step 100`, a record a step: the optimizer's
         meta: dict[str, Any] = {}
+        if self.state.dict_steps:
+            meta["bar_dicts"] = len(self.state.dict_steps)  # records under the loop's bar (`console_fallback`)
         if self.dialects:
             meta["dialect"] = self.dialects.most_common(1)[0][0]
             meta["dialects"] = dict(self.dialects)
