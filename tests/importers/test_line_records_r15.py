@@ -119,3 +119,15 @@ def test_batch_lines_of_many_counts_stay_the_train_loss(write) -> None:
         "".join(f"Epoch {e} Training - Loss: 9.{e:02d}\n" for e in range(1, 2))
     (run,) = read_any(write("training.log", text))
     assert len(series(run, LOSS)) == 24
+
+
+def test_a_message_about_a_step_heads_no_block(write, cli_env) -> None:
+    """`Iter 150: Saved adapter weights to ..` names a step in a sentence: no record's head. The counterless
+    metric lines between such messages stay refused (a block read took them for 20 records of mixed names)."""
+    text = "".join(f"Iter {150 * k}: Saved adapter weights to adapters/{150 * k:07d}_adapters.safetensors.\n"
+                   f"Using cuda device\nLOSS: {4 - k / 10:.4f} | It/sec: 2.{k} | rank: 0\n"
+                   for k in range(1, 21))
+    path = write("train.log", text)
+    assert not read_any(path)[0].columns.size
+    out = run_cli("diagnose", str(path), env=cli_env)
+    assert out.returncode == 2 and "read 0 training steps" in out.stderr

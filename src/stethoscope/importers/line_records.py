@@ -35,6 +35,7 @@ _RULE = re.compile(r"^[-=*#~_+]{3,}\s*(?:(\d+)\s*[-=*#~_+]{3,})?$")  # `=====`, 
 _COUNTER_KEY = re.compile(r"(?i)(?:^|[\s_])(?:updates?|steps?|iters?|iterations?|epochs?|batch(?:es)?|rounds?|"
                           r"episodes?)$")
 _EPOCH = "train/epoch"
+_WORD = re.compile(r"[A-Za-z]{2,}")
 _EVAL = "eval/"
 _HELD_OUT_WORD = re.compile(r"(?i)\b(?:validation|valid|val|eval|evaluation|test|testing)\b")
 
@@ -192,13 +193,17 @@ def _blocks(lines: list[tuple[int, Any]]) -> list[Record]:
     if step is not None and values:
         out.append((first, step, values))
     ordered = sum(b[1] > a[1] for a, b in zip(out, out[1:]))
-    return out if ordered >= 0.9 * (len(out) - 1) else []
+    shapes = Counter(frozenset(values) for _, _, values in out)
+    alike = bool(shapes) and shapes.most_common(1)[0][1] >= 0.6 * len(out)  # one record's names, block after block
+    losses = sum(any("loss" in name for name in values) for _, _, values in out)
+    return out if ordered >= 0.9 * (len(out) - 1) and alike and losses >= len(out) / 2 else []
 
 
 def _counter(line: Any, found: dict[str, tuple[float, str]]) -> int | None:
     """The count of a line that carries only a counter (`num of updates: 1000`, `Epoch 3`), else None."""
-    if line.step is not None:
-        return line.step if not found or set(found) == {_EPOCH} else None
+    if line.step is not None:  # a line of a counter alone (`Epoch 3`), not a message about a step (`Iter 151: Saved
+        alone = len(_WORD.findall(line.body)) <= 3  # adapter weights to ..`)
+        return line.step if alone and (not found or set(found) == {_EPOCH}) else None
     if len(line.values) != 1 or not _COUNTER_KEY.search(line.values[0].key.strip()):
         return None
     return _whole(line.values[0].text)
