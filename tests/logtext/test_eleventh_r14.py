@@ -180,3 +180,37 @@ def test_a_loss_labelled_with_its_loop_is_the_loss() -> None:
     loss = series(read_text(text), LOSS)
     assert sorted(loss) == [k * 40 for k in range(8)]
     assert loss[80] == 3.2
+
+
+def test_an_epochs_typed_stats_line_is_its_summary() -> None:
+    """pycls' `"_type": "train_epoch"` line is the epoch's means between the records (here Keras' epoch lines).
+    Before: read as records at its epoch (`"epoch": "1/100"`), the counter went back and one run became several."""
+    out = []
+    for e in range(1, 9):
+        out.append(f"11:00:03 trainer.1 | [trainer] [info] Epoch {e}/100\n11:00:03 trainer.1 | 812/812 - 241s - loss: "
+                   f"{0.6 + e / 100:.4f} - 241s/epoch - 297ms/step\n")
+        out.append(f'[meters.py: 190]: json_stats: {{"_type": "train_epoch", "epoch": "{1 + e // 3}/100", "loss": '
+                   f'{4 + e / 40:.5f}, "lr": 0.07100, "mem": 6058, "time_avg": 0.45800, "time_epoch": 2179.80000}}\n')
+    from stethoscope.importers import read_any
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "train.log").write_text("".join(out))
+        runs = read_any(Path(d) / "train.log")
+    assert len(runs) == 1
+    assert all(v < 1.0 for v in series(runs[0], LOSS).values())  # the epochs' records, none of the means
+
+
+def test_an_epochs_summary_between_cross_entropy_records_is_no_record() -> None:
+    """OpenNMT-style records name their loss `xent` (the cross-entropy: no `loss` key); CNTK's `Finished Epoch[2 of
+    100]: [Training] loss = ..` between them is the epoch's summary. Before: read as records at epochs 2, 3, .."""
+    out = []
+    for k in range(12):
+        out.append(f"24-07-2024 11:50:{k:02d} [NeMo I 2024-07-24 11:20:33 nemo_logging:349] global_step = {1000 + 7 * k}\t"
+                   f"xent = {4.9 - k / 10:.6f}\ttokens_seen = 8200192\tseconds = 0.366\tsize = 640\n")
+        if k % 4 == 3:
+            out.append(f"Finished Epoch[{2 + k // 4} of 100]: [Training] loss = 1.480000 * 50000, metric = 24.8% * 50000 "
+                       "19.667s (2879.2 samples per second);\n")
+    run = read_text("".join(out))
+    assert sorted({p.step for p in run.points}) == [1000 + 7 * k for k in range(12)]

@@ -26,6 +26,7 @@ from stethoscope.logtext.eval_lines import an_evaluation, eval_values
 from stethoscope.logtext.loglines import LineKeeper
 from stethoscope.logtext.summaries import summary
 from stethoscope.logtext.table import Layout, PointTable
+from stethoscope.detect.names import CROSS_ENTROPY
 from stethoscope.records import LOSS
 
 if TYPE_CHECKING:
@@ -342,7 +343,7 @@ class ConsoleReader:
         self.last_row = number
         self.step_lines += line.step is not None
         counted = line.step is not None or line.record and self.last_step is not None  # (Coqui's `| > loss: ..`)
-        self.loss_steps += counted and LOSS in layout.names
+        self.loss_steps += counted and (LOSS in layout.names or CROSS_ENTROPY in layout.names)  # (OpenNMT's xent)
         self.shapes[layout.names] += line.step is not None
         if not self.epoch_row and held is None:
             self._learn(text, original, line, layout, [v for _, v in pairs])
