@@ -19,7 +19,7 @@ import re
 
 MIN_WIDTH = 80  # the narrowest terminal
 _NEAR = 8  # the columns below the width whose rows a log's own line lengths would put near it
-_HEAD = 256 * 1024  # the bytes the width is learnt from
+_HEAD = 64 * 1024  # the bytes the width is learnt from (about 500 rows; 1 ms a read)
 _DIGITS = re.compile(r"\d+")
 
 
