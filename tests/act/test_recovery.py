@@ -91,7 +91,9 @@ def test_gives_up_after_max_rollbacks_stops_the_run_with_a_final_alert(tmp_path)
     run = loop.train(tmp_path, "nan_always", channel=mem,
                      recovery=Recovery(patience=15, skip_batches=False, max_rollbacks=2))
     policy = run["mon"].recovery
-    assert len(policy.rollbacks) == 2 and run["stopped"] == loop.FAULT_AT
+    # stopped in the pass the NaN came back in: at the step the writer thread decides (a checkpoint due at the
+    # NaN step used to flush it at once; the NaN weights are no longer saved, user-trial-3)
+    assert len(policy.rollbacks) == 2 and loop.FAULT_AT <= run["stopped"] < loop.FAULT_AT + 20
     assert "max_rollbacks 2" in policy.gave_up
     final = [a for a in mem.sent if a.type == "rollback"][-1]
     assert final.kind == "stop" and final.severity == "critical" and "gave up" in final.message

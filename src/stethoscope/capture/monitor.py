@@ -144,7 +144,7 @@ class Monitor:
             if self._probe is not None:
                 self._probe.on_step(step)
             if self._own is not None:
-                self._own.after_step(step, metrics, self.control)
+                self._own.after_step(step, metrics, self.control, loss)
         except Exception as exc:  # noqa: BLE001 - never crash the run
             self._fail(exc)
         return self.control

@@ -22,13 +22,13 @@ class OwnWork:
         self.checkpoints, self.recovery, self.probe, self.timing = checkpoints, recovery, probe, timing
         self._seconds = 0.0  # spent since the last step, not yet recorded
 
-    def after_step(self, step: int, metrics: dict[str, Any], control: Control) -> None:
+    def after_step(self, step: int, metrics: dict[str, Any], control: Control, loss: Any = None) -> None:
         t0 = time.perf_counter()
         try:
             with self.probe.paused() if self.probe is not None else contextlib.nullcontext():
                 if self.checkpoints is not None:  # saves when due; on SIGTERM saves and exits (SystemExit)
                     self.checkpoints.note(metrics)
-                    self.checkpoints.after_step(step, control)
+                    self.checkpoints.after_step(step, control, loss)
                 if self.recovery is not None:  # a rollback asked for by the writer thread is carried out here
                     self.recovery.after_step(step, control)
         finally:

@@ -22,6 +22,7 @@ from typing import Any
 from stethoscope.checkpoint import disk, retention
 from stethoscope.checkpoint.disk import CheckpointInfo
 from stethoscope.checkpoint.manifest import HASHES, default_hash
+from stethoscope.checkpoint.state import finite
 from stethoscope.errors import InternalError
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,7 @@ class Checkpoints:
         two multiples of `lookback` steps, so a finding up to `lookback` steps late (a divergence is seen over
         a trend) still finds one from before its onset, at most 2 × `lookback` steps back."""
         self._metric: Any = None
+        self._deferred: int | None = None  # the scheduled save's step while the loss is non-finite
         self._monitor: Any = None
         self._event: Event | None = None
         self._thread: threading.Thread | None = None
@@ -148,8 +150,9 @@ class Checkpoints:
             self._metric = values[metric]
 
     # -- the training loop's side -----------------------------------------------------------------
-    def after_step(self, step: int, control: Any) -> None:
-        """Save when due, asked or preempted; on a signal, exit or ask the loop to stop."""
+    def after_step(self, step: int, control: Any, loss: Any = None) -> None:
+        """Save when due, asked or preempted; on a signal, exit or ask the loop to stop. A scheduled save
+        at a non-finite `loss` waits for a finite one (NaN weights would rotate the good checkpoints out)."""
         c = self.config
         if self.preempted is not None:
             name = signal.Signals(self.preempted).name
@@ -164,8 +167,16 @@ class Checkpoints:
         if control is not None and control.checkpoint:
             control.checkpoint = False
             self.save(step, reason="requested")
-        elif c.every and step > 0 and step % c.every == 0:
-            self.save(step, reason="scheduled")
+        elif (c.every and step > 0 and step % c.every == 0) or self._deferred is not None:
+            if not finite(loss):
+                if self._deferred is None:
+                    self._deferred = step
+                    log.warning("stethoscope: %s", msg := f"scheduled checkpoint of step {step} not saved: the loss "
+                                "is non-finite; the next step with a finite loss saves it")
+                    self._emit(step, "checkpoint_deferred", "warning", msg, {"step": step})
+                return
+            first, self._deferred = self._deferred, None
+            self.save(step, reason="scheduled" if first is None else f"scheduled, deferred from step {first}")
 
     def save(self, step: int, *, reason: str = "requested", wait: bool = False) -> Path | None:
         """Save the full state as the checkpoint of `step`; the path it has once published. Never raises
@@ -252,6 +263,7 @@ class Checkpoints:
         step = self.restore(before)
         if step is None:
             return None
+        self._deferred = None
         newer = [i for i in disk.catalogue(self.dir) if i.step > step and i.status != "partial"]
         for info in newer:
             os.rename(info.path, info.path.with_name(f"superseded-{info.path.name}-{time.time_ns()}"))

@@ -6,6 +6,7 @@ tensors, dicts, lists, tuples, strings and numbers (numpy's RNG key travels as a
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 from typing import Any
@@ -41,3 +42,13 @@ def set_rng_state(state: dict[str, Any]) -> None:
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
+
+
+def finite(loss: Any) -> bool:
+    """Whether a step's loss (tensor, number or None) is finite; True when it cannot tell."""
+    try:
+        if hasattr(loss, "detach"):
+            return bool(loss.detach().isfinite().all().item())  # host sync: only when a save is due
+        return loss is None or math.isfinite(float(loss))
+    except (TypeError, ValueError, RuntimeError):
+        return True
