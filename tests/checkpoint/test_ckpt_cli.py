@@ -180,3 +180,24 @@ def test_list_shows_what_a_rollback_set_aside_and_reads_a_run_folder(tmp_path):
     assert rows[170]["status"] == "superseded" and rows[100]["status"] == "unverified"
     code, out = _ckpt("verify", str(tmp_path), "--json")
     assert code == 0 and {r["step"]: r["status"] for r in json.loads(out)} == {100: "ok", 170: "ok"}
+
+
+def test_inspect_a_folder_of_checkpoints_a_run_folder_and_a_lightning_file(tmp_path):
+    """user-trial-3: `ckpt inspect` of the checkpoint folder (ckpt/, an HF output_dir) described every step's
+    files as one checkpoint; of a run folder it printed an empty 'checkpoint' and exit 0; of Lightning's
+    `.ckpt` file it listed no tensor."""
+    root = _ours(tmp_path / "ckpt", range(1, 4))
+    code, out = _ckpt("inspect", str(root))
+    assert code == 0 and "holds 3 checkpoints; the newest, step-00000003, is inspected" in out
+    assert "step-00000003" in out and "step-00000001" not in out.split("is inspected")[1]
+    code, out = _ckpt("inspect", str(tmp_path))  # a run folder holding ckpt/: as `ckpt list RUN`
+    assert code == 0 and "the newest, step-00000003, is inspected" in out
+    run = tmp_path / "run"
+    with stethoscope.Monitor(str(run)) as mon:
+        mon.step(0, loss=1.0)
+    code, out = _ckpt("inspect", str(run))
+    assert code == 2 and out.count("\n") == 1 and "no checkpoint here" in out and str(run) in out
+    lightning = tmp_path / "epoch=2-step=80.ckpt"
+    torch.save({"epoch": 2, "global_step": 80, "state_dict": {"net.0.weight": torch.zeros(4, 3)}}, lightning)
+    code, out = _ckpt("inspect", str(lightning))
+    assert code == 0 and "state_dict.net.0.weight" in out and "4x3" in out

@@ -19,7 +19,7 @@ from stethoscope.checkpoint.manifest import MANIFEST
 _HF = re.compile(r"^checkpoint-(\d+)$")
 _MEGATRON = re.compile(r"^iter_(\d+)$")
 _OURS = re.compile(r"^step-(\d+)$")
-_WEIGHTS = (".pt", ".bin", ".pth", ".safetensors")
+WEIGHTS = (".pt", ".bin", ".pth", ".ckpt", ".safetensors")
 
 
 def layout(path: Path) -> str:
@@ -57,16 +57,22 @@ def megatron_latest(root: Path) -> int | None:
 
 def inspect(path: Path, trust: bool = False, max_tensors: int = 2000) -> dict[str, Any]:
     """A description of the checkpoint at `path`: layout, step, files, tensors (first `max_tensors`)."""
+    note = None
     if path.is_dir() and megatron_latest(path) is not None:
         path = path / f"iter_{megatron_latest(path):07d}"
+    elif path.is_dir() and layout(path) == "files":  # a folder of checkpoints (ckpt/, an HF output_dir): the newest
+        steps = [p for step, p, _ in checkpoints_in(path) if step is not None]
+        if steps:
+            note = f"{path} holds {len(steps)} checkpoints; the newest, {steps[-1].name}, is inspected"
+            path = steps[-1]
     kind = layout(path) if path.is_dir() else "files"
     out: dict[str, Any] = {"path": str(path), "layout": kind, "step": _step_of(path, kind), "files": [],
-                           "tensors": [], "problems": []}
+                           "tensors": [], "problems": [], "note": note}
     files = sorted(f for f in path.rglob("*") if f.is_file()) if path.is_dir() else [path]
     for f in files:
         rel = str(f.relative_to(path)) if path.is_dir() else f.name
         out["files"].append({"name": rel, "bytes": f.stat().st_size})
-        if f.suffix in _WEIGHTS and len(out["tensors"]) < max_tensors:
+        if f.suffix in WEIGHTS and len(out["tensors"]) < max_tensors:
             try:
                 out["tensors"] += [{"file": rel, **t} for t in _tensors(f, trust)][:max_tensors - len(out["tensors"])]
             except Exception as exc:  # noqa: BLE001 - one unreadable file is reported, the rest still shown

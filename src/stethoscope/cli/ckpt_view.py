@@ -142,9 +142,15 @@ def inspect(path: str, as_json: bool, trust: bool, max_tensors: int) -> None:
       stethoscope ckpt inspect output/checkpoint-500 --json
       stethoscope ckpt inspect megatron_ckpt/
     """
+    from stethoscope.checkpoint.inspect import WEIGHTS
     from stethoscope.checkpoint.inspect import inspect as describe
 
-    info = describe(_root(path), trust=trust, max_tensors=max(max_tensors, 0) if not as_json else 100_000)
+    info = describe(_checkpoints_of(_root(path)), trust=trust, max_tensors=max(max_tensors, 0) if not as_json else 100_000)
+    if not any(Path(f["name"]).suffix in WEIGHTS for f in info["files"]):  # a run folder, a log folder: no checkpoint
+        raise UsageError(f"{info['path']}: no checkpoint here (no {', '.join(WEIGHTS)} file); "
+                         "`stethoscope ckpt list DIR` lists the checkpoints a folder holds")
+    if info["note"]:
+        click.echo(f"note: {info['note']}", err=True)
     if as_json:
         click.echo(render.to_json(info))
         return
