@@ -82,10 +82,10 @@ def test_a_computation_past_its_budget_falls_back_and_the_next_does_not_wait_for
     assert "not tried again" in sent[1].basis
 
 
-def test_an_alert_not_among_the_incidents_goes_out_as_found():
+def test_a_critical_alert_not_among_the_incidents_goes_out_as_found():
     truth = Truth("run", 0, ["warning"], incidents=lambda: [_incident("grad_spike", 400, "error")])
-    (sent,), _ = truth.settle([(0, _alert())], 5.0)
-    assert sent[1].basis == "streaming finding: not among the run's incidents" and sent[1].severity == "warning"
+    (sent,), _ = truth.settle([(0, _alert(severity="critical"))], 5.0)
+    assert sent[1].basis == "streaming finding: not among the run's incidents" and sent[1].severity == "critical"
     assert of_alert([_incident("grad_spike", 60, "error", end_step=None)], _alert()).step == 60  # within 50 steps
 
 
@@ -94,3 +94,18 @@ def test_an_alert_about_the_runs_own_rollback_is_sent_as_written_without_a_fallb
     (sent,), held = truth.settle([(0, _alert(type_="rollback", step=151))], 5.0)
     assert held == [] and sent[1].type == "rollback" and sent[1].basis.startswith("the run's own event")
     assert truth.fallbacks == 0 and "streaming finding" not in caplog.text
+
+
+def test_a_live_warning_the_incidents_do_not_hold_is_held_with_its_later_messages():
+    """user-trial-3: a live `[ERROR] divergence at step 444` (a noisy 0.02 -> 0.06 -> 0.12 then back) paged
+    through a torchrun run while `diagnose`, `show` and the dashboard of the same store never reported it."""
+    incidents = [[_incident("nan", 450, "critical")]]
+    truth = Truth("run", 0, ["warning"], incidents=lambda: incidents[0])
+    sent, held = truth.settle([(0, _alert(severity="error", type_="divergence", step=444))], 5.0)
+    assert sent == [] and held[0][2].startswith("held: not among the run's incidents")
+    sent, held = truth.settle([(0, _alert("stop", "error", "divergence", 444))], 5.0)
+    assert sent == [] and len(held) == 1 and truth.held == set()
+    incidents[0] = [_incident("divergence", 444, "error")]  # once the incidents hold it, a later page goes out
+    truth = Truth("run", 0, ["warning"], incidents=lambda: incidents[0])
+    (sent,), _ = truth.settle([(0, _alert(severity="error", type_="divergence", step=444))], 5.0)
+    assert sent[1].basis == RUN_INCIDENTS

@@ -6,7 +6,9 @@ Before a message leaves, on the dispatcher's thread (never the trainer's), `Trut
 store's pending writes (the finding that triggered it is one input of `run_incidents`), computes the run's
 incidents, and gives the alert that incident's type, step, onset, severity, message, numbers, cause and
 fix. A first page that `run_incidents` grades below a channel's `min_severity` is held back on that channel
-(and its later messages with it); a held incident that escalates past it pages there then.
+(and its later messages with it); a held incident that escalates past it pages there then. A first page below
+critical that no incident holds at all (the live detector's word, which the replay over the same store
+withdrew) is held likewise: every view of the run denies it; a critical one still goes out as found.
 
 Bounded and safe: the wait and the computation get at most `budget_s` together (the computation runs on a
 thread of its own, joined with a timeout). On any failure or timeout the alert goes out as the streaming
@@ -32,6 +34,8 @@ RUN_INCIDENTS = "run_incidents"
 """`Alert.basis` of an alert rendered from the incident `run_incidents` computed."""
 EVENT = "the run's own event (a rollback, a recovery): not a finding"
 """`Alert.basis` of an alert about something the run did, which no incident describes."""
+NOT_AN_INCIDENT = "held: not among the run's incidents (diagnose of the run reports no such problem)"
+"""Why a live finding below critical that the run's incidents do not hold is not paged (a critical one is)."""
 _NEAR_STEPS = 50  # the default DetectConfig.lead_steps: a streaming onset this close is the same incident
 
 Delivery = tuple[int, Alert]
@@ -74,6 +78,14 @@ class Truth:
             incident = of_alert(found, alert) if found is not None else None
             if alert.type not in CATALOGUE:  # the run's own act (a rollback), not a finding: says what it did
                 alert = dataclasses.replace(alert, basis=EVENT)
+            elif incident is None and found is not None and alert.severity != "critical" and \
+                    (alert.kind == "trigger" or (ch, alert.key) in self.held):  # diagnose reports no such problem
+                if alert.kind == "trigger":
+                    self.held.add((ch, alert.key))
+                elif alert.is_final:
+                    self.held.discard((ch, alert.key))
+                held.append((ch, alert, NOT_AN_INCIDENT))
+                continue
             elif incident is None:
                 alert = self._fallback(alert, why or "not among the run's incidents")
             else:
