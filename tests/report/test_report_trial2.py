@@ -62,3 +62,18 @@ def test_a_constant_series_is_drawn_at_its_value(tmp_path):
     assert low < 0.003 < high and low > 0  # the line sits inside the axis, away from 0
     j = page.index('"text":"Loss"')
     assert '"range"' not in page[page.index('"yaxis":', j):page.index('"yaxis2"', j)]  # a moving loss: autorange
+
+
+def test_a_short_runs_duration_is_the_one_show_gives(tmp_path):
+    """user-trial-3: a run of 0.56 s read 'duration: 0 min 0 s' in the report where `show` says 0.562s."""
+    import re as _re
+
+    with Monitor(tmp_path / "run", strict=True, serve=False) as mon:
+        for step in range(20):
+            mon.step(step, loss=3.0 - step / 20)
+    shown = CliRunner().invoke(cli, ["show", str(tmp_path / "run")]).output
+    seconds = float(_re.search(r"duration\s*│\s*([0-9.e+-]+)s", shown).group(1))
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(cli, ["report", str(tmp_path / "run"), "-o", str(out)]).exit_code == 0
+    text = out.read_text()
+    assert "0 min 0 s" not in text and f"{seconds:.3g} s" in text

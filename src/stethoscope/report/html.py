@@ -347,6 +347,8 @@ def _duration(meta: dict[str, object]) -> str | None:
         seconds = end - start
     if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
         return None
+    if seconds < 60:  # as `show` says it: a run of 0.56 s is no "0 min 0 s"
+        return f"{seconds:.3g} s" if seconds < 10 else f"{round(seconds)} s"
     hours, rest = divmod(int(seconds), 3600)
     return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min {rest % 60} s"
 
