@@ -47,8 +47,8 @@ def list_alerts(run: str, as_json: bool, failed_only: bool) -> int:
     sent = sum(r["status"] == "sent" for r in rows)
     held = sum(r["status"] == "held" for r in rows)
     failed = len(rows) - sent - held
-    con.print(f"{sent} delivered, {failed} failed" + (f", {held} held back (the run's incidents grade them below "
-              "the channel's min_severity)" if held else "") +
+    con.print(f"{sent} delivered, {failed} failed" + (f", {held} held back (the error column says why: the run's incidents "
+              "grade them below the channel's min_severity, or hold no such problem)" if held else "") +
               (" — failed deliveries name the error; the run itself was not slowed" if failed else ""))
     return 0
 
