@@ -77,3 +77,14 @@ def test_a_short_runs_duration_is_the_one_show_gives(tmp_path):
     assert CliRunner().invoke(cli, ["report", str(tmp_path / "run"), "-o", str(out)]).exit_code == 0
     text = out.read_text()
     assert "0 min 0 s" not in text and f"{seconds:.3g} s" in text
+
+
+def test_the_headline_beside_its_badge_names_the_type_not_the_severity_again(tmp_path):
+    """user-trial-3: the report's top line read 'CRITICAL Critical at step 170: non-finite …'."""
+    with Monitor(tmp_path / "run", strict=True, serve=False) as mon:
+        for step in range(40):
+            mon.step(step, loss=float("nan") if step >= 30 else 3.0 - step / 40)
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(cli, ["report", str(tmp_path / "run"), "-o", str(out)]).exit_code == 0
+    head = re.search(r'<div class="st-headline">(.*?)</div>', out.read_text()).group(1)
+    assert "Critical at step" not in head and "nan at step 30" in head and ">critical<" in head.lower()

@@ -370,13 +370,14 @@ def _facts(run: ReportInput) -> dict[str, str]:
     return facts
 
 
-def headline(findings: Sequence[Finding]) -> str:
-    """One sentence for the top of the page: the most severe finding, or that nothing was found."""
+def headline(findings: Sequence[Finding], badge: bool = False) -> str:
+    """One sentence for the top of the page: the most severe finding, or that nothing was found. Beside a
+    severity badge (`badge`) it starts with the finding's type, as `diagnose` does, not the severity again."""
     if not findings:
         return "No problems found."
     top = ranked(findings)[0]
     where = f" at step {top.step}" if top.step is not None else ""
-    return f"{top.severity.capitalize()}{where}: {top.message}"
+    return f"{top.type if badge else top.severity.capitalize()}{where}: {top.message}"
 
 
 def _header(run: ReportInput) -> str:
@@ -384,7 +385,7 @@ def _header(run: ReportInput) -> str:
     top = ranked(run.findings)[0] if run.findings else None
     mark = badge(top.severity) if top else '<span class="st-badge st-ok">ok</span>'
     return (f'<section class="st-head"><h1>{html.escape(run.title)}</h1><div class="st-facts">{facts}</div>'
-            f'<div class="st-headline">{mark} {html.escape(headline(run.findings))}</div></section>')
+            f'<div class="st-headline">{mark} {html.escape(headline(run.findings, badge=top is not None))}</div></section>')
 
 
 def _chart_grid(charts: Sequence[tuple[str, bool]]) -> str:
