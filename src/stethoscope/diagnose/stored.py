@@ -34,9 +34,28 @@ def run_incidents(reader: RunReader, rank: int | None = None, config: DetectConf
     run = from_store(reader, rank)
     rank = reader.ranks[0] if rank is None else rank
     config = config if config is not None else recorded_config(reader, rank)
-    d = conclude_run(run, recorded_findings(reader, rank) + list(pending), config, _rollbacks(reader, rank))
+    d = conclude_run(run, recorded_findings(reader, rank) + _failure(reader.meta(rank)) + list(pending), config,
+                     _rollbacks(reader, rank))
     attach_batch_ids(d.findings, store_lookup(reader.query, rank))
     return d
+
+
+def _failure(meta: dict[str, str]) -> list[Finding]:
+    """The exception a run ended with (its status `failed: …`, which `show` prints), named as `stethoscope explain`
+    names it, at the run's last step: a crashed run is no 'healthy' run in any view (user-trial-3)."""
+    import dataclasses
+
+    from stethoscope.explain import explain_text
+
+    error = (meta.get("status") or "").removeprefix("failed:").strip()
+    if not (meta.get("status") or "").startswith("failed:") or not error:
+        return []
+    step = int(meta["last_step"]) if str(meta.get("last_step", "")).lstrip("-").isdigit() else None
+    found = explain_text(error, "the run's status") or [Finding(
+        "crash", "error", step, f"the run ended with an exception: {error}",
+        causes=["an exception raised in the training script (the traceback is in the run's own output)"],
+        fixes=["read the traceback in the run's output; `stethoscope explain LOG` names common failures"])]
+    return [dataclasses.replace(f, step=step if f.step is None else f.step) for f in found]
 
 
 def incidents_at(path: str | os.PathLike[str], rank: int | None = None,
