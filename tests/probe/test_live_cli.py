@@ -229,3 +229,14 @@ def test_the_start_up_hook_starts_a_probe_only_with_stethoscope_1(tmp_path, cli_
             flag.unlink()
         assert proc.returncode == 0, err
     assert json.loads(run_cli("ps", "--json", env=cli_env).stdout) == []
+
+
+def test_a_pid_with_no_process_is_said_to_be_none(tmp_path, cli_env):
+    """user-trial-3: `probe 999999 status` said 'pid 999999 has no stethoscope probe (it never started one)',
+    and `backtrace` printed 'has no stethoscope probe; stacks from py-spy:' before 'no such process'."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait(timeout=30)  # reaped: its pid names no process now
+    for verb in ("status", "backtrace"):
+        res = run_cli("probe", str(proc.pid), verb, env=cli_env)
+        assert res.returncode == 2 and res.stderr.strip().count("\n") == 0, res.stderr
+        assert f"pid {proc.pid}: no such process" in res.stderr and "has no stethoscope probe" not in res.stderr

@@ -84,6 +84,12 @@ def _fallback(target: str, verb: str, with_locals: bool) -> None:
     if not target.isdigit():
         raise UsageError(f"{target}: no live probe found")
     pid = int(target)
+    try:
+        os.kill(pid, 0)  # signal 0: is there such a process at all (a typo, one that ended)?
+    except ProcessLookupError:
+        raise UsageError(f"pid {pid}: no such process (`stethoscope ps` lists the live runs)") from None
+    except (PermissionError, OverflowError, ValueError):
+        pass
     if verb != "backtrace":
         raise UsageError(f"pid {pid} has no stethoscope probe (it never started one); only `backtrace` works on "
                          "such a process (through py-spy). Start it with `stethoscope run -- python …` for the rest")
