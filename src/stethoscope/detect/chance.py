@@ -47,8 +47,9 @@ class ChanceLevelDetector:
         self._names: dict[str, bool] = {}
 
     def update(self, record: StepRecord) -> list[Finding]:
+        names, isfinite = self._names, math.isfinite  # every record, every value: no lookups it can skip
         for name, value in record.values.items():
-            if math.isfinite(value) and self._is_accuracy(name):
+            if isfinite(value) and (names[name] if name in names else self._is_accuracy(name)):
                 self._keep(self.acc, record.step, value / 100.0 if 1.0 < value <= 100.0 else value)
                 break
         for key, series in ((LOSS, self.loss), (EVAL_LOSS, self.eval_loss)):

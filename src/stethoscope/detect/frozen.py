@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import islice
+from operator import itemgetter, ne as _ne
 from typing import Any
 
 from stethoscope.records import EVAL_LOSS, LOSS
@@ -22,6 +24,10 @@ and a loss that wanders by a thousandth of it is still moving."""
 
 
 _HELD_OUT = re.compile(r"eval|valid|val[/_]|test", re.IGNORECASE)  # not a train loss of the same record
+_SIBLING_NAMES: dict[str, bool] = {}  # name -> a train loss beside the loss (`_siblings`)
+_NAMES_KEPT = 4096
+_second = itemgetter(1)
+_isfinite = math.isfinite
 _COARSE = 4  # decimals of a print whose last digit a small loss can fall below (`Train Loss: 0.0000`)
 _LONG_RECORDS = 50  # a repeat this long, over half the run, with the eval standing still too: a stalled run
 _EVALS = 5
@@ -87,9 +93,11 @@ def open_frozen(prev: dict[str, Any] | None, step: int, v: float, step_sigma: fl
     e = values.get(EVAL_LOSS)
     if e is not None and math.isfinite(e):
         fz["eval"] = (e, e, 1)
-    old = [x for _, x in tail if math.isfinite(x)]
+    # runs on every record whose loss moved (the writer thread, every training step): C-level map/filter, not
+    # Python generators; the same values, comparisons and count
+    old = list(filter(_isfinite, map(_second, tail)))
     if len(old) >= _PACE_RECORDS:  # records per change of the print before it: how long its prints repeat by pace
-        fz["pace"] = (len(old) - 1) / max(1, sum(1 for a, b in zip(old, old[1:]) if a != b))
+        fz["pace"] = (len(old) - 1) / max(1, int(sum(map(_ne, old, islice(old, 1, None)))))  # int: numpy bools
     return fz
 
 
@@ -194,5 +202,14 @@ def print_zero(fz: dict[str, Any]) -> str | None:
 
 def _siblings(values: dict[str, float]) -> dict[str, float]:
     """The other train losses of a record (an L1 beside an MSE, a component of the total), finite ones."""
-    return {k: x for k, x in values.items() if k != LOSS and "loss" in k.lower() and not _HELD_OUT.search(k)
-            and isinstance(x, (int, float)) and math.isfinite(x)}
+    names = _SIBLING_NAMES
+    if len(names) > _NAMES_KEPT:  # a log with ever-new names: forget, do not grow
+        names.clear()
+    out = {}
+    for k, x in values.items():
+        known = names.get(k)
+        if known is None:  # the name test once per name, not per record (the writer runs this every step)
+            known = names[k] = k != LOSS and "loss" in k.lower() and not _HELD_OUT.search(k)
+        if known and isinstance(x, (int, float)) and math.isfinite(x):
+            out[k] = x
+    return out

@@ -117,12 +117,14 @@ class GradientDetector:
             grown = len(self.level) >= _LEVEL_N and lvl >= self.config.grad_growth_ratio * base
             self._incident("growth", step, grown, out, value=lvl, limit=base)
         low = g == 0.0 and s["ever_positive"] or (base is not None and g <= self.config.vanishing_ratio * base)
-        loss = self.loss_level.median() if len(self.loss_level) else None
-        if low or s["low_run"]:
-            self._run("low", step, low, out, value=g, limit=base, loss_before=s.get("loss_base"), loss=loss)
+        if low or s["low_run"]:  # the loss level (a sort of the window) only where it is read: not every step
+            self._run("low", step, low, out, value=g, limit=base, loss_before=s.get("loss_base"), loss=self._loss())
         inc = s["open"].get("low")
         if inc is not None:
-            inc["loss"] = loss  # the message reads the loss level of the incident's last record
+            inc["loss"] = self._loss()  # the message reads the loss level of the incident's last record
+
+    def _loss(self) -> float | None:
+        return self.loss_level.median() if len(self.loss_level) else None
 
     def _baseline(self, step: int, g: float) -> None:
         s = self._s

@@ -36,9 +36,9 @@ class HeldOutQuality:
         self._kinds: dict[str, bool] = {}  # name -> a quality metric: one regex test per name, not per record
 
     def push(self, step: int, values: dict[str, float]) -> None:
-        kinds = self._kinds
+        kinds, isfinite = self._kinds, math.isfinite  # every record (the writer thread), every value
         for name, value in values.items():
-            if not math.isfinite(value):
+            if not isfinite(value):
                 continue
             quality = kinds.get(name)
             if quality is None:
