@@ -22,8 +22,23 @@ def detach(v: Any) -> Any:
     if type(v) is float or type(v) is int:
         return v
     if is_tensor(v):
+        if v.numel() != 1:  # metadata, no sync; a vector would fail the flush's one transfer, and every value in it
+            raise ValueError(f"a value given to the Monitor must be one number, got a tensor of shape "
+                             f"{tuple(v.shape)} (for a per-sample loss pass loss.mean()); this step is not recorded")
         return v.detach() if v.requires_grad else v
     return float(v)
+
+
+def int_step(step: Any) -> int:
+    """A step given as a numpy or tensor integer, as an int; anything else (a string, None, 1.5) is refused
+    with a message: it would fail the writer and the detectors later, far from the call."""
+    import operator
+
+    try:
+        return operator.index(step)
+    except TypeError:
+        raise TypeError(f"mon.step's step must be an int, got {type(step).__name__} {step!r}; this step is not "
+                        "recorded") from None
 
 
 def to_host(tensors: list[Any]) -> list[float]:

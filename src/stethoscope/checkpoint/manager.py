@@ -73,8 +73,8 @@ class CheckpointConfig:
     def __post_init__(self) -> None:
         for name in ("every", "keep_last", "milestones_every"):
             v = getattr(self, name)
-            if v is not None and v < 1:
-                raise ValueError(f"{name} must be >= 1 or None, got {v}")
+            if v is not None and (type(v) is not int or v < 1):
+                raise ValueError(f"{name} must be an int >= 1 or None, got {v!r}")
         if self.best_mode not in ("min", "max"):
             raise ValueError(f"best_mode must be 'min' or 'max', got {self.best_mode!r}")
         if self.hash is None:
