@@ -53,3 +53,11 @@ def test_a_step_that_is_no_integer_is_refused_by_name(tmp_path, caplog):
 def test_checkpoint_intervals_of_the_wrong_type_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"every must be an int >= 1 or None, got '5'"):
         stethoscope.Checkpoints(tmp_path / "c", every="5")
+
+
+def test_a_model_or_optimizer_of_the_wrong_kind_is_named_at_creation(tmp_path):
+    with pytest.raises(TypeError, match=r"Monitor\(model=\.\.\.\) expects a torch nn.Module .*got str"):
+        Monitor(str(tmp_path / "a"), model="gpt2", serve=False)
+    with pytest.raises(TypeError, match=r"Monitor\(optimizer=\.\.\.\) expects a torch optimizer .*got Linear"):
+        Monitor(str(tmp_path / "b"), model=torch.nn.Linear(2, 2), optimizer=torch.nn.Linear(2, 2), serve=False)
+    assert not (tmp_path / "a").exists()  # nothing started, nothing written

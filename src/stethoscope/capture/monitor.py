@@ -63,6 +63,10 @@ class Monitor:
                  settings: MonitorConfig | None = None, facts: StepFacts | None = None, parts: Parts | None = None,
                  placement: Placement | None = None, **options: Any) -> None:
         facts, parts, placement, options = split_options(options, facts, parts, placement)
+        for name, obj, needs in (("model", model, "parameters"), ("optimizer", optimizer, "param_groups")):
+            if obj is not None and not hasattr(obj, needs):  # a config error: fails here, as bad settings do
+                raise TypeError(f"Monitor({name}=...) expects a torch {'nn.Module' if name == 'model' else 'optimizer'}"
+                                f" (with .{needs}), got {type(obj).__name__}")
         self.settings = settings or MonitorConfig(**options)
         self.run_dir = Path(run_dir)
         self.control = Control()
