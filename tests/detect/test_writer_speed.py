@@ -101,3 +101,32 @@ def test_chance_reads_the_first_accuracy_of_each_record_as_before():
     det.update(StepRecord(20, {"eval/accuracy": math.nan, "eval/acc": 0.25}))
     assert det.acc[0] == [0.0, 0.5] and det.acc[-1] == [20.0, 0.25]
     assert len(det.loss) == 20
+
+
+def _ref_level_shift(det, slow):
+    """`ThroughputDetector._level_shift` as it was: `median` of every window, through `quantile`."""
+    from stethoscope.detect.throughput_findings import median, quantile
+
+    n = len(slow)
+    base = det.raw.values()[: max(0, len(det.raw) - (n - 1))]
+    if len(base) < n + 2:
+        return {"spread": 0.0, "usual_max": math.nan}
+    stride = max(1, n // 4)
+    usual = max(median(base[i: i + n]) for i in range(0, len(base) - n + 1, stride))
+    if median([x[1] for x in slow]) <= usual * (1 + det.config.drop_min_rel):
+        return None
+    mid = median(base)
+    return {"spread": quantile(sorted(base), 0.9) / mid - 1 if mid > 0 else 0.0, "usual_max": usual}
+
+
+def test_throughput_level_shift_equals_the_median_of_every_window():
+    from stethoscope.detect.throughput import ThroughputDetector
+
+    rng = random.Random(3)
+    for _ in range(400):
+        det = ThroughputDetector()
+        for _ in range(rng.randint(0, 300)):
+            x = rng.choice(SPECIAL[:7]) if rng.random() < 0.03 else abs(rng.gauss(0.02, 0.005)) * rng.choice((1, 1, 3))
+            det.raw.push(x)
+        slow = [[i, abs(rng.gauss(0.05, 0.02))] for i in range(rng.randint(0, 40))]
+        assert repr(det._level_shift(slow)) == repr(_ref_level_shift(det, slow))
