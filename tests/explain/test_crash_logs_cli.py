@@ -83,3 +83,36 @@ def test_diagnose_explains_a_crash_log_with_no_steps(tmp_path):
     plain.write_text("hello\nworld\n")
     res = CliRunner().invoke(cli, ["diagnose", str(plain)])
     assert res.exit_code == 2 and "no known log format" in res.stderr
+
+
+LOGGING_ERROR_LOG = "\n".join([
+    "10it [00:07,  1.39it/s]--- Logging error ---",
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.11/logging/__init__.py", line 1110, in emit',
+    "    msg = self.format(record)",
+    '  File "/usr/lib/python3.11/logging/__init__.py", line 377, in getMessage',
+    "    msg = msg % self.args",
+    "TypeError: not all arguments converted during string formatting",
+    "Call stack:",
+    '  File "/home/me/eval.py", line 92, in main',
+    "    predictions = pipe(",
+    "Message: 'You seem to be using the pipelines sequentially on GPU.'",
+    "Arguments: (<class 'UserWarning'>,)",
+    *(f"{i}it [00:0{i - 10}, 1.2{i - 10}it/s]" for i in range(11, 16)),
+    "{'rouge1': 0.41, 'rouge2': 0.19, 'rougeL': 0.33}",
+]) + "\n"
+
+
+def test_a_logging_error_the_handler_swallowed_is_no_crash(tmp_path):
+    """wild-logs-7 M-E: Python logging's `--- Logging error ---` block (a traceback, `Call stack:`, then the job
+    printing on) was called ERROR crash. The handler printed and swallowed it: info, and `diagnose` does not
+    take the log for a crash log. The same traceback without the logging banner stays an error."""
+    found = explain_text(LOGGING_ERROR_LOG)
+    assert [(f.severity, f.evidence.get("handled")) for f in found] == [("info", True)]
+    assert "no crash" in found[0].message
+    log = tmp_path / "eval.out"
+    log.write_text(LOGGING_ERROR_LOG)
+    res = CliRunner().invoke(cli, ["diagnose", str(log)])
+    assert "crash log" not in res.output and "ERROR" not in res.output
+    crashed = explain_text(LOGGING_ERROR_LOG.replace("--- Logging error ---", ""))
+    assert [f.severity for f in crashed] == ["error"]

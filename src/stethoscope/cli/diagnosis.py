@@ -204,7 +204,7 @@ def _crash_log(path: str) -> Any:
         findings = explain_text(read_text(Path(path)), path) if Path(path).is_file() else []
     except (OSError, ValueError):
         return None
-    if not findings:
+    if all(f.evidence.get("handled") for f in findings):  # only logging errors the handler swallowed: no crash
         return None
     click.echo(f"stethoscope: note: {path}: no training steps, a crash log: explained as "
                f"`stethoscope explain {path}` does", err=True)

@@ -171,8 +171,13 @@ def _generic_finding(tbs: list[Traceback], markers: list[StepMarker], source: st
              if frame else "read the full traceback above the exception line",
              "reproduce the failing step alone (same seed, same batch) to debug it quickly"]
     summary = f"{tb.exc_type}: {tb.message[:200]}".rstrip(": ") + where
-    finding = Finding(type=CRASH, severity="error", step=step_before(markers, tb.start, 0),
-                      message=_message("Unhandled exception", summary, evidence), evidence=evidence,
+    title, severity = "Unhandled exception", "error"
+    if all(t.handled for t in tbs):  # `--- Logging error ---`: logging printed and swallowed it, the run went on
+        title, severity = "Logging error (printed and swallowed by the logging handler; no crash)", "info"
+        evidence["handled"] = True
+        fixes = ["fix the log call's format string or arguments (the message was dropped, the run went on)"]
+    finding = Finding(type=CRASH, severity=severity, step=step_before(markers, tb.start, 0),
+                      message=_message(title, summary, evidence), evidence=evidence,
                       causes=causes, fixes=fixes, source=source)
     return _Ranked("symptom" if _CARRIER.search(tb.exc_type) else "root", finding)
 

@@ -20,6 +20,9 @@ class Traceback:
     exc_type: str = ""
     message: str = ""
     chained: bool = False
+    # Printed by Python logging's Handler.handleError (`--- Logging error ---` … `Call stack:`): the handler
+    # caught the exception and the process went on, so it is no crash.
+    handled: bool = False
 
 
 _TB_START = re.compile(r"Traceback \(most recent call last\):")
@@ -29,6 +32,7 @@ _TB_CHAIN = re.compile(r"^(?:During handling of the above exception|The above ex
 _CPP_THROW = re.compile(r"terminate called after throwing an instance of '([^']+)'")
 _CPP_WHAT = re.compile(r"^\s*what\(\):\s+(.*)$")
 _LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen|<string>|importlib")
+_LOGGING_ERROR = re.compile(r"--- Logging error ---")
 _TB_MAX_GAP = 50  # lines of unrelated output tolerated inside one traceback
 
 
@@ -49,7 +53,8 @@ def _stream_tracebacks(rank: int | None, stream: list[Line]) -> list[Traceback]:
     for pos, line in enumerate(stream):
         text = line.text
         if _TB_START.search(text):
-            current = Traceback(rank, line.index, chained=chain_next)
+            handled = bool(_LOGGING_ERROR.search(text) or (pos and _LOGGING_ERROR.search(stream[pos - 1].text)))
+            current = Traceback(rank, line.index, chained=chain_next, handled=handled)
             chain_next = False
         elif _TB_CHAIN.match(text):
             chain_next = bool(found)
