@@ -45,3 +45,30 @@ def test_a_heartbeat_of_two_lines_an_hour_hangs() -> None:
              for h in range(4) for k in range(2)]
     (f,) = _run(lines)
     assert f.severity == "critical", f
+
+
+def _timed_run(lines: list[LogLine], step_s: float = 30.0) -> list:
+    rng = random.Random(0)
+    pts = [Point(LOSS, s, (2.5 + 6 * math.exp(-s / 300)) * (1 + rng.gauss(0, 0.02)), time=_T0 + step_s * s)
+           for s in range(300)]
+    run = ImportedRun("train.log", "synthetic", pts)
+    run.lines = [LogLine(1, "INFO - Using device: cuda:0", step=None, time=_T0 - 5), *lines]
+    return [f for f in diagnose_run(run).findings if f.type == "hang"]
+
+
+def test_one_later_session_a_month_after_the_run_is_no_hang() -> None:
+    """wild-logs-7 F-C: runs of one script appended to one log over a month: the last step's run (2.5 h) and,
+    27 days later, one more session's lines (`Epoch 2/20` ... for 6 minutes): CRITICAL hang "the log went on for
+    649.8 h". With one later session there is no gap inside the later lines for `_alive` to break at; the wait
+    before their first line (days, far longer than the run had lasted) is no hang's."""
+    end = _T0 + 30.0 * 299
+    later = [LogLine(2000 + i, f"INFO - Epoch {i + 2}/20", step=299, time=end + 27 * 86400 + 30 * i) for i in range(12)]
+    assert _timed_run(later) == []
+
+
+def test_a_hang_whose_first_line_comes_late_still_hangs() -> None:
+    # The same run silent for 3 h, then a watchdog printing every minute: the wait is the hang's own.
+    end = _T0 + 30.0 * 299
+    late = [LogLine(2000 + i, "WARNING: watchdog: no progress", step=299, time=end + 3 * 3600 + 60 * i) for i in range(30)]
+    (f,) = _timed_run(late)
+    assert f.severity == "critical" and f.evidence["silent_s"] >= 3 * 3600, f

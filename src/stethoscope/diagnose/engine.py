@@ -54,6 +54,8 @@ from stethoscope.records import (
 
 _HANG_MIN_S = 1800.0  # silence after the last step that counts as a hang, at least...
 _HANG_STEP_FACTOR = 10.0  # ...and this many step times
+_NEW_SESSION_S = 6 * 3600.0  # a first line after the last step this late, and this many times the run's own
+_NEW_SESSION_FACTOR = 10.0  # length so far, starts a later session appended to the log (not a hang)
 _FINDING_KEYS = ("type", "severity", "step", "end_step", "message", "evidence", "causes", "fixes", "symptoms")
 
 
@@ -290,7 +292,8 @@ def _log_findings(lines: list[LogLine], table: Table) -> list[Finding]:
     after = [ln for ln in lines if ln.step is not None and ln.step >= last_step]
     out = _explain(after, last_step)
     if not any(f.type == HANG for f in out):
-        hang = _silence(after, table, last_step)
+        began = min((ln.time for ln in lines if ln.time is not None), default=None)
+        hang = _silence(after, table, last_step, began)
         if hang is not None:
             out.append(hang)
     return out
@@ -324,8 +327,10 @@ def _alive(times: list[float], limit: float) -> float:
     return end
 
 
-def _silence(lines: list[LogLine], table: Table, last_step: int) -> Finding | None:
-    """The log's steps stop while timestamped lines go on for a long time: the run hung."""
+def _silence(lines: list[LogLine], table: Table, last_step: int, began: float | None = None) -> Finding | None:
+    """The log's steps stop while timestamped lines go on for a long time: the run hung. A hang is measured
+    inside one process session: lines that start again only after a gap of days, far longer than the run
+    had lasted (`began` to its last step), belong to a later session appended to the file, not to a hang."""
     times = [ln.time for ln in lines if ln.time is not None]
     if len(times) < 2:
         return None
@@ -334,7 +339,10 @@ def _silence(lines: list[LogLine], table: Table, last_step: int) -> Finding | No
     st = st[np.isfinite(st)]
     step_time = float(np.median(st[-20:])) if st.size else None
     limit = max(_HANG_MIN_S, _HANG_STEP_FACTOR * step_time) if step_time else _HANG_MIN_S
-    silent = _alive(sorted(t for t in times if t >= start), limit) - start
+    later = sorted(t for t in times if t >= start)
+    if later and began is not None and later[0] - start > max(_NEW_SESSION_S, _NEW_SESSION_FACTOR * (start - began)):
+        return None
+    silent = _alive(later, limit) - start
     if silent < limit:
         return None
     ev = {"silent_s": silent, "last_step": last_step, "lines_after": len(lines), "step_time_s": step_time}
