@@ -72,3 +72,22 @@ def test_a_hang_whose_first_line_comes_late_still_hangs() -> None:
     late = [LogLine(2000 + i, "WARNING: watchdog: no progress", step=299, time=end + 3 * 3600 + 60 * i) for i in range(30)]
     (f,) = _timed_run(late)
     assert f.severity == "critical" and f.evidence["silent_s"] >= 3 * 3600, f
+
+
+def test_lines_after_the_step_counter_restarted_are_another_session() -> None:
+    """wild-logs-7 F-C (its second CRITICAL, "went on for 0.8 h"): after the run's last step the counter started
+    again from 10 (a new process: `Using device`, a config dump, `Epoch 1/10`, `Batch 10/165`) and that session's
+    later lines were counted to the last step: a hang. The silence is measured inside the session only."""
+    end = _T0 + 30.0 * 299
+    restart = [LogLine(2000 + i, "INFO - Using device: cuda:0", step=10, time=end + 2400 + i) for i in range(3)]
+    later = [LogLine(2100 + i, f"INFO - Epoch {i + 2}/10", step=299, time=end + 2700 + 30 * i) for i in range(120)]
+    assert _timed_run(restart + later) == []
+
+
+def test_a_hang_before_the_restart_still_hangs() -> None:
+    # The process printed for 3 h without a step, then the person restarted it: the hang is the first session's.
+    end = _T0 + 30.0 * 299
+    stuck = [LogLine(2000 + i, "WARNING: retrying the collective", step=299, time=end + 60 * i) for i in range(180)]
+    restart = [LogLine(3000 + i, "INFO - Using device: cuda:0", step=10, time=end + 4 * 3600 + i) for i in range(3)]
+    (f,) = _timed_run(stuck + restart)
+    assert f.severity == "critical" and f.evidence["silent_s"] >= 3 * 3600 - 60, f

@@ -293,7 +293,7 @@ def _log_findings(lines: list[LogLine], table: Table) -> list[Finding]:
     out = _explain(after, last_step)
     if not any(f.type == HANG for f in out):
         began = min((ln.time for ln in lines if ln.time is not None), default=None)
-        hang = _silence(after, table, last_step, began)
+        hang = _silence(after, table, last_step, began, _restarted(lines, table, last_step))
         if hang is not None:
             out.append(hang)
     return out
@@ -327,10 +327,21 @@ def _alive(times: list[float], limit: float) -> float:
     return end
 
 
-def _silence(lines: list[LogLine], table: Table, last_step: int, began: float | None = None) -> Finding | None:
+def _restarted(lines: list[LogLine], table: Table, last_step: int) -> float | None:
+    """When the step counter went back after the last step (a line after the last step's time counted from a
+    lower step): a new process session started then. None when it never did or times are unknown."""
+    if table.last_time is None:
+        return None
+    return min((ln.time for ln in lines if ln.step is not None and ln.step < last_step and ln.time is not None
+                and ln.time > table.last_time), default=None)
+
+
+def _silence(lines: list[LogLine], table: Table, last_step: int, began: float | None = None,
+             restart: float | None = None) -> Finding | None:
     """The log's steps stop while timestamped lines go on for a long time: the run hung. A hang is measured
     inside one process session: lines that start again only after a gap of days, far longer than the run
-    had lasted (`began` to its last step), belong to a later session appended to the file, not to a hang."""
+    had lasted (`began` to its last step), belong to a later session appended to the file, not to a hang, and
+    so do lines after the step counter restarted (`restart`: the session ended by then)."""
     times = [ln.time for ln in lines if ln.time is not None]
     if len(times) < 2:
         return None
@@ -339,7 +350,7 @@ def _silence(lines: list[LogLine], table: Table, last_step: int, began: float | 
     st = st[np.isfinite(st)]
     step_time = float(np.median(st[-20:])) if st.size else None
     limit = max(_HANG_MIN_S, _HANG_STEP_FACTOR * step_time) if step_time else _HANG_MIN_S
-    later = sorted(t for t in times if t >= start)
+    later = sorted(t for t in times if t >= start and (restart is None or t < restart))
     if later and began is not None and later[0] - start > max(_NEW_SESSION_S, _NEW_SESSION_FACTOR * (start - began)):
         return None
     silent = _alive(later, limit) - start
