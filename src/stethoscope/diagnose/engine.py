@@ -27,8 +27,9 @@ from stethoscope.diagnose.components import exploded_terms
 from stethoscope.diagnose.curves import UNDERFITTING_CURVE, classify_run
 from stethoscope.diagnose.degenerate import stuck_evals, zero_terms
 from stethoscope.diagnose.recovered import learned_on
-from stethoscope.diagnose.resumes import at_logged_resumes
+from stethoscope.diagnose.resumes import at_logged_resumes, logged_resumes
 from stethoscope.diagnose.table import Table
+from stethoscope.diagnose.units import unit_changes
 from stethoscope.explain import explain_text
 from stethoscope.findings.advice import advise, reconcile
 from stethoscope.findings.catalogue import HANG, HEALTHY, PLATEAU, UNDERFITTING
@@ -116,7 +117,8 @@ def _diagnose(imported: ImportedRun, config: DetectConfig | None, recorded: list
     findings += _ga_artifact(table, context) + zero_terms(table) + exploded_terms(table)
     classification = _classification(table, cfg, context)
     findings = learned_on(settle(findings + _log_findings(imported.lines, table)), *table.series(LOSS))
-    findings = stuck_evals(findings, table)
+    findings = unit_changes(stuck_evals(findings, table), table.series(LOSS), table.series(EVAL_LOSS),
+                            logged_resumes(imported.lines))
     if not context.get("ga_factor"):
         verdict = verdicts.underfitting(findings, *table.series(LOSS), classification)
         findings += verdict or _curve_findings(classification)
