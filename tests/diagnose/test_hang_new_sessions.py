@@ -69,7 +69,8 @@ def test_one_later_session_a_month_after_the_run_is_no_hang() -> None:
 def test_a_hang_whose_first_line_comes_late_still_hangs() -> None:
     # The same run silent for 3 h, then a watchdog printing every minute: the wait is the hang's own.
     end = _T0 + 30.0 * 299
-    late = [LogLine(2000 + i, "WARNING: watchdog: no progress", step=299, time=end + 3 * 3600 + 60 * i) for i in range(30)]
+    late = [LogLine(2000 + i, "WARNING: watchdog: no progress", step=299, time=end + 3 * 3600 + 60 * i)
+            for i in range(30)]
     (f,) = _timed_run(late)
     assert f.severity == "critical" and f.evidence["silent_s"] >= 3 * 3600, f
 
