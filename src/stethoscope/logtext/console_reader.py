@@ -22,7 +22,7 @@ from stethoscope.logtext.console_names import HELD_OUT, Names, distinct, ordinal
 from stethoscope.logtext.console_runs import Lines, first_where, pieces, shape_of
 from stethoscope.logtext.console_shape import Shape, learn
 from stethoscope.logtext.console_walk import walk
-from stethoscope.logtext.eval_lines import an_evaluation, eval_values
+from stethoscope.logtext.eval_lines import an_evaluation, estimates, eval_values
 from stethoscope.logtext.loglines import LineKeeper
 from stethoscope.logtext.summaries import summary
 from stethoscope.logtext.table import Layout, PointTable
@@ -332,7 +332,7 @@ class ConsoleReader:
         if an_evaluation(pairs, line, self.loss_steps, self.shapes):  # (`eval_lines`)
             line.eval = True
             pairs = distinct([(n, v) for v in line.values if (n := resolve(self.names, v.key, v.unit, True))])
-        pairs = eval_values(pairs, line, self.loss_steps, self.heads)
+        pairs = estimates(eval_values(pairs, line, self.loss_steps, self.heads))  # (nanoGPT's `train loss`)
         step = self._step_of(number, text, line, pairs) if held is None else held
         if step is None or not pairs:
             self.keeper.offer(number, text, self.last_step)

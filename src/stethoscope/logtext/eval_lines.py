@@ -8,6 +8,10 @@
   `Epoch: [e/T] Iter:[i/N], .., Loss: 2.69, Acc: ..` lines): the validation's record, every value the eval's. A
   line of names the step records print, or beside a time, an epoch or a rate (an epoch's train summary), stays
   as it was.
+- A line that prints a train loss beside the eval's loss (nanoGPT's estimate every eval_interval, `step 2000: train
+  loss 2.1234, val loss 2.2345`, beside its `iter 2000: loss ..` records): its train loss is an estimate over eval
+  batches, `eval/train_loss`, not the step's record; when no other record of the log carries a train loss, the
+  estimates are the run's train loss after all (`train_estimates`: a log of those lines alone).
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from typing import Any
 from stethoscope.detect.names import names_time_unit
 from stethoscope.logtext.console_epochs import epoch_step
 from stethoscope.logtext.console_names import HELD_OUT
-from stethoscope.records import LOSS
+from stethoscope.records import EVAL_LOSS, LOSS
 
+TRAIN_ESTIMATE = "eval/train_loss"  # the train loss an eval estimates over its batches (nanoGPT's `estimate_loss`)
+_TRAIN_WORD = re.compile(r"(?i)(?<![a-z])train")
 _BOOKKEEPING = re.compile(r"(?i)epoch|step|iter|batch|sample|token|time|duration|elapsed|lr|rate|speed|mem")
 
 
@@ -46,3 +52,16 @@ def an_evaluation(pairs: list[Any], line: Any, loss_steps: int, step_names: Coll
     measures = names - printed - {LOSS}  # a name of our own scopes (`perf/..`, `opt/lr`), a time or a count is
     return LOSS in printed and bool(measures) and not any(  # bookkeeping, no evaluation's measure
         "/" in name or names_time_unit(name) or _BOOKKEEPING.search(name) for name in measures)
+
+
+def estimates(pairs: list[Any]) -> list[Any]:
+    """`pairs`, a train loss named so beside the eval's loss renamed the eval's estimate of it (see the module)."""
+    names = [n[0] for n, _ in pairs]
+    if LOSS not in names or EVAL_LOSS not in names:
+        return pairs
+    return [((TRAIN_ESTIMATE, n[1]), v) if n[0] == LOSS and _TRAIN_WORD.search(v.key) else (n, v) for n, v in pairs]
+
+
+def train_estimates(names: list[str]) -> list[str]:
+    """The column of names, the estimates the train loss when no record of the log carries one (see the module)."""
+    return [LOSS if n == TRAIN_ESTIMATE else n for n in names]
