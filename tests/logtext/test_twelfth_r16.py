@@ -40,3 +40,49 @@ def test_estimates_alone_are_the_train_loss() -> None:
     run = read_text(text)
     assert series(run, LOSS)[20] == 2.8
     assert series(run, EVAL_LOSS)[20] == 3.0
+
+
+def _lines(steps: range) -> list[str]:
+    return [f"step {s} | loss {3.0 - s / 1000:.4f} | lr 3.0e-04" for s in steps]
+
+
+def _blocks(steps: range) -> list[str]:
+    """A record whose values come on the lines after its counter."""
+    return [ln for s in steps for ln in (f"0|train    | 2024-07-24T11:00:03 INFO  train] [step={s}/739328]",
+                                         f"0|train    |     LOSS={3.0 - s / 1000:.4f} (4.3066)",
+                                         "0|train    |     data_time=0.006s")]
+
+
+def test_journald_json_is_unwrapped() -> None:
+    """Before: `journalctl -o json`'s records (MESSAGE without its newline) were read as nothing: 0 steps."""
+    import json
+
+    def record(k: int, line: str) -> str:
+        message: object = line if k % 3 else list(("\x1b[32m" + line + "\x1b[0m").encode())  # control chars: bytes
+        return json.dumps({"__CURSOR": f"s=8f;i={k:x}", "__REALTIME_TIMESTAMP": str(1795834800000000 + k),
+                           "PRIORITY": "6", "_PID": "4312", "MESSAGE": message}, separators=(",", ":")) + "\n"
+    run = read_text("".join(record(k, ln) for k, ln in enumerate(_lines(range(10, 200, 10)))))
+    assert series(run, LOSS) == {s: round(3.0 - s / 1000, 4) for s in range(10, 200, 10)}
+
+
+def test_gcloud_logging_json_is_unwrapped() -> None:
+    """Before: the entries' textPayload / jsonPayload.message lines were not all read (the JSON was read raw)."""
+    import json
+
+    entries = [{"insertId": f"{k:012x}", "logName": "projects/p/logs/stdout", "resource": {"type": "k8s_container"},
+                "severity": "INFO", **({"textPayload": ln} if k % 2 else {"jsonPayload": {"message": ln}}),
+                "timestamp": f"2026-11-28T03:04:{k % 60:02d}.000Z"} for k, ln in enumerate(_blocks(range(10, 200, 10)))]
+    run = read_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
+    assert series(run, LOSS) == {s: round(3.0 - s / 1000, 4) for s in range(10, 200, 10)}
+
+
+def test_a_notebooks_stream_outputs_are_unwrapped() -> None:
+    """Before: the notebook's JSON was read raw (each line a quoted list item)."""
+    import json
+
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [
+        {"name": "stdout", "output_type": "stream", "text": [ln + "\n" for ln in _blocks(range(10, 200, 10))]}],
+        "source": ["!python train.py"]}
+    nb = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    run = read_text(json.dumps(nb, indent=1, sort_keys=True) + "\n")
+    assert series(run, LOSS) == {s: round(3.0 - s / 1000, 4) for s in range(10, 200, 10)}

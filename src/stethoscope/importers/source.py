@@ -45,7 +45,8 @@ def open_log(path: Path) -> BinaryIO:
     magic = raw.read(_STREAM_HEAD)
     raw.seek(0)
     bom = len(UTF8_BOM) if magic.startswith(UTF8_BOM) else 0
-    if magic[:2] in _UTF16_BOMS or stream_field(magic[bom:]) or _CSV_EXPORT.match(magic, bom, 256):
+    if magic[:2] in _UTF16_BOMS or stream_field(magic[bom:]) or _CSV_EXPORT.match(magic, bom, 256) or _document(
+            magic[bom:]):
         with raw:
             return io.BytesIO(utf8(raw.read()))
     if bom:
@@ -69,6 +70,8 @@ def utf8(data: bytes) -> bytes:
     field = stream_field(data[:_STREAM_HEAD])
     if field is None and _CSV_EXPORT.match(data, 0, 256):
         data = _exported_lines(data)
+    elif field is None and _document(data[:_STREAM_HEAD]):
+        data = _document_lines(data)
     return _stream_lines(data, field) if field else data
 
 
@@ -95,7 +98,15 @@ def stream_field(head: bytes) -> str | None:
             record, dict) else []
         if len(printed) == 1:
             return printed[0]
+        said = [k for k in _MESSAGE_KEYS if isinstance(record, dict) and isinstance(record.get(k), (str, list))]
+        if said and not any(isinstance(v, (int, float)) for v in record.values()):  # (a number: a metrics record)
+            return said[0]  # journald's `journalctl -o json`: `{"__CURSOR":..,"MESSAGE":"step 10 loss 2.3"}`
     return None
+
+
+# The fields a logging system's JSON record holds its message in, a line without its newline (journald's
+# `MESSAGE`, a structured logger's `message`/`msg`, Cloud Logging's `textPayload`).
+_MESSAGE_KEYS = ("MESSAGE", "message", "msg", "textPayload")
 
 
 # A log exported as a table of its lines (CloudWatch Logs Insights' `@timestamp,@message`): a header of a few
@@ -124,7 +135,10 @@ def _stream_lines(data: bytes, field: str) -> bytes:
         except ValueError:
             record = None
         text = record.get(field) if isinstance(record, dict) else None
-        out.append(text.encode("utf-8") if isinstance(text, str) else line + b"\n")
+        if isinstance(text, list) and all(isinstance(b, int) and 0 <= b < 256 for b in text):
+            text = bytes(text).decode("utf-8", "replace")  # journald's message with control characters: its bytes
+        ended = field in _MESSAGE_KEYS and isinstance(text, str) and not text.endswith("\n")  # (journald's)
+        out.append((text + "\n" * ended).encode("utf-8") if isinstance(text, str) else line + b"\n")
     return b"".join(out)
 
 
@@ -201,3 +215,41 @@ def read_lines(path: Path, reader: LineReader, cut: re.Pattern[str]) -> Imported
             reader.warnings.append(f"{path}:{len(lines)}: the last line looks cut short (no newline, no "
                                    "metrics read from it)")
         return reader.result()
+
+
+# A JSON document of a log's lines: its records each hold one printed text (Cloud Logging's `gcloud logging read
+# --format=json`: a list of entries with `textPayload` or `jsonPayload.message`; a Jupyter notebook: its cells'
+# stream outputs, `{"output_type": "stream", "text": ["step 10 ..\\n", ..]}`).
+_DOCUMENT = re.compile(rb'\A\s*[\[{]\s*\n[\s\S]*?"(?:textPayload|jsonPayload|output_type|cells)"\s*:')
+
+
+def _document(head: bytes) -> bool:
+    return _DOCUMENT.match(head) is not None
+
+
+def _document_lines(data: bytes) -> bytes:
+    """The printed lines a JSON document of a log holds, in its order (the data as it is when it holds none)."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return data
+    out: list[str] = []
+    _printed(doc, out)
+    return "".join(t if t.endswith("\n") else t + "\n" for t in out).encode("utf-8") if out else data
+
+
+def _printed(node: object, out: list[str]) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _printed(item, out)
+    elif isinstance(node, dict):
+        payload = node.get("jsonPayload")
+        text = node.get("textPayload", payload.get("message") if isinstance(payload, dict) else None)
+        if node.get("output_type") == "stream":
+            text = "".join(node["text"]) if isinstance(node.get("text"), list) else node.get("text")
+            out.extend(text.splitlines(keepends=True) if isinstance(text, str) else ())
+        elif isinstance(text, str):
+            out.append(text)
+        else:
+            for value in node.values():
+                _printed(value, out)

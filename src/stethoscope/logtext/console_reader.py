@@ -332,7 +332,8 @@ class ConsoleReader:
         if an_evaluation(pairs, line, self.loss_steps, self.shapes):  # (`eval_lines`)
             line.eval = True
             pairs = distinct([(n, v) for v in line.values if (n := resolve(self.names, v.key, v.unit, True))])
-        pairs = estimates(eval_values(pairs, line, self.loss_steps, self.heads))  # (nanoGPT's `train loss`)
+        pairs = eval_values(pairs, line, self.loss_steps, self.heads)
+        pairs = estimates(pairs) if line.step is not None else pairs  # (nanoGPT's `step N: train loss ..`)
         step = self._step_of(number, text, line, pairs) if held is None else held
         if step is None or not pairs:
             self.keeper.offer(number, text, self.last_step)

@@ -11,9 +11,7 @@ from stethoscope.logtext.console_clock import times_named
 from stethoscope.logtext.console_epochs import index_steps, renumbered
 from stethoscope.logtext.stand_ins import stand_ins
 from stethoscope.logtext.console_reader import NAME
-from stethoscope.logtext.eval_lines import TRAIN_ESTIMATE, train_estimates
 from stethoscope.logtext.table import PointTable, Rejected, describe
-from stethoscope.records import LOSS
 
 
 def finish(reader: Any) -> ImportedRun:
@@ -32,8 +30,6 @@ def finish(reader: Any) -> ImportedRun:
     if steps:  # the counter counts batches: the records' steps are known after all
         joined, reader.ordinal = renumbered(joined, steps), 0
     columns = stand_ins(times_named(joined, {found[0] for found in reader.names.values() if found}))
-    if TRAIN_ESTIMATE in columns.names and LOSS not in columns.names:  # the estimates alone: the train loss
-        columns = columns._replace(names=train_estimates(columns.names))
     meta: dict[str, Any] = {"confidence": round(reader.step_lines / reader.lines, 3) if reader.lines else 0.0}
     if reader.shapes:
         meta["key_consistency"] = round(reader.shapes.most_common(1)[0][1] / max(1, reader.step_lines), 3)

@@ -8,10 +8,10 @@
   `Epoch: [e/T] Iter:[i/N], .., Loss: 2.69, Acc: ..` lines): the validation's record, every value the eval's. A
   line of names the step records print, or beside a time, an epoch or a rate (an epoch's train summary), stays
   as it was.
-- A line that prints a train loss beside the eval's loss (nanoGPT's estimate every eval_interval, `step 2000: train
+- A line with a step counter that prints a train loss beside the eval's loss (nanoGPT's estimate every eval_interval, `step 2000: train
   loss 2.1234, val loss 2.2345`, beside its `iter 2000: loss ..` records): its train loss is an estimate over eval
   batches, `eval/train_loss`, not the step's record; when no other record of the log carries a train loss, the
-  estimates are the run's train loss after all (`train_estimates`: a log of those lines alone).
+  estimates are the run's train loss after all (`stand_ins`: a log of those lines alone).
 """
 
 from __future__ import annotations
@@ -60,8 +60,3 @@ def estimates(pairs: list[Any]) -> list[Any]:
     if LOSS not in names or EVAL_LOSS not in names:
         return pairs
     return [((TRAIN_ESTIMATE, n[1]), v) if n[0] == LOSS and _TRAIN_WORD.search(v.key) else (n, v) for n, v in pairs]
-
-
-def train_estimates(names: list[str]) -> list[str]:
-    """The column of names, the estimates the train loss when no record of the log carries one (see the module)."""
-    return [LOSS if n == TRAIN_ESTIMATE else n for n in names]

@@ -1,7 +1,8 @@
 """Series a log gives only through another one, read as the one it stands for: the loss as a cross-entropy
 (OpenNMT's `xent`, a bare `nll`) or a perplexity (`ppl`: the loss is its log) when no loss is named, and
 the step time as a rate of steps (t5x's `timing/steps_per_second`: the step time is its inverse) when no
-step time is printed. A named loss or step time always wins: these are stand-ins, never a second series."""
+step time is printed; the train loss an eval estimates (`eval/train_loss`, nanoGPT's `step N: train loss ..,
+val loss ..`) when no record prints one. A named loss or step time always wins: these are stand-ins, never a second series."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from stethoscope.detect.names import CROSS_ENTROPY
 from stethoscope.logtext.columns import Columns
+from stethoscope.logtext.eval_lines import TRAIN_ESTIMATE
 from stethoscope.records import EVAL_LOSS, LOSS, STEP_TIME
 
 PERPLEXITY = "train/ppl"
@@ -26,6 +28,8 @@ def stand_ins(columns: Any) -> Any:
     logged points, at their steps)."""
     used = set(columns.labels) if hasattr(columns, "labels") else set(columns.names)
     rename = {name: to for name, to in _RENAMED.items() if name in used and to not in used}
+    if TRAIN_ESTIMATE in used and LOSS not in used and CROSS_ENTROPY not in used:  # (`eval_lines.estimates`)
+        rename[TRAIN_ESTIMATE] = LOSS  # an eval's estimates of the train loss, and no record of it: the train loss
     derive = [(name, to, f) for name, to, f in _DERIVED
               if name in used and to not in used and to not in rename.values()]
     if not rename and not derive:
