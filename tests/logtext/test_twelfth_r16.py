@@ -86,3 +86,12 @@ def test_a_notebooks_stream_outputs_are_unwrapped() -> None:
     nb = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     run = read_text(json.dumps(nb, indent=1, sort_keys=True) + "\n")
     assert series(run, LOSS) == {s: round(3.0 - s / 1000, 4) for s in range(10, 200, 10)}
+
+
+def test_a_record_beside_the_last_evals_loss_keeps_its_train_loss() -> None:
+    """A guard: NeMo's record `.. global_step: 1024 | reduced_train_loss: 1.303 | train_step_timing in s: .. |
+    val_loss: 1.494` is the step's record (its own values beside the last eval's), not an estimate."""
+    text = "".join(f"Training epoch 0, iteration {s}/21503 | lr: 1.5e-07 | global_step: {s} | reduced_train_loss: "
+                   f"{1.0 + s / 10000:.4f} | train_step_timing in s: 0.21524 | val_loss: 1.494\n"
+                   f"step {s}: val loss 3.3604\n" for s in range(0, 5000, 512))
+    assert series(read_text(text), LOSS) == {s: round(1.0 + s / 10000, 4) for s in range(0, 5000, 512)}

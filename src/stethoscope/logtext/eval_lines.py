@@ -8,7 +8,7 @@
   `Epoch: [e/T] Iter:[i/N], .., Loss: 2.69, Acc: ..` lines): the validation's record, every value the eval's. A
   line of names the step records print, or beside a time, an epoch or a rate (an epoch's train summary), stays
   as it was.
-- A line with a step counter that prints a train loss beside the eval's loss (nanoGPT's estimate every eval_interval, `step 2000: train
+- A line with a step counter that prints a train loss beside the eval's, no other value of a step's, (nanoGPT's estimate every eval_interval, `step 2000: train
   loss 2.1234, val loss 2.2345`, beside its `iter 2000: loss ..` records): its train loss is an estimate over eval
   batches, `eval/train_loss`, not the step's record; when no other record of the log carries a train loss, the
   estimates are the run's train loss after all (`stand_ins`: a log of those lines alone).
@@ -26,6 +26,7 @@ from stethoscope.logtext.console_names import HELD_OUT
 from stethoscope.records import EVAL_LOSS, LOSS
 
 TRAIN_ESTIMATE = "eval/train_loss"  # the train loss an eval estimates over its batches (nanoGPT's `estimate_loss`)
+_STEP_SIDE = ("train/", "opt/", "perf/", "grad/", "memory/")  # a step's own values: the line is its record
 _TRAIN_WORD = re.compile(r"(?i)(?<![a-z])train")
 _BOOKKEEPING = re.compile(r"(?i)epoch|step|iter|batch|sample|token|time|duration|elapsed|lr|rate|speed|mem")
 
@@ -57,6 +58,6 @@ def an_evaluation(pairs: list[Any], line: Any, loss_steps: int, step_names: Coll
 def estimates(pairs: list[Any]) -> list[Any]:
     """`pairs`, a train loss named so beside the eval's loss renamed the eval's estimate of it (see the module)."""
     names = [n[0] for n, _ in pairs]
-    if LOSS not in names or EVAL_LOSS not in names:
-        return pairs
+    if LOSS not in names or EVAL_LOSS not in names or any(n != LOSS and n.startswith(_STEP_SIDE) for n in names):
+        return pairs  # (a step's record beside a last eval's loss, NeMo's `reduced_train_loss: .. | lr: .. | val_loss`)
     return [((TRAIN_ESTIMATE, n[1]), v) if n[0] == LOSS and _TRAIN_WORD.search(v.key) else (n, v) for n, v in pairs]
