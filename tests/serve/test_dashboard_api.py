@@ -135,6 +135,18 @@ def test_events_list_findings_with_causes_and_fixes(server):
     assert s["summary"]["last_step"] == 399 and s["config"] == {"lr": "0.1"}
 
 
+def test_a_findings_key_survives_an_earlier_finding_joining_the_list():
+    # The page keeps the finding a person clicked selected across polls by its key; a list index would
+    # move the selection (and the bold mark on the chart) to whatever finding took that place.
+    spike = R.Finding("loss_spike", "warning", 150, "loss spiked")
+    before = data.finding_keys([spike])
+    grown = [R.Finding("grad_explosion", "error", 149, "grad norm jumped"), spike,
+             R.Finding("loss_spike", "warning", 150, "a second one at that step")]
+    after = data.finding_keys(grown)
+    assert after[1] == before[0] == "loss_spike@150"
+    assert len(set(after)) == 3 and data.finding_json(spike, after[1])["id"] == "loss_spike@150"
+
+
 @pytest.mark.parametrize("path, status", [
     ("/api/curves?run=nope", 404), ("/api/curves", 400), ("/api/curves?run=a&after=x", 400),
     ("/static/../../etc/passwd", 404), ("/static/nothing.js", 404), ("/api/nothing?run=a", 404), ("/elsewhere", 404)])

@@ -106,7 +106,8 @@ class App:
                 return {"run": key, **data.curves(reader, points, _int(q, "lo"), _int(q, "hi"))}
             if name == "events":
                 found = self.findings(key, reader)
-                return {"run": key, "findings": [data.finding_json(f, i) for i, f in enumerate(found)],
+                keyed = zip(found, data.finding_keys(found))
+                return {"run": key, "findings": [data.finding_json(f, k) for f, k in keyed],
                         "alerts": data.alerts(reader), "timeline": data.timeline(reader)}
             if name == "summary":
                 return {"run": key, **_summary(reader)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -205,12 +206,25 @@ def newer(reader: RunReader, after: int, max_points: int = MAX_POINTS) -> dict[s
 # -- findings, alerts, timeline -----------------------------------------------------------------
 
 
-def finding_json(f: Finding, index: int) -> dict[str, Any]:
+def finding_json(f: Finding, key: str) -> dict[str, Any]:
     d = f.to_dict()
-    d["id"] = index
+    d["id"] = key
     d["charts"] = list(catalogue.charts(f.type))
     d["every_chart"] = catalogue.every_chart(f.type)
     return d
+
+
+def finding_keys(found: Sequence[Finding]) -> list[str]:
+    """A key per finding that stays its own while the list grows: its type and step (and, for a second
+    finding of one type at one step, its place among those). The page keeps the one a person clicked
+    selected across polls; a list index would hand the selection to whatever finding moved into its place."""
+    seen: dict[str, int] = {}
+    keys = []
+    for f in found:
+        base = f"{f.type}@{f.step if f.step is not None else '-'}"
+        seen[base] = seen.get(base, 0) + 1
+        keys.append(base if seen[base] == 1 else f"{base}#{seen[base]}")
+    return keys
 
 
 def alerts(reader: RunReader) -> list[dict[str, Any]]:
