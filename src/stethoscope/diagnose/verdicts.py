@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from stethoscope.diagnose.curves import HEALTHY_CURVE, UNDERFITTING_CURVE
-from stethoscope.findings.catalogue import DIVERGENCE, EVAL_BROKEN, HEALTHY, PLATEAU, UNDERFITTING
+from stethoscope.findings.catalogue import CRASH, DIVERGENCE, EVAL_BROKEN, HEALTHY, PLATEAU, UNDERFITTING
 from stethoscope.records import Finding, severity_rank
 
 _START_RECORDS = 2  # a plateau that opens within this many logged steps of the first one starts "from the start"
@@ -91,6 +91,17 @@ def healthy(findings: list[Finding], series: dict[str, tuple[np.ndarray, np.ndar
     return Finding(HEALTHY, "info", int(steps[-1]), msg, evidence=ev, source="verdicts")
 
 
+def _crash(findings: list[Finding]) -> str | None:
+    """"crashed at step N: <what>" for a run whose findings hold the crash it ended with (an exception in its status
+    or a traceback in its log, at error or above); None otherwise."""
+    crash = next((f for f in findings if f.type == CRASH and severity_rank(f.severity) >= 2), None)
+    if crash is None:
+        return None
+    what = crash.message.removeprefix("the run ended with an exception: ").split("; ")[0]
+    what = what if len(what) <= 80 else what[:77] + "..."
+    return f"crashed at step {crash.step}: {what}" if crash.step is not None else f"crashed: {what}"
+
+
 def _num(x: Any) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
@@ -103,6 +114,9 @@ def run_label(findings: list[Finding], classification: dict[str, Any]) -> str:
     `underfitting` (still falling at the end: train longer) reads "still improving" unless the underfitting
     verdict (not learning) was given; a healthy verdict names the run healthy, with the curve's shape; a curve
     too short to classify gives way to the worst finding at warning or above."""
+    crash = _crash(findings)
+    if crash is not None:  # a run that ended in a crash is named by it, never by its curve ("converged")
+        return crash
     curve = str(classification.get("label") or "-")
     verdict = next((f.type for f in findings if f.evidence.get("verdict") and f.type in (UNDERFITTING, HEALTHY)), None)
     if verdict == UNDERFITTING:

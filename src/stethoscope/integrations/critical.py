@@ -77,3 +77,10 @@ def _what(kind: str, step: Any) -> str:
 def log_stop(why: str) -> None:
     log.error("stethoscope: stopping training: %s (on_critical=\"stop\"; resume from the last checkpoint "
               "saved before it, or pass on_critical=\"continue\")", why)
+
+
+def failed_status(exc: BaseException) -> str:
+    """The run's status for an exception that ended it (as `Monitor.__exit__` writes it); Ctrl-C is no failure."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (KeyboardInterrupt)"
+    return f"failed: {type(exc).__name__}: {exc}"

@@ -22,12 +22,14 @@ detectors' state saved in each checkpoint folder (`stethoscope_monitor.pt`).
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import sys
 from typing import Any
 
 from stethoscope.integrations import batches
-from stethoscope.integrations.critical import check_on_critical, finite_flag, is_finite, log_stop, stop_reason
+from stethoscope.integrations.critical import check_on_critical, failed_status, finite_flag, is_finite, log_stop, stop_reason
 from stethoscope.integrations.runs import default_run_dir, folder_name, run_name
 from stethoscope.integrations.guard import guarded
 from stethoscope.records import GRAD_NORM, LR
@@ -85,6 +87,7 @@ class _Adapter:
             checkpoints.objects.setdefault("scheduler", getattr(lr_scheduler, "scheduler", lr_scheduler))
         self.stopped = None
         self.monitor = Monitor(where, model=model, optimizer=optimizer, resume=resumed, **options)
+        atexit.register(self._at_exit)  # after the Monitor's own: runs before it (an exception train() raised)
         if getattr(self.monitor, "_grads", None) is not None:  # its hook sees the grads after the Trainer clipped
             self.monitor._grads.skip_global = True  # them: grad/norm is the Trainer's pre-clip norm, from its logs
         if resumed:
@@ -99,7 +102,16 @@ class _Adapter:
         self._close("stopped" if control.should_training_stop and state.global_step < state.max_steps
                     else "completed")
 
+    def _at_exit(self) -> None:
+        """`train()` raised and nothing caught it: the Trainer calls no callback then, so the run is closed here with
+        the exception the interpreter is exiting with (`failed: …`, what `show` and `diagnose` name), not as a run
+        that merely stopped at exit."""
+        exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        if self.monitor is not None:
+            self._close(failed_status(exc) if exc is not None else "interpreter exit")
+
     def _close(self, status: str) -> None:
+        atexit.unregister(self._at_exit)
         for h in self._hooks:
             h.remove()
         self._hooks = []
