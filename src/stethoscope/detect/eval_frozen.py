@@ -276,9 +276,8 @@ def _stop_in(ev: list[list[float]], moves: list[float], j: int, scale: float) ->
     that had levelled off and wandered, its usual move)."""
     start, end = ev[j - 1][0], ev[j][0]
     expected = scale
-    if j >= 2 and moves[j - 1] > 0 and moves[j - 2] > 0:
-        ratio = min(1.0, moves[j - 2] / moves[j - 3]) if j >= 3 and moves[j - 3] > 0 else 1.0
-        expected = moves[j - 2] * ratio
+    if j >= 2 and moves[j - 1] > 0 and moves[j - 2] > 0:  # the pace of the fall before, per step, over this interval
+        expected = moves[j - 2] / max(1.0, ev[j - 1][0] - ev[j - 2][0]) * (end - start)
     if expected <= 0:
         return int(end)
     share = min(1.0, abs(moves[j - 1]) / expected)
