@@ -12,8 +12,8 @@ batch's loss: it keeps its batch-to-batch noise, and the last stretch of its des
 When the stop happened. Between the stop and the first of the repeats the eval still moves, less each
 time (by under `_TAIL` of the move before: the optimizer's momentum running out), or barely (`_TINY`). The eval before that
 shrinking tail is the last that learned; the stop is in the interval it closes, dated by the share of
-that interval that still learned: the eval's move over what was expected of it (on a descent, the fall
-before it slowed by the curve's own deceleration; on a curve that had levelled off, its usual move). A tail
+that interval that still learned: the eval's move over what was expected of it (on a descent, the pace per
+step of the fall before it; on a curve that had levelled off, its usual move). A tail
 that rose right after that fall carried the weights past the eval's minimum: the stop came after it, in the
 same interval, at least `_PAST_MIN` into it on average.
 
@@ -272,8 +272,9 @@ def _digits(value: float, err: float) -> int:
 def _stop_in(ev: list[list[float]], moves: list[float], j: int, scale: float) -> int:
     """The step the weights stopped, inside the interval that ends at eval j, the last eval that moved like
     the learning before it: the share of the interval that still learned is eval j's move over what was
-    expected of it (on a descent, the fall before it slowed by the curve's own deceleration; on a curve
-    that had levelled off and wandered, its usual move)."""
+    expected of it (on a descent, the fall before it per step, over this interval's steps: a deceleration read
+    off two noisy moves only ever shrank it and dated stops late; on a curve that had levelled off and
+    wandered, its usual move)."""
     start, end = ev[j - 1][0], ev[j][0]
     expected = scale
     if j >= 2 and moves[j - 1] > 0 and moves[j - 2] > 0:  # the pace of the fall before, per step, over this interval
