@@ -38,6 +38,7 @@ import re
 from typing import Any
 
 from stethoscope.logtext.console_epochs import batch_of
+from stethoscope.logtext.console_owners import owned_counters
 from stethoscope.logtext.console_line import _EPOCH, NUMBER, Line, Value, _token_index
 
 # after the line's head, a blank, a bracket or a logger's `name:` (`INFO:root:10:\tlearn: ..`)
@@ -96,6 +97,8 @@ def settle(line: Line, text: str, pos: int) -> Line:
     if line.step is not None and " is " in line.body and (score := _SCORE.search(line.body)):
         line.values = [Value("loss", v.text, v.unit, v.token) if v.key == "is" and v.text == score[1] else v
                        for v in line.values]
+    if "teps" in line.body or "TEPS" in line.body:
+        owned_counters(line, text, pos)
     if not line.eval and _SPLIT_EPOCH.search(line.body):
         line.eval = True
         if line.step is None:  # when the eval ran, not what it measured (as `console_line.parse` drops it)
