@@ -100,6 +100,14 @@ class EpochCounter:
         import numpy as np
 
         raw = np.asarray(steps, dtype=np.int64)
+        if raw.size and (last_step is None or raw[0] > last_step) and bool((raw[1:] > raw[:-1]).all()):
+            # every step ahead of the one before (the common case): as below, without its step-sized temporaries
+            # (a 250,000-turn Composer log: ~5 ms of fresh memory a read)
+            if raw.size > 1 or last_step is not None:
+                self.cadence = int(raw[-1] - (raw[-2] if raw.size > 1 else last_step))
+            if self.state is not None:
+                self.state = (self.state[0], 0, int(raw[-1]))
+            return True
         if last_step is not None:
             raw = np.concatenate(([last_step], raw))
         diffs = np.diff(raw)

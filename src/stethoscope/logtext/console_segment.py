@@ -142,7 +142,10 @@ def _turns(lines: Any, start: int, count: int, plans: list[Any], keep_rank: byte
 def _period(ids: np.ndarray) -> int:
     """k when `ids` is 0..k-1 repeated (a cycle of k shapes, whole turns), else 0."""
     k = int(ids.max()) + 1
-    return k if ids.size % k == 0 and (ids.reshape(-1, k) == np.arange(k, dtype=ids.dtype)).all() else 0
+    if ids.size % k or (k > 1 and ids[1] != 1) or ids[0] != 0:
+        return 0
+    turn, step = np.arange(k, dtype=ids.dtype), k << 14  # compared a piece at a time: no fresh memory as big as `ids`
+    return k if all((ids[at: at + step].reshape(-1, k) == turn).all() for at in range(0, ids.size, step)) else 0
 
 
 def _parts(ids: np.ndarray, k: int, start: int) -> list[np.ndarray]:
@@ -188,21 +191,25 @@ def combine(groups: list[Group], last_step: int | None, bar: tuple[int, int, int
     steps: list[np.ndarray | None] = [None] * len(groups)
     own = [i for i, g in enumerate(groups) if g.own_step]
     bars = [i for i in own if groups[i].bar]
+    in_order = None  # (the bars' lines, their order, their steps in that order): the same sort as own's below
     for indices, is_bar in ((bars, True), ([i for i in own if not groups[i].bar], False)):
         if not indices:
             continue
         raw = _joined([np.asarray(groups[i].read.steps, dtype=np.int64) for i in indices])
         if is_bar:
-            order = np.argsort(_joined([kept[i] for i in indices]), kind="stable") if len(indices) > 1 else \
-                np.arange(raw.size)  # one group: in order
+            at = _joined([kept[i] for i in indices]) if len(indices) > 1 else None
+            order = np.argsort(at, kind="stable") if at is not None else np.arange(raw.size)  # one group: in order
             ordered, bar = bar_steps(raw[order], bar)
+            in_order = (at, order, ordered) if at is not None else None
             raw = np.empty_like(ordered)
             raw[order] = ordered
         start = 0
         for i in indices:
             steps[i] = raw[start: start + kept[i].size]
             start += kept[i].size
-    if own:
+    if own and in_order is not None and own == bars:  # every step line a bar's (Keras'): sorted above already
+        step_at, step_of = in_order[0][in_order[1]], in_order[2]
+    elif own:
         step_at = _joined([kept[i] for i in own])
         step_of = _joined([steps[i] for i in own])  # type: ignore[misc]
         if len(own) > 1:
@@ -290,7 +297,7 @@ def _points(groups: list[Group], kept: list[np.ndarray], steps: list[np.ndarray]
             values[at] = column
             if times is not None and g.read.times is not None:
                 times[at] = g.read.times
-            at = at + 1
+            at += 1  # (`at` is the group's own: fancy-indexed)
     return CodedColumns(list(labels), codes, step_of, values, times)
 
 
