@@ -96,10 +96,20 @@ def outcomes(reader: RunReader) -> dict[str, Any]:
         y = values(name)
         return float(how(y)) if len(y) else None
 
-    return {"last_step": last_step(reader), "last_loss": pick(R.LOSS, lambda y: y[-1]), "min_loss": pick(R.LOSS, np.min),
+    return {"last_step": last_step(reader), "last_loss": _newest(reader.series_arrays(R.LOSS, first)[1]),
+            "min_loss": pick(R.LOSS, np.min),
             "min_eval_loss": pick(R.EVAL_LOSS, np.min), "tokens_per_s": pick(R.TOKENS_PER_S, np.median),
             "step_time_s": pick(R.STEP_TIME, np.median), "mfu": pick(R.MFU, np.median),
             "peak_cuda_gib": pick(R.CUDA_PEAK, np.max), "peak_rss_gib": pick(R.RSS, np.max)}
+
+
+def _newest(y: np.ndarray) -> float | str | None:
+    """The loss at the newest step, as `show` and `compare` print it: a NaN or infinite one is `"nan"`/`"inf"`
+    (JSON has no NaN; the last finite loss would tell a diverged run's page a loss it no longer has)."""
+    if not len(y):
+        return None
+    v = float(y[-1])
+    return v if np.isfinite(v) else ("nan" if v != v else ("inf" if v > 0 else "-inf"))
 
 
 def version(reader: RunReader) -> str:
