@@ -364,10 +364,17 @@ def _facts(run: ReportInput) -> dict[str, str]:
     last = _last_step(run.series)
     facts = {"status": str(run.meta.get("status", "unknown")), "last step": "–" if last is None else f"{last:,}",
              "steps logged": f"{logged_steps(run.series):,}", "duration": _duration(run.meta) or "–",
-             "findings": str(len(run.findings))}
+             "findings": findings_text(run.findings)}
     if run.ranks:
         facts["ranks"] = str(len(run.ranks))
     return facts
+
+
+def findings_text(findings: Sequence[Finding]) -> str:
+    """The findings by severity as `show` counts them ("2 info, 1 critical"; "none"): a bare "3" beside a
+    critical badge read as three problems where one needs a person and two are notes."""
+    counts = {sev: sum(f.severity == sev for f in findings) for sev in r.SEVERITIES}
+    return ", ".join(f"{n} {sev}" for sev, n in counts.items() if n) or "none"
 
 
 def headline(findings: Sequence[Finding], badge: bool = False) -> str:
