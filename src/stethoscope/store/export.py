@@ -89,14 +89,28 @@ def export_runs(runs: Sequence[str | os.PathLike[str]], dest: str | os.PathLike[
             files = rank_files(run)
             _claim(state, name, run, out)
             tasks += [(out, name, rank, f, state["runs"][name]["ranks"].get(str(rank))) for rank, f in files]
+        failed: dict[str, UsageError] = {}
         for task, (done, mark) in zip(tasks, _run(tasks, jobs)):
             if isinstance(done, UsageError):  # one unreadable rank file: the others are still exported
                 result.skipped.append(str(done))
+                failed.setdefault(task[1], done)
                 continue
             state["runs"][task[1]]["ranks"][str(task[2])] = mark
             result.ranks.append(done)
             _save_state(out, state)
+    _no_rank_read(result, failed)
     return result
+
+
+def _no_rank_read(result: ExportResult, failed: dict[str, UsageError]) -> None:
+    """A run none of whose rank files could be read is an input error (exit status 2), as `show` and `query`
+    make it, raised after the other runs are exported: a table of nothing and status 0 said it went well."""
+    exported = {r.run for r in result.ranks}
+    lost = [err for name, err in failed.items() if name not in exported]
+    if lost:
+        more = len(result.skipped) - 1
+        raise UsageError(str(lost[0]) + (f" (and {more} more unreadable rank file(s))" if more else "")
+                         + (f"; {len(exported)} other run(s) exported" if exported else ""))
 
 
 def _run(tasks: list[tuple[Any, ...]], jobs: int) -> Iterator[tuple[Any, Any]]:
