@@ -235,6 +235,7 @@ def with_rollbacks(findings: list[Finding], actions: list[tuple[int | None, dict
     `gave_up`). An incident the findings lack (its finding was not recorded) is added from the rollback's
     own reason, so a run that rolled back never reads as clean."""
     from stethoscope.findings.catalogue import CATALOGUE
+    from stethoscope.findings.own_actions import rollback_lr_cuts
 
     out = list(findings)
     for step, d in actions:
@@ -250,7 +251,7 @@ def with_rollbacks(findings: list[Finding], actions: list[tuple[int | None, dict
             i = len(out) - 1
         out[i] = _rolled_back(out[i], d, [a for s, a in actions if a.get("rollback") == d.get("rollback")
                                           and a.get("action") in ("recovered", "gave_up")], step)
-    return out
+    return rollback_lr_cuts(out, actions)
 
 
 def _rolled_back(f: Finding, d: dict[str, Any], outcomes: list[dict[str, Any]], step: int | None) -> Finding:

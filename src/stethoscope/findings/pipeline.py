@@ -18,6 +18,7 @@ from stethoscope.findings.catalogue import ESCALATIONS, GRAD_SPIKE
 from stethoscope.findings.catalogue import is_root
 from stethoscope.findings.incidents import Incident, finding_key
 from stethoscope.findings.links import link_causes
+from stethoscope.findings.lr_roots import lr_roots
 from stethoscope.records import Finding, severity_rank
 
 _BLIP_EXAMPLES = 20
@@ -90,7 +91,7 @@ def finalise(found: Iterable[Finding], advise: Callable[[Finding], Finding] | No
     link_causes(findings)
     if advise is not None:
         findings = [advise(f) for f in findings]
-    return ranked(findings)
+    return ranked(lr_roots(findings))
 
 
 def ranked(findings: list[Finding]) -> list[Finding]:
