@@ -30,3 +30,32 @@ def test_a_nan_runs_report_header_says_what_show_says(tmp_path):
     shown = json.loads(CliRunner().invoke(cli, ["show", str(tmp_path / "run"), "--json"]).stdout)["findings"]
     assert header == ", ".join(f"{n} {sev}" for sev, n in shown.items() if n)
     assert "critical" in header
+
+
+def test_a_run_without_an_end_time_lasts_to_its_last_write_as_show_says():
+    """A live or killed run has no end_time: `show` counts its duration to the newest point's time; the report
+    said '–'. Given the last write time (`last_time`), the report says the same."""
+    from stethoscope.report.html import ReportInput, render_report
+
+    page = render_report(ReportInput(title="t", series={"train/loss": ([0, 1], [2.0, 1.9])}, findings=[],
+                                     meta={"status": "running", "start_time": 1000.0, "last_time": 1021.0}))
+    assert "<span>duration: <b>21 s</b></span>" in page
+
+
+def test_a_killed_runs_report_gives_the_duration_show_gives(tmp_path):
+    import sqlite3
+    import time
+
+    with Monitor(tmp_path / "run", strict=True, serve=False) as mon:
+        for step in range(30):
+            mon.step(step, loss=3.0 - step / 30)
+            time.sleep(0.02)
+    con = sqlite3.connect(tmp_path / "run" / "rank-00000.sqlite")  # a killed run never wrote its end
+    con.execute("DELETE FROM run WHERE key IN ('end_time', 'duration_s')")
+    con.commit()
+    con.close()
+    shown = json.loads(CliRunner().invoke(cli, ["show", str(tmp_path / "run"), "--json"]).stdout)["duration_s"]
+    out = tmp_path / "r.html"
+    assert CliRunner().invoke(cli, ["report", str(tmp_path / "run"), "-o", str(out)]).exit_code == 0
+    got = re.search(r"<span>duration: <b>([^<]*)</b></span>", out.read_text()).group(1)
+    assert shown is not None and got == f"{shown:.3g} s"

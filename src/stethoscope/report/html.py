@@ -342,7 +342,7 @@ def _last_step(series: dict[str, Series]) -> int | None:
 
 def _duration(meta: dict[str, object]) -> str | None:
     seconds = meta.get("duration_s")
-    start, end = meta.get("start_time"), meta.get("end_time")
+    start, end = meta.get("start_time"), meta.get("end_time", meta.get("last_time")) or _last_write(meta)
     if seconds is None and isinstance(start, (int, float)) and isinstance(end, (int, float)):
         seconds = end - start
     if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
@@ -351,6 +351,20 @@ def _duration(meta: dict[str, object]) -> str | None:
         return f"{seconds:.3g} s" if seconds < 10 else f"{round(seconds)} s"
     hours, rest = divmod(int(seconds), 3600)
     return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min {rest % 60} s"
+
+
+def _last_write(meta: dict[str, object]) -> float | None:
+    """A stored run with no end time (live, or killed): the time of its newest point, where `show` ends its
+    duration (the report said '–' beside show's 21s)."""
+    if meta.get("format") != "stethoscope" or not isinstance(meta.get("path"), str):
+        return None
+    try:
+        from stethoscope.store.query import open_run
+
+        with open_run(meta["path"]) as reader:
+            return reader.last_time()
+    except Exception:  # noqa: BLE001 - a figure of the header, never a reason for no report
+        return None
 
 
 def logged_steps(series: dict[str, Series]) -> int:
