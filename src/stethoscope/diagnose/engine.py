@@ -27,7 +27,7 @@ from stethoscope.diagnose.components import exploded_terms
 from stethoscope.diagnose.curves import UNDERFITTING_CURVE, classify_run
 from stethoscope.diagnose.degenerate import stuck_evals, zero_terms
 from stethoscope.diagnose.recovered import learned_on
-from stethoscope.diagnose.resumes import at_logged_resumes, logged_resumes
+from stethoscope.diagnose.resumes import at_logged_resumes, logged_resumes, session_starts, weightless_resumes
 from stethoscope.diagnose.table import Table
 from stethoscope.diagnose.units import unit_changes
 from stethoscope.explain import explain_text
@@ -119,6 +119,8 @@ def _diagnose(imported: ImportedRun, config: DetectConfig | None, recorded: list
     findings = learned_on(settle(findings + _log_findings(imported.lines, table)), *table.series(LOSS))
     findings = unit_changes(stuck_evals(findings, table), table.series(LOSS), table.series(EVAL_LOSS),
                             logged_resumes(imported.lines))
+    findings = weightless_resumes(findings, table.series(LOSS), _resumes(imported, table, findings),
+                                  cfg.restart_grace_steps)
     if not context.get("ga_factor"):
         verdict = verdicts.underfitting(findings, *table.series(LOSS), classification)
         findings += verdict or _curve_findings(classification)
@@ -276,6 +278,16 @@ def _classification(table: Table, cfg: DetectConfig, context: dict[str, Any]) ->
     if k:
         tv = tv / k
     return classify_run(ts, tv, es if ev.size else None, ev if ev.size else None, cfg.vocab_size)
+
+
+def _resumes(imported: ImportedRun, table: Table, findings: list[Finding]) -> list[int]:
+    """The first steps after the resumes the run shows with its step counter going on: a stored run's last session,
+    a resume its log names, a restarted LR schedule."""
+    steps = table.series(LOSS)[0]
+    named = [int(steps[steps > r][0]) for r in logged_resumes(imported.lines) if np.any(steps > r)]
+    restarts = [f.step for f in findings if f.evidence.get("reset") and f.step is not None
+                and "schedule restarted" in f.message]
+    return session_starts(imported.meta, steps) + named + restarts
 
 
 def _curve_findings(classification: dict[str, Any]) -> list[Finding]:
