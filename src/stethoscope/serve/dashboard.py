@@ -96,6 +96,8 @@ class App:
         if name == "runs":
             return {"runs": [self._listed(key, path) for key, path in self.runs().items()], "poll_ms": self.poll_ms,
                     "style": {"palette": PALETTE, "severity_colors": SEVERITY_COLORS}}
+        if name not in ("curves", "events", "summary"):
+            raise _NotFound(f"no such API: /api/{name} (api/runs, api/curves, api/events, api/summary)")
         key = _one(q, "run")
         with self._open(key) as reader:
             if name == "curves":
@@ -237,9 +239,12 @@ def _int(q: Mapping[str, Sequence[str]], name: str) -> int | None:
     if not values or values[0] == "":
         return None
     try:
-        return int(float(values[0]))
-    except ValueError:
+        value = int(float(values[0]))
+    except (ValueError, OverflowError):  # 'abc', 'nan'; 'inf', '1e400'
         raise _BadRequest(f"?{name}= must be a number, got {values[0]!r}") from None
+    if abs(value) >= 2**63:  # a step SQLite cannot hold: a bad request, not a refused query or a 500
+        raise _BadRequest(f"?{name}= must be a step between -2**63 and 2**63, got {values[0]!r}")
+    return value
 
 
 def _light_summary(reader: RunReader) -> dict[str, Any]:
