@@ -119,7 +119,7 @@ def _diagnose(imported: ImportedRun, config: DetectConfig | None, recorded: list
     findings = learned_on(settle(findings + _log_findings(imported.lines, table)), *table.series(LOSS))
     findings = unit_changes(stuck_evals(findings, table), table.series(LOSS), table.series(EVAL_LOSS),
                             logged_resumes(imported.lines))
-    findings = weightless_resumes(findings, table.series(LOSS), _resumes(imported, table, findings),
+    findings = weightless_resumes(findings, table.series(LOSS), _resumes(imported, table),
                                   cfg.restart_grace_steps)
     if not context.get("ga_factor"):
         verdict = verdicts.underfitting(findings, *table.series(LOSS), classification)
@@ -280,14 +280,13 @@ def _classification(table: Table, cfg: DetectConfig, context: dict[str, Any]) ->
     return classify_run(ts, tv, es if ev.size else None, ev if ev.size else None, cfg.vocab_size)
 
 
-def _resumes(imported: ImportedRun, table: Table, findings: list[Finding]) -> list[int]:
+def _resumes(imported: ImportedRun, table: Table) -> list[int]:
     """The first steps after the resumes the run shows with its step counter going on: a stored run's last session,
-    a resume its log names, a restarted LR schedule."""
+    a resume its log names. (Not a restarted LR schedule: that is a new session on new data as often, whose loss
+    jumps back up as expected: a LoRA re-tuned on each new level of a game, one of the real runs.)"""
     steps = table.series(LOSS)[0]
     named = [int(steps[steps > r][0]) for r in logged_resumes(imported.lines) if np.any(steps > r)]
-    restarts = [f.step for f in findings if f.evidence.get("reset") and f.step is not None
-                and "schedule restarted" in f.message]
-    return session_starts(imported.meta, steps) + named + restarts
+    return session_starts(imported.meta, steps) + named
 
 
 def _curve_findings(classification: dict[str, Any]) -> list[Finding]:
