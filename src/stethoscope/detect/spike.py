@@ -23,6 +23,7 @@ from typing import Any
 from stethoscope.detect.blowup import lr_blowup
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
+from stethoscope.detect.lr_held import held_cause, held_jump, level_back
 from stethoscope.detect.spike_findings import divergence, g, grad_finding, loss_finding, mark_expected
 from stethoscope.detect.spike_incident import (
     REAL_SPIKE_RATIO, RECUR_RECORDS, brief_share, loss_recovered, loss_unrecovered, recurring, release,
@@ -302,7 +303,14 @@ class SpikeDetector:
         cfg = self.config
         scale = abs(inc["level"]) or 1e-12
         tol = max(2.0 * inc["data_sigma"], cfg.recover_rel * scale)
-        if v <= inc["level"] + tol:
+        j = None if inc["diverged"] or inc["severity"] != "warning" or v <= inc["level"] + tol else \
+            held_jump(self.lr, inc, step, cfg.lead_steps)
+        if j is not None:  # a rise still up under an LR jump that stayed: a divergence until its level is back
+            inc["diverged"], inc["diverged_at"], inc["lr_held"] = True, step, True
+            inc["causes"] = [held_cause(j)] + [c for c in inc["causes"] if not c.startswith("LR jumped")]
+            out.append(divergence(inc, step, self.name))
+        back = level_back(inc, v, cfg.recover_rel * scale) if inc.get("lr_held") else True  # every value: the level
+        if v <= inc["level"] + tol and back:
             self.loss.incident = None
             self.loss.push(v)
             out.extend(loss_recovered(inc, step, self.config, self._first_loss, self._first_step, self.name))
