@@ -2,9 +2,9 @@
 goes on forward, so the detectors (which see a resume only when the steps go back, `detect.lr.LrTracker.note_step`)
 cannot tell. A loss or grad spike right after such a line that came back is the resume's (a fresh data order, an
 optimizer state rebuilt, a first batch of a new session), as it is at a resume the detectors saw: info
-(`detect.spike_findings.mark_expected`). A jump that did not come back keeps its severity. A jump at a resume back to the
-level the run began at is no expected jump: the resume lost the trained weights (`weightless_resumes`). Used by
-`diagnose.engine`."""
+(`detect.spike_findings.mark_expected`). A jump that did not come back keeps its severity. A jump at a resume
+back to the level the run began at is no expected jump: the resume lost the trained weights
+(`weightless_resumes`). Used by `diagnose.engine`."""
 
 from __future__ import annotations
 

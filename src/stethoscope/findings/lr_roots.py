@@ -64,7 +64,8 @@ def _root(j: Finding, effects: list[Finding]) -> Finding:
     seen: set[str] = set()
     pairs = [(c, x) for c, x in pairs if not (c in seen or seen.add(c))]
     ends = [e.end_step for e in effects]
-    ev = {**worst.evidence, **j.evidence, "lr_root": True, "caused": [{"type": e.type, "step": e.step} for e in effects]}
+    caused = [{"type": e.type, "step": e.step} for e in effects]
+    ev = {**worst.evidence, **j.evidence, "lr_root": True, "caused": caused}
     return dataclasses.replace(j, severity=worst.severity, message=msg, evidence=ev, symptoms=symptoms,
                                end_step=None if None in ends else max(ends),  # type: ignore[type-var]
                                causes=[c for c, _ in pairs], fixes=[x for _, x in pairs])
