@@ -113,11 +113,12 @@ class RunStore:
         """`write_points` given as columns (what the record writer gathers: no tuple per point)."""
         if not names:
             return 0
+        left_out: list[RawPoint] = []
         try:
             with self._conn:
                 cols = self._columns(names, steps, values, times)
                 if cols is None:
-                    self._write_each(list(zip(names, _listed(steps), values, _listed(times))))
+                    self._write_each(list(zip(names, _listed(steps), values, _listed(times))), left_out)
                 else:
                     self._write_columns(*cols)
                 self._packer.reseal()
@@ -126,6 +127,9 @@ class RunStore:
             self._series.clear()
             self._max_step.clear()
             raise
+        if left_out:  # the rest of the batch is written; the caller counts this failure
+            raise OverflowError(f"{len(left_out)} point(s) left out: step {left_out[0][1]} of {left_out[0][0]!r} is "
+                                "not a 64-bit integer, which SQLite cannot store")
         return len(names)
 
     def _columns(self, names: list[str], steps: list[Any], values: list[Any], times: list[Any]) -> tuple[Any, ...] | None:
@@ -171,9 +175,14 @@ class RunStore:
             steps, times = _listed(steps), _listed(times)  # Python numbers: SQLite binds no numpy scalar
             self._rewrite([(names[i], steps[i], values[i], times[i]) for i in sorted(again)])
 
-    def _write_each(self, points: Sequence[RawPoint]) -> None:
-        """A batch holding a step that is not an int or a value that is not a number: rows, point by point."""
+    def _write_each(self, points: Sequence[RawPoint], left_out: list[RawPoint]) -> None:
+        """A batch holding a step that is not an int or a value that is not a number: rows, point by point. A
+        step past SQLite's 64-bit integers goes to `left_out`, not into the store: one such point failed the
+        whole batch (every other metric of those steps lost)."""
         for p in points:
+            if isinstance(p[1], int) and not -(2**63) <= p[1] < 2**63:
+                left_out.append(p)
+                continue
             sid = self.series_id(p[0])
             if isinstance(p[1], int) and p[1] > self._max_step[sid]:
                 self._conn.execute("INSERT INTO points_tail VALUES (?, ?, ?, ?)", self._row(sid, p))
