@@ -33,7 +33,8 @@ under issue 28.4's target. In its brackets, `numpy first` is that CPU ratio with
 clock in both arms: numpy's import (~0.07-0.1 s of CPU here, OpenBLAS' threads spinning up included) is the
 same in both, a third of a 32 MiB Composer log's read and a seventh of Megatron's 362 MiB. `--against TREE`
 times another checkout (its `src/`, the extension built in place; compiled like this one) in the same rounds
-and prints each shape's time here over there (issue 26's acceptance: the known shapes within 10% of before; judged on the CPU median) and both trees' ratios.
+and prints each shape's time here over there (issue 26's acceptance: the known shapes within 10% of before;
+judged on the CPU median) and both trees' ratios.
 
     python bench/import_speed.py [--steps 1000000] [--repeats 3] [--console-lines 1000000] [--only-console]
                                  [--source] [--against TREE]
