@@ -232,11 +232,34 @@ class RunStore:
 
     def write_events(self, events: Iterable[tuple[int | None, float | None, str, str, str, str, Any]]) -> None:
         """Each event: (step, time, kind, severity, source, message, data)."""
+        events = list(events)
         rows = [(s, t, k, sev, src, msg, None if data is None else json.dumps(json_safe(data)))
                 for s, t, k, sev, src, msg, data in events]
         with self._conn:
             self._conn.executemany(
                 "INSERT INTO events (step, time, kind, severity, source, message, data) VALUES (?,?,?,?,?,?,?)", rows)
+            saved = [(k, s, data) for s, _, k, _, _, _, data in events
+                     if k in ("checkpoint", "rollback") and isinstance(data, dict)]
+            if saved:
+                self._checkpoint_rows(saved)
+
+    def _checkpoint_rows(self, saved: list[tuple[str, Any, dict[str, Any]]]) -> None:
+        """The `checkpoints` table from the saves the run recorded (it stayed empty while `ckpt list` showed
+        them): status `saved` (the hashes are checked by `ckpt verify`, not here), `deleted` once retention
+        removed it, `superseded` once a rollback set it aside."""
+        for kind, step, data in saved:
+            if kind == "rollback":
+                for gone in data.get("superseded") or ():
+                    self._conn.execute("UPDATE checkpoints SET status = 'superseded' WHERE step = ? AND "
+                                       "status = 'saved'", (gone,))
+                continue
+            if data.get("path") is not None:
+                metrics = data.get("metrics")
+                self._conn.execute("INSERT INTO checkpoints VALUES (?, ?, ?, NULL, 'saved', ?)",
+                                   (step, str(data["path"]), data.get("bytes"),
+                                    None if metrics is None else json.dumps(json_safe(metrics))))
+            for gone in data.get("deleted") or ():
+                self._conn.execute("UPDATE checkpoints SET status = 'deleted' WHERE path = ?", (str(gone),))
 
     def write_findings(self, findings: Iterable[Finding], time_s: float | None = None) -> None:
         self.write_events(
