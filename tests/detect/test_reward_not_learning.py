@@ -65,7 +65,8 @@ def test_a_falling_return_is_named(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("level", [lambda i: -1200.0 + 900 * min(1.0, i / 40),  # learns from the start
-                                   lambda i: -1200.0 + (900 * (i - 40) / 20 if i > 40 else 0.0)])  # learns late
+                                   lambda i: -1200.0 + (900 * (i - 40) / 20 if i > 40 else 0.0),  # learns late
+                                   lambda i: -1200.0 + 200 * i / 60])  # learns slowly: a sixth, 3 sigmas in all
 def test_an_agent_that_learns_is_not_a_finding(tmp_path: Path, level) -> None:
     assert _not_learning(_sb3_log(tmp_path / "ppo.log", _returns(60, level))) == []
 

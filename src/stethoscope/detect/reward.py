@@ -4,9 +4,9 @@ An RL run's loss says little about learning (a value loss grows with the returns
 hovers around 0), so whether the agent learns is read off the return it logs: SB3's `rollout/ep_rew_mean`,
 CleanRL's `charts/episodic_return`, Spinning Up's `AverageEpRet`, an RLHF run's mean reward. Judged at the
 end of the log, over the whole run: the return's level (the median of a window of `_WINDOW_SHARE` of the
-records) never rose above its level at the start by `_GAIN` of its size (and by more than its window's noise),
-at any point of the run. An agent that learns late still rises before the end; one that learned and then
-collapsed rose first, and is no such run.
+records) never rose above its level at the start by more than its window's noise can (`_NOISE`, and at least
+`_GAIN` of its size), at any point of the run. An agent that learns late still rises before the end; one
+that learned and then collapsed rose first, and is no such run.
 
 `warning` when the run logged `_WARN_POINTS` returns or more (it had the time to learn: the budget spent on it is
 lost), `info` on a shorter one (exploration can take that long). A return that never varied at all and is not 0
@@ -33,8 +33,10 @@ _MIN_POINTS = 10  # returns over the run: fewer say nothing about a trend
 _WARN_POINTS = 50
 _WINDOW_SHARE = 0.125  # a level: the median of this share of the records (at least `_MIN_WINDOW`)
 _MIN_WINDOW = 3
-_GAIN = 0.2  # a rise of this share of the return's size (rollouts are noisy: SB3's Breakout rose 1.9 -> 5.8)
-_NOISE = 3.0  # ...and of this many noise units of a window's median
+_GAIN = 0.05  # a rise of at least this share of the return's size (a drift of a few % is no learning)...
+_NOISE = 5.0  # ...and of this many units of sigma / sqrt(window): a difference of two window medians (each
+# ~1.25 sigma / sqrt(window)) the noise makes with 1/1000 odds; a fixed share alone (a fifth) called a Pendulum
+# agent that learned -1200 -> -1000 "not learning": a return's offset is no scale
 _KEPT = 4096
 _REMEDIES = (
     ("a reward the agent cannot reach by chance (sparse: exploration never finds it)",
