@@ -59,3 +59,16 @@ def test_a_killed_runs_report_gives_the_duration_show_gives(tmp_path):
     assert CliRunner().invoke(cli, ["report", str(tmp_path / "run"), "-o", str(out)]).exit_code == 0
     got = re.search(r"<span>duration: <b>([^<]*)</b></span>", out.read_text()).group(1)
     assert shown is not None and got == f"{shown:.3g} s"
+
+
+def test_a_clean_runs_headline_is_its_verdict_not_an_info_note():
+    """user-trial-4: a clean demo run's report (and its column in compare) opened with 'periodic_stall at step
+    18: one slow step …' where diagnose says 'healthy'."""
+    from stethoscope.report.html import headline, lead
+
+    note = Finding("periodic_stall", "info", 18, "one slow step at 18")
+    verdict = Finding("healthy", "info", 299, "healthy: loss 4.7 -> 1.98")
+    assert lead([note, verdict]) is verdict and "healthy: loss" in headline([note, verdict])
+    warn = Finding("loss_spike", "warning", 150, "loss spiked")
+    assert lead([note, verdict, warn]) is warn
+    assert lead([note]) is note

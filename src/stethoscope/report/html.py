@@ -385,10 +385,17 @@ def _facts(run: ReportInput) -> dict[str, str]:
 
 
 def findings_text(findings: Sequence[Finding]) -> str:
-    """The findings by severity as `show` counts them ("2 info, 1 critical"; "none"): a bare "3" beside a
-    critical badge read as three problems where one needs a person and two are notes."""
+    """The findings by severity as `show` counts them ("2 info, 1 critical"; "none")."""
     counts = {sev: sum(f.severity == sev for f in findings) for sev in r.SEVERITIES}
     return ", ".join(f"{n} {sev}" for sev, n in counts.items() if n) or "none"
+
+
+def lead(findings: Sequence[Finding]) -> Finding:
+    """The finding a page opens with: the most severe; below warning, the verdict (`healthy`) before a note."""
+    top = ranked(findings)[0]
+    if severity_rank(top.severity) < severity_rank("warning"):
+        return next((f for f in findings if f.type == "healthy"), top)
+    return top
 
 
 def headline(findings: Sequence[Finding], badge: bool = False) -> str:
@@ -396,14 +403,14 @@ def headline(findings: Sequence[Finding], badge: bool = False) -> str:
     severity badge (`badge`) it starts with the finding's type, as `diagnose` does, not the severity again."""
     if not findings:
         return "No problems found."
-    top = ranked(findings)[0]
+    top = lead(findings)
     where = f" at step {top.step}" if top.step is not None else ""
     return f"{top.type if badge else top.severity.capitalize()}{where}: {top.message}"
 
 
 def _header(run: ReportInput) -> str:
     facts = "".join(f"<span>{html.escape(k)}: <b>{html.escape(v)}</b></span>" for k, v in _facts(run).items())
-    top = ranked(run.findings)[0] if run.findings else None
+    top = lead(run.findings) if run.findings else None
     mark = badge(top.severity) if top else '<span class="st-badge st-ok">ok</span>'
     return (f'<section class="st-head"><h1>{html.escape(run.title)}</h1><div class="st-facts">{facts}</div>'
             f'<div class="st-headline">{mark} {html.escape(headline(run.findings, badge=top is not None))}</div></section>')
