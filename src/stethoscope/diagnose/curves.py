@@ -30,6 +30,8 @@ _PRIORITY = ("explosion", "divergence", "cliff", "overfitting", "plateau_high", 
 HEALTHY_CURVE, UNDERFITTING_CURVE = "healthy", "underfitting"
 _BLOCKS = 200
 _MIN_POINTS = 20  # fewer finite values (an excerpt) get "too_short" rather than a guess
+_MIN_SPARSE = 8  # ... unless logged every k > 1 steps over at least _MIN_POINTS steps (`_sparse_enough`): 8, so
+# that the opening and closing windows (3 records each) do not overlap
 _SPIKE_SIGMA = 6.0
 _SPIKE_MIN_REL = 0.3
 
@@ -67,10 +69,21 @@ def classify_train(steps: Any, values: Any, vocab_size: int | None = None) -> Cu
                           {"first_nonfinite_step": first_bad})
     ok = np.isfinite(v)
     s, v = s[ok], v[ok]
-    if v.size < _MIN_POINTS:
+    if v.size < _MIN_POINTS and not _sparse_enough(s):
         return CurveClass("too_short", f"only {v.size} finite loss values: too few to classify the curve",
                           {"points": int(v.size)})
     return _shape(s, v, vocab_size)
+
+
+def _sparse_enough(s: np.ndarray) -> bool:
+    """A curve logged every k > 1 steps (the HF Trainer's `logging_steps`: each record the mean over its interval)
+    is as long as the steps it covers: at least `_MIN_SPARSE` records over at least `_MIN_POINTS` steps. The same
+    run recorded at every step (its live store) is classified, so its log is too, and the two views agree (user
+    trial: the live run said "still improving", its trainer_state.json nothing)."""
+    if s.size < _MIN_SPARSE:
+        return False
+    gap = float(np.median(np.diff(s)))
+    return gap > 1 and (float(s[-1] - s[0]) + gap) >= _MIN_POINTS
 
 
 def classify_eval(steps: Any, values: Any, train_steps: Any = None, train_values: Any = None) -> CurveClass | None:
@@ -219,7 +232,8 @@ def _spikes(s: np.ndarray, v: np.ndarray, m: np.ndarray, starts: np.ndarray, sig
 
 def _ending(s: np.ndarray, m: np.ndarray, starts: np.ndarray, end: float, sigma: float,
             ev: dict[str, Any]) -> CurveClass:
-    tail = max(5, m.size // 5)
+    at = s[starts]  # the last fifth of the run's steps (at least 3 records), not of its records: a log of interval
+    tail = max(3, int(np.count_nonzero(at >= at[-1] - 0.2 * (at[-1] - at[0]))))  # means ends as its live store
     x = s[starts[-tail:]]
     y = m[-tail:]
     slope = float(np.polyfit(x, y, 1)[0]) if x.size >= 2 and np.ptp(x) > 0 else 0.0
