@@ -28,6 +28,7 @@ from stethoscope.diagnose.curves import UNDERFITTING_CURVE, classify_run
 from stethoscope.diagnose.degenerate import stuck_evals, zero_terms
 from stethoscope.diagnose.recovered import learned_on
 from stethoscope.diagnose.resumes import at_logged_resumes, logged_resumes, session_starts, weightless_resumes
+from stethoscope.diagnose.sustained import graded_divergences
 from stethoscope.diagnose.table import Table
 from stethoscope.diagnose.units import unit_changes
 from stethoscope.explain import explain_text
@@ -121,6 +122,7 @@ def _diagnose(imported: ImportedRun, config: DetectConfig | None, recorded: list
                             logged_resumes(imported.lines))
     findings = weightless_resumes(findings, table.series(LOSS), _resumes(imported, table),
                                   cfg.restart_grace_steps)
+    findings = graded_divergences(findings, table.series(LOSS))
     if not context.get("ga_factor"):
         verdict = verdicts.underfitting(findings, *table.series(LOSS), classification)
         findings += verdict or _curve_findings(classification)

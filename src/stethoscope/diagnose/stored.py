@@ -46,13 +46,14 @@ def _failure(meta: dict[str, str]) -> list[Finding]:
     import dataclasses
 
     from stethoscope.explain import explain_text
+    from stethoscope.findings.catalogue import CRASH
 
     error = (meta.get("status") or "").removeprefix("failed:").strip()
     if not (meta.get("status") or "").startswith("failed:") or not error:
         return []
     step = int(meta["last_step"]) if str(meta.get("last_step", "")).lstrip("-").isdigit() else None
     found = explain_text(error, "the run's status") or [Finding(
-        "crash", "error", step, f"the run ended with an exception: {error}",
+        CRASH, "error", step, f"the run ended with an exception: {error}",
         causes=["an exception raised in the training script (the traceback is in the run's own output)"],
         fixes=["read the traceback in the run's output; `stethoscope explain LOG` names common failures"])]
     return [dataclasses.replace(f, step=step if f.step is None else f.step) for f in found]

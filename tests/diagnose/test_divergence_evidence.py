@@ -1,0 +1,51 @@
+"""Evidence in proportion to the claim (user trial item 3): the live detector calls a divergence `error` two
+records after a jump under a raised LR; every view of the run grades it by the records since. Real tiny torch
+training (the MLP of tests/act/recovery_loop.py), the LR x100 for the run's last steps, a real store."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import stethoscope
+from stethoscope.diagnose.stored import incidents_at, live_findings
+from stethoscope.diagnose.sustained import SUSTAINED
+from stethoscope.store.query import open_run
+from tests.act import recovery_loop as loop
+
+torch.set_num_threads(1)
+STEPS = 250
+
+
+def _run(path, blown: int) -> None:
+    """The LR x100 for the last `blown` steps: the loss jumps and the run ends `blown - 2` records later."""
+    model, opt = loop.make()
+    with stethoscope.Monitor(path, model, opt, serve=False) as mon:
+        for step in range(STEPS):
+            for g in opt.param_groups:
+                g["lr"] = loop.lr_at(step, 300) * (100.0 if step >= STEPS - blown else 1.0)
+            x, y = loop.batch(step)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            mon.step(step, loss=loss)
+
+
+def _divergence(path):
+    with open_run(path) as r:
+        live = [f for f in live_findings(r) if f.type == "divergence"]
+    (d,) = incidents_at(path)
+    return live, [f for f in d.findings if f.type == "divergence"]
+
+
+@pytest.mark.parametrize("blown, severity", [(4, "warning"), (8, "error")], ids=["two_records", "sustained"])
+def test_a_divergence_is_an_error_only_once_the_records_show_it_sustained(tmp_path, blown, severity):
+    _run(tmp_path / "run", blown)
+    live, (f,) = _divergence(tmp_path / "run")
+    assert [g.severity for g in live] == ["error"]  # the live detector's word, as recorded
+    assert f.severity == severity, f.message
+    if severity == "warning":
+        assert f.evidence["records_up"] < SUSTAINED and "not sustained yet" in f.message
+    else:
+        assert "records_up" not in f.evidence
