@@ -98,7 +98,7 @@ class FleetQuery:
                 raise QueryRefused(f"query failed: table {missing[0]} is not in a Parquet export (it holds "
                                    f"{', '.join(EXPORTED)}, alerts); query the run's stores for it") from None
             raise _refusal(exc) from None
-        return [d[0] for d in cur.description or ()], rows
+        return _sqlite_names(sql, [d[0] for d in cur.description or ()]), rows
 
     def _view(self, table: str, times: bool = True) -> None:
         cols = "run, rank, " + RANKED[table]
@@ -210,3 +210,18 @@ def _refusal(exc: Exception) -> QueryRefused:
     if "Catalog" in type(exc).__name__:
         return QueryRefused(f"query failed: {text}; tables: {', '.join(RANKED)} (each with run and rank columns)")
     return QueryRefused(f"query failed: {text}")
+
+
+def _sqlite_names(sql: str, names: list[str]) -> list[str]:
+    """The column names one run's query gives (`min(value)`, SQLite's), where DuckDB says `min("value")`: the
+    same SQL over several runs headed its columns otherwise. SQLite prepares it over empty tables of the same
+    columns; DuckDB-only SQL (`arg_max`, `GROUP BY ALL`) keeps DuckDB's names."""
+    from stethoscope.store.columnar import sqlite_names
+
+    con = sqlite3.connect(":memory:")
+    try:
+        for table, cols in RANKED.items():
+            con.execute(f"CREATE TABLE {table} (run, rank, {cols})")
+        return sqlite_names(con, sql, names)
+    finally:
+        con.close()
