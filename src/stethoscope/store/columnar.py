@@ -35,6 +35,7 @@ from typing import Any
 
 from stethoscope.errors import InputError, QueryRefused, UsageError
 from stethoscope.store import arrow
+from stethoscope.store.packed import CorruptChunk
 from stethoscope.store.schema import RANKED
 
 ENGINES = ("auto", "sqlite", "duckdb")
@@ -145,7 +146,10 @@ def _load(con: Any, store: Path | None, rank: int, named: list[str], live: dict[
         if conn is not None:
             conn.execute("BEGIN")  # one snapshot for every table of this query
         for table in stored:
-            tbl = _stored(conn, table, times) if conn is not None else arrow.schemas()[table].empty_table()
+            try:
+                tbl = _stored(conn, table, times) if conn is not None else arrow.schemas()[table].empty_table()
+            except CorruptChunk as exc:
+                raise InputError(store, f"corrupt SQLite file ({exc})") from None
             con.register(f"_{table}_{rank}", _with_rank(tbl, rank))
     finally:
         if conn is not None:

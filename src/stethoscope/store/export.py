@@ -31,6 +31,7 @@ from urllib.parse import quote
 
 from stethoscope.errors import InputError, NotARunError, UsageError
 from stethoscope.store import arrow
+from stethoscope.store.packed import CorruptChunk, damaged
 from stethoscope.store.query import rank_files
 
 STATE_FILE = "_stethoscope_export.json"
@@ -129,10 +130,24 @@ def _export_task(task: tuple[Any, ...]) -> tuple[Any, Any]:
     dest, name, rank, f, mark = task
     try:
         return _export_rank(dest, name, rank, f, mark)
+    except CorruptChunk as exc:
+        return InputError(f, f"corrupt SQLite file ({exc})"), None
     except UsageError as exc:
         return exc, None
     except sqlite3.DatabaseError as exc:  # corrupt pages found while reading: the other ranks go on
-        return InputError(f, f"corrupt SQLite file ({exc})"), None
+        return InputError(f, f"corrupt SQLite file ({_damaged(f) or exc})"), None
+
+
+def _damaged(f: Path) -> str | None:
+    """Which packed chunk fails its checksum (SQLite says only "user-defined function raised exception")."""
+    try:
+        con = sqlite3.connect(f"file:{f}?mode=ro", uri=True)
+        try:
+            return damaged(lambda sql, args: ([], con.execute(sql, args).fetchall()), "main")
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
 
 
 def _check_names(runs: Sequence[Any], names: list[str]) -> None:

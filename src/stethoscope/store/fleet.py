@@ -24,6 +24,7 @@ from typing import Any
 from stethoscope.errors import QueryRefused, UsageError
 from stethoscope.store import arrow
 from stethoscope.store.export import APPENDED, REPLACED, is_export
+from stethoscope.store.packed import CorruptChunk
 from stethoscope.store.query import rank_files
 from stethoscope.store.schema import RANKED
 
@@ -143,7 +144,7 @@ class FleetQuery:
                 try:
                     conn.execute("BEGIN")
                     parts.append(arrow.with_run_rank(arrow.read(conn, table, f, times=times), s.name, rank))
-                except sqlite3.DatabaseError as exc:  # corrupt pages: the other ranks are still read
+                except (sqlite3.DatabaseError, CorruptChunk) as exc:  # corrupt pages or chunk: the others are read
                     self._skip(f"{f}: corrupt SQLite file ({exc})")
                 finally:
                     conn.close()

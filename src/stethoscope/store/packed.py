@@ -25,6 +25,8 @@ import sys
 import zlib
 from typing import TYPE_CHECKING, Any, Callable
 
+from stethoscope.errors import UsageError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -119,8 +121,9 @@ def crc(vals: bytes, steps: bytes | None, times: bytes | None) -> int:
     return zlib.crc32(times or b"", zlib.crc32(steps or b"", zlib.crc32(vals)))
 
 
-class CorruptChunk(ValueError):
-    """A chunk whose blobs do not match their checksum."""
+class CorruptChunk(UsageError, ValueError):
+    """A chunk whose blobs do not match their checksum: a damaged store file, an input error (exit status 2,
+    one line), never "a bug in the reader"."""
 
 
 def _st_check(expected: int | None, vals: bytes, steps: bytes | None, times: bytes | None) -> int:
@@ -268,7 +271,11 @@ def read_series(query: Query, db: str, sid: int, window: tuple[int, int] | None 
                       "WHERE series_id = ? AND end_step >= ? AND start_step <= ? ORDER BY start_step",
                       (sid, lo_w, hi_w))
     for c in chunks:
-        _st_check(c[7], c[6], c[5], c[8])
+        try:
+            _st_check(c[7], c[6], c[5], c[8])
+        except CorruptChunk:
+            raise CorruptChunk(f"a packed chunk fails its checksum (series {sid}, steps {c[0]}..{c[1]}): the "
+                               "store file is damaged") from None
     pieces = [(c[0], *decode(*c[2:7])) for c in chunks]
     if v3:  # the rows are the tail and reopened chunks: none holds a chunk's step
         x, y = _rows(query, db, sid, [(lo_w, hi_w)], "points_tail")

@@ -65,7 +65,7 @@ def read(run: str | os.PathLike[str], rank: int | None = None, width: int = 60, 
     try:
         conn.execute("BEGIN")
         snap = _read(conn, Path(run), r, len(files), max(8, width), findings)
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, packed.CorruptChunk) as exc:
         raise NotARunError(f"{f}: not a readable stethoscope store ({exc})") from None
     finally:
         conn.close()
