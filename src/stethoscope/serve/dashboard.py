@@ -168,15 +168,17 @@ class App:
     def findings(self, key: str, reader: RunReader) -> list[Finding]:
         """The run's incidents as every view shows them (`diagnose.stored.run_incidents`), computed again when
         the run has moved on (new findings, steps or status), at most once per ten times the last computation
-        took; an imported log's once (it does not change)."""
+        took; an imported log's once (it does not change); a run replaced in place (another `t0`) at once."""
         from stethoscope.diagnose.stored import run_incidents
 
         meta = reader.meta()
         _, rows = reader.query("SELECT COUNT(*), MAX(id) FROM findings")
-        basis = ("imported",) if meta.get("source_format") else (*rows[0], data.last_step(reader), meta.get("status"))
+        # t0 (when the store was made): a run replaced in place (`demo --force`, an import again) is another run
+        basis = (meta.get("t0"),) + (("imported",) if meta.get("source_format") else
+                                     (*rows[0], data.last_step(reader), meta.get("status")))
         with self._lock:
             cached = self._findings.get(key)
-        if cached is not None and (cached[0] == basis or time.monotonic() < cached[2]):
+        if cached is not None and (cached[0] == basis or (cached[0][0] == basis[0] and time.monotonic() < cached[2])):
             return cached[1]
         t0 = time.monotonic()
         found = run_incidents(reader).findings
