@@ -81,3 +81,12 @@ def test_megatron_interval_counts_of_every_iteration_are_reported() -> None:
         out += det.update(StepRecord(step, {SKIPPED: 100.0 if step > 500 else 0.0}))
     out += det.finish()
     assert [f.step for f in out if f.end_step == 2000] == [501]
+
+
+def test_a_run_that_logs_its_loss_scale_is_left_to_the_loss_scale_detector() -> None:
+    from stethoscope.records import LOSS_SCALE
+    det, out = SkippedStepsDetector(), []
+    for step in range(100, 2001, 100):  # Megatron: the scale is in the record, its collapse is detect.amp's
+        out += det.update(StepRecord(step, {SKIPPED: 100.0, LOSS_SCALE: 1.0}))
+    out += det.finish()
+    assert out == []

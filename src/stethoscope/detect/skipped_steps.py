@@ -9,8 +9,11 @@ and the overflow is in the forward pass itself (an fp16 activation over 65504, a
 which no loss scale cures. Megatron's `number of skipped iterations: K` (read as `train/skipped_iterations`)
 counts the interval's own skips, not a total.
 
-Reported once a run of such records spans `_MIN_STEPS` steps and `_MIN_RECORDS` records (`warning`: every
-update thrown away is a run that cannot learn); the finding grows with the run, and names the share skipped.
+A run that logs its loss scale is left to the loss-scale detector (`detect.amp`: the scale's collapse to its
+floor is the same event, dated where the scale fell); this one speaks where only the count is logged (DeepSpeed's
+`log_dist` line prints no scale). Reported once a run of such records spans `_MIN_STEPS` steps and
+`_MIN_RECORDS` records (`warning`: every update thrown away is a run that cannot learn); the finding grows with
+the run, and names the share skipped.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from stethoscope.detect.config import DetectConfig
 from stethoscope.findings.catalogue import LOSS_SCALE_COLLAPSE, PLATEAU
-from stethoscope.records import LOSS, SKIPPED, Finding, StepRecord
+from stethoscope.records import LOSS, LOSS_SCALE, SKIPPED, Finding, StepRecord
 
 # a total since the start (DeepSpeed's `skipped=`, HF's `skipped_steps`); `train/skipped_iterations` counts per interval
 _TOTAL = re.compile(r"^(?:\w+/)?(?:skipped|skipped_steps|num_skipped_steps|total_skipped(?:_steps)?)$", re.IGNORECASE)
@@ -52,9 +55,12 @@ class SkippedStepsDetector:
         self._first_step: int | None = None  # the run's first record with a count
         self._loss: list[float] = []  # the train loss at the stretch's records (its start and end)
         self._open = False  # the stretch is reported
+        self._scaled = False  # the run logs its loss scale: the loss-scale detector (`detect.amp`) owns the story
         self._last = 0  # the last step of the stretch
 
     def update(self, record: StepRecord) -> list[Finding]:
+        if LOSS_SCALE in record.values:
+            self._scaled = True
         count, total = None, False
         for name, value in record.values.items():
             if not math.isfinite(value):
@@ -98,7 +104,7 @@ class SkippedStepsDetector:
 
     def _report(self, step: int) -> list[Finding]:
         since = self._since if self._since is not None else step
-        if self._open:
+        if self._open or self._scaled:
             return []
         if step - since + 1 < _MIN_STEPS or self._records < _MIN_RECORDS:
             return []
@@ -141,7 +147,7 @@ class SkippedStepsDetector:
     def state_dict(self) -> dict[str, Any]:
         return {"total": self._total, "step": self._step, "since": self._since, "records": self._records,
                 "skipped": self._skipped, "first_step": self._first_step, "loss": list(self._loss),
-                "open": self._open, "last": self._last}
+                "open": self._open, "last": self._last, "scaled": self._scaled}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._total, self._step = state.get("total"), state.get("step")
@@ -149,3 +155,4 @@ class SkippedStepsDetector:
         self._skipped, self._first_step = state.get("skipped", 0.0), state.get("first_step")
         self._loss = list(state.get("loss", []))
         self._open, self._last = state.get("open", False), state.get("last", 0)
+        self._scaled = state.get("scaled", False)
