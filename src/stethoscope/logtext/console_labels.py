@@ -38,6 +38,7 @@ import re
 from typing import Any
 
 from stethoscope.logtext.console_epochs import batch_of
+from stethoscope.logtext.console_episodes import episode_step
 from stethoscope.logtext.console_owners import owned_counters
 from stethoscope.logtext.console_line import _EPOCH, NUMBER, Line, Value, _token_index
 
@@ -99,6 +100,8 @@ def settle(line: Line, text: str, pos: int) -> Line:
                        for v in line.values]
     if "teps" in line.body or "TEPS" in line.body:
         owned_counters(line, text, pos)
+    if line.step is None and line.body[:12].lstrip()[:2] in ("Ep", "ep", "EP"):
+        episode_step(line, text, pos)
     if not line.eval and _SPLIT_EPOCH.search(line.body):
         line.eval = True
         if line.step is None:  # when the eval ran, not what it measured (as `console_line.parse` drops it)

@@ -45,6 +45,8 @@ _PREFIX = re.compile(
     rf"|{_LEVEL}(?::[\w.<>]+:|\s*[-|:]\s|\s+)"  # INFO:root:  INFO -
     rf"|[-|]\s*[\w.<>]+\s*-\s*(?={_LEVEL})"  # - root - (before INFO)
     r"|[IWEF]\d{4}\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.\-]+:\d+\]"  # glog/absl
+    r"|[\w<>\-]+(?:\.[\w<>\-]+)+(?::[\w<>]+)?:\d+\s+-\s|[\w<>\-]+:[\w<>]+:\d+\s+-\s"  # loguru's `name:function:line - `
+    r"|1[5-9]\d{8}\.\d+(?=\s)"  # a Unix time in seconds (2017 to 2033) heading the line: a clock
     r"|\([\w.\-]+:\d+\)|[\w\-]+\.\w+:\d+\]|[\w\-]+\.py:\d+(?=\s)"  # a logger's source line: ESPnet's
     # `(trainer:732)`, `INFO train.py:80]`, LeRobot's `INFO 2026-06-12 10:53:24 ot_train.py:357 step:400`
     r"|[-|:]\s)")
@@ -57,7 +59,7 @@ _STEP = re.compile(
     # a counter word (not the end of a name: `time/batch`), its value after a blank, `:`, `=`, `#` or inside brackets (`Iter(train) [ 50/1000]`)
     # (or abbreviated with a period: Marian's `Up. 1000` is its updates), or quoted as a JSON value (pycls' `"iter": "20/5005"`)
     r"|(?<![/\-.])\b(?P<word>(?i:step|steps|iter|iters|iteration|update|updates|batch)\b|Up\.)['\"]?\s*(?:\(\w+\)\s*)?[:=#]?\s*"
-    r"(?:\[\s*|\"(?=\d+(?:/\d+)?\"))?(?:\d+-(?=\d))?(?P<c>\d{1,3}(?:,\d{3})+(?![\d.])|\d+(?![\d.]))(?:\s*/\s*(?P<ct>\d+))?"
+    r"(?:\[\s*|\"(?=\d+(?:/\d+)?\"))?(?:\d+-(?=\d))?(?P<c>\d{1,3}(?:,\d{3})+(?![\d.])|\d+(?!\d|\.\d))(?:\s*/\s*(?P<ct>\d+))?"
     r"|^\s*(?P<d>\d+)/(?P<dt>\d+)(?=\s|\[|$)")  # Keras `10/100 [==>..]` (tqdm bars are textlog's)
 # A counter in brackets with no word before it: `[  50/1000]` is a step counter; with a percentage after it
 # (`[640/60000 (1%)]`, PyTorch's examples) it says how far through the data set the epoch is: a sample

@@ -12,7 +12,7 @@ from stethoscope.logtext.names import CAMEL, known
 
 _TOKEN = re.compile(
     r"(?P<num>" + NUMBER.pattern + r")"
-    r"(?P<unit>(?:(?:[kKMB]|(?-i:G))(?![A-Za-z])|\s?(?:%|(?:ms|us|µs|ns|s|sec|min)(?:/(?:it|iter|step|batch))?(?![A-Za-z])|"
+    r"(?P<unit>(?:(?:[kKMB]|(?-i:G))(?![A-Za-z_])|\s?(?:%|(?:ms|us|µs|ns|s|sec|min)(?:/(?:it|iter|step|batch))?(?![A-Za-z])|"
     r"GiB|MiB|KiB|GB|MB|KB|TB|TiB|(?:tok|toks|tokens|samples|seqs|it|iters|steps)?/s(?:ec)?(?![A-Za-z])"
     r"(?!\s+[-+]?\.?\d)|"  # a rate's unit before a number is that number's key: `loss 4.2 samples/sec 153`
     r"x(?![A-Za-z])))(?!\s*[:=]|/))?"  # a unit before `=`/`:` is the next key (`loss=4.2 samples/sec=153`, `s/it:`)
@@ -21,6 +21,7 @@ _TOKEN = re.compile(
     re.IGNORECASE)
 _KEY_UNIT = re.compile(r"\([A-Za-z%/]{1,8}\)")  # a unit or a letter in brackets after a key's words
 _WORD_AFTER = re.compile(r"[ \t]*[A-Za-z_]")
+_KEY_AFTER = re.compile(r"[\w.\-]*\s*[:=]|\s+[-+]?\.?\d")  # the rest of a key, then its value
 _TIME_UNITS = {"ms", "us", "µs", "ns", "s", "sec", "min"}
 # Words that mean something in a trainer's line but not to the resolver (see the module docstring of
 # `detect/names.py`): llm.c's bare `norm` is the gradient norm, `took` a step time.
@@ -56,6 +57,9 @@ def _values(text: str, pos: int, cut: tuple[int, int]) -> list[Value]:
             unit = (m.group("unit") or "").strip()
             if token is None:
                 words = []
+                continue
+            if words and text[m.start() - 1:m.start()] == "@" and _KEY_AFTER.match(text, m.end()):
+                words[-1] += f"@{m.group()}"  # `mean@32: 0.51`, `recall@5=0.8`: a number of the key's name
                 continue
             if (m.group("num")[-1:].isalpha() and not after_assign and _WORD_AFTER.match(text, m.end())
                     and not (words and known(" ".join(words)))):

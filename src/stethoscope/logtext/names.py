@@ -24,9 +24,11 @@ EPOCH = "train/epoch"
 # Keys are normalized: lower case, blanks and dashes as underscores.
 _ALIASES = {
     **dict.fromkeys(("loss", "train/loss", "train_loss", "training_loss", "loss/train", "lm_loss", "train/lm_loss",
-                     "reduced_train_loss", "trl", "learn", "epoch_loss", "objective", "train/objective", "loss_value"),
+                     "reduced_train_loss", "trl", "learn", "epoch_loss", "objective", "train/objective", "loss_value",
+                     "episode_loss"),
                     LOSS),
-    # CatBoost's `learn`, GluonTS's `epoch_loss` (the epoch's mean train loss), the objective minimised (its loss),
+    # CatBoost's `learn`, GluonTS's `epoch_loss` (the epoch's mean train loss; an RL loop's `episode_loss`, the
+    # episode's), the objective minimised (its loss),
     # the loss's value (`loss_value: 2.31`)
     **dict.fromkeys(("eval/loss", "eval_loss", "val/loss", "val_loss", "valid/loss", "valid_loss",
                      "validation/loss", "validation_loss", "loss/val", "loss/valid", "loss/validation",
