@@ -20,7 +20,9 @@ def test_the_spike_names_the_warmup_peak_and_the_jump_apart(tmp_path: Path) -> N
     path = tmp_path / "train.log"
     path.write_text("\n".join(lines) + "\n")
     (run,) = read_any(path)
-    (spike,) = [f for f in diagnose_run(run).findings if f.type == LOSS_SPIKE]
+    # the spike, or the LR jump's incident that owns it as a symptom (trust-4: the cause is the root)
+    (spike,) = [f for f in diagnose_run(run).findings if f.type == LOSS_SPIKE
+                or any(s["type"] == LOSS_SPIKE for s in f.symptoms)]
     assert any(c.startswith("LR jumped 0.003 -> 0.3 (x100) at step 150, 2 steps before") for c in spike.causes)
     (after,) = [c for c in spike.causes if "after LR warm-up ended" in c]
     assert "(peak LR 0.003)" in after

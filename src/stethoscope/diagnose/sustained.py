@@ -2,10 +2,10 @@
 few records cannot show. The live detector names one at `error` as soon as a jump under a raised LR has not come
 back a step or two later; a view of the run (live or finished) grades it by what the records show since:
 
-* at least `SUSTAINED` records after the jump, each above its level by more than the noise (3 sigma of the records
+* at least `SUSTAINED` records after the jump above its level by more than the noise (3 sigma of the records
   before it, and `_MIN_REL` of the level): sustained, `error` stands;
-* the records end sooner (a live run, a run that stopped): `warning`, "not sustained yet";
-* the loss came back within fewer records: `info`, a jump that came back.
+* fewer than `SUSTAINED` records after it at all (a live run, a run that stopped): `warning`, "not sustained yet";
+* more records, too few of them up: `info`, a jump that came back.
 
 A divergence that ended non-finite (the run blew up) keeps its severity: NaN is evidence enough; so does one a
 rollback abandoned (the records after it are the restored path)."""
@@ -45,14 +45,14 @@ def _graded(f: Finding, steps: np.ndarray, values: np.ndarray) -> Finding:
         return f  # it blew up (or there is nothing to measure noise on): the detector's word stands
     noise = _noise(before[-_NOISE_RECORDS:])
     line = level + max(_SIGMAS * noise, _MIN_REL * abs(level))
-    up = int(np.argmin(after > line)) if np.any(after <= line) else after.size  # records after the jump still up
+    up = int(np.count_nonzero(after > line))  # records after the jump above the line (a slow climb crosses late)
     if up >= SUSTAINED:
         return f
-    came_back = up < after.size
+    came_back = after.size >= SUSTAINED  # the records went on, and too few of them stayed up
     ev = {**f.evidence, "records_up": up, "noise": noise, "sustained_records": SUSTAINED}
     if came_back:
-        msg = (f"{f.message}; it came back after {up} record{'s' if up != 1 else ''} (the loss under "
-               f"{line:.4g}, its level plus the noise): a jump that came back, not a divergence")
+        msg = (f"{f.message}; only {up} of the {after.size} records after it above {line:.4g} (its level plus the "
+               "noise): a jump that came back, not a divergence")
         return dataclasses.replace(f, severity="info", message=msg, evidence={**ev, "recovered": "fully"})
     msg = (f"{f.message}; only {up} record{'s' if up != 1 else ''} after the jump so far (a divergence needs "
            f"{SUSTAINED} above its level plus the noise): not sustained yet")

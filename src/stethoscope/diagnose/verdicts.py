@@ -29,6 +29,10 @@ def underfitting(findings: list[Finding], loss_steps: np.ndarray, loss: np.ndarr
     of a log whose earlier sessions fell by half (a short resume at its end) is that session's, not the run's."""
     if loss_steps.size < 3:
         return []
+    said = next((f for f in findings if f.type == UNDERFITTING and severity_rank(f.severity) >= 1), None)
+    if said is not None:  # a detector's own verdict (a classifier at chance level) says it better: it is the one
+        said.evidence = {**said.evidence, "verdict": True}
+        return []
     finite = loss[np.isfinite(loss)]
     if finite.size >= 3 and finite.min() < _LEARNED * float(np.median(finite[:3])):
         return []

@@ -57,10 +57,10 @@ def _root(j: Finding, effects: list[Finding]) -> Finding:
                 symptoms.append(dict(s))
     head = j.message.split(", off the schedule's slope")[0]
     msg = f"{head}, and the run followed: {worst.message}"
-    undo = next((x for c, x in zip(worst.causes, worst.fixes) if "LR jumped" in c and x), _UNDO)
-    pairs = [(f"the LR change at step {j.step} (x{1 + _rise(j):.3g}): too high for this stage", undo)]
+    named = next(((c, x) for c, x in zip(worst.causes, worst.fixes) if "LR jumped" in c and x), None)
+    pairs = [named or (f"the LR change at step {j.step} (x{1 + _rise(j):.3g}): too high for this stage", _UNDO)]
     pairs += [(c, x) for c, x in zip(j.causes, j.fixes) if "override" in c]  # not "a deliberate reset": it did harm
-    pairs += [(c, x) for c, x in zip(worst.causes, worst.fixes) if "LR jumped" not in c]
+    pairs += [(c, x) for c, x in zip(worst.causes, worst.fixes) if "LR jumped" not in c]  # the jump's own words first
     seen: set[str] = set()
     pairs = [(c, x) for c, x in pairs if not (c in seen or seen.add(c))]
     ends = [e.end_step for e in effects]
