@@ -32,12 +32,36 @@ def run_incidents(reader: RunReader, rank: int | None = None, config: DetectConf
     from stethoscope.diagnose.sources import from_store
 
     run = from_store(reader, rank)
+    others = rank is None
     rank = reader.ranks[0] if rank is None else rank
     config = config if config is not None else recorded_config(reader, rank)
-    d = conclude_run(run, recorded_findings(reader, rank) + _failure(reader.meta(rank)) + list(pending), config,
-                     _rollbacks(reader, rank))
+    recorded = recorded_findings(reader, rank)
+    if others:
+        recorded += other_ranks(reader, recorded)
+    d = conclude_run(run, recorded + _failure(reader.meta(rank)) + list(pending), config, _rollbacks(reader, rank))
     attach_batch_ids(d.findings, store_lookup(reader.query, rank))
     return d
+
+
+def other_ranks(reader: RunReader, recorded: Sequence[Finding], near: int = 2) -> list[Finding]:
+    """What the live detectors of the other ranks recorded at warning or above that the lowest rank's did not (not
+    of that type within `near` steps): a NaN on rank 1 alone is the run's problem, named 'on rank k' in every view
+    (user-trial-4: every view called such a run healthy). A problem every rank saw is said once, by the lowest."""
+    import dataclasses
+
+    from stethoscope.records import severity_rank
+
+    seen = [(f.type, f.step) for f in recorded]
+    out: list[Finding] = []
+    for k in reader.ranks[1:]:
+        for f in recorded_findings(reader, k):
+            if severity_rank(f.severity) < 1:
+                continue
+            if any(t == f.type and (s is None or f.step is None or abs(s - f.step) <= near) for t, s in seen):
+                continue
+            seen.append((f.type, f.step))
+            out.append(dataclasses.replace(f, message=f"on rank {k}: {f.message}", evidence={**f.evidence, "rank": k}))
+    return out
 
 
 def _failure(meta: dict[str, str]) -> list[Finding]:
