@@ -50,6 +50,16 @@ def test_a_step_that_is_no_integer_is_refused_by_name(tmp_path, caplog):
     assert "TypeError: '<' not supported" not in caplog.text and "NOT NULL constraint" not in caplog.text
 
 
+def test_a_step_past_64_bits_is_refused_by_name_and_the_others_kept(tmp_path, caplog):
+    run = tmp_path / "run"
+    with Monitor(str(run), serve=False) as mon:
+        for step in (0, 2**70, 1, -(2**63) - 1, 2):
+            mon.step(step, loss=1.0)
+    assert [s for s, _ in _losses(run)] == [0, 1, 2]
+    assert f"must fit in a signed 64-bit integer (the store's), got {2**70}" in caplog.text
+    assert "OverflowError" not in caplog.text
+
+
 def test_checkpoint_intervals_of_the_wrong_type_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"every must be an int >= 1 or None, got '5'"):
         stethoscope.Checkpoints(tmp_path / "c", every="5")

@@ -30,7 +30,7 @@ from stethoscope.capture.own_work import OwnWork
 from stethoscope.capture.pending import Pending
 from stethoscope.capture.run_folder import RunFacts, claim_run_dir
 from stethoscope.capture.system import GcPauses
-from stethoscope.capture.tensors import detach, int_step, length
+from stethoscope.capture.tensors import STEP_MAX, STEP_MIN, detach, int_step, length
 from stethoscope.capture.timing import StepTiming
 from stethoscope.capture.wiring import (alerts_config, exporters, live_alerts, live_detection, nonfinite_locator, probe,
                                         recorded_detect, recovery_policy, start_exports)
@@ -142,7 +142,7 @@ class Monitor:
         """Record one optimizer step. Cheap: no host sync, no I/O. Returns the Control to act on.
         `batch` (or a callable rebuilding it) is used only with `debug_nonfinite`, and held until the next flush."""
         try:
-            if type(step) is not int:
+            if type(step) is not int or not STEP_MIN <= step <= STEP_MAX:
                 step = int_step(step)
             if self._nonfinite is not None:
                 self._nonfinite.note(step, batch)

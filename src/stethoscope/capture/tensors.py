@@ -29,16 +29,23 @@ def detach(v: Any) -> Any:
     return float(v)
 
 
+STEP_MIN, STEP_MAX = -(2**63), 2**63 - 1  # SQLite's INTEGER
+
+
 def int_step(step: Any) -> int:
     """A step given as a numpy or tensor integer, as an int; anything else (a string, None, 1.5) is refused
     with a message: it would fail the writer and the detectors later, far from the call."""
     import operator
 
     try:
-        return operator.index(step)
+        step = operator.index(step)
     except TypeError:
         raise TypeError(f"mon.step's step must be an int, got {type(step).__name__} {step!r}; this step is not "
                         "recorded") from None
+    if not STEP_MIN <= step <= STEP_MAX:
+        raise ValueError(f"mon.step's step must fit in a signed 64-bit integer (the store's), got {step}; this step "
+                         "is not recorded")
+    return step
 
 
 def to_host(tensors: list[Any]) -> list[float]:
