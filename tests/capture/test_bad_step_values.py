@@ -71,3 +71,12 @@ def test_a_model_or_optimizer_of_the_wrong_kind_is_named_at_creation(tmp_path):
     with pytest.raises(TypeError, match=r"Monitor\(optimizer=\.\.\.\) expects a torch optimizer .*got Linear"):
         Monitor(str(tmp_path / "b"), model=torch.nn.Linear(2, 2), optimizer=torch.nn.Linear(2, 2), serve=False)
     assert not (tmp_path / "a").exists()  # nothing started, nothing written
+
+
+def test_a_run_path_that_is_a_file_is_refused_by_name(tmp_path):
+    from stethoscope.errors import UsageError
+
+    (tmp_path / "afile").write_text("not a run")
+    for path in (tmp_path / "afile", tmp_path / "afile" / "run"):
+        with pytest.raises(UsageError, match=r"afile is a file, not a folder; give the run a directory path"):
+            Monitor(str(path), serve=False)

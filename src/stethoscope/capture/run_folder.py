@@ -21,7 +21,14 @@ log = logging.getLogger(__name__)
 
 def claim_run_dir(run_dir: Path, rank: int, resume: bool) -> Path:
     """Where this run records: `run_dir`, or beside it (`run_dir-2`, …) when it holds an earlier run that
-    is not being resumed (a run is never appended to unless resume=True)."""
+    is not being resumed (a run is never appended to unless resume=True). A path that is a file (or under one) is
+    refused by name: a usage error at construction, before any step."""
+    from stethoscope.errors import UsageError
+
+    for part in (run_dir, *run_dir.parents):
+        if part.exists() and not part.is_dir():
+            raise UsageError(f"Monitor: {part} is a file, not a folder; give the run a directory path (it is "
+                             f"created if missing)")
     fresh = fresh_run_dir(run_dir, rank, resume)
     if fresh != run_dir:
         log.warning("stethoscope: %s already holds a run (pass resume=True to continue it); recording this "
