@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -51,3 +52,4 @@ def test_demo_nan_fault_stays_and_alerts_once_then_once_more_at_the_end(tmp_path
     assert [(a["kind"], a["type"], a["step"]) for a in sent] == [("trigger", "nan", 15), ("stop", "nan", 15)]
     assert "25 non-finite records between steps 15 and 39" in sent[1]["message"]  # NaN to the end: it stayed
     assert "stethoscope alerts" in res.stdout
+    assert re.search(r"last loss\W+nan\b", res.stdout), res.stdout  # as show prints it, not '-' (user-trial-4)

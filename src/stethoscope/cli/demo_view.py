@@ -18,7 +18,7 @@ from rich.text import Text
 
 from stethoscope.cli import render
 from stethoscope.cli.findings_view import print_findings
-from stethoscope.cli.listing import summary_table, with_counts
+from stethoscope.cli.listing import last_loss_text, summary_table, with_counts
 from stethoscope.cli.options import EXIT_STATUS_NO_FAIL_ON
 from stethoscope.diagnose.stored import run_findings
 from stethoscope.errors import UsageError
@@ -111,7 +111,7 @@ def _train_and_show(cfg: Any, run_dir: Path, alerts: Any = False) -> Path:
         progress.update(task, completed=steps)
     with open_run(run_dir) as reader:
         findings = run_findings(reader)
-        con.print(summary_table(with_counts(summarize(reader), findings)))
+        con.print(summary_table(with_counts(last_loss_text(summarize(reader), reader), findings)))  # as show
     if findings:
         con.print("[bold]what stethoscope noticed:[/]")
         print_findings(con, findings, min_severity="warning", limit=10)

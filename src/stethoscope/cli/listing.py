@@ -77,7 +77,7 @@ def _listed(run: Path, as_json: bool) -> dict[str, Any]:
             reader.verify()
             summary = with_counts(summarize(reader), run_findings(reader))
             summary = _with_skipped(summary, reader)
-            return summary if as_json else _last_loss_text(summary, reader)
+            return summary if as_json else last_loss_text(summary, reader)
     except StethoscopeError as exc:
         return {"run": str(run), "status": f"unreadable: {exc}"}
     except Exception as exc:  # noqa: BLE001 - one run's surprise never hides the others
@@ -89,7 +89,7 @@ def show_run(run: str, as_json: bool, min_severity: str | None = None) -> None:
         reader.verify()
         findings = run_findings(reader)
         summary = _with_skipped(with_counts(summarize(reader), findings), reader)
-        shown_summary = _last_loss_text(summary, reader)
+        shown_summary = last_loss_text(summary, reader)
     for skipped in summary.get("skipped_ranks", []):
         click.echo(f"stethoscope: warning: skipped {skipped}", err=True)
     if as_json:
@@ -103,7 +103,7 @@ def show_run(run: str, as_json: bool, min_severity: str | None = None) -> None:
         print_findings(con, findings, min_severity=min_severity or "warning", limit=20)
 
 
-def _last_loss_text(summary: dict[str, Any], reader: RunReader) -> dict[str, Any]:
+def last_loss_text(summary: dict[str, Any], reader: RunReader) -> dict[str, Any]:
     """The table's last loss: `nan` where the newest loss is NaN (the summary's None, SQL's NULL, also means no
     loss at all), as `watch` and `compare` print it; the JSON keeps null."""
     if summary.get("last_loss") is None and reader.ranks:
