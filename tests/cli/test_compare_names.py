@@ -24,3 +24,20 @@ def test_two_folders_of_one_log_are_named_by_the_folders(tmp_path):
     assert "log.jsonl" not in header
     page = out.read_text()
     assert str(tmp_path / "version_1") in page
+
+
+def test_compares_numbers_are_shows_a_nan_eval_left_out_of_the_min(tmp_path):
+    # Python's min() over [nan, 2.3, ..] is nan; show (SQL's MIN) leaves NaN out (user-trial-4 item 3).
+    from stethoscope import Monitor
+
+    for name in ("a", "b"):
+        with Monitor(str(tmp_path / name), serve=False) as mon:
+            for s in range(30):
+                mon.step(s, loss=3.0 - s / 20, tokens=64)
+                if s % 10 == 0:
+                    mon.eval(s, eval_loss=float("nan") if s == 0 else 2.5 - s / 100)
+    result = CliRunner().invoke(cli, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "-o",
+                                      str(tmp_path / "c.html")], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "min eval loss" in line)
+    assert "nan" not in row.lower() and "2.3" in row, row

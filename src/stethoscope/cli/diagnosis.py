@@ -396,9 +396,17 @@ def print_compare(inputs: list[Any]) -> None:
     differ = [k for k in keys if len({f.get(k) for f in flat}) > 1]
     cols = ["", *[i.title for i in inputs]]
     rows = [[k, *[f.get(k, "-") for f in flat]] for k in differ]
-    for label, name, agg in (("last loss", LOSS, lambda v: v[-1]), ("min eval loss", EVAL_LOSS, min),
-                             ("median tokens/s", TOKENS_PER_S, lambda v: sorted(v)[len(v) // 2])):
-        rows.append([label, *[agg(i.series[name][1]) if name in i.series and i.series[name][1] else None
+    def lowest(v: Any) -> float | None:  # as show's summary: NaN (SQL's NULL) left out of a min or a median
+        kept = sorted(x for x in v if x == x)
+        return kept[0] if kept else None
+
+    def middle(v: Any) -> float | None:
+        kept = sorted(x for x in v if x == x)
+        return kept[len(kept) // 2] if kept else None
+
+    for label, name, agg in (("last loss", LOSS, lambda v: v[-1]), ("min eval loss", EVAL_LOSS, lowest),
+                             ("median tokens/s", TOKENS_PER_S, middle)):
+        rows.append([label, *[agg(i.series[name][1]) if name in i.series and len(i.series[name][1]) else None
                               for i in inputs]])
     rows.append(["steps logged", *[logged_steps(i.series) for i in inputs]])
     rows.append(["findings ≥ warning", *[sum(f.severity != "info" for f in i.findings) for i in inputs]])
