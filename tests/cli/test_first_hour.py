@@ -209,6 +209,9 @@ def test_runs_lists_every_run_and_marks_the_bad_one(tmp_path, two_ranks_one_corr
     assert listed["bad"]["status"].startswith("unreadable:") and "rank-00000.sqlite" in listed["bad"]["status"]
     assert listed["good"]["logged_steps"] == 10
     assert "rank-00001.sqlite" in listed["multi"]["skipped_ranks"][0]
+    table = CliRunner().invoke(cli, ["runs", str(tmp_path / "runs")], env={"COLUMNS": "1000"}).stdout
+    bad_row = next(line for line in table.splitlines() if "unreadable" in line)
+    assert "none" not in bad_row  # nothing is known of an unreadable run's findings: '-', not 'none'
 
 
 def test_show_and_query_read_the_intact_ranks_and_say_which_were_skipped(two_ranks_one_corrupt):

@@ -140,6 +140,8 @@ def summary_table(s: dict[str, Any]) -> Any:
 
 
 def _findings_text(counts: dict[str, int] | None) -> str:
-    if not counts or not any(counts.values()):
+    if counts is None:
+        return "-"  # an unreadable run: nothing is known of its findings, not 'none'
+    if not any(counts.values()):
         return "none"
     return ", ".join(f"{n} {sev}" for sev, n in counts.items() if n)
