@@ -70,6 +70,7 @@ def test_empty_file(write) -> None:
     with pytest.raises(InputError, match="empty file") as err:
         read_any(path)
     assert str(path) in str(err.value)
+    assert "import" not in str(err.value)  # diagnose, report and compare read it too: no verb of one (user-trial-4)
 
 
 def test_directory_reads_every_known_log(tmp_path: Path, write) -> None:

@@ -69,7 +69,7 @@ def sniff_format(path: Path, importers: Sequence[Importer] | None = None) -> Imp
     importers = default_importers() if importers is None else importers
     check_file(path)
     if path.stat().st_size == 0:
-        raise InputError(path, "empty file: nothing to import")
+        raise InputError(path, "empty file: no training log in it (nothing to read)")
     head = read_head(path)
     found = _first(path, head, importers)
     if found is None and path.stat().st_size > HEAD_BYTES:
