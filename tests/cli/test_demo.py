@@ -91,3 +91,10 @@ def test_demo_recover_without_a_fault_trains_once(tmp_path, cli_env):
     assert res.returncode == 0, res.stderr
     assert "same run, no fault" not in res.stdout and "without the fault" not in res.stdout
     assert "no fault injected" in res.stdout and "--inject diverge@150" in res.stdout
+
+
+def test_a_one_step_demo_says_step_and_shows_no_rate_it_did_not_measure(tmp_path, cli_env):
+    res = run_cli("demo", "--steps", "1", "--out", str(tmp_path / "one"), env=cli_env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "1 step →" in res.stdout and "1 steps" not in res.stdout  # user-trial-4
+    assert "- tok/s" not in res.stdout

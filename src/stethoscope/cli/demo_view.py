@@ -90,12 +90,12 @@ def _train_and_show(cfg: Any, run_dir: Path, alerts: Any = False) -> Path:
     steps, inject = cfg.steps, cfg.inject
     con = render.console()
     con.print(Text(f"stethoscope demo: tiny GPT ({cfg.n_layer} layers, d={cfg.n_embd}) on CPU, "
-                   f"{steps} steps → {run_dir}" + (f", injecting {inject}" if inject else "")))
+                   f"{steps} step{'s' * (steps != 1)} → {run_dir}" + (f", injecting {inject}" if inject else "")))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]} tok/s"), TimeRemainingColumn())
+               TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tps]}"), TimeRemainingColumn())
     with Progress(*columns, console=con, transient=False) as progress:
-        task = progress.add_task("training", total=steps, loss="-", tps="-")
-        state: dict[str, Any] = {"last": None}
+        task = progress.add_task("training", total=steps, loss="-", tps="")  # a rate once two updates are timed
+        state: dict[str, Any] = {"last": None, "at": 0}
         tokens = cfg.batch_size * cfg.block_size
 
         def on_step(step: int, loss: Any) -> None:
@@ -103,9 +103,10 @@ def _train_and_show(cfg: Any, run_dir: Path, alerts: Any = False) -> Path:
 
             now = time.perf_counter()
             if step % 10 == 0 or step == steps - 1:
-                tps = "-" if state["last"] is None else f"{tokens * 10 / (now - state['last']):,.0f}"
+                done = step - state["at"]  # the last update need not be 10 steps after the one before
+                tps = "" if state["last"] is None else f"{tokens * done / max(now - state['last'], 1e-9):,.0f} tok/s"
                 progress.update(task, completed=step + 1, loss=f"{loss.item():.3f}", tps=tps)  # host sync: display
-                state["last"] = now
+                state["last"], state["at"] = now, step
 
         result = run(run_dir, cfg, on_step, alerts)
         progress.update(task, completed=steps)

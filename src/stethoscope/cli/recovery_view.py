@@ -59,7 +59,7 @@ def print_recovery(con: Any, run_dir: Path, cfg: Any, result: dict[str, Any], co
         return
     twin = replace(cfg, inject=None, recover=False)
     with Progress(*columns, console=con, transient=False) as progress:
-        task = progress.add_task("same run, no fault", total=twin.steps, loss="-", tps="-")
+        task = progress.add_task("same run, no fault", total=twin.steps, loss="-", tps="")
 
         def on_step(step: int, loss: Any) -> None:
             if step % 10 == 0 or step == twin.steps - 1:
