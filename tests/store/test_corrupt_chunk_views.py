@@ -46,6 +46,7 @@ def test_every_verb_says_damaged_in_one_line(runs, verb):
     assert res.exit_code == 2, res.output
     assert "checksum" in res.stderr and "bug" not in res.stderr and "could not finish" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+    assert "rank-00000.sqlite" in res.stderr, res.stderr  # the damaged file named, in every verb
 
 
 def test_a_query_over_several_runs_leaves_the_damaged_one_out_and_names_it(runs):

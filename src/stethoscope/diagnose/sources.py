@@ -71,15 +71,19 @@ def _packed_columns(reader: RunReader, rank: int) -> CodedColumns | None:
     is kept (what diagnosis reads of the times). None when the rank file is not packed."""
     import numpy as np
 
+    from stethoscope.errors import InputError
     from stethoscope.logtext.coded import CodedColumns
-    from stethoscope.store.packed import read_series
+    from stethoscope.store.packed import CorruptChunk, read_series
 
     db = reader.aliases.get(rank)
     if db is None or not reader.query(f"SELECT 1 FROM {db}.sqlite_master WHERE name = 'points_packed'")[1] \
             or not reader.query(f"SELECT 1 FROM {db}.points_packed LIMIT 1")[1]:
         return None
     _, series = reader.query(f"SELECT id, name FROM {db}.series ORDER BY id")
-    parts = [(name, *read_series(reader.query, db, sid)) for sid, name in series]
+    try:
+        parts = [(name, *read_series(reader.query, db, sid)) for sid, name in series]
+    except CorruptChunk as exc:  # named as show, watch and query name it: the file, then what is wrong
+        raise InputError(dict(reader.files).get(rank, reader.path), f"corrupt SQLite file ({exc})") from None
     parts = [p for p in parts if len(p[1])]
     if not parts:
         return None
