@@ -4,6 +4,8 @@
   opened at the first logged step and lasted to the last, or the whole curve classifies as
   `plateau_high`). A plateau that a restart ended (an aborted first launch, the next one appended to
   the same log and learning) is that launch's, not the run's. The plateau becomes the verdict's symptom: one incident, not two warnings.
+  A short curve (fewer than `_SHORT_POINTS` records) whose loss still fell beyond its noise (`_BEYOND_NOISE` sigma:
+  a 125-step LoRA fine-tune 3.19 -> 2.95) is too short to call not learning: info.
 * `healthy` (info): nothing at warning or above, said with the run's own numbers.
 """
 
@@ -20,6 +22,8 @@ from stethoscope.records import Finding, severity_rank
 
 _START_RECORDS = 2  # a plateau that opens within this many logged steps of the first one starts "from the start"
 _LEARNED = 0.5  # a run whose loss fell below this share of its first losses learned, whatever a session shows
+_SHORT_POINTS = 20  # a curve of fewer records is too short to tell a slow start from no learning ...
+_BEYOND_NOISE = 3.0  # ... once its loss fell by more than this many times its record-to-record noise
 
 
 def underfitting(findings: list[Finding], loss_steps: np.ndarray, loss: np.ndarray,
@@ -55,6 +59,12 @@ def underfitting(findings: list[Finding], loss_steps: np.ndarray, loss: np.ndarr
         ev = dict(train.get("evidence") or {})
         what = str(train.get("detail", ""))
         symptoms, step = [], first
+    if plateau is None and _short_but_falling(ev):
+        msg = (f"the loss fell only {ev['start']:.4g} -> {ev['end']:.4g}, but that is "
+               f"{(ev['start'] - ev['end']) / ev['noise']:.1f}x its record-to-record noise over only {ev['points']} "
+               "records: too short a curve to call not learning (a short fine-tune's loss falls little)")
+        return [Finding(UNDERFITTING, "info", step, msg, end_step=last, evidence={**ev, "short_run": True},
+                        source="verdicts")]
     msg = f"the loss never came down from where it started ({what}); the model is not learning"
     if ev.get("ln_vocab") and _num(ev.get("level")):
         msg += f"; it sits at {ev['level'] / ev['ln_vocab']:.0%} of ln(vocab), a uniform guess"
@@ -63,6 +73,14 @@ def underfitting(findings: list[Finding], loss_steps: np.ndarray, loss: np.ndarr
     if plateau is not None:
         f.causes = list(plateau.causes)
     return [f]
+
+
+def _short_but_falling(ev: dict[str, Any]) -> bool:
+    """A curve of fewer than `_SHORT_POINTS` records whose end lies `_BEYOND_NOISE` noise below its start."""
+    start, end, noise, points = ev.get("start"), ev.get("end"), ev.get("noise"), ev.get("points")
+    if not (_num(start) and _num(end) and _num(noise) and isinstance(points, int)) or noise <= 0:
+        return False
+    return points < _SHORT_POINTS and start - end > _BEYOND_NOISE * noise
 
 
 def healthy(findings: list[Finding], series: dict[str, tuple[np.ndarray, np.ndarray]]) -> Finding | None:
