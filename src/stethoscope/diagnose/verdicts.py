@@ -5,7 +5,8 @@
   `plateau_high`). A plateau that a restart ended (an aborted first launch, the next one appended to
   the same log and learning) is that launch's, not the run's. The plateau becomes the verdict's symptom: one incident, not two warnings.
   A short curve (fewer than `_SHORT_POINTS` records) whose loss still fell beyond its noise (`_BEYOND_NOISE` sigma:
-  a 125-step LoRA fine-tune 3.19 -> 2.95) is too short to call not learning: info.
+  a 125-step LoRA fine-tune 3.19 -> 2.95) is too short to call not learning: info. When every optimizer step was
+  skipped (a `loss_scale_collapse` at warning from the run's start), that is the verdict's cause, not the LR.
 * `healthy` (info): nothing at warning or above, said with the run's own numbers.
 """
 
@@ -17,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from stethoscope.diagnose.curves import HEALTHY_CURVE, UNDERFITTING_CURVE
-from stethoscope.findings.catalogue import CRASH, DIVERGENCE, EVAL_BROKEN, HEALTHY, PLATEAU, UNDERFITTING
+from stethoscope.findings.catalogue import (CRASH, DIVERGENCE, EVAL_BROKEN, HEALTHY, LOSS_SCALE_COLLAPSE, PLATEAU,
+                                            UNDERFITTING)
 from stethoscope.records import Finding, severity_rank
 
 _START_RECORDS = 2  # a plateau that opens within this many logged steps of the first one starts "from the start"
@@ -72,6 +74,15 @@ def underfitting(findings: list[Finding], loss_steps: np.ndarray, loss: np.ndarr
                 source="verdicts", symptoms=symptoms)
     if plateau is not None:
         f.causes = list(plateau.causes)
+    skipped = _skipped_from_start(findings, first, last, gap)
+    if skipped is not None:
+        f.message += (f"; because every optimizer step was skipped from step {skipped.step} "
+                      f"({LOSS_SCALE_COLLAPSE}): no update reached the weights")
+        f.causes = [f"every optimizer step was skipped from step {skipped.step} (fp16 loss scaler overflow, "
+                    f"{LOSS_SCALE_COLLAPSE}): the weights never changed"]
+        f.fixes = ["fix the fp16 overflow first (see the loss_scale_collapse finding): train in bf16, or find the "
+                   "layer that overflows; the LR and the model size are not the cause"]
+        f.evidence["cause"] = LOSS_SCALE_COLLAPSE
     return [f]
 
 
@@ -81,6 +92,12 @@ def _short_but_falling(ev: dict[str, Any]) -> bool:
     if not (_num(start) and _num(end) and _num(noise) and isinstance(points, int)) or noise <= 0:
         return False
     return points < _SHORT_POINTS and start - end > _BEYOND_NOISE * noise
+
+
+def _skipped_from_start(findings: list[Finding], first: int, last: int, gap: int) -> Finding | None:
+    """A `loss_scale_collapse` at warning or above that began within a few records of the run's start."""
+    return next((f for f in findings if f.type == LOSS_SCALE_COLLAPSE and severity_rank(f.severity) >= 1
+                 and f.step is not None and f.step <= first + _START_RECORDS * gap), None)
 
 
 def healthy(findings: list[Finding], series: dict[str, tuple[np.ndarray, np.ndarray]]) -> Finding | None:
@@ -142,7 +159,8 @@ def run_label(findings: list[Finding], classification: dict[str, Any]) -> str:
     curve = str(classification.get("label") or "-")
     verdict = next((f.type for f in findings if f.evidence.get("verdict") and f.type in (UNDERFITTING, HEALTHY)), None)
     if verdict == UNDERFITTING:
-        return "underfitting (not learning)"
+        skipped = any(f.evidence.get("cause") == LOSS_SCALE_COLLAPSE for f in findings if f.type == UNDERFITTING)
+        return "underfitting (not learning)" + (": every optimizer step skipped" if skipped else "")
     shape = "still improving" if curve == UNDERFITTING_CURVE else curve
     if curve == "overfitting" and any(f.type == EVAL_BROKEN and severity_rank(f.severity) >= 1 for f in findings):
         shape = "eval broken"  # its eval loss rising is the broken eval's (`degenerate.stuck_evals`), not overfitting
