@@ -26,6 +26,7 @@ from stethoscope.detect.nonfinite import NonFiniteDetector
 from stethoscope.detect.overfit import OverfitDetector
 from stethoscope.detect.overfit_quality import HeldOutQuality
 from stethoscope.detect.reward import RewardDetector
+from stethoscope.detect.nonfinite_terms import NonFiniteTermsDetector
 from stethoscope.detect.skipped_steps import SkippedStepsDetector
 from stethoscope.detect.spike import SpikeDetector
 from stethoscope.detect.throughput import ThroughputDetector
@@ -52,7 +53,7 @@ def default_detectors(config: DetectConfig | None = None, schedule: LrTracker | 
         NonFiniteDetector(cfg), SpikeDetector(cfg, lr), TrendDetector(cfg, lr), OverfitDetector(cfg, quality),
         GradientDetector(cfg, lr), LossScaleDetector(cfg), ThroughputDetector(cfg), MemoryDetector(cfg),
         LrDetector(cfg, lr), GpuHealthDetector(cfg), ChanceLevelDetector(cfg), SkippedStepsDetector(cfg),
-        RewardDetector(cfg),
+        RewardDetector(cfg), NonFiniteTermsDetector(cfg),
     ]
 
 
