@@ -23,10 +23,10 @@ from stethoscope.detect.gradients import GradientDetector
 from stethoscope.detect.lr import LrDetector, LrTracker
 from stethoscope.detect.memory import MemoryDetector
 from stethoscope.detect.nonfinite import NonFiniteDetector
+from stethoscope.detect.nonfinite_terms import NonFiniteTermsDetector
 from stethoscope.detect.overfit import OverfitDetector
 from stethoscope.detect.overfit_quality import HeldOutQuality
 from stethoscope.detect.reward import RewardDetector
-from stethoscope.detect.nonfinite_terms import NonFiniteTermsDetector
 from stethoscope.detect.skipped_steps import SkippedStepsDetector
 from stethoscope.detect.spike import SpikeDetector
 from stethoscope.detect.throughput import ThroughputDetector
