@@ -26,6 +26,7 @@ from stethoscope.diagnose import verdicts
 from stethoscope.diagnose.components import exploded_terms
 from stethoscope.diagnose.curves import UNDERFITTING_CURVE, classify_run
 from stethoscope.diagnose.degenerate import stuck_evals, zero_terms
+from stethoscope.diagnose.generalization import generalization_gap
 from stethoscope.diagnose.recovered import learned_on
 from stethoscope.diagnose.resumes import at_logged_resumes, logged_resumes, session_starts, weightless_resumes
 from stethoscope.diagnose.sustained import graded_divergences
@@ -123,6 +124,7 @@ def _diagnose(imported: ImportedRun, config: DetectConfig | None, recorded: list
     findings = weightless_resumes(findings, table.series(LOSS), _resumes(imported, table),
                                   cfg.restart_grace_steps)
     findings = graded_divergences(findings, table.series(LOSS))
+    findings += generalization_gap(findings, table.series(LOSS), table.series(EVAL_LOSS), classification)
     if not context.get("ga_factor"):
         verdict = verdicts.underfitting(findings, *table.series(LOSS), classification)
         findings += verdict or _curve_findings(classification)
