@@ -26,6 +26,7 @@ _START_RECORDS = 2  # a plateau that opens within this many logged steps of the 
 _LEARNED = 0.5  # a run whose loss fell below this share of its first losses learned, whatever a session shows
 _SHORT_POINTS = 20  # a curve of fewer records is too short to tell a slow start from no learning ...
 _BEYOND_NOISE = 3.0  # ... once its loss fell by more than this many times its record-to-record noise
+_CHANCE_K, _CHANCE_REL = 20, 0.01  # a flat loss within 1% of ln(K), K <= 20 (ln's spacing there is > 1.5%): chance
 
 
 def underfitting(findings: list[Finding], loss_steps: np.ndarray, loss: np.ndarray,
@@ -70,6 +71,12 @@ def underfitting(findings: list[Finding], loss_steps: np.ndarray, loss: np.ndarr
     msg = f"the loss never came down from where it started ({what}); the model is not learning"
     if ev.get("ln_vocab") and _num(ev.get("level")):
         msg += f"; it sits at {ev['level'] / ev['ln_vocab']:.0%} of ln(vocab), a uniform guess"
+    k = None if ev.get("ln_vocab") else _chance_k(ev)
+    if k is not None:
+        msg += (f"; it sits at ln({k}) = {math.log(k):.4g} the whole run: chance level, the cross-entropy of a "
+                f"uniform guess over {k} classes" + (" (or a GAN at equilibrium: 2 ln 2 for D, ln 2 for G)"
+                                                     if k in (2, 4) else ""))
+        ev["chance_classes"] = k
     f = Finding(UNDERFITTING, "warning", step, msg, end_step=last, evidence={**ev, "verdict": True},
                 source="verdicts", symptoms=symptoms)
     if plateau is not None:
@@ -84,6 +91,15 @@ def underfitting(findings: list[Finding], loss_steps: np.ndarray, loss: np.ndarr
                    "layer that overflows; the LR and the model size are not the cause"]
         f.evidence["cause"] = LOSS_SCALE_COLLAPSE
     return [f]
+
+
+def _chance_k(ev: dict[str, Any]) -> int | None:
+    """The one K in 2..`_CHANCE_K` whose ln(K) the loss's start, end and best all lie within `_CHANCE_REL` of."""
+    vals = [ev.get(k) for k in ("start", "end", "best", "start_level", "level") if _num(ev.get(k))]
+    if len(vals) < 2:
+        return None
+    ks = [k for k in range(2, _CHANCE_K + 1) if all(abs(v - math.log(k)) <= _CHANCE_REL * math.log(k) for v in vals)]
+    return ks[0] if len(ks) == 1 else None
 
 
 def _short_but_falling(ev: dict[str, Any]) -> bool:
