@@ -52,6 +52,8 @@ def open_log(path: Path) -> BinaryIO:
     if bom:
         raw.seek(bom)
         return raw
+    if magic[:1] == b"\x00":  # a file truncated under its writer: a hole of NULs, then the text (`unpadded`)
+        return _past_hole(raw)
     if magic[:2] != _GZIP_MAGIC:
         return raw
     return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
@@ -67,12 +69,42 @@ def utf8(data: bytes) -> bytes:
         data = data.decode("utf-16", errors="replace").encode("utf-8")
     if data[:3] == UTF8_BOM:
         data = data[3:]
+    data = unpadded(data)
     field = stream_field(data[:_STREAM_HEAD])
     if field is None and _CSV_EXPORT.match(data, 0, 256):
         data = _exported_lines(data)
     elif field is None and _document(data[:_STREAM_HEAD]):
         data = _document_lines(data)
     return _stream_lines(data, field) if field else data
+
+
+# A run of NUL bytes a text log can hold: the hole a file truncated while its writer held it open starts with
+# (`> train.log`, logrotate's copytruncate: the next write lands at the old offset), or the zeroed blocks a
+# crash leaves at its end. A binary file's NULs are mostly short (lengths, padding) among other control bytes.
+_HOLE = re.compile(rb"\A\x00+|\x00{16,}")
+
+
+def unpadded(data: bytes) -> bytes:
+    """`data` without its runs of NUL bytes when what is left is text (no NUL, few other control bytes); a
+    binary file is returned as it is, for the readers to refuse."""
+    if data.find(b"\x00") < 0:
+        return data
+    text = _HOLE.sub(b"", data)
+    head = text[:_STREAM_HEAD]
+    odd = sum(head.count(bytes([b])) for b in range(32) if b not in (9, 10, 12, 13, 27))
+    return text if text.find(b"\x00") < 0 and odd <= len(head) // 20 else data
+
+
+def _past_hole(raw: BinaryIO) -> BinaryIO:
+    """`raw` positioned at its first byte that is not NUL (at its end when it is all NULs)."""
+    start = 0
+    while chunk := raw.read(64 * 1024):
+        text = chunk.lstrip(b"\x00")
+        if text:
+            raw.seek(start + len(chunk) - len(text))
+            return raw
+        start += len(chunk)
+    return raw
 
 
 _DOCKER = b'{"log":'
@@ -183,7 +215,7 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> str:
         pass  # the start is enough to tell the format; the full read reports the damage
     except OSError as exc:
         raise read_error(path, exc) from None
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    return unpadded(b"".join(chunks)).decode("utf-8", errors="replace")
 
 
 def is_text(head: str) -> bool:
