@@ -43,3 +43,16 @@ def test_binary_data_with_scattered_nuls_is_still_refused() -> None:
     blob = bytes(range(256)) * 64
     with pytest.raises(InputError):
         _read_bytes(b"\x00" * 64 + blob + _lines())
+
+
+def _read_runs(text: str) -> list[ImportedRun]:
+    return _read_bytes(text.encode())
+
+
+def test_a_later_spelling_of_the_loss_at_the_same_step_does_not_overwrite_it() -> None:
+    """`[step N] loss=..` then `[step N] avg_loss=0.0000` (another quantity): the loss was overwritten with 0."""
+    text = "".join(f"[step {k}] loss={0.14 + k / 1e4:.4f} rewards(c/r)=-0.01/-0.01\n"
+                   + (f"[step {k}] avg_loss=0.0000\n" if k % 5 == 0 else "") for k in range(1, 21))
+    run = read_text(text)
+    assert series(run, LOSS) == {k: round(0.14 + k / 1e4, 4) for k in range(1, 21)}
+    assert series(run, "avg_loss") == {k: 0.0 for k in range(5, 21, 5)}

@@ -11,8 +11,8 @@ from typing import Any
 from stethoscope.detect.names import names_time_unit
 from stethoscope.logtext.console_clock import CLOCK_NAMES, STEPS_TIME, UNITLESS_STEP, time_name
 from stethoscope.logtext.console_line import MAGNITUDE, STEPS_TIME_KEY, key_name
-from stethoscope.logtext.names import EPOCH, FUNCTION_WORDS, Resolved, metric, names_a_metric, rivals
-from stethoscope.records import STEP_TIME
+from stethoscope.logtext.names import EPOCH, FUNCTION_WORDS, Resolved, distance, metric, names_a_metric, rivals
+from stethoscope.records import LOSS, STEP_TIME
 
 Names = dict[tuple[str, str, bool], "tuple[str, float] | None"]
 HELD_OUT = ("eval/", "test/")  # the names of an eval (or test) line's metrics: its record, not a step's
@@ -51,7 +51,23 @@ def resolve(cache: Names, key: str, unit: str, eval_line: bool) -> tuple[str, fl
             if found.name == STEP_TIME and not names_time_unit(raw):
                 plain = (f"{UNITLESS_STEP}|{raw}", 1.0)  # `iter_time: 250`: its magnitude says ms or s
             cache[at] = plain or (found.name, found.scale * MAGNITUDE.get(unit, 1.0))
+            if found.name == LOSS and not plain and not eval_line:
+                cache[at] = _owned(cache, raw, cache[at])  # type: ignore[arg-type]
     return cache[at]
+
+
+_LOSS_OWNER = ("", "\x00loss", False)  # the cache's note of the key that first named the train loss
+
+
+def _owned(cache: Names, raw: str, named: tuple[str, float]) -> tuple[str, float]:
+    """The train loss's name for `raw`, unless a closer spelling named it first in this file: a custom loop's
+    `[step 50] loss=0.14` then `[step 50] avg_loss=0.0000` would overwrite the loss with another quantity (a
+    mean, a running figure); the farther spelling (`names.distance`) keeps its own key, as `rivals` does on a
+    line."""
+    owner = cache.setdefault(_LOSS_OWNER, (raw, 0.0))
+    if owner is None or owner[0] == raw or distance(raw, LOSS) <= distance(owner[0], LOSS):
+        return named
+    return "_".join(raw.split()), named[1]
 
 
 def distinct(pairs: list[Any]) -> list[Any]:

@@ -220,7 +220,7 @@ _SCOPES = {"train/": {"train", "training", "trn"}, "eval/": {"val", "valid", "va
 _OBJECTIVE = {"loss", "total", "objective"}  # words of the loss a trainer optimises (`train/total_loss`)
 
 
-def _distance(raw: str, name: str) -> int:
+def distance(raw: str, name: str) -> int:
     """How many words `raw` has beyond `name`'s own, its scope's (`val`, `train`) and the objective's:
     `val/loss` 0, `val/train_loss` 1 (a train word in an eval name), `train/ce_loss` 1, `train/total_loss` 0."""
     scope = next((words for prefix, words in _SCOPES.items() if name.startswith(prefix)), set())
@@ -229,16 +229,16 @@ def _distance(raw: str, name: str) -> int:
 
 
 def closest(keys: list[str], name: str) -> set[str]:
-    """The keys naming `name` in the closest spelling (`_distance`): the others are its parts or kin."""
-    distance = {k: _distance(k, name) for k in keys}
-    best = min(distance.values())
-    return {k for k, d in distance.items() if d == best}
+    """The keys naming `name` in the closest spelling (`distance`): the others are its parts or kin."""
+    far = {k: distance(k, name) for k in keys}
+    best = min(far.values())
+    return {k for k, d in far.items() if d == best}
 
 
 def rivals(named: dict[str, str], demoted: set[str] | None = None) -> dict[str, str]:
     """{raw key: our name} where no two keys share a name: two keys of one row or header that resolve to one
     series (`val/loss` and `val/train_loss` to the eval loss; `train/total_loss` and `train/ce_loss` to the
-    train loss) would overwrite each other's values. The closest spelling (`_distance`, then the first) keeps
+    train loss) would overwrite each other's values. The closest spelling (`distance`, then the first) keeps
     the name; the others keep their own (`val/train_loss`), and stay demoted in later rows (`demoted`)."""
     if demoted:
         named = {k: ("_".join(k.split()) if k in demoted else n) for k, n in named.items()}
@@ -250,7 +250,7 @@ def rivals(named: dict[str, str], demoted: set[str] | None = None) -> dict[str, 
     out = dict(named)
     for name, keys in by_name.items():
         if len(keys) > 1:
-            best = min(keys, key=lambda k: _distance(k, name))
+            best = min(keys, key=lambda k: distance(k, name))
             for key in keys:
                 if key != best:
                     out[key] = "_".join(key.split())
