@@ -56,3 +56,34 @@ def test_a_later_spelling_of_the_loss_at_the_same_step_does_not_overwrite_it() -
     run = read_text(text)
     assert series(run, LOSS) == {k: round(0.14 + k / 1e4, 4) for k in range(1, 21)}
     assert series(run, "avg_loss") == {k: 0.0 for k in range(5, 21, 5)}
+
+
+def _yolo_launch(epochs: int, batch: int, loss0: float) -> str:
+    out = [f"2024-01-02 10:00:00.000 | INFO     | pkg.core.trainer:before_train:120 - args: Namespace(batch_size={batch},"
+           " devices=1, fp16=False)\n"]
+    k = 0
+    for e in range(1, epochs + 1):
+        for i in (10, 20):
+            k += 1
+            out.append(f"2024-01-02 10:00:{k % 60:02d}.000 | INFO     | pkg.core.trainer:after_iter:240 - epoch: {e}/100, "
+                       f"iter: {i}/20, mem: 1400Mb, iter_time: 0.2s, total_loss: {loss0 / (1 + k / 3):.2f}, lr: 1e-4\n")
+    return "".join(out)
+
+
+def test_an_aborted_launchs_epochs_are_a_run_of_their_own() -> None:
+    """The epochs start over after a traceback and a new launch's header: the later launch's steps were offset by
+    the aborted one's epochs (read as continuing: its last step too far)."""
+    crash = "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\nRuntimeError: CUDA error\n"
+    runs = _read_runs(_yolo_launch(5, 4, 10.0) + crash + _yolo_launch(8, 2, 10.0))
+    assert len(runs) == 2
+    assert max(series(runs[-1], LOSS)) == 7 * 20 + 20
+    assert max(series(runs[0], LOSS)) == 4 * 20 + 20
+
+
+def test_a_resume_with_one_header_is_one_run() -> None:
+    """A guard: the epochs count on after a resume (no start over near zero): one run, steps as before."""
+    text = _yolo_launch(3, 4, 10.0)
+    more = _yolo_launch(6, 4, 5.0).split("\n")
+    runs = _read_runs(text + "\n".join(line for line in more[1:] if "epoch: 4/" in line or "epoch: 5/" in line) + "\n")
+    assert len(runs) == 1
+    assert max(series(runs[0], LOSS)) == 4 * 20 + 20

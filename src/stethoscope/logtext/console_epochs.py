@@ -47,6 +47,7 @@ class EpochCounter:
         self.anchor = 0  # the epochs before the log's first one, counted in (`step`)
         self.counts_run: bool | None = None  # the epoch moved on: without going back (the counter counts the run)?
         self.first = 0  # the counter at the epoch's first record
+        self.offsets: dict[int, int] = {}  # each epoch's offset when it first came
 
     def step(self, epoch: int, raw: int, total: int | None) -> int:
         """The global step of counter `raw` (of `total`) printed after `epoch`. Without a total (ESPnet's
@@ -66,6 +67,9 @@ class EpochCounter:
             self.counts_run = (raw > last or resumed) and self.counts_run is not False
         if resumed:
             pass
+        elif epoch < last_epoch:  # the epochs start over (a launch after an aborted one, a resume from an earlier
+            offset = self.offsets.get(epoch, self.anchor if total is None else max(epoch - 1, 0) * total)  # epoch):
+            # that epoch's steps again, for a restart to be told (`importers.restarts`) or a resume laid over
         elif epoch > last_epoch and raw < last:
             offset += total * (epoch - last_epoch) if total else last + self.cadence - raw
         elif epoch > last_epoch and raw == last:  # one record an epoch at the same count (CycleGAN's `iters: 3648`
@@ -74,6 +78,7 @@ class EpochCounter:
             self.cadence = raw - last
         if self.state is None or epoch != last_epoch:
             self.first = raw
+            self.offsets.setdefault(epoch, offset)
         self.state = (epoch, offset, raw)
         return offset + raw
 
