@@ -87,3 +87,19 @@ def test_a_resume_with_one_header_is_one_run() -> None:
     runs = _read_runs(text + "\n".join(line for line in more[1:] if "epoch: 4/" in line or "epoch: 5/" in line) + "\n")
     assert len(runs) == 1
     assert max(series(runs[0], LOSS)) == 4 * 20 + 20
+
+
+def _gcn_launch(epochs: int, loss: str) -> str:
+    out = ["[01.02.24|10:00:00] Parameters:\n",
+           "{'work_dir': './out', 'phase': 'train', 'device': [0], 'base_lr': 0.1, 'step': [10, 50]}\n", "\n"]
+    for e in range(epochs):
+        out += [f"[01.02.24|10:00:{e:02d}] Training epoch: {e}\n", f"[01.02.24|10:00:{e:02d}] \tmean_loss: {loss}\n",
+                f"[01.02.24|10:00:{e:02d}] Time consumption:\n", f"[01.02.24|10:00:{e:02d}] Done.\n"]
+    return "".join(out)
+
+
+def test_launches_that_each_start_the_epochs_over_are_runs_of_their_own() -> None:
+    """Each launch prints its settings and starts at `Training epoch: 0`; the NaN loss tells no restart by its
+    value, the launch's header does: they were one series."""
+    runs = _read_runs(_gcn_launch(6, "nan") + _gcn_launch(4, "nan") + _gcn_launch(5, "nan"))
+    assert [max(series(r, LOSS)) for r in runs] == [5, 3, 4]

@@ -108,17 +108,38 @@ def marked(path: str, restarts: int) -> bool:
     """Whether the log at `path` marks `restarts` new runs where its counter starts over: a heading for each fold
     of a cross-validation (`Fold 2`: each fold trains a model anew), or an epoch count whose total changed each time
     (`Epoch 12/50` then `Epoch 1/20`: another run was launched, for another number of epochs, even when it goes on
-    from the first one's weights). A resume keeps its total; an epoch's batch count read as the step has neither."""
+    from the first one's weights), or a launch's header for each (`launches`: the arguments a process prints as it
+    starts; many launches that crash at once print no record, so at least one more header than restarts). A resume
+    goes back to its checkpoint's step, not near zero; an epoch's batch count read as the step has none of these."""
     from stethoscope.importers.source import read_bytes
 
     try:
         data = read_bytes(Path(path))
     except (OSError, InputError):
         return False
-    if len(_FOLD.findall(data)) - 1 == restarts:
+    if len(_FOLD.findall(data)) - 1 == restarts or launches(data) > restarts:
         return True
     totals = [total for total, _ in groupby(_EPOCH_OF.findall(data))]
     return len(totals) - 1 == restarts
+
+
+# A launch's header: the arguments it was started with (argparse's `args: Namespace(lr=0.1, ..)`, a settings dict a
+# line, st-gcn's `{'work_dir': './out', 'phase': 'train', ..}` after `Parameters:`): printed once a process.
+_LAUNCH = re.compile(rb"(?m)\bNamespace\(\w+=|^[^\n{]{0,80}\{'\w+': ")
+
+
+def launches(data: bytes) -> int:
+    """How many launches the log's headers mark (`_LAUNCH`, a dict only when it holds settings: `config_dump`)."""
+    from stethoscope.logtext.config_dump import config_dump
+
+    count = 0
+    for m in _LAUNCH.finditer(data):
+        if m[0].startswith(b"Namespace"):
+            count += 1
+        else:
+            end = data.find(b"\n", m.start())
+            count += config_dump(data[m.start(): end if end >= 0 else len(data)].decode("utf-8", "replace"))
+    return count
 
 
 def _record_start(steps: Any, at: int) -> int:
