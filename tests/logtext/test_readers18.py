@@ -103,3 +103,18 @@ def test_launches_that_each_start_the_epochs_over_are_runs_of_their_own() -> Non
     value, the launch's header does: they were one series."""
     runs = _read_runs(_gcn_launch(6, "nan") + _gcn_launch(4, "nan") + _gcn_launch(5, "nan"))
     assert [max(series(r, LOSS)) for r in runs] == [5, 3, 4]
+
+
+def test_a_tables_episode_column_is_its_step() -> None:
+    """A CSV with no step column and a rising `Episode` count: it was stepped by the row index (0, 1, ..)."""
+    rows = "".join(f"{250 * k},{100 + k},{-30 + k / 2:.3f},{-12 + k / 3:.3f}\n" for k in range(1, 11))
+    (run,) = _read_bytes(("Episode,Avg length,Total reward A,Total reward B\n" + rows).encode(), "rewards.csv")
+    assert sorted({p.step for p in run.points}) == [250 * k for k in range(1, 11)]
+    assert "Episode" not in {p.name for p in run.points}
+
+
+def test_an_episode_column_that_does_not_rise_is_no_step() -> None:
+    """A guard: an `Episode` column repeating (several rows an episode) stays a column; the row numbers the step."""
+    rows = "".join(f"{k // 3},{0.5 + k / 100:.2f}\n" for k in range(12))
+    (run,) = _read_bytes(("Episode,loss\n" + rows).encode(), "log.csv")
+    assert len(series(run, LOSS)) == 12

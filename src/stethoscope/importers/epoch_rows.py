@@ -103,3 +103,26 @@ def _evals_at_epoch_ends(rows: list[Row], train: list[Row], epochs: list[int]) -
     for row, step in moved:
         row.step, row.split = step, "eval"
     return "an eval row's step is its epoch: placed at the last train step of that epoch"
+
+
+def rising(values: list[int | None]) -> list[int | None] | None:
+    """The epochs of a table's rows (-1: a blank row) as its steps, or None when they are no counter of rows: a
+    whole number on every row with values, rising from row to row (a table that logs several rows an epoch
+    repeats them), save where a run appended to the same file starts over (a resume, as steps going back)."""
+    seen = [v for v in values if v != -1]
+    if len(seen) < 2 or None in seen or any(b == a for a, b in zip(seen, seen[1:])):
+        return None
+    restarts = sum(1 for a, b in zip(seen, seen[1:]) if b < a)  # a run appended to the same file, from its start
+    if restarts > len(seen) // 4:
+        return None
+    return [None if v == -1 else v for v in values]
+
+
+# Names of a counter a table without a step column may count its rows by (an RL loop's episodes, PPO's updates,
+# a game's frames or rounds): the step when its whole numbers rise on every row.
+_COUNTER_KEYS = ("episode", "episodes", "update", "updates", "frame", "frames", "round", "rounds", "generation")
+
+
+def counter_key(header: list[str]) -> int | None:
+    """The column named as a counter of rows (`_COUNTER_KEYS`), else None: the step when it rises (`rising`)."""
+    return next((i for i, h in enumerate(header) if h.strip().lower() in _COUNTER_KEYS), None)

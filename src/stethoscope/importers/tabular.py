@@ -30,7 +30,7 @@ from typing import Any
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
 from stethoscope.importers.bookkeeping import is_progress, refuse_progress_only
-from stethoscope.importers.epoch_rows import EPOCH_KEYS, Row, epoch_steps
+from stethoscope.importers.epoch_rows import EPOCH_KEYS, Row, counter_key, epoch_steps, rising as _epochs
 from stethoscope.importers.fairseq import fairseq_name
 from stethoscope.logtext.names import FileNames, metric, rivals, scaled_row
 from stethoscope.importers.stat_records import is_summary, summarised
@@ -221,12 +221,21 @@ def _read_csv(path: Path, header: list[str], rows: Any) -> tuple[PointTable, dic
         epoch_at = next((i for i, h in enumerate(header) if h.strip().lower() in EPOCH_KEYS), None)
         epochs = _epochs([_step(row, epoch_at) if any(c.strip() for c in row) else -1 for row in rows]) \
             if epoch_at is not None else None
+        counter_at = None if epochs is not None else counter_key(header)  # an RL table's `Episode` (500, 1000,
+        counted = _epochs([_step(r, counter_at) if any(c.strip() for c in r) else -1 for r in rows]) \
+            if counter_at is not None else None  # ..) rising on every row: the step, not a metric nor the row
+        if counted is not None:
+            epoch_at, epochs = counter_at, counted
+        else:
+            counter_at = None
         if epochs is not None:
             columns = [(i, name) for i, name in columns if i != epoch_at]
         if epochs is None:
             refuse_results_table(path, header, rows)
             refuse_settings_table(path, header)
-        how = f"the {header[epoch_at]!r} column (one row an epoch)" if epochs is not None else "the row index, from 0"
+        how = f"the {header[epoch_at]!r} column " + ("(one row an epoch)" if counter_at is None else
+                                                     "(a count rising on every row)") if epochs is not None else \
+            "the row index, from 0"
         if epochs is None and epoch_at is not None and _repeats([_step(row, epoch_at) for row in rows]):
             first = 1  # several rows an epoch, in order: each row one more record, numbered as a console's (1, 2, …)
             how = f"the row's number, from 1 (the {header[epoch_at]!r} column repeats: several rows an epoch)"
@@ -290,19 +299,6 @@ def _columns(header: list[str], taken: set[int | None], names: FileNames) -> tup
     named = rivals({header[i]: name for i, name in columns})
     return [(i, named[header[i]]) for i, _ in columns], skipped
 
-
-
-def _epochs(values: list[int | None]) -> list[int | None] | None:
-    """The epochs of a table's rows (-1: a blank row) as its steps, or None when they are no counter of rows: a
-    whole number on every row with values, rising from row to row (a table that logs several rows an epoch
-    repeats them), save where a run appended to the same file starts over (a resume, as steps going back)."""
-    seen = [v for v in values if v != -1]
-    if len(seen) < 2 or None in seen or any(b == a for a, b in zip(seen, seen[1:])):
-        return None
-    restarts = sum(1 for a, b in zip(seen, seen[1:]) if b < a)  # a run appended to the same file, from its start
-    if restarts > len(seen) // 4:
-        return None
-    return [None if v == -1 else v for v in values]
 
 
 def _repeats(epochs: list[int | None]) -> bool:
