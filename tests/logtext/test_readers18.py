@@ -118,3 +118,15 @@ def test_an_episode_column_that_does_not_rise_is_no_step() -> None:
     rows = "".join(f"{k // 3},{0.5 + k / 100:.2f}\n" for k in range(12))
     (run,) = _read_bytes(("Episode,loss\n" + rows).encode(), "log.csv")
     assert len(series(run, LOSS)) == 12
+
+
+def test_a_log_whose_losses_all_have_names_of_their_own_is_read() -> None:
+    """PPO's `iter=0000 .. loss_critic=nan loss_objective=nan` after a loguru prefix: no key named the train loss,
+    so nothing in the head counted as a metric line and the log was refused; its NaN went unseen."""
+    head = "2025-01-02 10:00:{:02d}.000 | INFO     | __main__:_log_metrics:146 - "
+    text = "".join(head.format(k) + f"iter={k:04d} reward=0.17 entropy=3.89 kl_approx=0.75 loss_critic="
+                   f"{'nan' if k < 2 else 0.01 * k} loss_objective={'nan' if k < 2 else -0.03}\n" for k in range(6))
+    run = read_text(text)
+    critic = series(run, "loss_critic")
+    assert sorted(critic) == list(range(6))
+    assert critic[0] != critic[0] and critic[5] == 0.05  # the NaN is read

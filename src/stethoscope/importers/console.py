@@ -130,7 +130,11 @@ def _is_metric(key: str, unit: str) -> bool:
     if name is None:
         return False
     resolved = metric(name).name
-    return "/" in resolved and (resolved != name or known(name))  # `train/loss` is ours already
+    return "/" in resolved and (resolved != name or known(name)) or "loss" in _WORDS.split(name.lower())  # (a
+    # loss of its own name, no train loss: PPO's `loss_critic=nan loss_objective=nan`, a GAN's `d_loss`)
+
+
+_WORDS = re.compile(r"[^a-z0-9]+")
 
 
 def zero_steps(run: ImportedRun) -> str:
