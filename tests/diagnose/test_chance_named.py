@@ -1,7 +1,7 @@
 """A loss flat at ln(K) for the whole run is named as chance level (`diagnose.verdicts.underfitting`).
 
 A st-gcn run sat at 1.6094 = ln 5 (top-1 20%), a DCGAN's discriminator at 1.386 = 2 ln 2: "not learning" was said
-(or nothing), never "chance level". With no class count in the log, a loss within 1% of ln(K) for one K <= 20 at
+(or nothing), never "chance level". With no class count in the log, a loss within 0.3% of ln(K) for one K <= 10 at
 its start, end and best is named; a flat loss at no such value is not."""
 
 from __future__ import annotations

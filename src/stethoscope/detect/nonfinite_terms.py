@@ -72,12 +72,14 @@ class NonFiniteTermsDetector:
         top = max(bad.values(), key=lambda s: s["count"])
         shown = ", ".join(names[:_NAMED]) + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
         msg = (f"{shown} {'was' if len(names) == 1 else 'were'} NaN/Inf from step {first} (up to {top['count']} of "
-               f"{top['records']} records{', to the last one' if top['last_bad'] else ''}) while the loss stayed finite")
+               f"{top['records']} records{', to the last one' if top['last_bad'] else ''}) "
+               "while the loss stayed finite")
         ev: dict[str, Any] = {"series": names, "first_step": first, "last_step": last, "nan_records": top["count"],
                               "records": top["records"], "loss_affected": False}
         absurd = self._absurd_start()
         if absurd is not None:
-            msg += f"; the first logged loss was {absurd[1]:.3g} at step {absurd[0]}, absurd next to the rest of the run"
+            msg += (f"; the first logged loss was {absurd[1]:.3g} at step {absurd[0]}, absurd next to the rest of "
+                    "the run")
             ev["absurd_first_loss"] = absurd[1]
         msg += ("; the forward pass produces NaN that the loss does not see (masked, clamped or detached), so the "
                 "model's outputs cannot be trusted" if state else "; once, and back to finite")

@@ -8,8 +8,8 @@ at least `_TRAIN_FELL` (start to end), the eval loss fell less than `_SHARE` of 
 loss stood at least `_GAP` times the train loss at each of the last `_LAST` evals (over at least `_MIN_EVALS`
 evals), and the eval loss never came below where the train loss started: none of the training's progress reached
 the held-out data (a Whisper fine-tune whose train loss went 0.23 -> 0.01 while its eval loss went 0.27 -> 0.21
-did transfer some: the usual gap of a fine-tune that fits its train set, not this). An eval loss that rose (the overfitting detector's case) or an overfitting finding already made are left
-to it.
+did transfer some: the usual gap of a fine-tune that fits its train set, not this). An eval loss that rose (the
+overfitting detector's case) or an overfitting finding already made are left to it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ _MIN_EVALS = 4
 
 
 def generalization_gap(findings: list[Finding], train: tuple[np.ndarray, np.ndarray],
-                       evals: tuple[np.ndarray, np.ndarray], classification: dict[str, Any] | None = None) -> list[Finding]:
+                       evals: tuple[np.ndarray, np.ndarray],
+                       classification: dict[str, Any] | None = None) -> list[Finding]:
     """The gap's finding, dated at the first eval from which the gap held to the end; nothing when the eval curve
     already reads overfitting (its rise is dated where it bottomed out) or a detector said so."""
     if any(f.type == OVERFITTING and severity_rank(f.severity) >= 1 for f in findings):
@@ -62,7 +63,8 @@ def generalization_gap(findings: list[Finding], train: tuple[np.ndarray, np.ndar
                               "eval_over_train": round(min(ratios), 2), "evals": int(ev.size),
                               "gap_since_step": int(es[since])}
     msg = (f"the train loss fell {fell_t:.0%} ({t_start:.4g} -> {t_end:.4g}) while the eval loss moved only "
-           f"{fell_e:.0%} ({e_first:.4g} -> {e_end:.4g}) and never came below where the train loss started; at the last {_LAST} evals it stood x{min(ratios):.2f} or more "
+           f"{fell_e:.0%} ({e_first:.4g} -> {e_end:.4g}) and never came below where the train loss started; at the "
+           f"last {_LAST} evals it stood x{min(ratios):.2f} or more "
            "above the train loss: the model is fitting the training set, not generalizing")
     causes = ["the model memorises a small training set (too many epochs or too large a model for the data)",
               "train and eval data differ (a different distribution, preprocessing or labels)"]

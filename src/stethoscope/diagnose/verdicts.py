@@ -26,7 +26,8 @@ _START_RECORDS = 2  # a plateau that opens within this many logged steps of the 
 _LEARNED = 0.5  # a run whose loss fell below this share of its first losses learned, whatever a session shows
 _SHORT_POINTS = 20  # a curve of fewer records is too short to tell a slow start from no learning ...
 _BEYOND_NOISE = 3.0  # ... once its loss fell by more than this many times its record-to-record noise
-_CHANCE_K, _CHANCE_REL = 20, 0.01  # a flat loss within 1% of ln(K), K <= 20 (ln's spacing there is > 1.5%): chance
+_CHANCE_K, _CHANCE_REL = 10, 0.003  # a loss stuck at chance is ln(K) to 3-4 digits; ln's spacing is >= 4% to K=10,
+# so a flat loss at no chance level lands this close to one by luck rarely (<= 1 in 7 near K=10, 1 in 30 near K=3)
 
 
 def underfitting(findings: list[Finding], loss_steps: np.ndarray, loss: np.ndarray,
@@ -73,8 +74,8 @@ def underfitting(findings: list[Finding], loss_steps: np.ndarray, loss: np.ndarr
         msg += f"; it sits at {ev['level'] / ev['ln_vocab']:.0%} of ln(vocab), a uniform guess"
     k = None if ev.get("ln_vocab") else _chance_k(ev)
     if k is not None:
-        msg += (f"; it sits at ln({k}) = {math.log(k):.4g} the whole run: chance level, the cross-entropy of a "
-                f"uniform guess over {k} classes" + (" (or a GAN at equilibrium: 2 ln 2 for D, ln 2 for G)"
+        msg += (f"; it sits at ln({k}) = {math.log(k):.4g} the whole run: chance level if the task has {k} classes "
+                f"(the cross-entropy of a uniform guess)" + (" (or a GAN at equilibrium: 2 ln 2 for D, ln 2 for G)"
                                                      if k in (2, 4) else ""))
         ev["chance_classes"] = k
     f = Finding(UNDERFITTING, "warning", step, msg, end_step=last, evidence={**ev, "verdict": True},
