@@ -1,6 +1,6 @@
 """Accuracy of `stethoscope diagnose` on a tiny GPT's real CPU training runs, faults injected, in five formats.
 
-    python bench/gpt_runs_accuracy.py [--assets tests/assets/gpt_runs] [--split dev|heldout|heldout2|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8]
+    python bench/gpt_runs_accuracy.py [--assets tests/assets/gpt_runs] [--split dev|heldout|heldout2|heldout3|heldout4|heldout5|heldout6|heldout7|heldout8|heldout9]
                                       [--format nanogpt|hf|wandb|lightning|tensorboard] [--verbose] [--json]
 
 The logs and labels are made by `bench/gpt_runs/make_logs.py` (a char-level GPT trained with AdamW,
@@ -10,7 +10,7 @@ console, the HF Trainer's console, a W&B-style history JSONL, Lightning's metric
 events) and committed under tests/assets/gpt_runs; `bench/gpt_runs/labels.py` says how each label is
 computed. The split is the generator's (`make_logs.SPLITS`, fixed before any scoring: seeds 6-8 held out,
 then looked at; seeds 9-11 "heldout2", scored once and looked at; seeds 12-14 "heldout3", scored once and
-looked at; seeds 15-17 "heldout4" scored once and looked at; seeds 18-20 "heldout5" scored once and looked at; seeds 21-23 "heldout6" scored once and looked at; seeds 24-26 "heldout7" scored once and looked at; seeds 27-29 "heldout8", the fresh held-out set).
+looked at; seeds 15-17 "heldout4" scored once and looked at; seeds 18-20 "heldout5" scored once and looked at; seeds 21-23 "heldout6" scored once and looked at; seeds 24-26 "heldout7" scored once and looked at; seeds 27-29 "heldout8" scored once and looked at; seeds 30-32 "heldout9", the fresh held-out set).
 Tune on dev; the held-out figure is the one that counts, and a held-out split scored twice is spent.
 
 Every log is read through `importers.registry.read_any` and diagnosed with `diagnose_run`, as the CLI

@@ -14,7 +14,8 @@ then looked at; seeds 12-14 ("heldout3"), generated before detect-5's tuning, we
 seeds 15-17 ("heldout4") were scored once in session 7 and looked at; seeds 18-20 ("heldout5") were scored once in
 session 8 and looked at; seeds 21-23 ("heldout6") were scored once in
 session 9 and looked at; seeds 24-26 ("heldout7") were scored once in session 10 and looked at; seeds 27-29
-("heldout8"), generated at the start of session 11 before any change, are the fresh held-out set.
+("heldout8") were scored once in session 11 and looked at; seeds 30-32 ("heldout9"), generated at the start of
+session 12 before any change, are the fresh held-out set.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 REPO = HERE.parents[1]
 OUT = REPO / "tests" / "assets" / "gpt_runs"
-SPLITS = {"dev": (0, 1, 2, 3, 4, 5), "heldout": (6, 7, 8), "heldout2": (9, 10, 11), "heldout3": (12, 13, 14), "heldout4": (15, 16, 17), "heldout5": (18, 19, 20), "heldout6": (21, 22, 23), "heldout7": (24, 25, 26), "heldout8": (27, 28, 29)}
+SPLITS = {"dev": (0, 1, 2, 3, 4, 5), "heldout": (6, 7, 8), "heldout2": (9, 10, 11), "heldout3": (12, 13, 14), "heldout4": (15, 16, 17), "heldout5": (18, 19, 20), "heldout6": (21, 22, 23), "heldout7": (24, 25, 26), "heldout8": (27, 28, 29), "heldout9": (30, 31, 32)}
 
 
 def split_of(seed: int) -> str:

@@ -34,8 +34,9 @@ FAULTS = ("healthy", "nan", "lr_jump", "frozen", "stall", "slowdown", "overfit")
 # seeds 12-13 ("heldout4") were scored once in session 7 and looked at; seeds 14-15 ("heldout5") were scored once in
 # session 8 and looked at; seeds 16-17 ("heldout6") were scored once in
 # session 9 and looked at; seeds 18-19 ("heldout7") were scored once in session 10 and looked at; seeds 20-21
-# ("heldout8"), generated at the start of session 11 before any change, are the fresh held-out set.
-SPLITS = {"dev": (0, 1, 2, 3, 4, 5), "heldout": (6, 7), "heldout2": (8, 9), "heldout3": (10, 11), "heldout4": (12, 13), "heldout5": (14, 15), "heldout6": (16, 17), "heldout7": (18, 19), "heldout8": (20, 21)}
+# ("heldout8") were scored once in session 11 and looked at; seeds 22-23 ("heldout9"), generated at the start of
+# session 12 before any change, are the fresh held-out set.
+SPLITS = {"dev": (0, 1, 2, 3, 4, 5), "heldout": (6, 7), "heldout2": (8, 9), "heldout3": (10, 11), "heldout4": (12, 13), "heldout5": (14, 15), "heldout6": (16, 17), "heldout7": (18, 19), "heldout8": (20, 21), "heldout9": (22, 23)}
 LR_FACTOR = 100.0  # the LR jump
 STALL_EVERY, STALL_S = 6, 0.15  # a data-loader stall: one slow fetch every few batches
 SLOWDOWN_S = 0.0006  # per step since the onset: each step slower than the one before
