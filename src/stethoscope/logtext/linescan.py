@@ -141,8 +141,9 @@ _NOT_PLAIN = (b"\x1f\x8b", b"\xff\xfe", b"\xfe\xff")  # gzip, UTF-16 (`importers
 
 def _not_plain(head: bytes) -> bool:
     """gzip, UTF-16, a UTF-8 byte-order mark, Docker's json-file wrapping, a JSON list (a Kaggle notebook's log) or
-    a hole of NULs (a file truncated under its writer; `importers.source` reads them): never mapped raw."""
-    return head[:2] in _NOT_PLAIN or head.startswith((b'{"log":', b"\xef\xbb\xbf", b'[{"', b"\x00"))
+    a hole of NULs (a file truncated under its writer; `importers.source` reads them) or an asciinema cast's header:
+    never mapped raw."""
+    return head[:2] in _NOT_PLAIN or head.startswith((b'{"log":', b"\xef\xbb\xbf", b'[{"', b"\x00", b'{"versi'))
 
 
 def mapped(path: str) -> mmap.mmap | None:
