@@ -2,12 +2,14 @@
 fault that can be injected: `diverge` (the LR blown up x100 for 10 steps), `nan` (a weight turned NaN),
 `nan_always` (the NaN comes back on every pass: recovery must give up), `diverge_persist` (the LR blown up
 x100 from step FAULT_AT - 25 for 40 steps on every pass: a fault still there after the first restore). The batches are a function of
-the step, so skipping one is simply not training on it."""
+the step, so skipping one is simply not training on it. `train_lr`: the same MLP without recovery, its LR the
+cosine schedule times a factor per step (an LR story: a jump, a blow-up to the end)."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -80,3 +82,19 @@ def train(root: Path, fault: str | None = None, steps: int = 500, recovery: Any 
                 break
             step = ctl.resume_step if ctl.rollback else step + 1
     return {"final": held_out_loss(model), "mon": mon, "trained": trained, "stopped": stopped}
+
+
+def train_lr(path: Path, steps: int, factor: Callable[[int], float], schedule_steps: int | None = None) -> None:
+    """Train `steps` steps into a Monitor at `path` (no recovery, no dashboard), the LR at each step
+    `lr_at(step, schedule_steps or steps) * factor(step)`."""
+    model, opt = make()
+    with stethoscope.Monitor(path, model, opt, serve=False) as mon:
+        for step in range(steps):
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, schedule_steps or steps) * factor(step)
+            x, y = batch(step)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            mon.step(step, loss=loss)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import torch
 from click.testing import CliRunner
 
-import stethoscope
 from stethoscope.cli.main import cli
 from stethoscope.diagnose.stored import incidents_at
 from tests.act import recovery_loop as loop
@@ -22,17 +21,7 @@ JUMP_AT, STEPS = 150, 300
 
 def _lr_jump_run(run) -> None:
     """The LR x30 for 2 steps at step 150 (a changed config): the loss and the grad norm jump, and come back."""
-    model, opt = loop.make()
-    with stethoscope.Monitor(run, model, opt, serve=False) as mon:
-        for step in range(STEPS):
-            for g in opt.param_groups:
-                g["lr"] = loop.lr_at(step, STEPS) * (30.0 if JUMP_AT <= step < JUMP_AT + 2 else 1.0)
-            x, y = loop.batch(step)
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            mon.step(step, loss=loss)
+    loop.train_lr(run, STEPS, lambda step: 30.0 if JUMP_AT <= step < JUMP_AT + 2 else 1.0)
 
 
 def test_the_lr_jump_is_the_root_and_the_jumps_it_caused_are_its_symptoms(tmp_path):

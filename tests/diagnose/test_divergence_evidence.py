@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-import stethoscope
 from stethoscope.diagnose.stored import incidents_at, live_findings
 from stethoscope.diagnose.sustained import SUSTAINED
 from stethoscope.store.query import open_run
@@ -19,17 +18,7 @@ STEPS = 250
 
 def _run(path, blown: int) -> None:
     """The LR x100 for the last `blown` steps: the loss jumps and the run ends `blown - 2` records later."""
-    model, opt = loop.make()
-    with stethoscope.Monitor(path, model, opt, serve=False) as mon:
-        for step in range(STEPS):
-            for g in opt.param_groups:
-                g["lr"] = loop.lr_at(step, 300) * (100.0 if step >= STEPS - blown else 1.0)
-            x, y = loop.batch(step)
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            mon.step(step, loss=loss)
+    loop.train_lr(path, STEPS, lambda step: 100.0 if step >= STEPS - blown else 1.0, schedule_steps=300)
 
 
 def _divergence(path):
