@@ -22,7 +22,7 @@ def test_jump_held_to_the_end_is_one_divergence():
     found = _run(_steady() + [4.3, 4.35, 4.32, 4.3])
     div = [f for f in found if f.type == "divergence"]
     assert len(div) == 1 and div[0].step == 60 and div[0].severity == "error"
-    assert div[0].evidence["recovered_fraction"] < 0.25
+    assert div[0].evidence["peak_undone"] < 0.25
 
 
 def test_huge_last_jump_alone_is_a_divergence():

@@ -39,7 +39,30 @@ def withdrawn_divergence(d: Finding, why: str) -> Finding:
 
 
 def recovered_fraction(inc: dict[str, Any]) -> float:
-    excess = inc["peak"] - inc["level"]
+    """The share of the jump undone from its peak (what the detectors' rules weigh: under a quarter, the run is
+    stuck). Not a measure of recovery to quote: a peak of 1e7 makes a loss still x264 its level "100%"."""
+    return peak_undone(inc["level"], inc["peak"], inc["last"])
+
+
+def peak_undone(level: float, peak: float, last: float) -> float:
+    excess = peak - level
     if excess <= 0:
         return 1.0
-    return max(0.0, min(1.0, (inc["peak"] - inc["last"]) / excess))
+    return max(0.0, min(1.0, (peak - last) / excess))
+
+
+def how_far_back(level: float, peak: float, peak_step: int, last: float) -> tuple[str, dict[str, Any]]:
+    """Where the loss stands at the last record of a jump it had not come back from, measured against its level
+    before the jump (never as a share of the peak: it cannot read "recovered" beside "had not come back"), and
+    the evidence for it: `recovered` ("not": under a quarter of the jump undone from its peak; "partly": more),
+    `peak_undone` (that share) and `last_over_level` (the last loss / the level before the jump, when positive)."""
+    frac = peak_undone(level, peak, last)
+    ev: dict[str, Any] = {"recovered": "not" if frac < 0.25 else "partly", "peak_undone": frac}
+    if level > 0 and math.isfinite(last):
+        ev["last_over_level"] = last / level
+        still = f"x{last / level:.3g} its level before the jump ({level:.4g})"
+    else:
+        still = f"{last - level:.4g} above its level before the jump ({level:.4g})"
+    if frac < 0.25:
+        return f"not recovered: still {still}", ev
+    return f"down from its peak ({peak:.4g} at step {peak_step}) but still {still}", ev

@@ -49,10 +49,9 @@ def loss_finding(inc: dict[str, Any], source: str) -> Finding:
 
 
 def divergence(inc: dict[str, Any], step: int, source: str) -> Finding:
-    frac = recovered_fraction(inc)
     ev = {
         "level_before": inc["level"], "peak": inc["peak"], "peak_step": inc["peak_step"],
-        "last": inc["last"], "last_step": inc["last_step"], "recovered_fraction": frac,
+        "last": inc["last"], "last_step": inc["last_step"], "peak_undone": recovered_fraction(inc),
         "spike_step": inc["start"], "further_spikes_folded": inc["respikes"],
         "detected_step": inc.get("diverged_at"),
     }

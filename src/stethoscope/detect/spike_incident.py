@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stethoscope.detect.comeback import came_back, recovered_fraction, withdrawn_divergence
+from stethoscope.detect.comeback import came_back, how_far_back, recovered_fraction, withdrawn_divergence
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.spike_findings import divergence, g, loss_finding
 from stethoscope.detect.spike_track import Track, echo
@@ -145,11 +145,11 @@ def loss_unrecovered(inc: dict[str, Any], step: int, track: Track, cfg: DetectCo
         inc.pop("held", None)
     release(inc)
     frac = recovered_fraction(inc)
-    how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the jump)"
+    how, ev = how_far_back(inc["level"], inc["peak"], inc["peak_step"], inc["last"])
     f = loss_finding(inc, source)
     f.end_step = inc["last_step"]
     f.message += f"; {how} by the last record (step {step}, loss {g(inc['last'])})"
-    f.evidence.update(recovered="not" if frac < 0.25 else "partly", recovered_fraction=frac)
+    f.evidence.update(ev)
     if young:
         f.message += (f"; the records stop {records} record{'s' if records > 1 else ''} into a rise of {small:.1%} of "
                       "what the run had learned: too soon to call, and little at stake")
@@ -167,7 +167,7 @@ def loss_unrecovered(inc: dict[str, Any], step: int, track: Track, cfg: DetectCo
                          "turned NaN/Inf: the run blew up")
         else:
             d.message += f"; {how} by the last record"
-        d.evidence["recovered"] = "not" if frac < 0.25 else "partly"
+        d.evidence.update(ev)
         out.append(d)
     return out
 

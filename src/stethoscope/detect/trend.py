@@ -19,7 +19,7 @@ import math
 from collections import deque
 from typing import Any
 
-from stethoscope.detect.comeback import came_back, up_to_the_end
+from stethoscope.detect.comeback import came_back, how_far_back, up_to_the_end
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.frozen import frozen_trigger, open_frozen
 from stethoscope.detect.knee import STOPPED, KneeTracker, knee_finding
@@ -297,11 +297,9 @@ class TrendDetector:
         level = self.recent.median() if len(self.recent) else None
         if div["kind"] == "sustained" and came_back(div["base"], level, self.config, div.get("rel")):
             return slow_comeback(div, f, level, self.name, self._first_step)
-        excess = div["peak"] - div["base"]
-        frac = 1.0 if excess <= 0 else max(0.0, min(1.0, (div["peak"] - div["last"]) / excess))
-        how = "not recovered" if frac < 0.25 else f"recovered partly ({frac:.0%} of the rise)"
+        how, ev = how_far_back(div["base"], div["peak"], div["peak_step"], div["last"])
         f.message += f"; {how} by the last record (step {div['last_step']}, loss {div['last']:.4g})"
-        f.evidence.update(recovered="not" if frac < 0.25 else "partly", recovered_fraction=frac)
+        f.evidence.update(ev)
         return [f]
 
     def _learned_after_restart(self) -> list[Finding]:
