@@ -93,7 +93,7 @@ def print_findings(con: Console, findings: Sequence[Finding], indent: str = "  "
             con.print(Text(f"{indent}    evidence: {_evidence(f.evidence)}", style="dim"))
         for i, cause in enumerate(f.causes[:4]):
             con.print(f"{indent}    {'cause' if i == 0 else '     '}: {cause}", highlight=False, markup=False)
-        for i, fix in enumerate(f.fixes[:4]):
+        for i, fix in enumerate([x for x in f.fixes if x][:4]):  # "": a cause with no fix of its own
             con.print(f"{indent}    {'fix' if i == 0 else '   '}  : {fix}", highlight=False, markup=False)
     if more:
         con.print(Text(f"{indent}+ {len(more)} more at {min_severity} or above (--json lists every finding)"))

@@ -59,7 +59,7 @@ _GENERIC = {r.cause for a in ADVICE.values() for r in a.remedies} | {c.remedy.ca
 _STANCES = {r.fix: r.stance for a in ADVICE.values() for r in a.remedies if r.stance} | {
     c.remedy.fix: c.remedy.stance for c in CONDITIONAL if c.remedy.stance}
 _TABLE_FIXES = {r.fix for a in ADVICE.values() for r in a.remedies} | {c.remedy.fix for c in CONDITIONAL} | {
-    _DATA_FALLBACK}
+    _DATA_FALLBACK, ""}
 
 
 def advise(finding: Finding, context: dict[str, Any] | None = None) -> Finding:
@@ -72,10 +72,10 @@ def advise(finding: Finding, context: dict[str, Any] | None = None) -> Finding:
     named = " ".join(finding.causes + [finding.message])
     data = [c for c in finding.causes if c not in _GENERIC]
     pairs: list[tuple[str, str]] = [(c.remedy.cause, c.remedy.fix) for c in _conditionals(finding.type, True, flags)]
-    for cause in data:
-        remedy = _answer(finding.type, cause, flags)
-        if remedy is not None:
-            pairs.append((cause, remedy.fix if remedy.fix else _DATA_FALLBACK))
+    for cause in data:  # a named cause with no fix of its own: "start with it" when it leads, else no fix line
+        remedy = _answer(finding.type, cause, flags)  # (evidence beside the causes around it; "" keeps fix i
+        if remedy is not None:  # answering cause i, and every view leaves an empty fix out)
+            pairs.append((cause, remedy.fix or ("" if pairs else _DATA_FALLBACK)))
     if AT_RESTART not in flags:  # a jump at a deliberate restart is expected: no generic instability causes
         pairs += [(c.remedy.cause, c.remedy.fix) for c in _conditionals(finding.type, False, flags, named)]
         advice = ADVICE.get(finding.type)

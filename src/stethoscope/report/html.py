@@ -275,6 +275,7 @@ def _evidence(evidence: dict[str, Any]) -> str:
 
 
 def _list(items: Sequence[str]) -> str:
+    items = [x for x in items if x]  # a fix "": a cause with no fix of its own
     return "<ol>" + "".join(f"<li>{html.escape(x)}</li>" for x in items) + "</ol>" if items else ""
 
 

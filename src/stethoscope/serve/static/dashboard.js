@@ -370,7 +370,7 @@
     });
     d.appendChild(ev);
     d.appendChild(list('Probable causes', f.causes || []));
-    d.appendChild(list('Fixes to try', f.fixes || []));
+    d.appendChild(list('Fixes to try', (f.fixes || []).filter(function (x) { return x; })));
     d.hidden = false;
     if (!quiet) { redrawMarks(); d.scrollIntoView({block: 'nearest'}); }
   }
