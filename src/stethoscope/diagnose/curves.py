@@ -70,8 +70,8 @@ def classify_train(steps: Any, values: Any, vocab_size: int | None = None) -> Cu
     ok = np.isfinite(v)
     s, v = s[ok], v[ok]
     if v.size < _MIN_POINTS and not _sparse_enough(s):
-        return CurveClass("too_short", f"only {v.size} finite loss values: too few to classify the curve",
-                          {"points": int(v.size)})
+        return CurveClass("too_short", f"only {v.size} finite loss value{'s' * (v.size != 1)}: too few to classify "
+                          "the curve", {"points": int(v.size)})
     return _shape(s, v, vocab_size)
 
 

@@ -129,8 +129,10 @@ def _diagnose(imported: ImportedRun, config: DetectConfig | None, recorded: list
         verdict = verdicts.underfitting(findings, *table.series(LOSS), classification)
         findings += verdict or _curve_findings(classification)
     findings = _finalise(findings, context)
+    train = classification["train"]
     fine = verdicts.healthy(findings, {"loss": table.series(LOSS), "eval": table.series(EVAL_LOSS),
-                                       "grad_norm": table.series(GRAD_NORM)})
+                                       "grad_norm": table.series(GRAD_NORM)},
+                            str(train.get("detail")) if train.get("label") == "too_short" else None)
     last = int(table.steps.max()) if table.steps.size else None
     return Diagnosis(imported.path, imported.format, table.n_steps, findings + ([fine] if fine else []),
                      classification, last)

@@ -117,21 +117,35 @@ def _skipped_from_start(findings: list[Finding], first: int, last: int, gap: int
                  and f.step is not None and f.step <= first + _START_RECORDS * gap), None)
 
 
-def healthy(findings: list[Finding], series: dict[str, tuple[np.ndarray, np.ndarray]]) -> Finding | None:
-    """A clean bill of health with the run's numbers, when nothing at warning or above was found."""
+def healthy(findings: list[Finding], series: dict[str, tuple[np.ndarray, np.ndarray]],
+            too_short: str | None = None) -> Finding | None:
+    """A clean bill of health with the run's numbers, when nothing at warning or above was found; for a curve too
+    short to classify (`too_short`: why, from `curves`) an info that says so instead, never "healthy" (5 steps whose
+    loss rose). The loss is quoted as logged (its first and last record) and, over 10 records or more, as the
+    median of the first and last tenth (at most 10 records each): what the run went from and to, beside its noise."""
     if any(severity_rank(f.severity) >= 1 for f in findings):
         return None
     steps, loss = series.get("loss", (np.zeros(0), np.zeros(0)))
     ok = np.isfinite(loss)
-    if np.count_nonzero(ok) < 3:
+    if not np.count_nonzero(ok) or (too_short is None and np.count_nonzero(ok) < 3):
         return None
     steps, loss = steps[ok], loss[ok]
+    span = int(steps[-1] - steps[0])
+    if too_short is not None:
+        ev = {"too_short": True, "steps": span, "loss_first": float(loss[0]), "loss_last": float(loss[-1])}
+        what = (f"loss {loss[0]:.4g} -> {loss[-1]:.4g} over {span} step{'s' * (span != 1)}" if loss.size > 1
+                else f"loss {loss[0]:.4g} at step {int(steps[0])}")
+        return Finding(HEALTHY, "info", int(steps[-1]), f"too short to judge: {what} ({too_short}); nothing at "
+                       "warning level", evidence=ev, source="verdicts")
     k = max(1, min(10, loss.size // 10))
     start, end = float(np.median(loss[:k])), float(np.median(loss[-k:]))
-    ev: dict[str, Any] = {"verdict": True, "steps": int(steps[-1] - steps[0]), "loss_start": start, "loss_end": end,
-                          "loss_min": float(loss.min()), "loss_min_step": int(steps[int(np.argmin(loss))])}
-    parts = [f"loss {start:.4g} -> {end:.4g} over {ev['steps']} steps (best {ev['loss_min']:.4g} at step "
-             f"{ev['loss_min_step']})"]
+    ev: dict[str, Any] = {"verdict": True, "steps": span, "loss_first": float(loss[0]), "loss_last": float(loss[-1]),
+                          "loss_start": start, "loss_end": end, "loss_min": float(loss.min()),
+                          "loss_min_step": int(steps[int(np.argmin(loss))])}
+    quoted = f"loss {loss[0]:.4g} -> {loss[-1]:.4g}"
+    if k > 1:
+        quoted += f" (median of the first and last {k} records: {start:.4g} -> {end:.4g})"
+    parts = [f"{quoted} over {span} steps (best {ev['loss_min']:.4g} at step {ev['loss_min_step']})"]
     es, ev_loss = series.get("eval", (np.zeros(0), np.zeros(0)))
     fin = np.isfinite(ev_loss)
     if np.count_nonzero(fin):
@@ -143,7 +157,7 @@ def healthy(findings: list[Finding], series: dict[str, tuple[np.ndarray, np.ndar
     if gn.size:
         ev.update(grad_norm_median=float(np.median(gn)), grad_norm_max=float(gn.max()))
         parts.append(f"grad norm median {ev['grad_norm_median']:.3g} (max {ev['grad_norm_max']:.3g})")
-    msg = "healthy: " + "; ".join(parts) + "; no instability, stall or leak at warning level"
+    msg = "; ".join(parts) + "; no instability, stall or leak at warning level"
     return Finding(HEALTHY, "info", int(steps[-1]), msg, evidence=ev, source="verdicts")
 
 
