@@ -5,8 +5,8 @@ A log is drawn part by part: a prefix (date or clock, logger, launcher rank, ANS
 counter, separators, metric names and units, a logging cadence, eval lines and the lines a trainer prints
 in between (bars, warnings, checkpoints). Every part has a development pool (used while tuning the
 reader) and held-out pools, each fixed before the reader was tuned on the one before and looked at once,
-for its figure, then tuned on: `SPENT` .. `SPENT12` (forms in `log_grammar_forms.py`, `_fifth.py` .. `_twelfth.py`;
-figures in `log_grammar_rates.py`), and `HELD` (the thirteenth, in `log_grammar_thirteenth.py`).
+for its figure, then tuned on: `SPENT` .. `SPENT13` (forms in `log_grammar_forms.py`, `_fifth.py` .. `_thirteenth.py`;
+figures in `log_grammar_rates.py`), and `HELD` (the fourteenth, in `log_grammar_fourteenth.py` and `_fourteenth_dress.py`).
 `logs("dev")` draws development parts only; `logs(p)` for another pool draws from it and the pools before
 it, with at least one part of its own.
 
@@ -31,6 +31,7 @@ import log_grammar_eighth as eighth
 import log_grammar_eleventh as eleventh
 import log_grammar_fifth as fifth
 import log_grammar_forms as forms
+import log_grammar_fourteenth as fourteenth
 import log_grammar_ninth as ninth
 import log_grammar_seventh as seventh
 import log_grammar_sixth as sixth
@@ -39,12 +40,13 @@ import log_grammar_thirteenth as thirteenth
 import log_grammar_twelfth as twelfth
 from log_grammar_oracle import MISREAD, PARTIAL, RECOVERED, REFUSED, Outcome, score  # noqa: F401 (the oracle)
 
-DEV, SPENT, SPENT2, SPENT3, SPENT4, SPENT5, SPENT6, SPENT7, SPENT8, SPENT9, SPENT10, SPENT11, SPENT12, HELD = (
+DEV, SPENT, SPENT2, SPENT3, SPENT4, SPENT5, SPENT6, SPENT7, SPENT8, SPENT9, SPENT10, SPENT11, SPENT12, SPENT13, HELD = (
     "dev", "spent", "spent2", "spent3", "spent4", "spent5", "spent6", "spent7", "spent8", "spent9", "spent10", "spent11",
-    "spent12", "held")
-TIERS = (DEV, SPENT, SPENT2, SPENT3, SPENT4, SPENT5, SPENT6, SPENT7, SPENT8, SPENT9, SPENT10, SPENT11, SPENT12, HELD)
+    "spent12", "spent13", "held")
+TIERS = (DEV, SPENT, SPENT2, SPENT3, SPENT4, SPENT5, SPENT6, SPENT7, SPENT8, SPENT9, SPENT10, SPENT11, SPENT12, SPENT13,
+         HELD)
 LONG = 0.05  # the share of long logs in `sample` (thousands of records: the readers' paths for long runs)
-HELD_OUT: dict[str, set[str]] = {}  # dimension -> the thirteenth held-out pool's part names
+HELD_OUT: dict[str, set[str]] = {}  # dimension -> the fourteenth held-out pool's part names
 SPENT_OUT: dict[str, set[str]] = {}  # dimension -> the first held-out pool's (looked at once, tuned on)
 SPENT2_OUT: dict[str, set[str]] = {}  # ... the second's, ..
 SPENT3_OUT: dict[str, set[str]] = {}
@@ -57,9 +59,10 @@ SPENT9_OUT: dict[str, set[str]] = {}
 SPENT10_OUT: dict[str, set[str]] = {}
 SPENT11_OUT: dict[str, set[str]] = {}
 SPENT12_OUT: dict[str, set[str]] = {}
+SPENT13_OUT: dict[str, set[str]] = {}
 OUT = {SPENT: SPENT_OUT, SPENT2: SPENT2_OUT, SPENT3: SPENT3_OUT, SPENT4: SPENT4_OUT, SPENT5: SPENT5_OUT,
        SPENT6: SPENT6_OUT, SPENT7: SPENT7_OUT, SPENT8: SPENT8_OUT, SPENT9: SPENT9_OUT,
-       SPENT10: SPENT10_OUT, SPENT11: SPENT11_OUT, SPENT12: SPENT12_OUT, HELD: HELD_OUT}
+       SPENT10: SPENT10_OUT, SPENT11: SPENT11_OUT, SPENT12: SPENT12_OUT, SPENT13: SPENT13_OUT, HELD: HELD_OUT}
 _POOLS: dict[str, dict[str, list[str]]] = {}
 
 
@@ -96,24 +99,24 @@ _pool("date", ["none", "iso_point", "mmdd", "bracket_iso_comma", "clock", "mmddy
       ["utc_word", "bracket_iso_offset", "ddmmyyyy_dash"],
       ["loguru_ms", "rich_bracket", "cri"],
       ["rfc3339_nano", "paddle_bracket", "aws_tail"], sixth.DATES, seventh.DATES, eighth.DATES, ninth.DATES, tenth.DATES,
-      eleventh.DATES, twelfth.DATES, thirteenth.DATES)
+      eleventh.DATES, twelfth.DATES, thirteenth.DATES, fourteenth.DATES)
 _pool("logger", ["none", "info_root", "bracket_info", "dash_root_info", "glog_file"],
       ["hf_bracket", "ray_pid", "name_warning"], ["bracket_name_level", "angle_info", "file_dash"],
       ["bracket_name_bracket_level", "info_pipe"],
       ["loguru_level", "rich_colossal", "info_tensorflow"],
       ["ppdet_engine", "paddlenlp_level", "nemo_bracket"], sixth.LOGGERS, seventh.LOGGERS, eighth.LOGGERS, ninth.LOGGERS, tenth.LOGGERS,
-      eleventh.LOGGERS, twelfth.LOGGERS, thirteenth.LOGGERS)
+      eleventh.LOGGERS, twelfth.LOGGERS, thirteenth.LOGGERS, fourteenth.LOGGERS)
 _pool("rank", ["none", "torchrun_rank", "torchrun_default", "bracket_Rank"], ["mpirun", "rank_colon", "gpu"],
       ["bracket_R", "paren_rank_eq", "node_gpu"],
       ["worker", "angle_rank"],
       ["horovod_gloo", "srun_label"],
       ["ray_train_worker", "sagemaker_mpi"], sixth.RANKS, seventh.RANKS, eighth.RANKS, ninth.RANKS, tenth.RANKS,
-      eleventh.RANKS, twelfth.RANKS, thirteenth.RANKS)
+      eleventh.RANKS, twelfth.RANKS, thirteenth.RANKS, fourteenth.RANKS)
 _pool("ansi", ["none", "keys"], ["line_bold"], ["values"],
       [],
       ["rich_numbers"],
       [], ["crlf"], seventh.DRESS, eighth.DRESS, ninth.DRESS, tenth.DRESS,
-      eleventh.DRESS, twelfth.DRESS, thirteenth.DRESS)  # how a line is dressed: colours, line ends, wrappers
+      eleventh.DRESS, twelfth.DRESS, thirteenth.DRESS, fourteenth.DRESS)  # how a line is dressed: colours, line ends, wrappers
 _pool("counter", ["bracket_bare", "pipe_epoch_step", "glued_epoch_batch", "glued_iter",
                   "step", "step_colon", "Step_total", "iter_total", "bracket_total", "Iteration", "global_step",
                   "mm_iter", "epoch_samples"],
@@ -123,38 +126,39 @@ _pool("counter", ["bracket_bare", "pipe_epoch_step", "glued_epoch_batch", "glued
       ["completed_step", "d2_eta_iter", "tv_epoch_batch", "imagenet_epoch_batch", "yolox_epoch_iter",
        "mxnet_epoch_batch", "mingpt_iter_dt", "tf_step_colon", "tf_hook_trailing"],
       [*fifth.COUNTERS], [*sixth.COUNTERS], [*seventh.COUNTERS], [*eighth.COUNTERS], [*ninth.COUNTERS], [*tenth.COUNTERS],
-      [*eleventh.COUNTERS], [*twelfth.COUNTERS], [*thirteenth.COUNTERS])
+      [*eleventh.COUNTERS], [*twelfth.COUNTERS], [*thirteenth.COUNTERS],
+      [*fourteenth.COUNTERS])
 _pool("kv", ["colon", "equals", "space"], ["colon_tight", "equals_spaced"], ["colon_tab", "colon_padded"],
       [],
       [],
-      [], [], [], [], [], [], [], [], [])
+      [], [], [], [], [], [], [], [], [], [])
 _pool("fields", ["two_blanks", "pipe", "comma"], ["dash", "tab"], ["double_pipe", "semicolon"],
       ["box"],
       [],
-      [], [], [], [], [], [], [], [], [])
+      [], [], [], [], [], [], [], [], [], [])
 _pool("loss_name", ["loss", "train_loss", "Loss", "train/loss", "lm loss", "xent", "step_loss", "avr_loss", "loss_step"],
       ["training_loss", "Train Loss", "trainLoss", "train-loss"], ["Loss/train", "train_loss_step", "LOSS"],
       ["Training Loss", "loss_train", "train/lm_loss", "TrainingLoss"],
       ["total_loss", "nll-loss"],
       ["main/loss"], sixth.LOSS_NAMES, seventh.LOSS_NAMES, eighth.LOSS_NAMES, ninth.LOSS_NAMES, tenth.LOSS_NAMES,
-      eleventh.LOSS_NAMES, twelfth.LOSS_NAMES, thirteenth.LOSS_NAMES)
+      eleventh.LOSS_NAMES, twelfth.LOSS_NAMES, thirteenth.LOSS_NAMES, fourteenth.LOSS_NAMES)
 _pool("extras", [*_EXTRAS_DEV, *CLOCK_EXTRAS],
       ["interval_runtime", "batch_t", "us_unit"], ["step_time_ms", "it_s", "grad_dash_norm"],
       ["step_time_s", "samples_s"],
       [*HELD_EXTRAS],
       [*fifth.EXTRAS], sixth.EXTRAS, seventh.EXTRAS, eighth.EXTRAS, ninth.EXTRAS, tenth.EXTRAS,
-      eleventh.EXTRAS, twelfth.EXTRAS, thirteenth.EXTRAS)
+      eleventh.EXTRAS, twelfth.EXTRAS, thirteenth.EXTRAS, fourteenth.EXTRAS)
 _pool("cadence", ["1", "5", "10", "50", "100"], ["7", "25", "200"], ["3", "20", "250"],
       ["2", "40", "500"],
       ["4", "30", "1000"],
       ["6", "64", "125"], sixth.CADENCES, seventh.CADENCES, eighth.CADENCES, ninth.CADENCES, tenth.CADENCES,
-      eleventh.CADENCES, twelfth.CADENCES, thirteenth.CADENCES)
+      eleventh.CADENCES, twelfth.CADENCES, thirteenth.CADENCES, fourteenth.CADENCES)
 _pool("eval", ["none", "step_val", "dict", "evaluation_eq", "results_valid"], ["bracket_eval", "validation_pipe"],
       ["stars_eval", "val_pipe_step", "validation_loss"],
       ["eval_colon_step", "valid_loss"],
       ["tv_test", "mxnet_validation", "tf_saving_dict", "ds_chat_ppl"],
       ["lightning_box", "ckpt_reached", "sb_test"], sixth.EVALS, seventh.EVALS, eighth.EVALS, ninth.EVALS, tenth.EVALS,
-      eleventh.EVALS, twelfth.EVALS, thirteenth.EVALS)
+      eleventh.EVALS, twelfth.EVALS, thirteenth.EVALS, fourteenth.EVALS)
 _pool("between", ["none", "tqdm", "userwarning", "saving", "blank"], ["nccl", "saved_at_step"],
       ["shards", "socket_warning", "wandb", "epoch_header"],
       ["plateau", "elastic", "gc"],
@@ -162,13 +166,13 @@ _pool("between", ["none", "tqdm", "userwarning", "saving", "blank"], ["nccl", "s
        "d2_inference", "coco_ap", "ds_chat_epoch"],
       ["ds_step_report", "ds_throughput", "ds_timers", "accelerate_defaults", "lightning_params", "wandb_history",
        *fifth.AT_END], sixth.BETWEEN, seventh.BETWEEN, eighth.BETWEEN, ninth.BETWEEN, tenth.BETWEEN,
-      eleventh.BETWEEN, twelfth.BETWEEN, thirteenth.BETWEEN)
+      eleventh.BETWEEN, twelfth.BETWEEN, thirteenth.BETWEEN, fourteenth.BETWEEN)
 
-_pool("avg", ["none"], [], [], [], ["paren_avg", "padded_avg"], [], [], [], [], [], [], [], [], [])  # a running average after the loss (torchvision, ImageNet)
+_pool("avg", ["none"], [], [], [], ["paren_avg", "padded_avg"], [], [], [], [], [], [], [], [], [], [])  # a running average after the loss (torchvision, ImageNet)
 
 _DIMENSIONS = list(_POOLS)
 EPOCHAL, TRAILING = forms.EPOCHAL, forms.TRAILING
-EPOCH_ONLY, FORCED = {**fifth.EPOCH_ONLY, **thirteenth.EPOCH_ONLY}, {**fifth.FORCED, **thirteenth.FORCED}
+EPOCH_ONLY, FORCED = {**fifth.EPOCH_ONLY, **fourteenth.EPOCH_ONLY}, {**fifth.FORCED, **fourteenth.FORCED}
 
 
 @dataclass(frozen=True)
@@ -261,7 +265,7 @@ def logs(part: str = DEV) -> st.SearchStrategy[Log]:
 # -- rendering -----------------------------------------------------------------------------------
 def _prefix(g: Grammar, t: int) -> str:
     p = g.parts
-    return thirteenth.rank(str(p["rank"]), t) + thirteenth.date(str(p["date"]), t) + thirteenth.logger(str(p["logger"]))
+    return fourteenth.rank(str(p["rank"]), t) + fourteenth.date(str(p["date"]), t) + fourteenth.logger(str(p["logger"]))
 
 
 def _with_avg(kind: str, loss: str) -> str:
@@ -278,7 +282,7 @@ def render(g: Grammar) -> Log:
     sep = forms.SEP[str(p["fields"])]
     cadence = int(str(p["cadence"]))
     counter = str(p["counter"])
-    epochal = counter == "epoch_samples" or counter in EPOCHAL or counter in thirteenth.EPOCHAL
+    epochal = counter == "epoch_samples" or counter in EPOCHAL or counter in fourteenth.EPOCHAL
     start = 0 if epochal else g.start
     per_epoch = cadence * (3 + int(r.random() * 5)) + (int(r.random() * cadence) if cadence > 1 else 0)
     if counter in EPOCH_ONLY:  # one record an epoch: the step is the epoch as printed
@@ -287,7 +291,7 @@ def render(g: Grammar) -> Log:
         start = cadence
     elif counter == sixth.PER_ROLLOUT:  # a record a rollout of `cadence` steps, the first after one
         start = cadence
-    elif counter in thirteenth.FROM_ONE and start == 0:  # counted after the step is taken: the first at one cadence
+    elif counter in fourteenth.FROM_ONE and start == 0:  # counted after the step is taken: the first at one cadence
         start = cadence
     if counter in FORCED:
         kv, sep = FORCED[counter]
@@ -297,8 +301,8 @@ def render(g: Grammar) -> Log:
     extras = [str(e) for e in p["extras"]  # type: ignore[attr-defined]
               if e not in LOSS_PARTS or "loss" in loss_name.lower()]  # parts of a loss named a loss
     between = [str(b) for b in p["between"]]  # type: ignore[attr-defined]
-    log = Log("", g, [], [], ordinal=counter == "epoch_samples" or (counter, ansi) in thirteenth.STEPLESS)
-    untimed = counter in TRAILING or counter in fifth.COUNTERS or counter in thirteenth.NEW  # a bar's rate: not judged
+    log = Log("", g, [], [], ordinal=counter in ("epoch_samples", *fourteenth.ORDINAL) or (counter, ansi) in fourteenth.STEPLESS)
+    untimed = counter in TRAILING or counter in fifth.COUNTERS or counter in fourteenth.NEW  # a bar's rate: not judged
     log.step_seconds = [] if all(e in _EXTRAS_DEV for e in extras) and not untimed else None
     log.clock = any(e in CLOCK_EXTRAS for e in extras)
     lines: list[str] = []
@@ -306,18 +310,20 @@ def render(g: Grammar) -> Log:
     eval_kind = str(p["eval"])
     if log.ordinal and eval_kind in ("step_val", "bracket_eval", "val_pipe_step", "eval_colon_step"):  # a trainer that prints no step prints none there
         eval_kind = "evaluation_eq"
-    if counter in thirteenth.HEADED:  # a table's header (a launcher's tag on each line)
-        lines.append(_prefix(g, start * 3) + thirteenth.table_header(counter).replace("\n", "\n" + thirteenth.rank(str(p["rank"]), start * 3)))
+    if counter in fourteenth.ORDINAL and eval_kind not in fourteenth.STEPLESS_EVALS:  # nor one a later part names
+        eval_kind = "evaluation_eq"
+    if counter in fourteenth.HEADED:  # a table's header (a launcher's tag on each line)
+        lines.append(_prefix(g, start * 3) + fourteenth.table_header(counter).replace("\n", "\n" + fourteenth.rank(str(p["rank"]), start * 3)))
     for i in range(g.n):
         step = start + i * cadence
         if counter in fifth.COUNTERS:
             head, seen, head_time = ("" if counter in fifth.TABLES else fifth.counter(counter, step, total, per_epoch, r),
                                      None, None)
-        elif counter in thirteenth.NEW:
+        elif counter in fourteenth.NEW:
             head, seen, head_time = "", None, None
         else:
             head, seen, head_time = forms.counter(counter, step, total, per_epoch, kv, r, cadence)
-        loss = thirteenth.loss_text(counter, r) if counter in thirteenth.NEW else forms.loss_text(r)
+        loss = fourteenth.loss_text(counter, r) if counter in fourteenth.NEW else forms.loss_text(r)
         if counter == "sb_epoch":  # SpeechBrain: 2 decimals between 1 and 100
             loss = f"{float(loss):.2f}"
         if counter in fifth.TABLES:
@@ -331,7 +337,7 @@ def render(g: Grammar) -> Log:
         printed = [] if head_time is None else [head_time]
         log.step_time |= head_time is not None
         for e in extras:
-            new = thirteenth.extra(e, r, kv, step)
+            new = fourteenth.extra(e, r, kv, step)
             text, seconds = forms.extra(e, r, kv, step - start) if new is None else (new[0], new[1] or None)
             if text.startswith("("):  # a figure in brackets belongs to the metric before it (TensorFlow's `(0.41 sec)`)
                 fields[-1] += " " + text
@@ -351,11 +357,11 @@ def render(g: Grammar) -> Log:
             body = head + sep.join(fields) + {"tqdm_postfix": "]", "torchtune_disk": " "}.get(counter, "")
             if counter == "sb_epoch":
                 body += f" - valid loss: {float(forms.loss_text(r)):.2f}, valid error: {r.random() / 5:.2e}"
-        if counter in thirteenth.NEW:
-            body = thirteenth.record(counter, step, total, per_epoch, r, fields, sep, loss, cadence)
+        if counter in fourteenth.NEW:
+            body = fourteenth.record(counter, step, total, per_epoch, r, fields, sep, loss, cadence)
         if ansi == "rich_numbers":  # rich's log handler: every number bold cyan
             body = re.sub(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?", "\x1b[1;36m\\g<0>\x1b[0m", body)
-        line = _prefix(g, step * 3) + body.replace("\n", "\n" + thirteenth.rank(str(p["rank"]), step * 3))  # a launcher's tag on each line
+        line = _prefix(g, step * 3) + body.replace("\n", "\n" + fourteenth.rank(str(p["rank"]), step * 3))  # a launcher's tag on each line
         if ansi == "line_bold":
             line = f"\x1b[1;32m{line}\x1b[0m"
         lines.append(line)
@@ -363,12 +369,14 @@ def render(g: Grammar) -> Log:
         log.losses.append(float(loss))
         if seen is not None:
             log.samples.append(seen)
+        elif counter in fourteenth.ORDINAL:
+            log.samples.append(fourteenth.samples(counter, step))
         _after_record(g, log, lines, r, i, step, eval_every, eval_kind, kv, between)
     for b in between:
         if b in fifth.AT_END:
             lines.append(fifth.train_runtime(g.n, log.losses))
     log.text = "\n".join(lines) + "\n"
-    log.text = thirteenth.dress(ansi, log.text)
+    log.text = fourteenth.dress(ansi, log.text)
     return log
 
 
@@ -378,8 +386,8 @@ def _after_record(g: Grammar, log: Log, lines: list[str], r: forms.Rand, i: int,
     c = str(g.parts["counter"])
     if g.parts["eval"] != "none" and i % eval_every == eval_every - 1:
         value = forms.loss_text(r)
-        lines.append(_prefix(g, step * 3 + 1) + thirteenth.eval_line(eval_kind, step, value, kv, c))
+        lines.append(_prefix(g, step * 3 + 1) + fourteenth.eval_line(eval_kind, step, value, kv, c))
         log.evals.append(float(value))
     for b in between:
         if b not in fifth.AT_END and r.random() < 0.4:
-            lines.append(thirteenth.between(b, step, r, c))
+            lines.append(fourteenth.between(b, step, r, c))
