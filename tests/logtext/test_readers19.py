@@ -43,3 +43,38 @@ def test_an_asciinema_cast_is_read_as_the_terminal_printed_it() -> None:
     for version in (2, 3):
         (run,) = _read_bytes(_cast(version).encode(), "train.cast")
         assert series(run, LOSS) == {10 * k: round(3.0 - k / 20, 4) for k in range(1, 13)}
+
+
+def _tflearn(header: bool = True) -> tuple[str, dict[int, float]]:
+    """TFLearn's TermLogger: each record on two lines, the second's `iter` counting the epoch's samples."""
+    text = ("---------------------------------\nRun id: SNAUPL\nLog directory: /tmp/tflearn_logs/\n"
+            "---------------------------------\nTraining samples: 4992\nValidation samples: 1000\n") if header else ""
+    want, step = {}, 0
+    for epoch in range(1, 4):
+        for batch in range(1, 5):
+            step += 20
+            loss = round(1.0 / step ** 0.3 + epoch / 1000, 5)
+            want[step] = loss
+            val = f" | val_loss: {loss * 0.9:.5f} - val_acc: 0.9100" if batch == 4 else ""
+            text += (f"--\nTraining Step: {step}  | total loss: {loss:.5f} | time: {batch * 5.6:.3f}s\n"
+                     f"| Adam | epoch: {epoch:03d} | loss: {loss:.5f} - acc: 0.8{batch}00{val} -- iter: "
+                     f"{str(1248 * batch).zfill(4)}/4992\n")
+    return text, want
+
+
+def test_tflearns_sample_counter_is_no_step() -> None:
+    """`Training Step: 20 | total loss: ..` then `| Adam | epoch: 001 | loss: .. -- iter: 1248/4992`: the second line
+    restates the record under a count of samples; it numbered the records twice (read as a run an epoch)."""
+    for header in (True, False):
+        text, want = _tflearn(header)
+        run = read_text(text)
+        assert series(run, LOSS) == want
+        assert set(series(run, "eval/loss")) == {80, 160, 240}  # the epoch's last line: its validation
+
+
+def test_a_second_counter_that_gives_the_same_step_is_kept() -> None:
+    """A guard: a record printed twice under counters that agree is read as before (one step)."""
+    text = "".join(f"step {k * 10}: loss {2 + 1 / k:.4f}\n[{k * 10}/500] loss: {2 + 1 / k:.4f} lr: 0.001\n"
+                   for k in range(1, 11))
+    run = read_text(text)
+    assert series(run, LOSS) == {k * 10: round(2 + 1 / k, 4) for k in range(1, 11)}

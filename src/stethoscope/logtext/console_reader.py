@@ -19,6 +19,7 @@ from stethoscope.logtext.console_epochs import HEAD, EpochCounter, EpochHeads, R
 from stethoscope.logtext.console_fast import Template
 from stethoscope.logtext.console_line import ANSI, NUMBER, Line, has_loss, parse
 from stethoscope.logtext.console_names import HELD_OUT, Names, distinct, ordinal_steps, resolve
+from stethoscope.logtext.console_restated import Restated
 from stethoscope.logtext.console_runs import Lines, first_where, pieces, shape_of
 from stethoscope.logtext.console_shape import Shape, learn
 from stethoscope.logtext.console_walk import walk
@@ -60,6 +61,7 @@ class ConsoleReader:
         self.loss_steps = 0  # records with a train loss at a step counter, theirs or the line's before (then no
         # epoch is a step: CNTK's `Finished Epoch[2 of 100]: [Training] loss = ..` is the epoch's summary)
         self.counts: list[tuple[int, int | None, int, int]] = []  # a sample counter's (record, epoch, count, total)
+        self.restated = Restated()  # a record printed again under a sample counter (TFLearn's)
         self.epochs = EpochCounter()
         self.heads = EpochHeads()  # lines that print only an epoch, and the records after them
         self.rounds = RoundedSteps()
@@ -334,6 +336,7 @@ class ConsoleReader:
             pairs = distinct([(n, v) for v in line.values if (n := resolve(self.names, v.key, v.unit, True))])
         pairs = eval_values(pairs, line, self.loss_steps, self.heads)
         pairs = estimates(pairs) if line.step is not None else pairs  # (nanoGPT's `step N: train loss ..`)
+        self.restated.check(number, line, pairs)  # TFLearn's `.. -- iter: 06400/55000` (samples)
         step = self._step_of(number, text, line, pairs) if held is None else held
         if step is None or not pairs:
             self.keeper.offer(number, text, self.last_step)
@@ -342,6 +345,7 @@ class ConsoleReader:
         values = [v.text.replace(",", "") for _, v in pairs]
         self._table().add_row(number, step, line.time, layout, values)
         self.last_row = number
+        self.restated.read(number, line.step, pairs)
         self.step_lines += line.step is not None
         counted = line.step is not None or line.record and self.last_step is not None  # (Coqui's `| > loss: ..`)
         self.loss_steps += counted and (LOSS in layout.names or CROSS_ENTROPY in layout.names)  # (OpenNMT's xent)

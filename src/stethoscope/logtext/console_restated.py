@@ -1,0 +1,48 @@
+"""A record printed twice, the second time under a counter of another kind. TFLearn's TermLogger prints each record
+on two lines: `Training Step: 860  | total loss: 0.29368 | time: 7.951s`, then `| Adam | epoch: 002 | loss: 0.29368 -
+acc: 0.9165 -- iter: 06400/55000`, whose `iter` counts the samples of the epoch (its total is the data set's size),
+not steps. Read as a counter, it numbered every record twice, on two axes that cross (the log fell apart into a run
+an epoch). The rule: a line whose counter gives another number than the step of the record on the line right before
+it, and whose train loss is that record's to the last digit printed, restates that record: its values belong to that
+step (a continuation line) and its counter numbers nothing. Its counter's total is then known to count samples:
+a later line under that total (the epoch's last, with its validation: a shape of its own) is read so too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stethoscope.records import LOSS
+
+_DIGITS = 3  # the significant digits a loss needs to tell one record's from another's (not `0.00`, not `nan`)
+
+
+def loss_text(pairs: list[Any]) -> str | None:
+    """The train loss of a parsed line's `(name, value)` pairs, as printed (None: none)."""
+    return next((v.text for n, v in pairs if n[0] == LOSS), None)
+
+
+class Restated:
+    """The last step line the full parser read, and the counters' totals found to count samples."""
+
+    def __init__(self) -> None:
+        self.before: tuple[int, int, str] | None = None  # (line number, step, loss as printed)
+        self.totals: set[int] = set()
+
+    def check(self, number: int, line: Any, pairs: list[Any]) -> None:
+        """Make the parsed `line` (number `number`, its `pairs`) a continuation of the record before it when it
+        restates that record (see the module's docstring)."""
+        if line.step is None or line.eval or line.total is None:
+            return
+        if line.total not in self.totals:
+            loss, before = loss_text(pairs), self.before
+            if (before is None or before[0] != number - 1 or loss != before[2] or line.step == before[1]
+                    or sum(c.isdigit() for c in loss.lstrip("-+0.")) < _DIGITS):
+                return
+            self.totals.add(line.total)
+        line.step = line.epoch = line.total = line.step_token = None
+        line.record = True
+
+    def read(self, number: int, step: int | None, pairs: list[Any]) -> None:
+        """Note the line `number`, just read as a record at its own `step` (None: no counter of its own)."""
+        loss = loss_text(pairs)
+        self.before = None if step is None or loss is None else (number, step, loss)
