@@ -78,3 +78,33 @@ def test_a_second_counter_that_gives_the_same_step_is_kept() -> None:
                    for k in range(1, 11))
     run = read_text(text)
     assert series(run, LOSS) == {k * 10: round(2 + 1 / k, 4) for k in range(1, 11)}
+
+
+_DYNAMO = ("torch._dynamo hit config.cache_size_limit (8)", "   function: 'forward' (/workspace/model.py:112)",
+           "   last reason: 0/0: L['self']._modules['attn'].training == True",
+           'To log all recompilation reasons, use TORCH_LOGS="recompiles".',
+           "To diagnose recompilation issues, see https://pytorch.org/docs/main/torch.compiler_troubleshooting.html.")
+
+
+def test_torch_compiles_recompile_warning_is_no_counter() -> None:
+    """torch._dynamo's warning heads each line with its source as a path and the compile id `[0/8]` (frame 0's 8th
+    recompile): `[0/8]` was read as step 0, and the glog header not as one when a wrapper's prefix came first."""
+    for wrap in ("", "[2026-11-28, 03:04:01 UTC] {subprocess.py:93} INFO - "):
+        text = ""
+        for k in range(1, 13):
+            text += f"{wrap}step {k * 10} | loss {3 - k / 10:.4f} | lr 3.0e-04\n"
+            if k % 4 == 0:
+                head = f"{wrap}W1128 03:04:{k:02d}.285084 4312 torch/_dynamo/convert_frame.py:844] [0/8] "
+                text += "".join(head + msg + "\n" for msg in _DYNAMO)
+        run = read_text(text)
+        assert series(run, LOSS) == {k * 10: round(3 - k / 10, 4) for k in range(1, 13)}
+        assert {p.step for p in run.points} == {k * 10 for k in range(1, 13)}  # no point at step 0
+
+
+def test_a_glog_header_inside_a_line_ends_its_prefix() -> None:
+    """An absl/glog line behind a wrapper's prefix (Airflow's task log) is read from after its header."""
+    text = "".join(f"[2026-11-28, 03:04:01 UTC] {{subprocess.py:93}} INFO - I1128 03:04:{k:02d}.402113 123 "
+                   f"train.py:80] step {k * 10} loss {3 - k / 10:.4f}\n" for k in range(1, 13))
+    run = read_text(text)
+    assert series(run, LOSS) == {k * 10: round(3 - k / 10, 4) for k in range(1, 13)}
+    assert {p.name for p in run.points} == {LOSS}  # not `subprocess.py` = 93 nor `I1128` = 3

@@ -40,11 +40,16 @@ _PAIR_LINE = re.compile(r"(?P<tag>[(<\[][^)>\]]*[)>\]]|\S+:|\S+\s+\|)? {2,}[A-Za
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
 _LEVELS = frozenset(_LEVEL[3:-1].split("|"))
 _LEVEL_HEAD = re.compile(rf"{_LEVEL}:[\w.<>]+:")
+# glog/absl's header, and torch's logging's (its source as a path: `W1128 03:04:44.348 4312
+# torch/_dynamo/convert_frame.py:844]`) with the compile id of a torch.compile message after it (`[0/8]`: frame 0's
+# 8th recompile; `[0/1_1]`): no counter. Found inside a line, what comes before it is a wrapper's prefix (Airflow's).
+_GLOG = r"[IWEF]\d{4}\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.\-/]+:\d+\](?:\s+\[\d+/\d+(?:_\d+)?\](?!\S))?"
+_GLOG_IN = re.compile(rf"(?<![\w.:/\-]){_GLOG}")
 _PREFIX = re.compile(
     rf"\s*(?:\[(?:[A-Za-z_][\w.\-]*|Rank\s?\d+|[\w.\-]+:\d+(?::[\w<>.]+)?)\]:?"  # [titan] [INFO] [Rank 0] [f.py:9:fn]
     rf"|{_LEVEL}(?::[\w.<>]+:|\s*[-|:]\s|\s+)"  # INFO:root:  INFO -
     rf"|[-|]\s*[\w.<>]+\s*-\s*(?={_LEVEL})"  # - root - (before INFO)
-    r"|[IWEF]\d{4}\s+\d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.\-]+:\d+\]"  # glog/absl
+    rf"|{_GLOG}"
     r"|[\w<>\-]+(?:\.[\w<>\-]+)+(?::[\w<>]+)?:\d+\s+-\s|[\w<>\-]+:[\w<>]+:\d+\s+-\s"  # loguru's `name:function:line - `
     r"|1[5-9]\d{8}\.\d+(?=\s)"  # a Unix time in seconds (2017 to 2033) heading the line: a clock
     r"|\([\w.\-]+:\d+\)|[\w\-]+\.\w+:\d+\]|[\w\-]+\.py:\d+(?=\s)"  # a logger's source line: ESPnet's
@@ -162,6 +167,8 @@ def parse(text: str) -> Line:
         if not m or m.end() == pos:
             break
         pos = m.end()
+    if (inner := _GLOG_IN.search(text, pos)) and inner.start() > pos:
+        pos = inner.end()
     pair = _PAIR_LINE.match(text, pos)
     if pair and not (pair["tag"] and (_TAG_COUNT.search(pair["tag"]) or _STEP.search(pair["tag"]))):
         # what comes before the indent is the line's tag, not the metric's name (unless it counts: `0iter:`)
