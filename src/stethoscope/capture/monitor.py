@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -109,6 +110,7 @@ class Monitor:
             if self.checkpoints is not None or self.recovery is not None else None
         if self.checkpoints is not None:
             self.checkpoints.attach(self, model, optimizer, facts.scaler, self._checkpoint_event)
+        self._exc_before = _exiting_with()  # an exception already shown (a REPL, a notebook) is not this run's end
         atexit.register(self._atexit)
 
     # -- setup ---------------------------------------------------------------------------------
@@ -317,7 +319,22 @@ class Monitor:
             raise InternalError(f"stethoscope failed {what}: {exc!r}") from exc
 
     def _atexit(self) -> None:
+        """A run the script never closed: it died of the uncaught exception the interpreter is exiting with
+        (`failed: …`, as `__exit__` writes it: `show` and `diagnose` name the crash; Ctrl-C: `interrupted`), or
+        the script ended without `close()` (`closed at interpreter exit`)."""
+        exc = _exiting_with()
+        if exc is None or exc is self._exc_before:
+            status = "closed at interpreter exit"
+        elif isinstance(exc, KeyboardInterrupt):
+            status = "interrupted (KeyboardInterrupt)"
+        else:
+            status = f"failed: {type(exc).__name__}: {exc}"
         try:
-            self.close("interpreter exit")
+            self.close(status)
         except Exception:  # noqa: BLE001 - strict re-raised; a traceback at exit helps no one
             log.warning("stethoscope failed closing the run at interpreter exit", exc_info=True)
+
+
+def _exiting_with() -> BaseException | None:
+    """The uncaught exception the interpreter printed last (set before the atexit handlers run)."""
+    return getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)

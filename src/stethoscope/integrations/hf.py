@@ -108,7 +108,7 @@ class _Adapter:
         that merely stopped at exit."""
         exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
         if self.monitor is not None:
-            self._close(failed_status(exc) if exc is not None else "interpreter exit")
+            self._close(failed_status(exc) if exc is not None else "closed at interpreter exit")
 
     def _close(self, status: str) -> None:
         atexit.unregister(self._at_exit)
