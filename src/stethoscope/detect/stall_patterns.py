@@ -25,7 +25,11 @@ def add_stall(d: dict[str, Any], step: int, excess: float, ratio: float, why: li
         d["boundary"] = d.get("boundary", 0) + 1
     d["excess"] += excess
     d["worst"] = max(d["worst"], ratio)
-    d["items"] = (d["items"] + [[step, excess, ratio, why]])[-STALLS_KEPT:]
+    items = d["items"] + [[step, excess, ratio, why]]
+    if len(items) > STALLS_KEPT:  # the pattern's stalls no longer kept, and how many of them no eval explains
+        d["dropped"] = d.get("dropped", 0) + 1
+        d["own_dropped"] = d.get("own_dropped", 0) + (EVAL not in items[0][3])
+    d["items"] = items[-STALLS_KEPT:]
     # the pattern's typical big stall (90th percentile of the kept ones): one odd outlier among small
     # stalls does not stop a new, much bigger kind of stall from being seen as new
     d["biggest"] = _quantile(sorted(item[1] for item in d["items"]), 0.9)
@@ -91,7 +95,14 @@ def regular_start(items: list[list[Any]]) -> int | None:
     return None
 
 
-def beat_start(items: list[list[Any]]) -> int | None:
+def new_start(d: dict[str, Any]) -> int | None:
+    """Where a pattern's regular stalls begin: `regular_start` until it settled, then `beat_start`."""
+    if d.get("settled"):
+        return beat_start(d["items"], d.get("own_dropped", 0), d.get("dropped", 0))
+    return regular_start(d["items"])
+
+
+def beat_start(items: list[list[Any]], own_dropped: int = 0, dropped: int = 0) -> int | None:
     """Where a new rhythm began in a pattern that was not regular when it settled (scattered slow steps of a
     busy machine, then a data loader that stalls every P steps): the first stall of the unbroken chain of
     `_BEATS` or more stalls one period apart that ends at the newest stall, unless 3/4 of the stalls before it
@@ -100,9 +111,12 @@ def beat_start(items: list[list[Any]]) -> int | None:
     chain's kind: one under 1/`_KIND` of the chain's median cost (a busy machine's 13 ms slow step one period
     before a loader's 170 ms stalls) is a scattered one that fell on the grid by chance, not the rhythm's start.
     A stall an eval explains keeps the eval's own rhythm (every eval interval): the chain and its period are
-    found among the others, when there are `_BEATS` of them."""
+    found among the others, when there are `_BEATS` of them; when only evals came before the chain (none of the
+    pattern's own stalls, kept or `own_dropped`), the chain is a new rhythm wherever the evals fall. A pattern
+    that `dropped` its oldest stalls is judged on `_BEATS` or more kept ones before the chain, or not at all."""
     every = [it[0] for it in items]  # the stalls before the chain, the evals' too, are the ones it could be part of
     own = [it for it in items if len(it) < 4 or EVAL not in it[3]]
+    pool = items  # a loader stall that falls on an eval's step is counted as the eval's: still one of its beats
     items = own if len(own) >= _BEATS else items
     steps = [it[0] for it in items]
     if len(steps) < _BEATS:
@@ -111,15 +125,24 @@ def beat_start(items: list[list[Any]]) -> int | None:
     if period <= 0:
         return None
     start, sizes = steps[-1], [items[-1][1]]
+    chain = 1
     # strictly earlier stalls only: with a period of 1 step and its tolerance of 1, a stall was its own
     # predecessor and the walk never ended (a live run's stalls every step hung `diagnose`)
-    while prev := [it for it in items if it[0] < start and abs(start - it[0] - period) <= tol
+    at = start
+    while prev := [it for it in pool if it[0] < at and abs(at - it[0] - period) <= tol
                    and it[1] * _KIND >= sorted(sizes)[len(sizes) // 2]]:
         beat = max(prev, key=lambda it: it[0])
-        start = beat[0]
+        at = beat[0]
         sizes.append(beat[1])
-    chain = len(sizes)
+        if beat in items:  # the chain starts at a beat of its own kind, never at an eval on its grid
+            start, chain = at, len(sizes)
     before = [x for x in every if x < start]
+    if before and at == start and not own_dropped and not any(x < start for x in steps):
+        # only evals before a chain of other stalls that no eval led into: a new rhythm (evals every 40 steps
+        # fall on a loader's every-8 grid as often as not; they are the eval's own time, not its missed beats)
+        return start if chain >= _BEATS else None
+    if dropped and len(before) < _BEATS:  # the rhythm may go back past the kept stalls: no new start seen
+        return None
     on_grid = sum(abs((start - x) - period * round((start - x) / period)) <= tol for x in before)
     return start if chain >= _BEATS and before and on_grid < 0.75 * len(before) else None
 

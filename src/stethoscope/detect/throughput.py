@@ -23,10 +23,9 @@ from stethoscope.detect.slowdown import extend, hold, lost, median_last, open_dr
 from stethoscope.detect.stall_patterns import (
     STALLS_KEPT,
     add_stall,
-    beat_start,
     new_kind,
+    new_start,
     new_stalls,
-    regular_start,
     stalls_in,
 )
 from stethoscope.detect.stats import Window, shrunk_sigma
@@ -375,7 +374,7 @@ class ThroughputDetector:
             d = s["dips"] = new_stalls(step, level)
         add_stall(d, step, t - level, peak, why)
         d["level"] = level
-        regular = (beat_start if d.get("settled") else regular_start)(d["items"])
+        regular = new_start(d)
         if regular is not None and regular > d["first"]:
             out.extend(self._split(d, regular))
             d = s["dips"]
