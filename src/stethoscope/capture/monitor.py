@@ -39,6 +39,7 @@ from stethoscope.config import MonitorConfig
 from stethoscope.errors import InternalError
 from stethoscope.record.writer import Recorder
 from stethoscope.store.db import RunStore, rank_path
+from stethoscope.store.schema import RESUME_KEY
 
 log = logging.getLogger(__name__)
 _PLAIN_NUMBERS = frozenset((float, int))  # values `log` hands to the writer as they are (no tensor to detach)
@@ -95,6 +96,7 @@ class Monitor:
                                 placement.device_memory, self._nonfinite, self._values)
         self._run_facts = RunFacts(self.run_dir, self.rank, self.world_size, config, self._recorder,
                                    lambda exc, what: self._fail(exc, what, always_log=True))
+        self._resumed = "resume_time" in self._run_facts.info  # its first step is recorded (`_resume_event`)
         self._detection = detection
         self._recorder.call("set_meta", recorded_detect(detection))  # the views replay the run with these
         self._observe(model, detection, alerts, export)
@@ -148,6 +150,8 @@ class Monitor:
                 step = int_step(step)
             if self._nonfinite is not None:
                 self._nonfinite.note(step, batch)
+            if self._resumed:
+                self._resume_event(step)
             self._step(step, loss, grad_norm, batch_ids, tokens, samples, metrics)
             if self._probe is not None:
                 self._probe.on_step(step)
@@ -191,6 +195,14 @@ class Monitor:
 
     def _stateful(self) -> dict[str, Any]:
         return {"detection": self._detection, "alerts": self._alerts, "recovery": self.recovery}
+
+    def _resume_event(self, step: int) -> None:
+        """The first step of a resumed session, as an event of its own: every resume of the run is found (the run
+        table keeps only the newest `resume_time`); a `lifecycle` event, in no SQL view of findings."""
+        self._resumed = False
+        when = self._run_facts.info.get("resume_time")
+        self._write_events([(step, time.time(), "lifecycle", "info", "monitor",
+                             f"resumed: this session's first step is {step}", {RESUME_KEY: step, "resume_time": when})])
 
     def _write_events(self, events: Any) -> None:
         self._recorder.call("write_events", events)

@@ -57,8 +57,13 @@ _EDGE = 5  # records whose median is a level (the run's opening, before the resu
 
 
 def session_starts(meta: dict[str, Any], loss_steps: np.ndarray) -> list[int]:
-    """The first step of a stored run's last session, when it was resumed (`resume_time` in its metadata; its
-    Monitor counted `steps` of this session): a resume whose step counter went on, which no detector sees."""
+    """The first step of each resumed session of a stored run: a resume whose step counter went on, which no
+    detector sees. From the Monitor's resume events (`resume_steps`, one per resume); a store written before them
+    gives its last session's only (`resume_time` in its metadata; its Monitor counted `steps` of this session)."""
+    recorded = meta.get("resume_steps")
+    if isinstance(recorded, list) and recorded:
+        first = loss_steps.min() if loss_steps.size else None
+        return [int(s) for s in recorded if isinstance(s, int) and first is not None and s > first]
     steps = meta.get("steps")
     n = int(steps) if isinstance(steps, (int, float, str)) and str(steps).isdigit() else 0
     if "resume_time" not in meta or not 0 < n < loss_steps.size:

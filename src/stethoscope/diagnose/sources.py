@@ -15,6 +15,7 @@ from stethoscope.importers.base import Columns, ImportedRun, LogLine
 from stethoscope.importers.registry import read_any
 from stethoscope.store.db import RunStore, rank_path
 from stethoscope.store.query import RunReader, is_run, open_run
+from stethoscope.store.schema import RESUME_KEY
 
 if TYPE_CHECKING:
     from stethoscope.logtext.coded import CodedColumns
@@ -49,8 +50,26 @@ def from_store(reader: RunReader, rank: int | None = None) -> ImportedRun:
     _, lines = reader.query("SELECT step, time, message, data FROM events WHERE rank = ? AND kind = ? ORDER BY id",
                             (rank, LOG_LINE_EVENT))
     log_lines = [LogLine(json.loads(d).get("line", 0) if d else 0, m, s, t) for s, t, m, d in lines]
+    resumed = _resume_steps(reader, rank)
+    if resumed:
+        meta["resume_steps"] = resumed  # every resumed session's first step (`diagnose.resumes.session_starts`)
     fmt = meta.get("source_format") or RUN_FORMAT
     return ImportedRun(str(reader.path), str(fmt), None, meta, [], log_lines, columns=cols)
+
+
+def _resume_steps(reader: RunReader, rank: int) -> list[int]:
+    """The first step of each resumed session, from the Monitor's resume events (`store.schema.RESUME_KEY`)."""
+    _, rows = reader.query("SELECT data FROM events WHERE rank = ? AND kind = 'lifecycle' AND source = 'monitor' "
+                           "ORDER BY id", (rank,))
+    steps = []
+    for (data,) in rows:
+        try:
+            step = json.loads(data).get(RESUME_KEY) if data else None
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if isinstance(step, int):
+            steps.append(step)
+    return sorted(set(steps))
 
 
 def _row_columns(reader: RunReader, rank: int) -> Columns:

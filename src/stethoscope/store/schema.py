@@ -93,6 +93,9 @@ CREATE TABLE IF NOT EXISTS stacks (
 # an imported log printed (evidence, not a detector's verdict). One list for the view, readers and `watch`.
 NOT_FINDINGS = ("alert", "lifecycle", "checkpoint", "rollback", "recovery", "checkpoint_loaded", "checkpoint_skipped",
                 "checkpoint_failed", "debug", "log_line")
+# A resumed session's first step: a `lifecycle` event (source `monitor`, data {RESUME_KEY: step}) per resume, where
+# the `run` table keeps only the newest `resume_time` (`capture.monitor`; read by `diagnose.sources`).
+RESUME_KEY = "resumed_at_step"
 NOT_FINDINGS_SQL = "(" + ", ".join(f"'{k}'" for k in NOT_FINDINGS) + ")"
 FINDINGS_FROM_EVENTS = ("SELECT id, step, time, kind AS type, severity, source, message, data FROM {events} "
                         f"WHERE kind NOT IN {NOT_FINDINGS_SQL}")
