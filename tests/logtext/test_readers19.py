@@ -108,3 +108,46 @@ def test_a_glog_header_inside_a_line_ends_its_prefix() -> None:
     run = read_text(text)
     assert series(run, LOSS) == {k * 10: round(3 - k / 10, 4) for k in range(1, 13)}
     assert {p.name for p in run.points} == {LOSS}  # not `subprocess.py` = 93 nor `I1128` = 3
+
+
+def _go_quote(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t").replace("\x1b", "\\x1b") + '"'
+
+
+def test_a_supervisors_logfmt_lines_are_read_for_their_message() -> None:
+    """A Go supervisor logs its child's lines with slog's TextHandler: `time=.. level=INFO msg="..\\t.." stream=stdout
+    pid=4312`. The escapes (`\\t`, `\\"`) hid the loss (`loss:\\t2.94` was no `loss: 2.94`), and the labels were
+    read as metrics."""
+    lines = []
+    for k in range(1, 13):
+        lines.append(f'[0]<stdout>:07/24/2024 11:50:{k:02d} [main] INFO  ai.trainer.Train - iters={k * 40}, '
+                     f'avr_loss:\t{3 - k / 10:.4f}, note: "ok"')
+        if k % 4 == 0:
+            lines.append("saving checkpoint to out")  # needs no quoting: printed bare by slog
+    text = "".join(f"time=2026-11-28T03:04:{k:02d}.{k * 37 % 1000:03d}Z level=INFO msg="
+                   f"{_go_quote(ln) if ' ' in ln else ln} stream=stdout pid=4312\n" for k, ln in enumerate(lines))
+    run = read_text(text)
+    assert series(run, LOSS) == {k * 40: round(3 - k / 10, 4) for k in range(1, 13)}
+    assert "pid" not in {p.name for p in run.points}
+
+
+def test_a_programs_own_logfmt_metrics_are_kept() -> None:
+    """A guard: a program that logs its metrics as slog attributes (`msg=train step=10 loss=2.3`) keeps them."""
+    text = "".join(f"time=2026-11-28T03:04:{k:02d}.000Z level=INFO msg=train step={k * 10} loss={3 - k / 10:.4f}\n"
+                   for k in range(1, 13))
+    run = read_text(text)
+    assert series(run, LOSS) == {k * 10: round(3 - k / 10, 4) for k in range(1, 13)}
+
+
+def test_fluent_bits_stdout_records_are_read_for_their_log() -> None:
+    """fluent-bit's stdout output prints each record as `[0] tail.0: [[ts, {}], {"log"=>"..", "stream"=>"stdout"}]`
+    (before v2.1 `[ts, {..}]`), quotes escaped and control bytes as `\\xNN`."""
+    for v21 in (True, False):
+        text = ""
+        for k in range(1, 13):
+            stamp = f"{1795834000 + k}.{k * 7919:09d}"
+            line = f'step {k * 10} | \\x1b[32mloss\\x1b[0m {3 - k / 10:.4f} | tag \\"a\\"'
+            head = f"[[{stamp}, {{}}]" if v21 else f"[{stamp}"
+            text += f'[{k % 5}] tail.0: {head}, {{"log"=>"{line}", "stream"=>"stdout"}}]\n'
+        run = read_text(text)
+        assert series(run, LOSS) == {k * 10: round(3 - k / 10, 4) for k in range(1, 13)}

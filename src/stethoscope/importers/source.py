@@ -12,6 +12,7 @@ from typing import BinaryIO, Protocol
 
 from stethoscope.errors import InputError
 from stethoscope.importers.base import ImportedRun
+from stethoscope.importers.dressed import dressed, undressed
 
 # Enough to get past a Megatron argument dump or an nvidia-smi table before the first metric line.
 HEAD_BYTES = 256 * 1024
@@ -46,7 +47,7 @@ def open_log(path: Path) -> BinaryIO:
     raw.seek(0)
     bom = len(UTF8_BOM) if magic.startswith(UTF8_BOM) else 0
     if magic[:2] in _UTF16_BOMS or stream_field(magic[bom:]) or _CSV_EXPORT.match(magic, bom, 256) or _document(
-            magic[bom:]) or _CAST.match(magic, bom):
+            magic[bom:]) or dressed(magic[bom:]):
         with raw:
             return io.BytesIO(utf8(raw.read()))
     if bom:
@@ -70,8 +71,8 @@ def utf8(data: bytes) -> bytes:
     if data[:3] == UTF8_BOM:
         data = data[3:]
     data = unpadded(data)
-    if _CAST.match(data):
-        return _cast_lines(data)
+    if (text := undressed(data)) is not None:  # an asciinema cast, slog's logfmt, fluent-bit's records
+        return text
     field = stream_field(data[:_STREAM_HEAD])
     if field is None and _CSV_EXPORT.match(data, 0, 256):
         data = _exported_lines(data)
@@ -107,25 +108,6 @@ def _past_hole(raw: BinaryIO) -> BinaryIO:
             return raw
         start += len(chunk)
     return raw
-
-
-# A terminal session saved by `asciinema rec` (a cast, v2 or v3): a JSON header `{"version": 2, "width": ..}`, then
-# one event a line, `[0.41, "o", "step 10 loss 2.3\r\n"]`. The output events' texts, joined, are what the terminal
-# printed; a line is often cut over two events, so the texts are joined before they are split into lines.
-_CAST = re.compile(rb'\s*\{\s*"version"\s*:\s*[23]\s*[,}]')
-
-
-def _cast_lines(data: bytes) -> bytes:
-    """The text a cast's output events printed, its `\\r\\n` line ends as `\\n` (input and resize events left out)."""
-    out = []
-    for line in data.splitlines()[1:]:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, list) and len(event) >= 3 and event[1] == "o" and isinstance(event[2], str):
-            out.append(event[2])
-    return "".join(out).replace("\r\n", "\n").encode("utf-8")
 
 
 _DOCKER = b'{"log":'

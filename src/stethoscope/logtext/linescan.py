@@ -141,9 +141,11 @@ _NOT_PLAIN = (b"\x1f\x8b", b"\xff\xfe", b"\xfe\xff")  # gzip, UTF-16 (`importers
 
 def _not_plain(head: bytes) -> bool:
     """gzip, UTF-16, a UTF-8 byte-order mark, Docker's json-file wrapping, a JSON list (a Kaggle notebook's log) or
-    a hole of NULs (a file truncated under its writer; `importers.source` reads them) or an asciinema cast's header:
-    never mapped raw."""
-    return head[:2] in _NOT_PLAIN or head.startswith((b'{"log":', b"\xef\xbb\xbf", b'[{"', b"\x00", b'{"versi'))
+    a hole of NULs (a file truncated under its writer; `importers.source` reads them) or a dressed log (an asciinema
+    cast, logfmt or fluent-bit records: `importers.dressed`): never mapped raw."""
+    from stethoscope.importers.dressed import dressed
+
+    return head[:2] in _NOT_PLAIN or head.startswith((b'{"log":', b"\xef\xbb\xbf", b'[{"', b"\x00")) or dressed(head)
 
 
 def mapped(path: str) -> mmap.mmap | None:
@@ -157,7 +159,7 @@ def mapped(path: str) -> mmap.mmap | None:
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
-            if st.st_size < MAP_FROM or time.time() - st.st_mtime < MAP_QUIET_S or _not_plain(f.read(7)):
+            if st.st_size < MAP_FROM or time.time() - st.st_mtime < MAP_QUIET_S or _not_plain(f.read(4096)):
                 return None
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
