@@ -173,7 +173,7 @@ class OverfitDetector:
         self._eval_high = v if self._eval_high is None else max(self._eval_high, v)
         self.evals.push(v)
         best = self._best
-        if best is None or v < best["value"]:
+        if best is None or v <= best["value"]:  # a tie (a print's rounding) is the best again: the gap starts after it
             return self._new_best(step, v)
         if self._open is None and not self._train_better(best):
             # the whole model got worse (a loss jump): not a widening gap; judge afresh from this eval
