@@ -14,12 +14,14 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
 from stethoscope import records as r
+from stethoscope.report.facts import (  # flatten, logged_steps, findings_text: also read here by the CLI and tests
+    clip, facts, findings_text, flatten, logged_steps, meta_table,  # noqa: F401
+)
 from stethoscope.report.template import SEVERITY_COLORS, badge, page
 from stethoscope.findings import catalogue
 from stethoscope.records import Finding, json_safe, severity_rank
@@ -136,7 +138,7 @@ def _line(name: str, series: Series, color: str, max_points: int, dash: str = "s
 def _hover(finding: Finding) -> str:
     step = f"step {finding.step}" + (f"–{finding.end_step}" if finding.end_step is not None else "")
     return f"<b>{html.escape(finding.severity)}</b> · {html.escape(finding.type)} · {step}<br>" + \
-        html.escape(_clip(finding.message, 160))
+        html.escape(clip(finding.message, 160))
 
 
 def _finding_marks(findings: Sequence[Finding]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -249,10 +251,6 @@ def _rank_figures(ranks: dict[int, dict[str, Series]], limit: int = 32) -> list[
 # -- tables and header --------------------------------------------------------------------------
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def ranked(findings: Iterable[Finding]) -> list[Finding]:
     """Findings ordered most severe first, then by step (no step last)."""
     return sorted(findings, key=lambda f: (-severity_rank(f.severity), f.step is None, f.step or 0))
@@ -270,7 +268,7 @@ def _evidence(evidence: dict[str, Any]) -> str:
             text = json.dumps(value[:_EVIDENCE_ITEMS], ensure_ascii=False)[:-1] + f", … {len(value)} in all]"
         else:
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        items.append(f"<div><b>{html.escape(str(key))}</b>: {html.escape(_clip(text, 240))}</div>")
+        items.append(f"<div><b>{html.escape(str(key))}</b>: {html.escape(clip(text, 240))}</div>")
     return "".join(items)
 
 
@@ -294,103 +292,6 @@ def _findings_table(findings: Sequence[Finding]) -> str:
     return f'<table class="st-findings"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def flatten(meta: dict[str, object], prefix: str = "") -> dict[str, str]:
-    """Nested metadata as dotted keys → display strings (unix times under `*_time` keys as UTC)."""
-    out: dict[str, str] = {}
-    for key, value in meta.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            out.update(flatten(value, f"{name}."))
-        else:
-            out[name] = _display(name, value)
-    return out
-
-
-def _display(name: str, value: object) -> str:
-    if isinstance(value, str):
-        return value
-    if name.endswith("_time") and isinstance(value, (int, float)) and 1e8 < value < 1e11:
-        return datetime.fromtimestamp(value, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return json.dumps(json_safe(value), ensure_ascii=False, default=str)
-
-
-_META_GROUPS = ("config", "git", "host", "versions")
-
-
-def _meta_group(key: str) -> str:
-    head = key.split(".", 1)[0]
-    return head if head in _META_GROUPS else "run"
-
-
-def _meta_table(meta: dict[str, object]) -> str:
-    flat = flatten(meta)
-    if not flat:
-        return '<div class="st-none">No run metadata recorded.</div>'
-    order = {g: i for i, g in enumerate(("run",) + _META_GROUPS)}
-    rows, group = [], None
-    for key in sorted(flat, key=lambda k: (order[_meta_group(k)], k)):
-        if _meta_group(key) != group:
-            group = _meta_group(key)
-            rows.append(f'<tr class="st-group"><td colspan="2">{html.escape(group)}</td></tr>')
-        rows.append(f"<tr><th>{html.escape(key)}</th><td>{html.escape(_clip(flat[key], 2000))}</td></tr>")
-    return f'<table class="st-meta">{"".join(rows)}</table>'
-
-
-def _last_step(series: dict[str, Series]) -> int | None:
-    ends = [max(steps) for steps, _ in series.values() if steps]
-    return max(ends) if ends else None
-
-
-def _duration(meta: dict[str, object]) -> str | None:
-    seconds = meta.get("duration_s")
-    start, end = meta.get("start_time"), meta.get("end_time", meta.get("last_time")) or _last_write(meta)
-    if seconds is None and isinstance(start, (int, float)) and isinstance(end, (int, float)):
-        seconds = end - start
-    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
-        return None
-    if seconds < 60:  # as `show` says it: a run of 0.56 s is no "0 min 0 s"
-        return f"{seconds:.3g} s" if seconds < 10 else f"{round(seconds)} s"
-    hours, rest = divmod(int(seconds), 3600)
-    return f"{hours} h {rest // 60} min" if hours else f"{rest // 60} min {rest % 60} s"
-
-
-def _last_write(meta: dict[str, object]) -> float | None:
-    """A stored run with no end time (live, or killed): the time of its newest point, where `show` ends its
-    duration (the report said '–' beside show's 21s)."""
-    if meta.get("format") != "stethoscope" or not isinstance(meta.get("path"), str):
-        return None
-    try:
-        from stethoscope.store.query import open_run
-
-        with open_run(meta["path"]) as reader:
-            return reader.last_time()
-    except Exception:  # noqa: BLE001 - a figure of the header, never a reason for no report
-        return None
-
-
-def logged_steps(series: dict[str, Series]) -> int:
-    """The steps with a record in any series: what `diagnose` and `show` call the steps logged."""
-    return len(set().union(*(steps for steps, _ in series.values()))) if series else 0
-
-
-def _facts(run: ReportInput) -> dict[str, str]:
-    """The page's key figures, named and counted as `diagnose` prints them (the Monitor's own `steps` count
-    takes in the steps a rollback abandoned: 310 for a 300-step run that redid 40 of them)."""
-    last = _last_step(run.series)
-    facts = {"status": str(run.meta.get("status", "unknown")), "last step": "–" if last is None else f"{last:,}",
-             "steps logged": f"{logged_steps(run.series):,}", "duration": _duration(run.meta) or "–",
-             "findings": findings_text(run.findings)}
-    if run.ranks:
-        facts["ranks"] = str(len(run.ranks))
-    return facts
-
-
-def findings_text(findings: Sequence[Finding]) -> str:
-    """The findings by severity as `show` counts them ("2 info, 1 critical"; "none")."""
-    counts = {sev: sum(f.severity == sev for f in findings) for sev in r.SEVERITIES}
-    return ", ".join(f"{n} {sev}" for sev, n in counts.items() if n) or "none"
-
-
 def lead(findings: Sequence[Finding]) -> Finding:
     """The finding a page opens with: the most severe; below warning, the verdict (`healthy`) before a note."""
     top = ranked(findings)[0]
@@ -410,10 +311,10 @@ def headline(findings: Sequence[Finding], badge: bool = False) -> str:
 
 
 def _header(run: ReportInput) -> str:
-    facts = "".join(f"<span>{html.escape(k)}: <b>{html.escape(v)}</b></span>" for k, v in _facts(run).items())
+    shown = "".join(f"<span>{html.escape(k)}: <b>{html.escape(v)}</b></span>" for k, v in facts(run).items())
     top = lead(run.findings) if run.findings else None
     mark = badge(top.severity) if top else '<span class="st-badge st-ok">ok</span>'
-    return (f'<section class="st-head"><h1>{html.escape(run.title)}</h1><div class="st-facts">{facts}</div>'
+    return (f'<section class="st-head"><h1>{html.escape(run.title)}</h1><div class="st-facts">{shown}</div>'
             f'<div class="st-headline">{mark} {html.escape(headline(run.findings, badge=top is not None))}</div></section>')
 
 
@@ -443,7 +344,7 @@ def render_report(run: ReportInput) -> str:
         rank_figs = _rank_figures(run.ranks)
         figures += rank_figs
         body += ["<h2>Per rank</h2>", _chart_grid([(f["id"], False) for f in rank_figs])]
-    body += ["<h2>Run metadata</h2>", _meta_table(run.meta)]
+    body += ["<h2>Run metadata</h2>", meta_table(run.meta)]
     return _document(f"{run.title} — stethoscope report", "\n".join(body), figures)
 
 
@@ -461,7 +362,7 @@ def _diff_table(runs: Sequence[ReportInput]) -> str:
         values = [flat.get(key) for flat in flats]
         same = len(set(values)) == 1
         differing += not same
-        cells = "".join(f"<td>{'–' if v is None else html.escape(_clip(v, 300))}</td>" for v in values)
+        cells = "".join(f"<td>{'–' if v is None else html.escape(clip(v, 300))}</td>" for v in values)
         rows.append(f'<tr class="{"st-same" if same else "st-diff"}"><th>{html.escape(key)}</th>{cells}</tr>')
     toggle = (f'<p>{differing} of {len(keys)} keys differ. <label><input type="checkbox" id="st-show-all"> '
               "show all keys</label></p>")
@@ -471,10 +372,10 @@ def _diff_table(runs: Sequence[ReportInput]) -> str:
 def _summary_table(runs: Sequence[ReportInput]) -> str:
     rows = []
     for run in runs:
-        facts = _facts(run)
-        rows.append(f"<tr><th>{html.escape(run.title)}</th><td>{html.escape(facts['status'])}</td>"
-                    f"<td>{html.escape(facts['last step'])}</td><td>{html.escape(facts['steps logged'])}</td>"
-                    f"<td>{html.escape(facts['duration'])}</td>"
+        fact = facts(run)
+        rows.append(f"<tr><th>{html.escape(run.title)}</th><td>{html.escape(fact['status'])}</td>"
+                    f"<td>{html.escape(fact['last step'])}</td><td>{html.escape(fact['steps logged'])}</td>"
+                    f"<td>{html.escape(fact['duration'])}</td>"
                     f"<td>{html.escape(headline(run.findings))}</td></tr>")
     head = "".join(f"<th>{h}</th>"
                    for h in ("run", "status", "last step", "steps logged", "duration", "headline"))
@@ -492,8 +393,8 @@ def render_compare(runs: list[ReportInput]) -> str:
                   for t in _line(run.title, run.series[metric], PALETTE[j % len(PALETTE)], per_run)]
         figures.append(_figure(f"st-cmp-{i}", metric, traces, metric in (r.GRAD_NORM, r.LOSS_SCALE)))
     title = " vs ".join(run.title for run in runs) or "no runs"
-    body = [f'<section class="st-head"><h1>{html.escape(_clip(title, 200))}</h1>'
+    body = [f'<section class="st-head"><h1>{html.escape(clip(title, 200))}</h1>'
             f'<div class="st-facts"><span>runs: <b>{len(runs)}</b></span></div></section>',
             "<h2>Runs</h2>", _summary_table(runs), "<h2>Configuration differences</h2>", _diff_table(runs),
             "<h2>Curves</h2>", _chart_grid([(f["id"], False) for f in figures])]
-    return _document(f"{_clip(title, 120)} — stethoscope compare", "\n".join(body), figures)
+    return _document(f"{clip(title, 120)} — stethoscope compare", "\n".join(body), figures)
