@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stethoscope.detect.registry import DetectorSet
+from stethoscope.detect.sustained import SustainedGate
 from stethoscope.records import INTERNAL_ERRORS, LOSS, QUEUE_DROPS, Finding, StepRecord
 
 _IGNORED = frozenset({QUEUE_DROPS, INTERNAL_ERRORS})
@@ -23,6 +24,7 @@ class LiveDetection:
         self.detectors = detectors if detectors is not None else DetectorSet()
         self._pending: dict[int, StepRecord] = {}
         self._done_through: int | None = None
+        self._gate = SustainedGate()  # a divergence graded by the records since its jump, as the views grade it
 
     def observe(self, points: Sequence[tuple[str, int, float, Any]]) -> list[Finding]:
         out: list[Finding] = []
@@ -42,20 +44,24 @@ class LiveDetection:
     def _release_before(self, step: int) -> list[Finding]:
         out: list[Finding] = []
         for s in sorted(s for s in self._pending if s < step):
-            out += self.detectors.update(self._pending.pop(s))
+            rec = self._pending.pop(s)
+            out += self._gate.update(rec, self.detectors.update(rec))
             self._done_through = s
         return out
 
     def finish(self) -> list[Finding]:
         out: list[Finding] = []
         for s in sorted(self._pending):
-            out += self.detectors.update(self._pending.pop(s))
-        return out + self.detectors.finish()
+            rec = self._pending.pop(s)
+            out += self._gate.update(rec, self.detectors.update(rec))
+        return out + self._gate.update(None, self.detectors.finish())
 
     def state_dict(self) -> dict[str, Any]:
-        return {"detectors": self.detectors.state_dict(), "done_through": self._done_through}
+        return {"detectors": self.detectors.state_dict(), "done_through": self._done_through,
+                "sustained": self._gate.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.detectors.load_state_dict(state["detectors"])
+        self._gate.load_state_dict(state.get("sustained"))
         self._done_through = state.get("done_through")
         self._pending = {}  # steps not handed over yet belong to the path left behind (a rollback, a resume)

@@ -29,7 +29,7 @@ from stethoscope.diagnose.degenerate import stuck_evals, zero_terms
 from stethoscope.diagnose.generalization import generalization_gap
 from stethoscope.diagnose.recovered import learned_on
 from stethoscope.diagnose.resumes import at_logged_resumes, logged_resumes, session_starts, weightless_resumes
-from stethoscope.diagnose.sustained import graded_divergences
+from stethoscope.detect.sustained import graded_divergences
 from stethoscope.diagnose.table import Table
 from stethoscope.diagnose.units import unit_changes
 from stethoscope.explain import explain_text
