@@ -25,7 +25,7 @@ LOGGED = json.loads(gzip.decompress((ROOT / "logged.json.gz").read_bytes()))
 def test_the_set_has_five_formats_eight_faults_and_both_splits() -> None:
     assert {c["format"] for c in CASES} == {"nanogpt", "hf", "wandb", "lightning", "tensorboard"}
     assert len({c["fault"] for c in CASES}) == 8
-    assert {c["split"] for c in CASES} == {"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8"}
+    assert {c["split"] for c in CASES} == {"dev", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8", "heldout9"}
     assert all(c["case"] in LOGGED for c in CASES)
 
 
