@@ -48,6 +48,11 @@ class EpochCounter:
         self.counts_run: bool | None = None  # the epoch moved on: without going back (the counter counts the run)?
         self.first = 0  # the counter at the epoch's first record
         self.offsets: dict[int, int] = {}  # each epoch's offset when it first came
+        self.learnt = False  # the logging interval was seen (two records of one epoch), not assumed to be one step
+        self.guessed: list[int] = []  # the global steps before epochs crossed while the interval was not known yet
+        self.fix: tuple[list[int], int, int] | None = None  # those, the interval's error, the last step it touched
+        self.back = False  # the epochs went back (`step`): no steps are put right then (`corrected`)
+        self.totalled = False  # a counter printed its total after an epoch (`Epoch: [0][100/773]`)
 
     def step(self, epoch: int, raw: int, total: int | None) -> int:
         """The global step of counter `raw` (of `total`) printed after `epoch`. Without a total (ESPnet's
@@ -56,6 +61,7 @@ class EpochCounter:
         what that makes it): the steps stay in order, the trainer's own when it logs every N steps."""
         # a log that starts in a later epoch (a resumed run's, a tail) counts the epochs before it when it prints
         # their length: epoch E's batch b is step (E - 1) * total + b, as the whole log would have read it
+        self.totalled |= total is not None
         if self.state is None:
             self.anchor = max(epoch - 1, 0) * (total or 0) * self.anchored
         last_epoch, offset, last = self.state or (epoch, self.anchor, raw)
@@ -65,17 +71,25 @@ class EpochCounter:
         resumed = epoch > last_epoch and last > self.first and (raw == last or not total and self.cadence < raw < last)
         if epoch > last_epoch:
             self.counts_run = (raw > last or resumed) and self.counts_run is not False
+        self.back |= epoch < last_epoch
         if resumed:
             pass
         elif epoch < last_epoch:  # the epochs start over (a launch after an aborted one, a resume from an earlier
             offset = self.offsets.get(epoch, self.anchor if total is None else max(epoch - 1, 0) * total)  # epoch):
             # that epoch's steps again, for a restart to be told (`importers.restarts`) or a resume laid over
         elif epoch > last_epoch and raw < last:
+            if not total and not self.learnt and self.fix is None:
+                self.guessed.append(offset + last)  # one step assumed for the interval: put right once it is seen
             offset += total * (epoch - last_epoch) if total else last + self.cadence - raw
         elif epoch > last_epoch and raw == last:  # one record an epoch at the same count (CycleGAN's `iters: 3648`
             offset += total * (epoch - last_epoch) if total else last  # printed at each epoch's end): an epoch on
         elif raw > last:
-            self.cadence = raw - last
+            self.cadence, self.learnt = raw - last, True
+            if self.guessed and self.fix is None:  # MindSpore's `epoch: 2 step: 181` after `epoch: 1 step: 1000`:
+                # the interval over an epoch's end is the interval within one (`step`'s rule), not one step
+                error = self.cadence - 1
+                self.fix = (self.guessed, error, offset + last)
+                offset += error * len(self.guessed)
         if self.state is None or epoch != last_epoch:
             self.first = raw
             self.offsets.setdefault(epoch, offset)
@@ -97,6 +111,24 @@ class EpochCounter:
         return CodedColumns(coded.labels, coded.codes, steps - self.anchor * (steps >= self.anchor), coded.value_array,
                             coded.time_list, coded.ordered, coded.last_time)
 
+    def corrected(self, columns: Any) -> Any:
+        """`columns` with the steps read before the logging interval was known put right: each record past an
+        epoch crossed then moves on by the interval's error once for each such crossing before it (the steps read
+        after it were counted with the interval). None found: `columns` as they are."""
+        if self.fix is None or not self.fix[1] or self.back:  # (epochs that started over: steps of two launches)
+            return columns
+        import numpy as np
+
+        from stethoscope.logtext.coded import CodedColumns, encode
+
+        guessed, error, until = self.fix
+        coded = encode(columns)
+        steps = coded.step_array
+        crossed = np.searchsorted(np.asarray(guessed, dtype=np.int64), steps, side="left")  # crossings below each step
+        moved = steps + error * crossed * (steps <= until)
+        return CodedColumns(coded.labels, coded.codes, moved, coded.value_array, coded.time_list, coded.ordered,
+                            coded.last_time)
+
     def reads(self, steps: Any, last_step: int | None) -> bool:
         """Whether `steps`, read at once without their epochs, are global steps as they are (else those lines
         are read one by one, with their epochs); a fall back that is not near zero is a resume, as one by one."""
@@ -109,7 +141,7 @@ class EpochCounter:
             # every step ahead of the one before (the common case): as below, without its step-sized temporaries
             # (a 250,000-turn Composer log: ~5 ms of fresh memory a read)
             if raw.size > 1 or last_step is not None:
-                self.cadence = int(raw[-1] - (raw[-2] if raw.size > 1 else last_step))
+                self.cadence, self.learnt = int(raw[-1] - (raw[-2] if raw.size > 1 else last_step)), True
             if self.state is not None:
                 self.state = (self.state[0], 0, int(raw[-1]))
             return True
@@ -120,7 +152,7 @@ class EpochCounter:
         cadence = max(int(ahead.max()) if ahead.size else 1, self.cadence)
         if ((diffs < 0) & (raw[1:] <= cadence)).any() or not diffs.all():
             return False  # a restart near 0, or a count repeated (an epoch's record at the same count each time)
-        self.cadence = int(ahead[-1]) if ahead.size else self.cadence
+        self.cadence, self.learnt = (int(ahead[-1]), True) if ahead.size else (self.cadence, self.learnt)
         if self.state is not None:
             self.state = (self.state[0], 0, int(raw[-1]))
         return True

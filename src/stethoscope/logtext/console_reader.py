@@ -58,6 +58,7 @@ class ConsoleReader:
         self.bar: tuple[int, int, int] | None = None  # (offset, last raw counter, total) of a per-epoch bar
         self.ordinal = 0
         self.epoch_row = False  # the line read last took its epoch for its step (`epoch_step`)
+        self.headed = 0  # records numbered by the epoch a head line began (`EpochHeads.after`)
         self.loss_steps = 0  # records with a train loss at a step counter, theirs or the line's before (then no
         # epoch is a step: CNTK's `Finished Epoch[2 of 100]: [Training] loss = ..` is the epoch's summary)
         self.counts: list[tuple[int, int | None, int, int]] = []  # a sample counter's (record, epoch, count, total)
@@ -357,7 +358,11 @@ class ConsoleReader:
         self.epoch_row = False
         if line.step is not None:
             before = self.last_step
-            raw = line.step if line.epoch is None else self.epochs.step(line.epoch, line.step, line.total)
+            # an evaluation's counter with no total, where the records count within epochs of a printed total, is the
+            # run's step it ran at (JoeyNMT's `Validation result (greedy) at epoch 1, step 300:` among `Epoch: [0][100/773]`
+            # records): as printed, and its epoch (numbered from 1, theirs from 0) is not the counter's
+            bare = line.epoch is None or line.eval and line.total is None and self.epochs.totalled
+            raw = line.step if bare else self.epochs.step(line.epoch, line.step, line.total)
             if line.rounded > 1:  # `step:4K` (its shape not learnt: a template reads it as 4)
                 raw, self.epoch_row = self.rounds.step(raw, line.rounded, before), True
             self.last_step = self._step(raw, line.bar)
@@ -379,9 +384,13 @@ class ConsoleReader:
         if line.body.lstrip().startswith("{"):
             (step,), self.ordinal = ordinal_steps([n[0] for n, _ in pairs], 1, self.ordinal)
             return step
-        epoch = epoch_step(pairs, line) if not self.loss_steps else None
+        # records numbered by the heads of their epochs (nnU-Net's `Epoch 3`, then `train_loss -0.55`): a line that
+        # prints an epoch beside a loss after them (CNTK's `Finished Epoch[1 of 100]: [Training] loss = ..`, another
+        # tool's) is no record of the run's epochs
+        epoch = epoch_step(pairs, line) if not self.loss_steps and not self.headed else None
         if epoch is None and not self.loss_steps:  # the epoch an `Epoch N` line alone began (nnU-Net's)
             epoch = self.heads.after(pairs, line)
+            self.headed += epoch is not None
         if epoch is not None:  # one record an epoch, nothing finer printed: its step is the epoch (its shape
             self.last_step, self.epoch_row = epoch, True  # is not learnt: a template reads no epoch as a step)
             return epoch

@@ -26,7 +26,7 @@ def finish(reader: Any) -> ImportedRun:
             part, more = part.build_columns()
             rejected += more
         parts.append(part)
-    joined, steps = reader.epochs.unanchored(join(parts)), index_steps(reader.counts)
+    joined, steps = reader.epochs.corrected(reader.epochs.unanchored(join(parts))), index_steps(reader.counts)
     if steps:  # the counter counts batches: the records' steps are known after all
         joined, reader.ordinal = renumbered(joined, steps), 0
     columns = stand_ins(times_named(joined, {found[0] for found in reader.names.values() if found}))
