@@ -38,8 +38,12 @@ def loss_finding(inc: dict[str, Any], source: str) -> Finding:
     }
     if inc["respikes"]:
         ev["further_spikes_folded"] = inc["respikes"]
-    msg = (f"loss spiked to {g(inc['first'])} at step {inc['start']}, x{ratio:.3g} its recent level "
-           f"{g(inc['level'])} ({ev['z']:.3g} sigma)")
+    if inc["n"] < 2:  # one record before it: no level and no noise of the run's own to measure a spike by
+        msg = (f"loss rose to {g(inc['first'])} at step {inc['start']}, x{ratio:.3g} the one record before it "
+               f"({g(inc['level'])}): a run's first records show no level or noise to call it a spike against")
+    else:
+        msg = (f"loss spiked to {g(inc['first'])} at step {inc['start']}, x{ratio:.3g} its recent level "
+               f"{g(inc['level'])} ({ev['z']:.3g} sigma)")
     if inc.get("early_climb"):
         msg += ("; the loss had been climbing since its first record, at that pace: the run's start (an LR "
                 "warm-up, a new head on pretrained weights), not a spike from a level")
