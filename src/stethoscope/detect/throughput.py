@@ -32,7 +32,7 @@ from stethoscope.detect.stats import Window, shrunk_sigma
 from stethoscope.detect.step_time_alias import StepTimeAlias
 from stethoscope.detect.throughput_causes import EVAL, eval_seconds, slow_causes, step_time_excess
 from stethoscope.detect.throughput_clock import StepClock
-from stethoscope.detect.throughput_onset import eval_stalls, fit_onset, startup
+from stethoscope.detect.throughput_onset import eval_stalls, fit_onset, startup, streak_evals
 from stethoscope.detect.throughput_findings import (
     PERSISTENT_RECORDS,
     STARTUP_RECORDS,
@@ -206,7 +206,8 @@ class ThroughputDetector:
 
     def _onset(self, slow: list[list[Any]], level: float, step: int, t: float) -> int:
         """Where the slowdown began (`detect.throughput_onset.fit_onset`)."""
-        return fit_onset(self.raw.values(), self.raw_steps, slow, level, step, t, self.config.step_time_window)
+        return fit_onset(self.raw.values(), self.raw_steps, slow, level, step, t, self.config.step_time_window,
+                         streak_evals(slow))
 
     def _startup(self, onset: int) -> list[int] | None:
         """A baseline of only the run's first records (`detect.throughput_onset.startup`)."""

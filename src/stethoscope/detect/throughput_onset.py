@@ -12,6 +12,7 @@ from stethoscope.detect.throughput_causes import EVAL
 EVAL_STALL = 3.0  # an eval's record this many times the slowest record no eval explains: the eval's own time
 
 ONSET_LOOKBACK = 16  # records before a streak searched for its onset
+_NAMED = {EVAL, "data", "gc"}  # causes a slow record names (`detect.throughput_causes.slow_causes`)
 
 
 def fit_onset(raw: Sequence[float], raw_steps: Sequence[int], slow: list[list[Any]], level: float, step: int,
@@ -45,6 +46,19 @@ def startup(s: dict[str, Any], raw_steps: Sequence[int], onset: int, min_records
     first = s["first_step"]
     last = max((x for x in raw_steps if x < onset), default=first)
     return [before, first, last] if first <= last - first else None
+
+
+def streak_evals(slow: list[list[Any]]) -> frozenset[int]:
+    """`eval_stalls` of a streak of slow records ([step, time, level, dip, causes] each), a data wait or a GC pause
+    the record logs counted with the evals: an eval's or a loader restart's time at the streak's end (no record
+    after it yet to show it a stall on top) is no part of the level the onset is fitted to."""
+    named = eval_stalls([[x[0], x[1], x[2], [EVAL] if set(x[4]) & _NAMED else x[4]] for x in slow])
+    tail = []
+    for x in reversed(slow):  # only the streak's last records: an earlier one had records after it, in the fit
+        if x[0] not in named:
+            break
+        tail.append(x[0])
+    return frozenset(tail)
 
 
 def eval_stalls(records: list[list[Any]]) -> frozenset[int]:
