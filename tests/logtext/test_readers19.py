@@ -151,3 +151,12 @@ def test_fluent_bits_stdout_records_are_read_for_their_log() -> None:
             text += f'[{k % 5}] tail.0: {head}, {{"log"=>"{line}", "stream"=>"stdout"}}]\n'
         run = read_text(text)
         assert series(run, LOSS) == {k * 10: round(3 - k / 10, 4) for k in range(1, 13)}
+
+
+def test_two_records_of_one_shape_that_print_the_same_loss_are_both_kept() -> None:
+    """A guard: records in a row of one counter may print the same loss by chance (3 digits); neither restates the
+    other, and the counter's later lines keep their steps."""
+    losses = [4.651, 4.651, 3.21, 4.2, 3.9, 3.9, 3.7, 3.5, 3.3, 3.1, 2.9, 2.8]
+    text = "".join(f"Epoch: [{k // 4}] [{k % 4 * 40:3d}/160] loss: {v:.3f} time: 0.446\n" for k, v in enumerate(losses))
+    run = read_text(text)
+    assert list(series(run, LOSS).values()) == losses

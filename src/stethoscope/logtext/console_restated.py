@@ -5,7 +5,9 @@ not steps. Read as a counter, it numbered every record twice, on two axes that c
 an epoch). The rule: a line whose counter gives another number than the step of the record on the line right before
 it, and whose train loss is that record's to the last digit printed, restates that record: its values belong to that
 step (a continuation line) and its counter numbers nothing. Its counter's total is then known to count samples:
-a later line under that total (the epoch's last, with its validation: a shape of its own) is read so too."""
+a later line under that total (the epoch's last, with its validation: a shape of its own) is read so too. Neither
+holds for a line whose names are those of a line already read at a step of its own: records of one shape are one
+counter's, and two in a row may print the same loss by chance (a long log's 3-digit losses)."""
 
 from __future__ import annotations
 
@@ -27,11 +29,12 @@ class Restated:
     def __init__(self) -> None:
         self.before: tuple[int, int, str] | None = None  # (line number, step, loss as printed)
         self.totals: set[int] = set()
+        self.numbered: set[tuple[str, ...]] = set()  # the names of lines read at steps of their own
 
     def check(self, number: int, line: Any, pairs: list[Any]) -> None:
         """Make the parsed `line` (number `number`, its `pairs`) a continuation of the record before it when it
         restates that record (see the module's docstring)."""
-        if line.step is None or line.eval or line.total is None:
+        if line.step is None or line.eval or line.total is None or tuple(n[0] for n, _ in pairs) in self.numbered:
             return
         if line.total not in self.totals:
             loss, before = loss_text(pairs), self.before
@@ -46,3 +49,5 @@ class Restated:
         """Note the line `number`, just read as a record at its own `step` (None: no counter of its own)."""
         loss = loss_text(pairs)
         self.before = None if step is None or loss is None else (number, step, loss)
+        if step is not None:
+            self.numbered.add(tuple(n[0] for n, _ in pairs))
