@@ -160,3 +160,21 @@ def test_two_records_of_one_shape_that_print_the_same_loss_are_both_kept() -> No
     text = "".join(f"Epoch: [{k // 4}] [{k % 4 * 40:3d}/160] loss: {v:.3f} time: 0.446\n" for k, v in enumerate(losses))
     run = read_text(text)
     assert list(series(run, LOSS).values()) == losses
+
+
+def test_ms_swifts_dict_takes_its_step_from_global_step_of_max_steps() -> None:
+    """ms-swift logs `{'loss': .., 'epoch': 0.05, 'global_step/max_steps': '13/866', ..}`: the step was the dict's
+    place in the file (1, 2, 3 for 1, 13, 25)."""
+    text = ""
+    for k, step in enumerate(range(1, 866, 12)):
+        text += (f"{{'loss': {1.9 - k / 100:.8f}, 'grad_norm': 7.76447484, 'learning_rate': 9.988e-06, 'token_acc': "
+                 f"0.82192909, 'epoch': {step / 290:.2f}, 'global_step/max_steps': '{step}/866', 'percentage': "
+                 f"'{100 * step / 866:.2f}%', 'elapsed_time': '{step // 3}s', 'remaining_time': '5m 2s', "
+                 f"'memory(GiB)': 5.14, 'train_speed(iter/s)': 4.853571}}\n")
+        if k % 10 == 9:
+            text += (f"{{'eval_loss': {2.1 - k / 100:.8f}, 'eval_token_acc': 0.61, 'eval_runtime': 1.2345, "
+                     f"'eval_samples_per_second': 40.5, 'eval_steps_per_second': 5.06, 'epoch': {step / 290:.2f}, "
+                     f"'global_step/max_steps': '{step}/866'}}\n")
+    run = read_text(text)
+    assert series(run, LOSS) == {step: round(1.9 - k / 100, 8) for k, step in enumerate(range(1, 866, 12))}
+    assert set(series(run, "eval/loss")) == {step for k, step in enumerate(range(1, 866, 12)) if k % 10 == 9}

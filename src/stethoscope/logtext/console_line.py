@@ -58,6 +58,7 @@ _PREFIX = re.compile(
 _STEP = re.compile(
     r"\[(?:batch|step|iter|iteration|ba)=(?P<a>\d+)(?:/(?P<at>\d+))?\]"  # Composer [batch=10/100]
     r"|\bglobal[_ ]step['\"]?\s*[:=]?\s*(?P<b>\d+)(?:\.0(?!\d))?(?![\d.])"  # global_step=N (Lightning: N.0)
+    r"|\bglobal[_ ]step/max[_ ]steps['\"]?\s*[:=]\s*['\"](?P<s>\d+)/(?P<st>\d+)['\"]"  # ms-swift's '1/94' of max_steps
     r"|\b(?:n|num)_updates['\"]?\s*[:=]?\s*(?P<u>\d+)(?![\d.])"  # the updates made so far (SB3, fairseq)
     r"|\b(?:it|It|IT)\s+(?P<e>\d+)\s*/\s*(?P<et>\d+)(?![\d.])"  # `it 10/1200`: `it` only with a total
     r"|\b(?:it|It|IT)\s*[:=]\s*(?P<g>\d+)(?![\d.])"  # ... or assigned: `it=10`
@@ -250,7 +251,7 @@ def launcher_rank(text: str) -> str | None:
 
 def _read_step(out: Line, m: re.Match[str], text: str, offset: int) -> None:
     for name, total in (("a", "at"), ("b", None), ("c", "ct"), ("d", "dt"), ("e", "et"), ("g", None), ("f", "ft"),
-                        ("h", None), ("p", None), ("gl", None), ("u", None)):
+                        ("h", None), ("p", None), ("gl", None), ("u", None), ("s", "st")):
         if name in m.re.groupindex and m.group(name) is not None:
             out.step = int(m.group(name).replace(",", ""))
             out.total = int(m.group(total)) if total and m.group(total) else None
