@@ -178,3 +178,18 @@ def test_ms_swifts_dict_takes_its_step_from_global_step_of_max_steps() -> None:
     run = read_text(text)
     assert series(run, LOSS) == {step: round(1.9 - k / 100, 8) for k, step in enumerate(range(1, 866, 12))}
     assert set(series(run, "eval/loss")) == {step for k, step in enumerate(range(1, 866, 12)) if k % 10 == 9}
+
+
+def test_skorchs_table_whose_rule_wears_another_prefix() -> None:
+    """skorch's PrintLog header and rows behind a logger's prefix, its rule of dashes printed as the header's
+    continuation with only the launcher's tag: the table was not found (no row under the header's columns)."""
+    pre = "2024-07-24 11:20:33 gpu-node1 __main__[12345] INFO "
+    text = (f"11:00:03 trainer.1 | {pre}  epoch    train_loss    valid_acc    valid_loss     dur\n"
+            "11:00:03 trainer.1 | -------  ------------  -----------  ------------  ------\n")
+    for epoch in range(1, 11):
+        train = f"{1.2 - epoch / 20:.4f}"
+        cell = f"\x1b[36m{train}\x1b[0m" if epoch % 3 else train  # a best value so far: coloured
+        text += (f"11:00:{epoch:02d} trainer.1 | {pre}{epoch:>7}        {cell}       0.{70 + epoch}00        "
+                 f"{1.3 - epoch / 25:.4f}  0.1363\n")
+    run = read_text(text)
+    assert series(run, LOSS) == {e: round(1.2 - e / 20, 4) for e in range(1, 11)}
