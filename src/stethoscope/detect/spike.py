@@ -24,6 +24,7 @@ from stethoscope.detect.blowup import lr_blowup
 from stethoscope.detect.config import DetectConfig
 from stethoscope.detect.lr import LrTracker
 from stethoscope.detect.lr_held import held_cause, held_jump, level_back
+from stethoscope.detect.spike_level import forget, never_back, observe, watch
 from stethoscope.detect.spike_findings import divergence, g, grad_finding, loss_finding, mark_expected
 from stethoscope.detect.spike_incident import (
     REAL_SPIKE_RATIO, RECUR_RECORDS, brief_share, loss_recovered, loss_unrecovered, recurring, release,
@@ -63,6 +64,7 @@ class SpikeDetector:
         self._last_reset: int | None = None
         self._blowup_jump: float | None = None  # the LR jump whose blow-up was reported (once per jump)
         self._came_back: list[float] | None = None  # [step, rise] of the biggest loss spike the run came back from
+        self._watch: dict[str, Any] = {}  # recovered spikes whose level is judged at the end (`detect.spike_level`)
 
     # -- entry points -----------------------------------------------------------------------------
     def update(self, record: StepRecord) -> list[Finding]:
@@ -78,6 +80,8 @@ class SpikeDetector:
         v = values.get(LOSS)
         if v is not None and math.isfinite(v):
             self._on_loss(step, v, values, out)
+            watch(self._watch, out)
+            observe(self._watch, step, v)
         elif v is not None and self.loss.incident is not None:
             self.loss.incident["blew_up"] = True  # an open jump that turned into NaN/Inf: a blow-up
         elif v is not None:
@@ -107,7 +111,7 @@ class SpikeDetector:
             f.message += f"; not back to its level by the last record (step {step})"
             f.evidence["recovered"] = False
             out.append(f)
-        return out
+        return out + (never_back(self._watch, self.config.recover_rel, step, self.name) if inc is None else [])
 
     # -- schedule context -------------------------------------------------------------------------
     def _track_schedule(self, record: StepRecord, out: list[Finding]) -> None:
@@ -122,6 +126,7 @@ class SpikeDetector:
             if inc is not None and inc["start"] >= reset - self.config.restart_grace_steps:
                 out.append(self._expected_jump(inc, kind, reset))
             track.reset()
+        forget(self._watch)
 
     def _expected_jump(self, inc: dict[str, Any], kind: str, reset: int) -> Finding:
         return mark_expected(loss_finding(inc, self.name) if kind == "loss" else grad_finding(inc, self.name), reset)
@@ -361,6 +366,7 @@ class SpikeDetector:
             "lr": self.lr.state_dict(), "loss": self.loss.state_dict(), "grad": self.grad.state_dict(),
             "last_step": self._last_step, "last_reset": self._last_reset, "blowup_jump": self._blowup_jump,
             "first_step": self._first_step, "first_loss": self._first_loss, "came_back": self._came_back,
+            "watch": self._watch,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -373,6 +379,7 @@ class SpikeDetector:
         self._first_step = state.get("first_step")
         self._first_loss = state.get("first_loss")
         self._came_back = state.get("came_back")
+        self._watch = state.get("watch", {})
 
 
 def _early_climb(before: list[float], v: float, min_rel: float) -> bool:
