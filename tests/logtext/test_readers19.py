@@ -193,3 +193,19 @@ def test_skorchs_table_whose_rule_wears_another_prefix() -> None:
                  f"{1.3 - epoch / 25:.4f}  0.1363\n")
     run = read_text(text)
     assert series(run, LOSS) == {e: round(1.2 - e / 20, 4) for e in range(1, 11)}
+
+
+def test_gradient_boostings_table_of_names_of_two_words() -> None:
+    """scikit-learn's gradient boosting (verbose=1) prints `      Iter       Train Loss   Remaining Time` and its rows
+    right-aligned under the names' ends: a header of names of two words was no header (no train loss read)."""
+    for pre in ("", "2024-07-24 11:20:33,123 - INFO - "):
+        for oob in (False, True):
+            head = f"{'Iter':>10} {'Train Loss':>16} " + (f"{'OOB Improve':>16} " if oob else "") + \
+                f"{'Remaining Time':>16} "
+            text = pre + head + "\n"
+            steps = [*range(1, 11), *range(20, 101, 10)]
+            for k in steps:
+                text += pre + f"{k:>10d} {1.5 - k / 100:>16.4f} " + (f"{0.01:>16.4f} " if oob else "") + \
+                    f"{(100 - k) / 100:>15.2f}s\n"
+            run = read_text(text)
+            assert series(run, LOSS) == {k: round(1.5 - k / 100, 4) for k in steps}

@@ -26,8 +26,8 @@ from stethoscope.logtext.names import FileNames, scaled_row
 from stethoscope.importers.source import is_text, read_text
 from stethoscope.importers.split_table import blocks, has_blocks
 from stethoscope.logtext.table import PointTable, describe, to_float
-from stethoscope.logtext.table_heads import (LOOK_AHEAD, column_name, is_shared_layer_loss, pipe_cells, pipe_header,
-                                             ruled_header)
+from stethoscope.logtext.table_heads import (LOOK_AHEAD, column_name, is_head_name, is_shared_layer_loss, pipe_cells,
+                                             pipe_header, ruled_header)
 from stethoscope.importers.tabular import step_key
 from stethoscope.records import LOSS
 
@@ -90,6 +90,8 @@ def _header_at(line: str) -> int | None:
     names = cells[k:]  # the line's last cells that are names: the header's, if it is one
     if _is_header(names):
         return 0 if k == 0 else [m.start() for m in re.finditer(r"\S+", line)][k]  # (leading blanks: the table's)
+    if k and (wide := _wide_at(line)) is not None:  # names of words: scikit-learn's `Iter  Train Loss  Remaining Time`
+        return wide
     if k:  # a prefix glued to the first name: `INFO:root:epoch`, `[rank0]:epoch`
         first = cells[k - 1]
         glued = max(first.rfind(":"), first.rfind("]"), first.rfind(">"))
@@ -99,10 +101,38 @@ def _header_at(line: str) -> int | None:
     return None
 
 
+# A header's names of up to three words each, two blanks or more between them (scikit-learn's gradient boosting:
+# `      Iter       Train Loss   Remaining Time`, its cells right-aligned under the names' ends).
+_WIDE_NAME = re.compile(r"\S+(?: \S+)*")
+
+
+def _wide_names(header: str) -> list[re.Match[str]] | None:
+    names = list(_WIDE_NAME.finditer(header))
+    ok = any(" " in m.group() for m in names) and all(len(m.group().split()) <= 3 and is_head_name(m.group())
+                                                      for m in names)
+    return names if ok else None
+
+
+def _wide_at(line: str) -> int | None:
+    """Where a header of names of words starts in `line` (its last cells past a prefix), None when it holds none."""
+    cells = list(_WIDE_NAME.finditer(line))
+    k = len(cells)
+    while k and len(cells[k - 1].group().split()) <= 3 and is_head_name(cells[k - 1].group()):
+        k -= 1
+    names = [m.group() for m in cells[k:]]
+    wide = len(names) >= 2 and any(" " in n for n in names) and _step_column(names) is not None
+    return cells[k].start() if wide else None
+
+
+def _names(header: str) -> list[str]:
+    wide = _wide_names(header)
+    return [m.group() for m in wide] if wide else header.split()
+
+
 def _spans(header: str, rule: str | None) -> list[tuple[int, int]]:
     """Each column's character span: the rule's dash runs (tabulate's), else the header's names."""
     runs = [(m.start(), m.end()) for m in re.finditer(r"[-=]+", rule)] if rule else []
-    names = [(m.start(), m.end()) for m in re.finditer(r"\S+", header)]
+    names = [m.span() for m in _wide_names(header) or re.finditer(r"\S+", header)]
     return runs if len(runs) == len(names) else names
 
 
@@ -172,7 +202,7 @@ def _table_at(lines: list[str], i: int) -> _Layout | None:
     j = _next_text(lines, i + 1)
     if at is not None:
         head = text[:at]
-        names = text[at:].split()
+        names = _names(text[at:])
         rule = None
         body = _body(lines[j], head) if j < len(lines) else None
         if body is not None and _RULE.match(body) and body.strip():
