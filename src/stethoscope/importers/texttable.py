@@ -210,8 +210,8 @@ def _table_at(lines: list[str], i: int) -> _Layout | None:
             body = _body(lines[j], head) if j < len(lines) else None
         elif j < len(lines) and _RULE_LINE.search(lines[j]) and (body is None or not _row(body, _spans(
                 text[at:], None), _step_column(names) or 0)):  # the rule as a message's continuation: its own
-            j = _next_text(lines, j + 1)  # prefix (a rank tag, not the logger's), its dashes not at the columns
-            body = _body(lines[j], head) if j < len(lines) else None
+            k = _next_text(lines, j + 1)  # prefix (a rank tag, not the logger's), its dashes not at the columns
+            body = _body(lines[k], head) if k < len(lines) else None
         spans = _spans(text[at:], rule)
         if body is not None and _row(body, spans, _step_column(names) or 0) is not None:
             return _Layout(names, spans, head, _step_column(names) or 0)
