@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from stethoscope.findings.catalogue import DIVERGENCE
 from stethoscope.records import LOSS, Finding, StepRecord
@@ -30,16 +30,23 @@ _SIGMAS = 3.0
 _MIN_REL = 0.05
 
 
-def graded_divergences(findings: list[Finding], loss: tuple[np.ndarray, np.ndarray]) -> list[Finding]:
-    """The findings with each error divergence graded by the records after its jump (see the module docstring)."""
-    steps, values = loss
+def graded_divergences(findings: list[Finding], loss: tuple[Sequence[int], Sequence[float]]) -> list[Finding]:
+    """The findings with each error divergence graded by the records after its jump (see the module docstring);
+    `loss` is the run's loss series (steps, values), lists or arrays."""
+    if not any(f.type == DIVERGENCE and f.severity == "error" for f in findings):
+        return list(findings)
+    steps, values = (_listed(a) for a in loss)
     out = []
     for f in findings:
         out.append(graded(f, steps, values))
     return out
 
 
-def graded(f: Finding, steps: np.ndarray, values: np.ndarray) -> Finding:
+def _listed(a: Any) -> list:
+    return a.tolist() if hasattr(a, "tolist") else list(a)  # an array's items as Python numbers, at C speed
+
+
+def graded(f: Finding, steps: Sequence[int], values: Sequence[float]) -> Finding:
     """A divergence at error graded by the loss records (`steps`, `values`) around its jump; other findings as
     they are."""
     if f.type != DIVERGENCE or f.severity != "error":
@@ -48,18 +55,19 @@ def graded(f: Finding, steps: np.ndarray, values: np.ndarray) -> Finding:
     if f.step is None or not isinstance(level, (int, float)) or not math.isfinite(level) \
             or f.evidence.get("rolled_back") is not None or f.evidence.get("rollback") is not None:
         return f  # (a rollback abandoned its steps: the records after it are the restored path, not its own)
-    before, after = values[steps < f.step], values[steps > f.step]
-    if not np.all(np.isfinite(after)) or before.size < 4:
+    before = [v for s, v in zip(steps, values) if s < f.step]
+    after = [v for s, v in zip(steps, values) if s > f.step]
+    if not all(math.isfinite(v) for v in after) or len(before) < 4:
         return f  # it blew up (or there is nothing to measure noise on): the detector's word stands
     noise = _noise(before[-_NOISE_RECORDS:])
     line = level + max(_SIGMAS * noise, _MIN_REL * abs(level))
-    up = int(np.count_nonzero(after > line))  # records after the jump above the line (a slow climb crosses late)
+    up = sum(1 for v in after if v > line)  # records after the jump above the line (a slow climb crosses late)
     if up >= SUSTAINED:
         return f
-    came_back = after.size >= SUSTAINED  # the records went on, and too few of them stayed up
+    came_back = len(after) >= SUSTAINED  # the records went on, and too few of them stayed up
     ev = {**f.evidence, "records_up": up, "noise": noise, "sustained_records": SUSTAINED}
     if came_back:
-        msg = (f"{f.message}; only {up} of the {after.size} records after it above {line:.4g} (its level plus the "
+        msg = (f"{f.message}; only {up} of the {len(after)} records after it above {line:.4g} (its level plus the "
                "noise): a jump that came back, not a divergence")
         return dataclasses.replace(f, severity="info", message=msg, evidence={**ev, "recovered": "fully"})
     msg = (f"{f.message}; only {up} record{'s' if up != 1 else ''} after the jump so far (a divergence needs "
@@ -67,12 +75,13 @@ def graded(f: Finding, steps: np.ndarray, values: np.ndarray) -> Finding:
     return dataclasses.replace(f, severity="warning", message=msg, evidence=ev)
 
 
-def _noise(v: np.ndarray) -> float:
-    v = v[np.isfinite(v)]
-    d = np.diff(v)
-    if d.size == 0:
+def _noise(v: Sequence[float]) -> float:
+    v = [x for x in v if math.isfinite(x)]
+    d = [b - a for a, b in zip(v, v[1:])]
+    if not d:
         return 0.0
-    return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2))
+    mid = statistics.median(d)
+    return float(1.4826 * statistics.median([abs(x - mid) for x in d]) / math.sqrt(2))
 
 
 _KEPT = 512  # loss records the live gate keeps: a divergence dated further back keeps the detector's word
@@ -100,7 +109,7 @@ class SustainedGate:
             self._values.append(float(v))
         if not found and not self._held:
             return found
-        steps, values = np.asarray(self._steps, dtype=np.int64), np.asarray(self._values, dtype=np.float64)
+        steps, values = list(self._steps), list(self._values)
         out = []
         for f in found:
             self._held = [h for h in self._held if (h.source, h.step) != (f.source, f.step)] \
