@@ -45,6 +45,11 @@ def replay(detector, records: Iterable[StepRecord], finish: bool = True) -> list
     return merge_findings(found)
 
 
+def replay_loss(values: Sequence[float]) -> list[Finding]:
+    """The default detectors' merged findings over a loss series, one record a step from 0."""
+    return replay(DetectorSet(), (StepRecord(i, {R.LOSS: v}) for i, v in enumerate(values)))
+
+
 def replay_set(records: Iterable[StepRecord], **config) -> list[Finding]:
     from stethoscope.detect.config import DetectConfig
 

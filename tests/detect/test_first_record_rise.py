@@ -4,16 +4,11 @@ value). It stays an info, and a jump after a level of several records keeps the 
 
 from __future__ import annotations
 
-from stethoscope.detect.registry import DetectorSet, merge_findings
-from stethoscope.records import LOSS, StepRecord
+from .conftest import replay_loss
 
 
 def _spikes(values):
-    ds = DetectorSet()
-    found = []
-    for i, v in enumerate(values):
-        found += ds.update(StepRecord(i, {LOSS: v}))
-    return [f for f in merge_findings(found + ds.finish()) if f.type == "loss_spike"]
+    return [f for f in replay_loss(values) if f.type == "loss_spike"]
 
 
 def test_a_rise_at_the_second_record_is_no_spike_from_a_level():

@@ -4,16 +4,7 @@ peak undone: a loss that fell from 1e7 to 264x its level is not "recovered partl
 from __future__ import annotations
 
 from stethoscope.detect.comeback import how_far_back
-from stethoscope.detect.registry import DetectorSet, merge_findings
-from stethoscope.records import LOSS, StepRecord
-
-
-def _run(values):
-    ds = DetectorSet()
-    found = []
-    for i, v in enumerate(values):
-        found += ds.update(StepRecord(i, {LOSS: v}))
-    return merge_findings(found + ds.finish())
+from .conftest import replay_loss
 
 
 def _converged(n=200):
@@ -23,7 +14,7 @@ def _converged(n=200):
 def test_a_huge_peak_does_not_make_a_stuck_loss_read_recovered():
     # an LR x500 at step 200 (user-trial-4's loop): 0.017 -> 32 -> 1.3e7, then down to ~4.5 and held there
     tail = [32.5, 4e3, 2e5, 1.3e7, 9e5, 3e3] + [4.5 + 0.05 * (i % 3) for i in range(94)]
-    div = [f for f in _run(_converged() + tail) if f.type == "divergence" and f.severity == "error"]
+    div = [f for f in replay_loss(_converged() + tail) if f.type == "divergence" and f.severity == "error"]
     assert len(div) == 1, div
     d = div[0]
     assert "recovered partly" not in d.message and "%" not in d.message, d.message
