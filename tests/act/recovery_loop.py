@@ -84,14 +84,18 @@ def train(root: Path, fault: str | None = None, steps: int = 500, recovery: Any 
     return {"final": held_out_loss(model), "mon": mon, "trained": trained, "stopped": stopped}
 
 
-def train_lr(path: Path, steps: int, factor: Callable[[int], float], schedule_steps: int | None = None) -> None:
-    """Train `steps` steps into a Monitor at `path` (no recovery, no dashboard), the LR at each step
-    `lr_at(step, schedule_steps or steps) * factor(step)`."""
+def train_lr(path: Path, steps: int, factor: Callable[[int], float], schedule_steps: int | None = None,
+             before_step: Callable[[int, Any], None] | None = None, **monitor: Any) -> None:
+    """Train `steps` steps into a Monitor at `path` (no recovery; no dashboard unless `monitor` says `serve=`), the
+    LR at each step `lr_at(step, schedule_steps or steps) * factor(step)`; `before_step(step, model)`, when given,
+    runs after the LR is set (a fault injected into the weights); `monitor`: more of the Monitor's arguments."""
     model, opt = make()
-    with stethoscope.Monitor(path, model, opt, serve=False) as mon:
+    with stethoscope.Monitor(path, model, opt, **{"serve": False, **monitor}) as mon:
         for step in range(steps):
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, schedule_steps or steps) * factor(step)
+            if before_step is not None:
+                before_step(step, model)
             x, y = batch(step)
             loss = torch.nn.functional.mse_loss(model(x), y)
             opt.zero_grad()

@@ -74,23 +74,15 @@ def test_a_store_that_recorded_no_thresholds_is_replayed_with_the_defaults(tmp_p
 
 def _train(run: Path, alerts: AlertsConfig, lr_jump: float, jump_steps: int) -> None:
     """A tiny MLP on CPU: the LR x`lr_jump` for `jump_steps` steps from 100, a weight turned NaN at 250."""
-    from tests.act.recovery_loop import batch, lr_at, make
+    from tests.act.recovery_loop import train_lr
 
-    model, opt = make()
-    steps = 300
-    with Monitor(run, model, opt, flush_interval=0.05, strict=True, alerts=alerts) as mon:
-        for step in range(steps):
-            for g in opt.param_groups:
-                g["lr"] = lr_at(step, steps) * (lr_jump if 100 <= step < 100 + jump_steps else 1.0)
-            if step == 250:
-                with torch.no_grad():
-                    model[0].weight[0, 0] = float("nan")
-            x, y = batch(step)
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            mon.step(step, loss=loss)
+    def nan_weight(step, model):
+        if step == 250:
+            with torch.no_grad():
+                model[0].weight[0, 0] = float("nan")
+
+    train_lr(run, 300, lambda step: lr_jump if 100 <= step < 100 + jump_steps else 1.0, before_step=nan_weight,
+             serve=True, flush_interval=0.05, strict=True, alerts=alerts)
 
 
 def _paged(bodies: list[dict]) -> set[Incident]:
