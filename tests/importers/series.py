@@ -18,6 +18,14 @@ def read_text(text: str) -> ImportedRun:
     return run
 
 
+def read_bytes(data: bytes, name: str = "train.log") -> list[ImportedRun]:
+    """The runs `read_any` reads from `data` written to a file named `name`."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / name
+        path.write_bytes(data)
+        return read_any(path)
+
+
 def series(run: ImportedRun, name: str) -> dict[int, float]:
     """{step: value} of one metric (the last value wins, as in the store)."""
     return {p.step: p.value for p in run.points if p.name == name}

@@ -4,16 +4,12 @@ a time), and the series must hold what the trainer printed, at its steps."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import pytest
 
-from stethoscope.importers import read_any
 from stethoscope.logtext.console_line import parse
 from stethoscope.logtext.names import metric
 from stethoscope.records import EVAL_LOSS, LOSS
-from tests.importers.series import read_text, series
+from tests.importers.series import read_bytes, read_text, series
 
 LINES = [12, 3000]
 
@@ -135,10 +131,7 @@ def test_a_quoted_name_is_the_values_own(n: int) -> None:
 
 
 def _read_bytes(data: bytes, name: str) -> dict[int, float]:
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / name
-        path.write_bytes(data)
-        (run,) = read_any(path)
+    (run,) = read_bytes(data, name)
     return series(run, LOSS)
 
 

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from stethoscope.errors import InputError
-from stethoscope.importers import read_any
 from stethoscope.importers.base import ImportedRun
 from stethoscope.records import LOSS
-from tests.importers.series import read_text, series
-
-
-def _read_bytes(data: bytes, name: str = "train.log") -> list[ImportedRun]:
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / name
-        path.write_bytes(data)
-        return read_any(path)
+from tests.importers.series import read_bytes, read_text, series
 
 
 def _lines(n: int = 12) -> bytes:
@@ -28,13 +17,13 @@ def _lines(n: int = 12) -> bytes:
 
 def test_a_hole_of_nuls_before_the_text_is_skipped() -> None:
     """A log truncated while its writer held it open starts with NULs: it was judged binary (refused)."""
-    (run,) = _read_bytes(b"\x00" * 4096 + _lines())
+    (run,) = read_bytes(b"\x00" * 4096 + _lines())
     assert series(run, LOSS) == {10 * k: round(3.0 - k / 20, 4) for k in range(1, 13)}
 
 
 def test_zeroed_blocks_at_the_end_are_skipped() -> None:
     """The zeroed tail a crash leaves: the text before it is read."""
-    (run,) = _read_bytes(_lines() + b"\x00" * 512)
+    (run,) = read_bytes(_lines() + b"\x00" * 512)
     assert len(series(run, LOSS)) == 12
 
 
@@ -42,11 +31,11 @@ def test_binary_data_with_scattered_nuls_is_still_refused() -> None:
     """A guard: NULs among other control bytes (a checkpoint, an image) are binary, not a padded log."""
     blob = bytes(range(256)) * 64
     with pytest.raises(InputError):
-        _read_bytes(b"\x00" * 64 + blob + _lines())
+        read_bytes(b"\x00" * 64 + blob + _lines())
 
 
 def _read_runs(text: str) -> list[ImportedRun]:
-    return _read_bytes(text.encode())
+    return read_bytes(text.encode())
 
 
 def test_a_later_spelling_of_the_loss_at_the_same_step_does_not_overwrite_it() -> None:
@@ -108,7 +97,7 @@ def test_launches_that_each_start_the_epochs_over_are_runs_of_their_own() -> Non
 def test_a_tables_episode_column_is_its_step() -> None:
     """A CSV with no step column and a rising `Episode` count: it was stepped by the row index (0, 1, ..)."""
     rows = "".join(f"{250 * k},{100 + k},{-30 + k / 2:.3f},{-12 + k / 3:.3f}\n" for k in range(1, 11))
-    (run,) = _read_bytes(("Episode,Avg length,Total reward A,Total reward B\n" + rows).encode(), "rewards.csv")
+    (run,) = read_bytes(("Episode,Avg length,Total reward A,Total reward B\n" + rows).encode(), "rewards.csv")
     assert sorted({p.step for p in run.points}) == [250 * k for k in range(1, 11)]
     assert "Episode" not in {p.name for p in run.points}
 
@@ -116,7 +105,7 @@ def test_a_tables_episode_column_is_its_step() -> None:
 def test_an_episode_column_that_does_not_rise_is_no_step() -> None:
     """A guard: an `Episode` column repeating (several rows an episode) stays a column; the row numbers the step."""
     rows = "".join(f"{k // 3},{0.5 + k / 100:.2f}\n" for k in range(12))
-    (run,) = _read_bytes(("Episode,loss\n" + rows).encode(), "log.csv")
+    (run,) = read_bytes(("Episode,loss\n" + rows).encode(), "log.csv")
     assert len(series(run, LOSS)) == 12
 
 

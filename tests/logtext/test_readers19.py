@@ -4,20 +4,9 @@ each as a general rule, with lines as the trainers print them."""
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
-from stethoscope.importers import read_any
-from stethoscope.importers.base import ImportedRun
 from stethoscope.records import LOSS
-from tests.importers.series import read_text, series
-
-
-def _read_bytes(data: bytes, name: str = "train.log") -> list[ImportedRun]:
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / name
-        path.write_bytes(data)
-        return read_any(path)
+from tests.importers.series import read_bytes, read_text, series
 
 
 def _cast(version: int = 2) -> str:
@@ -41,7 +30,7 @@ def _cast(version: int = 2) -> str:
 def test_an_asciinema_cast_is_read_as_the_terminal_printed_it() -> None:
     """`asciinema rec` saves JSON lines `[t, "o", "text"]`, a line often cut over two events: it was refused."""
     for version in (2, 3):
-        (run,) = _read_bytes(_cast(version).encode(), "train.cast")
+        (run,) = read_bytes(_cast(version).encode(), "train.cast")
         assert series(run, LOSS) == {10 * k: round(3.0 - k / 20, 4) for k in range(1, 13)}
 
 
