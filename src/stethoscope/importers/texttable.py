@@ -102,14 +102,16 @@ def _header_at(line: str) -> int | None:
 
 
 # A header's names of up to three words each, two blanks or more between them (scikit-learn's gradient boosting:
-# `      Iter       Train Loss   Remaining Time`, its cells right-aligned under the names' ends).
+# `      Iter       Train Loss   Remaining Time`, its cells right-aligned under the names' ends); its first name is
+# one word.
 _WIDE_NAME = re.compile(r"\S+(?: \S+)*")
 
 
 def _wide_names(header: str) -> list[re.Match[str]] | None:
     names = list(_WIDE_NAME.finditer(header))
-    ok = any(" " in m.group() for m in names) and all(len(m.group().split()) <= 3 and is_head_name(m.group())
-                                                      for m in names)
+    ok = bool(names) and " " not in names[0].group() and any(" " in m.group() for m in names) and all(
+        len(m.group().split()) <= 3 and is_head_name(m.group()) for m in names)  # (a first name of words: a prefix's
+    # words glued to it by one blank, `stdout F epoch`: CRI's)
     return names if ok else None
 
 
