@@ -1,5 +1,6 @@
 """Logs saved in a dress of another tool: each printed line wrapped in a record of the tool that captured it. The
-text the program printed is taken out of each record, in order, and read as the log (`source.utf8`).
+text the program printed is taken out of each record, in order, and read as the log (`source.utf8`). How a dress
+is told by a file's head is `logtext.dresses` (the native scanner asks it too).
 
 - An asciinema cast (`asciinema rec`, v2 or v3): a JSON header `{"version": 2, "width": ..}`, then one event a line,
   `[0.41, "o", "step 10 loss 2.3\\r\\n"]`. The output events' texts, joined, are what the terminal printed; a line is
@@ -18,29 +19,16 @@ from __future__ import annotations
 import json
 import re
 
-_CAST = re.compile(rb'\s*\{\s*"version"\s*:\s*[23]\s*[,}]')
-_LOGFMT = re.compile(rb"\s*time=\S+ level=[A-Za-z]+\S* msg=")
-_FLUENT = re.compile(rb"\s*\[\d+\] [\w.\-]+: \[\[?\d+\.\d+")
-_HEAD_LINES = 64  # the lines a dress is told by (all that have text must wear it)
-
-
-def dressed(head: bytes) -> bool:
-    """Whether `head` (a file's first bytes) starts a dressed log (see the module's docstring)."""
-    if _CAST.match(head):
-        return True
-    lines = [ln for ln in head.split(b"\n")[:_HEAD_LINES] if ln.strip()]
-    if len(lines) > 1 and b"\n" in head:
-        lines = lines[:-1]  # the last may be cut
-    return bool(lines) and any(all(dress.match(ln) for ln in lines) for dress in (_LOGFMT, _FLUENT))
+from stethoscope.logtext.dresses import CAST, LOGFMT, dressed  # dressed: how a dress is told by its head
 
 
 def undressed(data: bytes) -> bytes | None:
     """The text a dressed log's records hold (None: `data` is not dressed)."""
-    if _CAST.match(data):
+    if CAST.match(data):
         return _cast_lines(data)
     if not dressed(data[:16384]):
         return None
-    return _logfmt_lines(data) if _LOGFMT.match(data) else _fluent_lines(data)
+    return _logfmt_lines(data) if LOGFMT.match(data) else _fluent_lines(data)
 
 
 def _cast_lines(data: bytes) -> bytes:
