@@ -149,9 +149,10 @@ static PyObject *columns(PyObject *Py_UNUSED(module), PyObject *args) {
     const char *kinds = kinds_view.buf;
     const char *commas = commas_view.buf;
     const Py_ssize_t npicks = picks_view.len / (Py_ssize_t)sizeof(int32_t);
-    PyObject *result = NULL;
+    PyObject *result = NULL, *sized = NULL; /* sized: the result's bytes, written in place (below) */
     Buffer out = {0};
     int32_t *pick_of = NULL;
+    int in_place = 0; /* out.data is sized's */
     int ok = npicks == kinds_view.len && npicks == commas_view.len && width >= 0 && per_row >= 1;
     if (ok) {
         pick_of = PyMem_Malloc((size_t)(width + 1) * sizeof(int32_t));
@@ -167,6 +168,16 @@ static PyObject *columns(PyObject *Py_UNUSED(module), PyObject *args) {
             else
                 pick_of[picks[k]] = (int32_t)k;
         }
+    }
+    /* Lines by their starts: one row each, so the rows' bytes are known; they are written into the bytes
+     * object returned (no growing buffer, no copy at the end: ~30 MB a 1M-line Keras read). */
+    if (ok && starts != NULL) {
+        in_place = 1;
+        sized = PyBytes_FromStringAndSize(NULL, nstarts * npicks * (Py_ssize_t)sizeof(double));
+        if (sized == NULL)
+            goto release;
+        out.data = PyBytes_AS_STRING(sized);
+        out.cap = PyBytes_GET_SIZE(sized);
     }
     Py_ssize_t lines = 0, fast_end = n; /* a line that starts before fast_end ends with a newline */
     while (fast_end > 0 && s[fast_end - 1] != '\n')
@@ -302,10 +313,13 @@ static PyObject *columns(PyObject *Py_UNUSED(module), PyObject *args) {
         result = Py_NewRef(Py_None);
         goto release;
     }
-    result = Py_BuildValue("(nN)", lines, as_bytes(&out));
+    result = Py_BuildValue("(nN)", lines, sized != NULL ? sized : as_bytes(&out));
+    sized = NULL; /* (the reference went to the result) */
 release:
     PyMem_Free(pick_of);
-    PyMem_RawFree(out.data);
+    Py_XDECREF(sized);
+    if (!in_place) /* else out.data was the bytes object's */
+        PyMem_RawFree(out.data);
     PyBuffer_Release(&view);
     PyBuffer_Release(&picks_view);
     PyBuffer_Release(&kinds_view);

@@ -88,7 +88,7 @@ def columns(data: bytes, width: int, picks: list[int], kinds: str, commas: list[
         got = _side_by_side(lambda part: columns(data, width, picks, kinds, commas, part), starts[:half],
                             starts[half:])
         return None if got[0] is None or got[1] is None else np.concatenate(got)
-    at = None if starts is None else np.ascontiguousarray(starts, np.int64).tobytes()
+    at = None if starts is None else np.ascontiguousarray(starts, np.int64)  # (read in place: no copy)
     got = _linescan.columns(data, width, np.array(picks, np.int32).tobytes(), kinds.encode(), bytes(commas), at,
                             per_row)
     if got is None:
