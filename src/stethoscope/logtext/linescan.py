@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple, TypeVar
 
+from stethoscope.logtext.dresses import dressed
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -142,9 +144,7 @@ _NOT_PLAIN = (b"\x1f\x8b", b"\xff\xfe", b"\xfe\xff")  # gzip, UTF-16 (`importers
 def _not_plain(head: bytes) -> bool:
     """gzip, UTF-16, a UTF-8 byte-order mark, Docker's json-file wrapping, a JSON list (a Kaggle notebook's log) or
     a hole of NULs (a file truncated under its writer; `importers.source` reads them) or a dressed log (an asciinema
-    cast, logfmt or fluent-bit records: `importers.dressed`): never mapped raw."""
-    from stethoscope.importers.dressed import dressed
-
+    cast, logfmt or fluent-bit records: `logtext.dresses`): never mapped raw."""
     return head[:2] in _NOT_PLAIN or head.startswith((b'{"log":', b"\xef\xbb\xbf", b'[{"', b"\x00")) or dressed(head)
 
 
