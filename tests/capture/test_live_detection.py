@@ -50,9 +50,12 @@ def test_nan_is_found_live_at_the_exact_step_once(tmp_path):
     assert nan[0].step == 97 and nan[0].severity == "critical"
 
 
-def test_garbage_batch_spike_is_a_warning_with_recovery(tmp_path):
+def test_garbage_batch_spike_is_found_with_its_batch(tmp_path):
+    # The garbage batch's SGD step costs this tiny model its progress: the loss comes back from x3000 within 11
+    # steps but settles ~20% above its level before the batch to the end (40 steps), so the incident is a
+    # divergence (detect.spike_level) with the batch that caused it, which a rollback skips.
     _train(tmp_path, ("spike", 120))
-    spikes = [f for f in _findings(tmp_path) if f.type == "loss_spike"]
+    spikes = [f for f in _findings(tmp_path) if f.type in ("loss_spike", "divergence")]
     assert spikes and spikes[0].step == 120, _findings(tmp_path)
     assert severity_rank(spikes[0].severity) >= severity_rank("warning")
     with open_run(tmp_path) as r:
@@ -79,8 +82,9 @@ def test_the_monitors_detect_config_reaches_the_live_detectors(tmp_path):
     deaf = DetectConfig(spike_sigma=1e9, loss_spike_min_rel=1e6, loss_spike_warn_rel=1e6)
     _train(tmp_path / "deaf", ("spike", 120), detect=deaf)
     _train(tmp_path / "default", ("spike", 120), detect=True)
-    assert 120 in [f.step for f in _findings(tmp_path / "default") if f.type == "loss_spike"]
-    assert [f for f in _findings(tmp_path / "deaf") if f.type == "loss_spike"] == []
+    jumps = ("loss_spike", "divergence")
+    assert 120 in [f.step for f in _findings(tmp_path / "default") if f.type in jumps]
+    assert [f for f in _findings(tmp_path / "deaf") if f.type in jumps] == []
 
 
 def test_detect_false_records_no_findings_and_a_wrong_detect_is_refused(tmp_path):

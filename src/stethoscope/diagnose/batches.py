@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 
-from stethoscope.findings.catalogue import GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SPIKE, NAN
+from stethoscope.findings.catalogue import DIVERGENCE, GRAD_EXPLOSION, GRAD_SPIKE, LOSS_SPIKE, NAN
 from stethoscope.records import Finding
 
-# Findings a single batch can cause, and how many ids to show.
+# Findings a single batch can cause, and how many ids to show. A divergence is one when it is a jump at one step
+# whose level never came back (detect.spike_level: evidence `spike_step`), as after a garbage batch's update.
 BATCH_TYPES = frozenset({LOSS_SPIKE, NAN, GRAD_SPIKE, GRAD_EXPLOSION})
 MAX_IDS = 32
 
@@ -18,7 +19,8 @@ Lookup = Callable[[int], "list[object] | None"]
 def attach_batch_ids(findings: Iterable[Finding], lookup: Lookup) -> None:
     """Add `evidence["batch_ids"]` (in place) and, when nothing led up to it, name the batch as the cause."""
     for f in findings:
-        if f.type not in BATCH_TYPES or f.step is None:
+        if f.step is None or (f.type not in BATCH_TYPES and not (
+                f.type == DIVERGENCE and f.evidence.get("spike_step") == f.step)):
             continue
         ids = lookup(f.step)
         if not ids:
