@@ -198,3 +198,22 @@ def test_gradient_boostings_table_of_names_of_two_words() -> None:
                     f"{(100 - k) / 100:>15.2f}s\n"
             run = read_text(text)
             assert series(run, LOSS) == {k: round(1.5 - k / 100, 4) for k in steps}
+
+
+def test_tinygrads_count_before_values_named_after_them_is_the_step() -> None:
+    """tinygrad's examples print `100  221.74 ms run,  2.22 ms python,  219.52 ms CUDA,  2.31 loss, 0.000807 LR, ..`:
+    every value before its name, so the count heading the line names nothing: the step (0 steps were read)."""
+    for pre in ("", "2024-07-24 11:20:33,123 - INFO - ", "[INFO|DP=0|PP=0|TP=0|nid001]: "):
+        text = "".join(f"{pre}{k:3d}  {220 + k / 10:7.2f} ms run, {2.2:7.2f} ms python, {218 + k / 10:7.2f} ms CUDA, "
+                       f"{3 - k / 100:7.2f} loss, {0.0008:.6f} LR, 4.66 GB used, {3042.49:9.2f} GFLOPS\n"
+                       for k in range(0, 120, 10))
+        run = read_text(text)
+        assert series(run, LOSS) == {k: round(3 - k / 100, 2) for k in range(0, 120, 10)}
+
+
+def test_a_logcat_pid_before_a_value_is_no_step() -> None:
+    """A guard: logcat's `pid  tid` (whole numbers) before a line's text is no count heading its values."""
+    text = "".join(f"11-28 03:50:{k:02d}.000  4312  4377 I python  : step {k * 10} | 2.{k:02d}1 loss\n"
+                   for k in range(1, 13))
+    run = read_text(text)
+    assert set(series(run, LOSS)) == {k * 10 for k in range(1, 13)}

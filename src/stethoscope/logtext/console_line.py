@@ -89,6 +89,11 @@ _BARE = re.compile(
     rf"|{_HEAD}(?:(?P<pe>\d+)\s*\|\s*)?(?P<p>\d+)\s*\|(?={_SEPS}{_KEYED})"
     r"|(?<![\w.\-])(?:(?P<ge>\d+)(?i:epoch)\b[^\d\s]{0,16})?(?:\d+-)?(?P<gl>\d+)"
     r"(?i:batch|batches|iter|iters|step|steps)\b(?!/)")
+# A count heading a line whose loss is printed before its name (tinygrad's examples: `100  221.74 ms run,  2.22 ms
+# python,  219.52 ms CUDA,  2.31 loss, 0.000807 LR, ..`): such a line names each value after it, so the count before
+# its first value names nothing: it is the step.
+_LEADING = re.compile(r"(?:^|(?<=[\])>:]\s)|(?<=\s[-|]\s))\s*(?P<l>\d+)\s{2,}(?=[-+]?\d*\.\d+\s*[A-Za-z%])")
+_LOSS_AFTER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|nan|inf)(?:[eE][-+]?\d+)?\s+(?i:loss)\b")
 _COUNT_BEFORE = re.compile(r"(?<![\w.])(\d+)\s*$")  # a count right before a sample counter is its epoch
 # Words that make a counter word a setting or a count: `Total optimization steps = 500`, `warmup steps: 100`.
 _SETTING = re.compile(r"\b(?i:total|max|maximum|num|number\s+of|warmup|warm-up|accumulation|every|per|remaining|"
@@ -205,6 +210,8 @@ def parse(text: str) -> Line:
             step = None  # torchvision's `Epoch: [0] Total time: 0:00:05 (0.98 s / it)`: an epoch, not a step
         if step and _EVAL_LINE.search(step.group()):  # ESPnet's `3epoch:valid:1-100batch`: the eval's batches
             own, own_span, step = True, step.span(), None
+        if step is None and _LOSS_AFTER.search(body):
+            step = _LEADING.search(body)
     if step:
         _read_step(out, step, text, pos)
         unit = _ROUNDED.match(body, step.end())
@@ -251,7 +258,7 @@ def launcher_rank(text: str) -> str | None:
 
 def _read_step(out: Line, m: re.Match[str], text: str, offset: int) -> None:
     for name, total in (("a", "at"), ("b", None), ("c", "ct"), ("d", "dt"), ("e", "et"), ("g", None), ("f", "ft"),
-                        ("h", None), ("p", None), ("gl", None), ("u", None), ("s", "st")):
+                        ("h", None), ("p", None), ("gl", None), ("u", None), ("s", "st"), ("l", None)):
         if name in m.re.groupindex and m.group(name) is not None:
             out.step = int(m.group(name).replace(",", ""))
             out.total = int(m.group(total)) if total and m.group(total) else None
