@@ -1,7 +1,9 @@
 """Overfitting: eval loss rising above its best while the train loss keeps falling.
 
 An eval that rose while the train loss rose too (a jump after an LR change) is the model getting
-worse, not overfitting: the search starts afresh from that eval.
+worse, not overfitting: the search starts afresh from that eval; so it does after an LR raised 3-fold or more in one
+record (an LR jump, a warm restart), whose evals are the new LR's doing even where the train loss, still falling
+from its fast early descent, hides the jump.
 
 Raised at the `overfit_patience`-th eval after the best one (all of them worse than the best), so
 at most `patience` evals after the eval minimum, and it names the best step: the checkpoint to keep.
@@ -33,6 +35,7 @@ EVAL_PPL = "eval/ppl"  # the eval perplexity (`detect.names`: eval_ppl, validati
 _EVAL_WINDOW = 32
 _TRAIN_FALL_REL = 0.01  # the train loss must have fallen at least 1% since the best eval
 _COMPETED = 4.0
+_LR_RAISED = 3.0  # an LR raised this many times over in one record is a jump or a restart, not a schedule's step
 _CHEAP = 0.05  # a rise that gave back at most this share of what the eval learned, and at most this share of the
 # best value, costs the run little: the checkpoint of the best step is as good as ever (a plateau's slow drift up,
 # early stopping counting): info, not a page; past it the rise is a warning again
@@ -78,6 +81,8 @@ class OverfitDetector:
         self.quality.push(step, record.values)
         lr = record.values.get(LR)
         if lr is not None:
+            if self._lr is not None and 0 < self._lr * _LR_RAISED < lr:
+                back = back + self._lr_raised()
             self._lr = lr
             self.frozen.lr(lr)
         self.frozen.grad(step, record.values.get(GRAD_NORM))
@@ -115,6 +120,18 @@ class OverfitDetector:
         self.evals = Window(_EVAL_WINDOW)
         self.train = StepEma(self.train.halflife)
         self._min_train = self._eval_high = None
+        return out
+
+    def _lr_raised(self) -> list[Finding]:
+        """The LR was raised `_LR_RAISED`-fold or more in one record (a jump, a warm restart): the evals after it are
+        the new LR's doing (a model knocked back, not one fitting its train set), judged from their own best, as after
+        a resume; an incident open before the raise closes as it stood."""
+        out: list[Finding] = []
+        if self._open is not None:
+            f = self._finding(self._open)
+            f.end_step = self._last_eval_step
+            out.append(f)
+        self._best, self._since_best, self._open = None, [], None
         return out
 
     def _judged_before(self, stopped: Finding) -> list[Finding]:
