@@ -111,12 +111,7 @@ class OverfitDetector:
         best = self._best
         if self._last_step is None or step >= self._last_step or best is None or best["step"] < step:
             return []
-        out: list[Finding] = []
-        if self._open is not None:
-            f = self._finding(self._open)
-            f.end_step = self._last_eval_step
-            out.append(f)
-        self._best, self._since_best, self._open = None, [], None
+        out = self._judge_afresh()
         self.evals = Window(_EVAL_WINDOW)
         self.train = StepEma(self.train.halflife)
         self._min_train = self._eval_high = None
@@ -126,6 +121,10 @@ class OverfitDetector:
         """The LR was raised `_LR_RAISED`-fold or more in one record (a jump, a warm restart): the evals after it are
         the new LR's doing (a model knocked back, not one fitting its train set), judged from their own best, as after
         a resume; an incident open before the raise closes as it stood."""
+        return self._judge_afresh()
+
+    def _judge_afresh(self) -> list[Finding]:
+        """Forget the best eval: the next one is the new best. An open incident is closed as it stood (returned)."""
         out: list[Finding] = []
         if self._open is not None:
             f = self._finding(self._open)
